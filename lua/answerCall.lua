@@ -1,0 +1,66 @@
+--[[
+  Answers a ringing call: the first answering callee installation wins, atomically.
+
+  KEYS[1] callKey
+  KEYS[2] opKey
+  KEYS[3] outboxKey
+
+  ARGV[1] userId              the requesting user (from the session)
+  ARGV[2] installationId      the answering installation (equals the session's)
+  ARGV[3] expectedRevision    decimal string, or '' when not given
+  ARGV[4] retentionMs
+  ARGV[5] operationTtlMs
+  ARGV[6] fingerprint
+
+  Returns one of
+    { 'fresh' | 'replay', code, status, fields } with code
+        'ok' (200)                 this installation won (or had already won)
+        'answer_conflict' (409)    another installation won, or the call is no longer ringing
+        'revision_conflict' (409)  expectedRevision differs from the ringing call's revision
+    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' }
+]]
+local callKey, opKey, outboxKey = KEYS[1], KEYS[2], KEYS[3]
+local userId, installationId, expectedRevision = ARGV[1], ARGV[2], ARGV[3]
+local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
+local fingerprint = ARGV[6]
+
+--@include "fmtInt"
+--@include "nowMs"
+--@include "appendOutbox"
+--@include "endCallNow"
+--@include "expireIfDue"
+--@include "operationRecord"
+
+local replay = replayOperation(opKey, fingerprint)
+if replay then return replay end
+
+local callerUserId, calleeUserId = unpack(redis.call('HMGET', callKey, 'callerUserId', 'calleeUserId'))
+if not callerUserId or (userId ~= callerUserId and userId ~= calleeUserId) then
+  return { 'error', 'not_found' }
+end
+if userId ~= calleeUserId then return { 'error', 'forbidden' } end
+
+local now = nowMs()
+expireIfDue(callKey, outboxKey, now, retentionMs)
+
+local state, revision, winner = unpack(redis.call('HMGET', callKey, 'state', 'revision', 'answeredByInstallationId'))
+if state == 'accepted' and winner == installationId then
+  -- The same installation answering again (new operationId): it is still the winner.
+  return recordOperation(opKey, fingerprint, 'ok', 200, redis.call('HGETALL', callKey), operationTtlMs)
+end
+if state ~= 'ringing' then
+  return recordOperation(opKey, fingerprint, 'answer_conflict', 409, redis.call('HGETALL', callKey), operationTtlMs)
+end
+if expectedRevision ~= '' and expectedRevision ~= revision then
+  return recordOperation(opKey, fingerprint, 'revision_conflict', 409, redis.call('HGETALL', callKey), operationTtlMs)
+end
+
+redis.call('HSET', callKey,
+  'state', 'accepted',
+  'answeredByInstallationId', installationId,
+  'acceptedAtMs', fmtInt(now))
+redis.call('HINCRBY', callKey, 'revision', 1)
+-- An accepted call is kept for the retention period from its answer (ending it restarts that).
+redis.call('PEXPIRE', callKey, retentionMs)
+local fields = appendOutbox(outboxKey, callKey, 'answered', now)
+return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

@@ -1,0 +1,58 @@
+--[[
+  Creates a ringing call, atomically with its idempotency record and its outbox entry.
+
+  KEYS[1] callKey     the call hash
+  KEYS[2] opKey       this operation's idempotency record
+  KEYS[3] outboxKey   the call shard's outbox stream
+
+  ARGV[1]  callId
+  ARGV[2]  callerUserId
+  ARGV[3]  callerInstallationId
+  ARGV[4]  callerDisplayName     (already cut to 256 UTF-8 bytes)
+  ARGV[5]  callerHandle
+  ARGV[6]  calleeUserId
+  ARGV[7]  video                 '1' or '0'
+  ARGV[8]  ringTimeoutMs         expiresAtMs = now + ringTimeoutMs
+  ARGV[9]  retentionMs           how long the call is kept after it can no longer change
+  ARGV[10] operationTtlMs        how long the idempotency record is kept
+  ARGV[11] fingerprint           hash of the request; a replay must carry the same
+
+  Returns one of
+    { 'fresh' | 'replay', code, status, fields }  code 'ok' (status 201); fields = HGETALL
+    { 'error', 'idempotency_conflict' | 'call_exists' }
+]]
+local callKey, opKey, outboxKey = KEYS[1], KEYS[2], KEYS[3]
+local callId, callerUserId, callerInstallationId = ARGV[1], ARGV[2], ARGV[3]
+local callerDisplayName, callerHandle, calleeUserId = ARGV[4], ARGV[5], ARGV[6]
+local video = ARGV[7]
+local ringTimeoutMs, retentionMs, operationTtlMs = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local fingerprint = ARGV[11]
+
+--@include "fmtInt"
+--@include "nowMs"
+--@include "appendOutbox"
+--@include "operationRecord"
+
+local replay = replayOperation(opKey, fingerprint)
+if replay then return replay end
+
+-- A callId is never reused, not even by the same caller with another operationId.
+if redis.call('EXISTS', callKey) == 1 then return { 'error', 'call_exists' } end
+
+local now = nowMs()
+redis.call('HSET', callKey,
+  'callId', callId,
+  'state', 'ringing',
+  'revision', '1',
+  'callerUserId', callerUserId,
+  'callerInstallationId', callerInstallationId,
+  'callerDisplayName', callerDisplayName,
+  'callerHandle', callerHandle,
+  'calleeUserId', calleeUserId,
+  'video', video,
+  'createdAtMs', fmtInt(now),
+  'expiresAtMs', fmtInt(now + ringTimeoutMs))
+-- Kept through the ring window and then for the retention period, even if nothing ends it.
+redis.call('PEXPIRE', callKey, ringTimeoutMs + retentionMs)
+local fields = appendOutbox(outboxKey, callKey, 'created', now)
+return recordOperation(opKey, fingerprint, 'ok', 201, fields, operationTtlMs)

@@ -1,0 +1,70 @@
+--[[
+  Ends a call on request of one of its parties (hang-up, cancel, decline, local failure).
+
+  KEYS[1] callKey
+  KEYS[2] opKey
+  KEYS[3] outboxKey
+
+  ARGV[1] userId
+  ARGV[2] installationId
+  ARGV[3] reason             the end reason the requesting phone reports (validated by the API)
+  ARGV[4] retentionMs
+  ARGV[5] operationTtlMs
+  ARGV[6] fingerprint
+
+  Rules (see README "End reasons"):
+    - an already ended call is returned as is (absorbs echoes and retries);
+    - echo reasons (remoteEnded, callerCancelled, answeredElsewhere) never change a call;
+    - on an accepted call only the caller's calling installation and the answering installation
+      are in the call; another installation's end request changes nothing;
+    - on a ringing call the callee's `localHangup` is stored as `declined`.
+
+  Returns
+    { 'fresh' | 'replay', 'ok', 200, fields }
+    { 'error', 'not_found' | 'idempotency_conflict' }
+]]
+local callKey, opKey, outboxKey = KEYS[1], KEYS[2], KEYS[3]
+local userId, installationId, reason = ARGV[1], ARGV[2], ARGV[3]
+local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
+local fingerprint = ARGV[6]
+
+--@include "fmtInt"
+--@include "nowMs"
+--@include "appendOutbox"
+--@include "endCallNow"
+--@include "expireIfDue"
+--@include "operationRecord"
+
+local replay = replayOperation(opKey, fingerprint)
+if replay then return replay end
+
+local callerUserId, calleeUserId = unpack(redis.call('HMGET', callKey, 'callerUserId', 'calleeUserId'))
+if not callerUserId or (userId ~= callerUserId and userId ~= calleeUserId) then
+  return { 'error', 'not_found' }
+end
+
+local now = nowMs()
+expireIfDue(callKey, outboxKey, now, retentionMs)
+
+local state, callerInstallationId, winner =
+  unpack(redis.call('HMGET', callKey, 'state', 'callerInstallationId', 'answeredByInstallationId'))
+local side = (userId == callerUserId) and 'caller' or 'callee'
+
+local function unchanged()
+  return recordOperation(opKey, fingerprint, 'ok', 200, redis.call('HGETALL', callKey), operationTtlMs)
+end
+
+if state == 'ended' then return unchanged() end
+if reason == 'remoteEnded' or reason == 'callerCancelled' or reason == 'answeredElsewhere' then
+  return unchanged()
+end
+if state == 'accepted' then
+  local inCall = (side == 'caller' and installationId == callerInstallationId)
+    or (side == 'callee' and installationId == winner)
+  if not inCall then return unchanged() end
+elseif side == 'callee' and reason == 'localHangup' then
+  reason = 'declined'
+end
+
+local fields = endCallNow(callKey, outboxKey, now, reason, side, installationId, retentionMs)
+return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

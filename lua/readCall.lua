@@ -1,0 +1,26 @@
+--[[
+  Reads a call for one of its parties, ending it first when its ring window has passed.
+
+  KEYS[1] callKey
+  KEYS[2] outboxKey
+
+  ARGV[1] userId
+  ARGV[2] retentionMs
+
+  Returns { 'ok', fields } or { 'error', 'not_found' } (also for non-members).
+]]
+local callKey, outboxKey = KEYS[1], KEYS[2]
+local userId, retentionMs = ARGV[1], tonumber(ARGV[2])
+
+--@include "fmtInt"
+--@include "nowMs"
+--@include "appendOutbox"
+--@include "endCallNow"
+--@include "expireIfDue"
+
+local callerUserId, calleeUserId = unpack(redis.call('HMGET', callKey, 'callerUserId', 'calleeUserId'))
+if not callerUserId or (userId ~= callerUserId and userId ~= calleeUserId) then
+  return { 'error', 'not_found' }
+end
+expireIfDue(callKey, outboxKey, nowMs(), retentionMs)
+return { 'ok', redis.call('HGETALL', callKey) }

@@ -1,0 +1,53 @@
+/**
+ * End reasons and how each maps for each side of a call. The spec's rule: a reason is named from
+ * the point of view of the side that reads it. The requesting phone reports only ends it decided
+ * itself; the backend turns them into what the other side is told.
+ */
+
+/** Every end reason a snapshot or event can carry. */
+export const END_REASONS = [
+  'localHangup',
+  'declined',
+  'unanswered',
+  'remoteEnded',
+  'callerCancelled',
+  'answeredElsewhere',
+  'failed',
+  'busy',
+] as const;
+export type EndReason = (typeof END_REASONS)[number];
+
+/**
+ * Reasons accepted by POST /v1/calls/{id}/end. The last three are echoes of ends the backend
+ * told the phone about; they are absorbed (they never change a call) so a client that reports
+ * them back does no harm.
+ */
+export const REQUEST_END_REASONS = [
+  'localHangup',
+  'declined',
+  'unanswered',
+  'failed',
+  'busy',
+  'remoteEnded',
+  'callerCancelled',
+  'answeredElsewhere',
+] as const satisfies readonly EndReason[];
+export type RequestEndReason = (typeof REQUEST_END_REASONS)[number];
+
+export type Side = 'caller' | 'callee';
+/** Who ended a call: one of its sides, or the server (ring timeout, busy). */
+export type EndedBy = Side | 'system';
+
+/**
+ * The reason one side sees for a call that `endedBy` ended with `storedReason` (the reason the
+ * ender reported, already normalised by endCall.lua), `wasAccepted` telling whether it had been
+ * answered.
+ */
+export function reasonForSide(storedReason: EndReason, endedBy: EndedBy, wasAccepted: boolean, viewer: Side): EndReason {
+  if (endedBy === 'system' || endedBy === viewer) return storedReason;
+  if (wasAccepted) return 'remoteEnded';
+  // Ended while ringing by the other side.
+  if (endedBy === 'caller') return 'callerCancelled';
+  // The callee's phone decided: declined, unanswered (its ring deadline), busy or failed.
+  return storedReason === 'failed' ? 'declined' : storedReason;
+}

@@ -1,0 +1,187 @@
+import { createHash } from 'node:crypto';
+import type { Redis, Cluster } from 'ioredis';
+import { keys, type KeySpace } from '../redis/keys.js';
+import { runScript } from '../redis/scripts.js';
+import { parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
+import type { RequestEndReason } from './reasons.js';
+
+/**
+ * The call store: every change of a call is one Lua script (lua/*.lua). Each script call is a
+ * pure `xxxKeysArgs(input) → { keys, args }` plus one execution, and `parseOutcome` maps every
+ * reply to a typed outcome.
+ */
+
+export interface StoreSettings extends KeySpace {
+  ringTimeoutMs: number;
+  retentionMs: number;
+  operationTtlMs: number;
+}
+
+export interface ScriptCall {
+  keys: string[];
+  args: string[];
+}
+
+export type OutcomeCode = 'ok' | 'answer_conflict' | 'revision_conflict';
+export type FailureCode = 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_exists';
+
+export type Outcome =
+  | { kind: 'outcome'; code: OutcomeCode; status: number; call: CallRecord; replayed: boolean }
+  | { kind: 'failure'; code: FailureCode };
+
+/** The request fingerprint: what makes a retry "the same request". */
+export function fingerprint(action: string, parts: readonly (string | number | boolean | null)[]): string {
+  return createHash('sha256').update(JSON.stringify([action, ...parts])).digest('base64url');
+}
+
+export interface CreateInput {
+  callId: string;
+  callerUserId: string;
+  callerInstallationId: string;
+  callerDisplayName: string;
+  callerHandle: string;
+  calleeUserId: string;
+  video: boolean;
+  operationId: string;
+  fingerprint: string;
+}
+
+export function createCallKeysArgs(s: StoreSettings, i: CreateInput): ScriptCall {
+  return {
+    keys: [
+      keys.call(s, i.callId),
+      keys.operation(s, i.callId, i.callerUserId, i.operationId),
+      keys.outboxForCall(s, i.callId),
+    ],
+    args: [
+      i.callId,
+      i.callerUserId,
+      i.callerInstallationId,
+      i.callerDisplayName,
+      i.callerHandle,
+      i.calleeUserId,
+      i.video ? '1' : '0',
+      String(s.ringTimeoutMs),
+      String(s.retentionMs),
+      String(s.operationTtlMs),
+      i.fingerprint,
+    ],
+  };
+}
+
+export interface AnswerInput {
+  callId: string;
+  userId: string;
+  installationId: string;
+  expectedRevision: string | undefined;
+  operationId: string;
+  fingerprint: string;
+}
+
+export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput): ScriptCall {
+  return {
+    keys: [keys.call(s, i.callId), keys.operation(s, i.callId, i.userId, i.operationId), keys.outboxForCall(s, i.callId)],
+    args: [i.userId, i.installationId, i.expectedRevision ?? '', String(s.retentionMs), String(s.operationTtlMs), i.fingerprint],
+  };
+}
+
+export interface EndInput {
+  callId: string;
+  userId: string;
+  installationId: string;
+  reason: RequestEndReason;
+  operationId: string;
+  fingerprint: string;
+}
+
+export function endCallKeysArgs(s: StoreSettings, i: EndInput): ScriptCall {
+  return {
+    keys: [keys.call(s, i.callId), keys.operation(s, i.callId, i.userId, i.operationId), keys.outboxForCall(s, i.callId)],
+    args: [i.userId, i.installationId, i.reason, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint],
+  };
+}
+
+export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string): ScriptCall {
+  return { keys: [keys.call(s, callId), keys.outboxForCall(s, callId)], args: [userId, String(s.retentionMs)] };
+}
+
+export function expireCallKeysArgs(s: StoreSettings, callId: string): ScriptCall {
+  return { keys: [keys.call(s, callId), keys.outboxForCall(s, callId)], args: [String(s.retentionMs)] };
+}
+
+const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists']);
+const OUTCOMES = new Set<string>(['ok', 'answer_conflict', 'revision_conflict']);
+
+/** Maps every reply of the create/answer/end/read scripts to a typed outcome. */
+export function parseOutcome(reply: unknown): Outcome {
+  if (!Array.isArray(reply)) throw new CorruptRecordError('script reply is not a list');
+  const [kind, code, status, fields] = reply as unknown[];
+  if (kind === 'error' && typeof code === 'string' && FAILURES.has(code)) {
+    return { kind: 'failure', code: code as FailureCode };
+  }
+  if ((kind === 'fresh' || kind === 'replay') && typeof code === 'string' && OUTCOMES.has(code)) {
+    return { kind: 'outcome', code: code as OutcomeCode, status: Number(status), call: parseCallFields(fields), replayed: kind === 'replay' };
+  }
+  if (kind === 'ok') return { kind: 'outcome', code: 'ok', status: 200, call: parseCallFields(code), replayed: false };
+  throw new CorruptRecordError(`unexpected script reply ${String(kind)}/${String(code)}`);
+}
+
+export type ExpireResult = { kind: 'expired' } | { kind: 'early'; msLeft: number } | { kind: 'done' };
+
+export function parseExpireReply(reply: unknown): ExpireResult {
+  if (!Array.isArray(reply)) throw new CorruptRecordError('expireCall reply is not a list');
+  if (reply[0] === 'expired') return { kind: 'expired' };
+  if (reply[0] === 'early') return { kind: 'early', msLeft: Number(reply[1]) };
+  if (reply[0] === 'done') return { kind: 'done' };
+  throw new CorruptRecordError(`unexpected expireCall reply ${String(reply[0])}`);
+}
+
+export class CallStore {
+  constructor(
+    private readonly redis: Redis | Cluster,
+    readonly settings: StoreSettings,
+  ) {}
+
+  /**
+   * Binds the user's operationId to this request's fingerprint (first use wins). A different
+   * fingerprint means the operationId was already used for another request.
+   */
+  private async bindOperation(userId: string, operationId: string, fp: string): Promise<boolean> {
+    const previous = await this.redis.set(
+      keys.operationBinding(this.settings, userId, operationId),
+      fp,
+      'PX',
+      this.settings.operationTtlMs,
+      'NX',
+      'GET',
+    );
+    return previous === null || previous === fp;
+  }
+
+  private async mutate(userId: string, operationId: string, fp: string, script: 'createCall' | 'answerCall' | 'endCall', call: ScriptCall): Promise<Outcome> {
+    if (!(await this.bindOperation(userId, operationId, fp))) return { kind: 'failure', code: 'idempotency_conflict' };
+    return parseOutcome(await runScript(this.redis, script, call.keys, call.args));
+  }
+
+  create(i: CreateInput): Promise<Outcome> {
+    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', createCallKeysArgs(this.settings, i));
+  }
+
+  answer(i: AnswerInput): Promise<Outcome> {
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'answerCall', answerCallKeysArgs(this.settings, i));
+  }
+
+  end(i: EndInput): Promise<Outcome> {
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'endCall', endCallKeysArgs(this.settings, i));
+  }
+
+  async read(callId: string, userId: string): Promise<Outcome> {
+    const c = readCallKeysArgs(this.settings, callId, userId);
+    return parseOutcome(await runScript(this.redis, 'readCall', c.keys, c.args));
+  }
+
+  async expire(callId: string): Promise<ExpireResult> {
+    const c = expireCallKeysArgs(this.settings, callId);
+    return parseExpireReply(await runScript(this.redis, 'expireCall', c.keys, c.args));
+  }
+}

@@ -1,0 +1,122 @@
+import { z } from 'zod';
+
+/**
+ * The whole configuration, parsed once at start from an explicit environment table.
+ * Modules receive the parsed `Config` (or a slice of it); nothing else reads process.env.
+ */
+
+const int = (def: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.coerce.number().int().min(min).max(max).default(def);
+
+const bool = (def: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default(def ? 'true' : 'false')
+    .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
+
+const optionalUrl = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v))
+  .pipe(z.url({ protocol: /^https?$/ }).optional());
+
+const roleList = z
+  .string()
+  .default('api,gateway,worker')
+  .transform((v) => v.split(',').map((r) => r.trim()).filter(Boolean))
+  .pipe(z.array(z.enum(['api', 'gateway', 'worker'])).min(1));
+
+export const configSchema = z
+  .object({
+    HOST: z.string().default('0.0.0.0'),
+    PORT: int(8080, 0, 65535),
+    ROLES: roleList,
+    REDIS_URL: optionalUrl.or(optionalString),
+    REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]{1,32}$/).default('cb'),
+    /** Number of hash-tagged shards calls and their outboxes are spread over (Redis Cluster). */
+    CALL_SHARDS: int(8, 1, 1024),
+
+    AUTH_JWT_SECRET: optionalString,
+    AUTH_JWT_PUBLIC_KEY: optionalString,
+    AUTH_JWKS_URL: optionalUrl,
+    AUTH_ISSUER: optionalString,
+    AUTH_AUDIENCE: optionalString,
+
+    RING_TIMEOUT_MS: int(45_000, 1_000, 45_000),
+    CALL_RETENTION_MS: int(24 * 3600_000, 60_000),
+    IDEMPOTENCY_TTL_MS: int(24 * 3600_000, 24 * 3600_000),
+    HANDLE_SCHEME: z.string().regex(/^[a-z][a-z0-9+.-]{0,31}$/).default('app'),
+    BODY_LIMIT_BYTES: int(16 * 1024, 256, 1024 * 1024),
+
+    TURN_SECRET: optionalString,
+    TURN_URLS: z
+      .string()
+      .default('')
+      .transform((v) => v.split(',').map((u) => u.trim()).filter(Boolean))
+      .pipe(z.array(z.string().regex(/^(stun|stuns|turn|turns):/, 'each TURN_URLS entry must start with stun:, stuns:, turn: or turns:'))),
+    MEDIA_CREDENTIAL_TTL_S: int(600, 30, 86_400),
+    /** When true, the callee's media-session request on a ringing call is its answer claim. */
+    MEDIA_SESSION_ANSWERS: bool(false),
+
+    IOS_PUSH_URL: optionalUrl,
+    IOS_PUSH_SANDBOX_URL: optionalUrl,
+    IOS_PUSH_KEY_FILE: optionalString,
+    IOS_PUSH_KEY_ID: optionalString,
+    IOS_PUSH_TEAM_ID: optionalString,
+    IOS_BUNDLE_ID: optionalString,
+    ANDROID_PUSH_URL: optionalUrl,
+    ANDROID_PROJECT_ID: optionalString,
+    ANDROID_SERVICE_ACCOUNT_FILE: optionalString,
+
+    LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+    /** Run on uWebSockets.js's slow `ws` fallback when its native binary does not load. */
+    ALLOW_UWS_FALLBACK: bool(false),
+    /** Embedded Redis data directory, used when REDIS_URL is unset. */
+    EMBEDDED_REDIS_DIR: z.string().default('.data/redis'),
+    SHUTDOWN_TIMEOUT_MS: int(10_000, 100, 120_000),
+  })
+  .superRefine((c, ctx) => {
+    const sources = [c.AUTH_JWT_SECRET, c.AUTH_JWT_PUBLIC_KEY, c.AUTH_JWKS_URL].filter(Boolean).length;
+    if (sources > 1) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['AUTH_JWT_SECRET'],
+        message: 'set only one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY, AUTH_JWKS_URL',
+      });
+    }
+    if (c.TURN_URLS.some((u) => /^turns?:/.test(u)) && !c.TURN_SECRET) {
+      ctx.addIssue({ code: 'custom', path: ['TURN_SECRET'], message: 'required when TURN_URLS lists turn: or turns: servers' });
+    }
+    if (c.AUTH_JWT_SECRET !== undefined && Buffer.byteLength(c.AUTH_JWT_SECRET) < 32) {
+      ctx.addIssue({ code: 'custom', path: ['AUTH_JWT_SECRET'], message: 'must be at least 32 bytes' });
+    }
+  });
+
+export type Config = z.infer<typeof configSchema>;
+export type Role = Config['ROLES'][number];
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Parses the environment; the error message names every bad variable. */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const picked: Record<string, string | undefined> = {};
+  for (const key of Object.keys(configSchema.shape)) picked[key] = env[key];
+  const result = configSchema.safeParse(picked);
+  if (!result.success) {
+    const lines = result.error.issues.map((i) => `  ${i.path.join('.') || '(config)'}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  return result.data;
+}
+
+/** True when neither a secret, a public key nor a JWKS URL is configured. */
+export function authUnconfigured(c: Config): boolean {
+  return !c.AUTH_JWT_SECRET && !c.AUTH_JWT_PUBLIC_KEY && !c.AUTH_JWKS_URL;
+}

@@ -1,0 +1,33 @@
+import type { ApiDeps } from '../deps.js';
+import type { Route } from '../router.js';
+import { authenticate, parseJsonBody } from '../request.js';
+import { createCallBody } from '../schemas.js';
+import { ApiError } from '../errors.js';
+import { fingerprint } from '../../calls/store.js';
+import { displayNameFor, handleFor } from '../../calls/identity.js';
+import { callReply } from './callReplies.js';
+
+/** POST /v1/calls: creates a ringing call; invitations are queued in the same transaction. */
+export function createCallRoute(deps: ApiDeps): Route {
+  return {
+    method: 'post',
+    pattern: '/v1/calls',
+    handler: async (ctx) => {
+      const me = await authenticate(ctx, deps.verify);
+      const body = parseJsonBody(ctx, createCallBody);
+      if (body.calleeUserId === me.userId) throw new ApiError('invalid_request', 'calleeUserId: you cannot call yourself');
+      const outcome = await deps.calls.create({
+        callId: body.callId,
+        callerUserId: me.userId,
+        callerInstallationId: me.installationId,
+        callerDisplayName: displayNameFor(me.name),
+        callerHandle: handleFor(deps.config.HANDLE_SCHEME, me.userId),
+        calleeUserId: body.calleeUserId,
+        video: body.video,
+        operationId: body.operationId,
+        fingerprint: fingerprint('create', [body.callId, body.calleeUserId, body.video]),
+      });
+      return callReply(outcome, me.userId);
+    },
+  };
+}

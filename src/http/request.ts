@@ -1,0 +1,73 @@
+import type { z } from 'zod';
+import { ApiError } from './errors.js';
+import type { RequestContext } from './router.js';
+import { bearerToken, type TokenVerifier } from '../auth/verifier.js';
+import { AuthError, type Principal } from '../auth/principal.js';
+
+/** Verifies the bearer token of a request; 401 with a precise detail otherwise. */
+export async function authenticate(ctx: RequestContext, verify: TokenVerifier): Promise<Principal> {
+  if (ctx.authorization === '') throw unauthorized('missing Authorization header; send "Authorization: Bearer <token>"');
+  const token = bearerToken(ctx.authorization);
+  if (!token) throw unauthorized('Authorization header must use the Bearer scheme');
+  try {
+    const principal = await verify(token);
+    if (principal.expiresAtMs <= Date.now()) throw new AuthError('token expired');
+    return principal;
+  } catch (err) {
+    if (err instanceof AuthError) throw unauthorized(err.message);
+    throw err;
+  }
+}
+
+function unauthorized(detail: string): ApiError {
+  return new ApiError('unauthorized', detail, {}, { 'www-authenticate': 'Bearer' });
+}
+
+/** Formats zod issues as `field: message; field: message`. */
+export function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+  return issues
+    .map((i) => `${i.path.length ? i.path.join('.') : 'body'}: ${i.message}`)
+    .join('; ');
+}
+
+/**
+ * Parses a JSON request body against a schema. Wrong content type → 415; empty, invalid JSON or
+ * a value that is not an object → 400; schema violations → 400 naming every offending field.
+ * With `optional`, an empty body counts as `{}`.
+ */
+export function parseJsonBody<S extends z.ZodType>(ctx: RequestContext, schema: S, optional = false): z.output<S> {
+  const body = ctx.body;
+  let value: unknown = {};
+  if (body && body.length > 0) {
+    const type = ctx.contentType.split(';')[0]?.trim().toLowerCase();
+    if (type !== 'application/json') {
+      throw new ApiError('unsupported_media_type', `content-type must be application/json, got "${ctx.contentType || '(none)'}"`);
+    }
+    try {
+      value = JSON.parse(body.toString('utf8'));
+    } catch (err) {
+      throw new ApiError('invalid_request', `request body is not valid JSON: ${(err as Error).message}`);
+    }
+  } else if (!optional) {
+    throw new ApiError('invalid_request', 'request body is required (a JSON object)');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ApiError('invalid_request', 'request body must be a JSON object');
+  }
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new ApiError('invalid_request', describeIssues(parsed.error.issues));
+  return parsed.data;
+}
+
+/** Validates one path parameter against a schema; 400 naming the parameter otherwise. */
+export function parseParam<S extends z.ZodType>(name: string, raw: string, schema: S): z.output<S> {
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(raw);
+  } catch {
+    throw new ApiError('invalid_request', `path parameter ${name} is not valid percent-encoding`);
+  }
+  const parsed = schema.safeParse(decoded);
+  if (!parsed.success) throw new ApiError('invalid_request', `path parameter ${name}: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  return parsed.data;
+}

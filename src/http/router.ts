@@ -1,0 +1,223 @@
+import { randomUUID } from 'node:crypto';
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import { ApiError, problemBody } from './errors.js';
+
+/**
+ * The one layer that touches raw uWS HTTP objects. It copies what handlers need from `req`
+ * synchronously (it dies after the callback), attaches onAborted first, copies body chunks and
+ * enforces the body limit while reading, and writes every response corked and only when the
+ * client is still there. Endpoint modules see only `RequestContext` and return a `Reply`.
+ */
+
+export type Method = 'get' | 'post' | 'put' | 'del';
+
+export interface RequestContext {
+  method: string;
+  path: string;
+  /** Raw query string (after `?`). */
+  query: string;
+  params: string[];
+  authorization: string;
+  contentType: string;
+  requestId: string;
+  remoteAddress: string;
+  body: Buffer | undefined;
+}
+
+export interface Reply {
+  status: number;
+  /** A JSON text (already serialised), or undefined for no body. */
+  body?: string;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+export type Handler = (ctx: RequestContext) => Promise<Reply> | Reply;
+
+export interface Route {
+  method: Method;
+  pattern: string;
+  handler: Handler;
+}
+
+export interface RouterOptions {
+  bodyLimitBytes: number;
+  /** Called for every finished request (metrics, logs). */
+  onResponse?: (ctx: RequestContext, route: string, status: number, startedAt: number) => void;
+  /** Called for unexpected errors (the client gets a bare 500). */
+  onError: (err: unknown, ctx: RequestContext) => void;
+  /** Maps an error thrown by a handler to an ApiError when it knows it (e.g. Redis down). */
+  classifyError?: (err: unknown) => ApiError | undefined;
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  200: '200 OK',
+  201: '201 Created',
+  204: '204 No Content',
+  400: '400 Bad Request',
+  401: '401 Unauthorized',
+  403: '403 Forbidden',
+  404: '404 Not Found',
+  405: '405 Method Not Allowed',
+  409: '409 Conflict',
+  413: '413 Payload Too Large',
+  415: '415 Unsupported Media Type',
+  429: '429 Too Many Requests',
+  500: '500 Internal Server Error',
+  503: '503 Service Unavailable',
+};
+
+function statusLine(status: number): string {
+  return STATUS_TEXT[status] ?? `${status} Status`;
+}
+
+const METHOD_NAME: Record<Method, string> = { get: 'GET', post: 'POST', put: 'PUT', del: 'DELETE' };
+
+interface ResponseState {
+  aborted: boolean;
+  done: boolean;
+}
+
+function send(res: HttpResponse, state: ResponseState, ctx: RequestContext, reply: Reply, closeConnection = false): void {
+  if (state.aborted || state.done) return;
+  state.done = true;
+  res.cork(() => {
+    res.writeStatus(statusLine(reply.status));
+    res.writeHeader('x-request-id', ctx.requestId);
+    if (reply.body !== undefined) res.writeHeader('content-type', reply.contentType ?? 'application/json');
+    for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
+    if (reply.body === undefined) res.endWithoutBody(0, closeConnection);
+    else res.end(reply.body, closeConnection);
+  });
+}
+
+export function problemReply(err: ApiError): Reply {
+  return { status: err.status, body: problemBody(err), contentType: 'application/problem+json', headers: err.headers };
+}
+
+function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number): RequestContext {
+  const params: string[] = [];
+  for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
+  const incomingId = req.getHeader('x-request-id');
+  return {
+    method: req.getMethod(),
+    path: req.getUrl(),
+    query: req.getQuery() ?? '',
+    params,
+    authorization: req.getHeader('authorization'),
+    contentType: req.getHeader('content-type'),
+    requestId: /^[A-Za-z0-9._:-]{1,128}$/.test(incomingId) ? incomingId : randomUUID(),
+    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+    body: undefined,
+  };
+}
+
+/** Reads the body, enforcing the limit while reading; calls `done` with it or with an error. */
+function readBody(res: HttpResponse, declaredLength: number, limit: number, done: (body: Buffer | ApiError) => void): void {
+  if (declaredLength > limit) {
+    done(new ApiError('payload_too_large', `request body is ${declaredLength} bytes; the limit is ${limit}`));
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let finished = false;
+  res.onData((chunk, isLast) => {
+    if (finished) return;
+    size += chunk.byteLength;
+    if (size > limit) {
+      finished = true;
+      done(new ApiError('payload_too_large', `request body exceeds the limit of ${limit} bytes`));
+      return;
+    }
+    // uWS frees the chunk after this callback: copy it.
+    chunks.push(Buffer.from(new Uint8Array(chunk.slice(0))));
+    if (isLast) {
+      finished = true;
+      done(Buffer.concat(chunks, size));
+    }
+  });
+}
+
+export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOptions): void {
+  const byPattern = new Map<string, Route[]>();
+  for (const r of routes) byPattern.set(r.pattern, [...(byPattern.get(r.pattern) ?? []), r]);
+
+  for (const route of routes) {
+    const paramCount = (route.pattern.match(/:/g) ?? []).length;
+    const hasBody = route.method === 'post' || route.method === 'put';
+    app[route.method](route.pattern, (res, req) => {
+      const startedAt = performance.now();
+      const state: ResponseState = { aborted: false, done: false };
+      res.onAborted(() => {
+        state.aborted = true;
+      });
+      const ctx = captureContext(res, req, paramCount);
+      const declared = Number(req.getHeader('content-length') || '0');
+      const finish = (reply: Reply, closeConnection = false) => {
+        send(res, state, ctx, reply, closeConnection);
+        opts.onResponse?.(ctx, route.pattern, reply.status, startedAt);
+      };
+      const run = () => {
+        let result: Promise<Reply> | Reply;
+        try {
+          result = route.handler(ctx);
+        } catch (err) {
+          finish(errorReply(err, ctx, opts));
+          return;
+        }
+        if (result instanceof Promise) {
+          result.then(finish, (err: unknown) => finish(errorReply(err, ctx, opts)));
+        } else {
+          finish(result);
+        }
+      };
+      if (!hasBody) {
+        run();
+        return;
+      }
+      readBody(res, declared, opts.bodyLimitBytes, (body) => {
+        if (body instanceof ApiError) {
+          // Stop reading an oversized upload: answer and close the connection.
+          finish(problemReply(body), true);
+          return;
+        }
+        ctx.body = body;
+        run();
+      });
+    });
+  }
+
+  // A known path with another method: 405 with the methods it does allow.
+  for (const [pattern, list] of byPattern) {
+    const allow = list.map((r) => METHOD_NAME[r.method]).join(', ');
+    app.any(pattern, (res, req) => {
+      const state: ResponseState = { aborted: false, done: false };
+      res.onAborted(() => {
+        state.aborted = true;
+      });
+      const ctx = captureContext(res, req, 0);
+      const err = new ApiError('method_not_allowed', `${ctx.method.toUpperCase()} is not allowed on ${ctx.path}; allowed: ${allow}`, {}, { allow });
+      send(res, state, ctx, problemReply(err));
+    });
+  }
+}
+
+/** The catch-all 404; mount it last. */
+export function mountNotFound(app: TemplatedApp): void {
+  app.any('/*', (res, req) => {
+    const state: ResponseState = { aborted: false, done: false };
+    res.onAborted(() => {
+      state.aborted = true;
+    });
+    const ctx = captureContext(res, req, 0);
+    send(res, state, ctx, problemReply(new ApiError('not_found', `no route for ${ctx.method.toUpperCase()} ${ctx.path}`)));
+  });
+}
+
+function errorReply(err: unknown, ctx: RequestContext, opts: RouterOptions): Reply {
+  if (err instanceof ApiError) return problemReply(err);
+  const classified = opts.classifyError?.(err);
+  if (classified) return problemReply(classified);
+  opts.onError(err, ctx);
+  return problemReply(new ApiError('internal', `internal error; request ${ctx.requestId}`));
+}

@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import { REQUEST_END_REASONS, END_REASONS } from '../calls/reasons.js';
+
+/**
+ * Every request and response body, once. These zod schemas validate requests, give the
+ * TypeScript types, and generate the OpenAPI and JSON Schema documents.
+ */
+
+/** callId, operationId: opaque IDs safe in URLs and keys (a UUID fits). */
+export const opaqueId = z
+  .string()
+  .regex(/^[A-Za-z0-9._~:-]{1,128}$/, 'must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -');
+
+/** userId, installationId: any 1 to 128 characters without control characters. */
+export const principalId = z.string().regex(/^[^\u0000-\u001f\u007f]{1,128}$/, 'must be 1 to 128 characters without control characters');
+
+export const decimalRevision = z.string().regex(/^[1-9][0-9]{0,17}$/, 'must be a positive decimal string');
+
+export const createCallBody = z.object({
+  callId: opaqueId,
+  calleeUserId: principalId,
+  operationId: opaqueId,
+  video: z.boolean().default(false),
+});
+
+export const answerCallBody = z.object({
+  operationId: opaqueId,
+  installationId: principalId,
+  expectedRevision: decimalRevision.optional(),
+});
+
+export const endCallBody = z.object({
+  operationId: opaqueId,
+  reason: z.enum(REQUEST_END_REASONS),
+});
+
+export const mediaSessionBody = z.object({
+  operationId: opaqueId.optional(),
+});
+
+export const pushTokenKind = z.enum(['iosVoip', 'androidPush']);
+export type PushTokenKind = z.infer<typeof pushTokenKind>;
+
+export const iosEnvironment = z.enum(['production', 'development']);
+export type IosEnvironment = z.infer<typeof iosEnvironment>;
+
+export const pushTokenBody = z.object({
+  token: z.string().regex(/^[\x21-\x7e]{8,4096}$/, 'must be 8 to 4096 printable ASCII characters'),
+  appId: z.string().regex(/^[A-Za-z0-9._-]{1,255}$/, 'must be an app bundle ID or package name'),
+  iosEnvironment: iosEnvironment.optional(),
+});
+
+export const pushTokenRegistration = z.object({
+  installationId: z.string(),
+  kind: pushTokenKind,
+  appId: z.string(),
+  iosEnvironment: iosEnvironment.optional(),
+  tokenSuffix: z.string(),
+  updatedAtMs: z.number().int(),
+});
+
+export const callSnapshot = z.object({
+  schemaVersion: z.literal(1),
+  callId: z.string(),
+  revision: z.string(),
+  state: z.enum(['ringing', 'accepted', 'ended']),
+  caller: z.object({ userId: z.string(), displayName: z.string(), handle: z.string() }),
+  calleeUserId: z.string(),
+  createdAtMs: z.number().int(),
+  expiresAtMs: z.number().int(),
+  video: z.boolean(),
+  answeredByInstallationId: z.string().optional(),
+  acceptedAtMs: z.number().int().optional(),
+  endedAtMs: z.number().int().optional(),
+  endReason: z.enum(END_REASONS).optional(),
+});
+
+export const mediaSession = z.object({
+  iceServers: z.array(z.object({ urls: z.array(z.string()), username: z.string().optional(), credential: z.string().optional() })),
+  expiresAtMs: z.number().int(),
+});

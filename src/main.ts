@@ -1,0 +1,77 @@
+import { authUnconfigured, ConfigError, loadConfig, type Config } from './config/config.js';
+import { startServer } from './server.js';
+import { redisServerOnPath, startEmbeddedRedis, type EmbeddedRedis } from './redis/embedded.js';
+import { devSecret, mintToken } from './auth/devTokens.js';
+import { createLogger } from './util/logger.js';
+
+/**
+ * Entry point. `--dev` generates a local signing secret when none is configured and prints
+ * ready-to-use tokens. Without REDIS_URL, a Redis child process is started when `redis-server`
+ * is on the PATH (data in EMBEDDED_REDIS_DIR, append-only) and stopped on exit.
+ */
+async function main(): Promise<void> {
+  const dev = process.argv.includes('--dev');
+  const env = { ...process.env };
+  if (dev && !env.AUTH_JWT_SECRET && !env.AUTH_JWT_PUBLIC_KEY && !env.AUTH_JWKS_URL) {
+    env.AUTH_JWT_SECRET = devSecret('.data/dev-secret');
+  }
+  let config: Config;
+  try {
+    config = loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = createLogger(config.LOG_LEVEL);
+  if (authUnconfigured(config)) {
+    process.stderr.write('invalid configuration:\n  AUTH_JWT_SECRET: set one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY or AUTH_JWKS_URL (or run with --dev)\n');
+    process.exit(2);
+  }
+
+  let embedded: EmbeddedRedis | undefined;
+  let redisUrl = config.REDIS_URL;
+  if (!redisUrl) {
+    if (!redisServerOnPath()) {
+      process.stderr.write('invalid configuration:\n  REDIS_URL: not set, and no redis-server on the PATH to start an embedded one\n');
+      process.exit(2);
+    }
+    embedded = await startEmbeddedRedis(config.EMBEDDED_REDIS_DIR);
+    redisUrl = embedded.url;
+    logger.info({ redis: redisUrl, dir: config.EMBEDDED_REDIS_DIR }, 'started embedded redis-server');
+  }
+
+  const server = await startServer(config, redisUrl, logger);
+
+  if (dev && config.AUTH_JWT_SECRET) {
+    const base = `http://127.0.0.1:${server.port}`;
+    const alice = mintToken(config.AUTH_JWT_SECRET, { sub: 'alice', iid: 'alice-phone', name: 'Alice' });
+    const bob = mintToken(config.AUTH_JWT_SECRET, { sub: 'bob', iid: 'bob-phone', name: 'Bob' });
+    process.stdout.write(
+      `\nDev tokens (24 h):\n  ALICE=${alice}\n  BOB=${bob}\nTry:\n` +
+        `  curl -s -X POST ${base}/v1/calls -H "authorization: Bearer $ALICE" -H 'content-type: application/json' \\\n` +
+        `    -d '{"callId":"'$(node -e 'console.log(crypto.randomUUID())')'","calleeUserId":"bob","operationId":"op-1"}'\n\n`,
+    );
+  }
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    const timer = setTimeout(() => process.exit(1), config.SHUTDOWN_TIMEOUT_MS).unref();
+    await server.close();
+    await embedded?.stop();
+    clearTimeout(timer);
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`fatal: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,49 @@
+/**
+ * The only module that spells Redis keys. Every key of one Lua script shares a hash tag so the
+ * same scripts run on Redis Cluster:
+ *  - call-scoped keys (the call hash, its operation records, the shard's outbox) carry the
+ *    call's shard tag `{c<shard>}`, the shard being a hash of the callId;
+ *  - user-scoped keys (devices, push registrations, the event log) carry `{u:<userId>}`.
+ */
+export interface KeySpace {
+  readonly prefix: string;
+  readonly shards: number;
+}
+
+/** FNV-1a over UTF-16 code units: stable, fast, and identical in every process. */
+export function shardOf(callId: string, shards: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < callId.length; i++) {
+    h ^= callId.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % shards;
+}
+
+export function callShardTag(ks: KeySpace, callId: string): string {
+  return `{c${shardOf(callId, ks.shards)}}`;
+}
+
+export const keys = {
+  call: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:call:${callId}`,
+  /** Stored outcome of one operation of one user on one call. */
+  operation: (ks: KeySpace, callId: string, userId: string, operationId: string) =>
+    `${ks.prefix}:${callShardTag(ks, callId)}:op:${userId.length}:${userId}:${operationId}`,
+  outboxForCall: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:outbox`,
+  outboxForShard: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:outbox`,
+
+  /** Binds a user's operationId to one (action, callId): catches reuse across calls. */
+  operationBinding: (ks: KeySpace, userId: string, operationId: string) =>
+    `${ks.prefix}:{u:${userId}}:opb:${operationId}`,
+  /** Set of `<installationId>\n<kind>` members registered for push. */
+  devices: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:devices`,
+  pushRegistration: (ks: KeySpace, userId: string, installationId: string, kind: string) =>
+    `${ks.prefix}:{u:${userId}}:push:${kind}:${installationId}`,
+  /** Which user and installation a push token (by its hash) belongs to, for rebinding. */
+  pushTokenOwner: (ks: KeySpace, kind: string, tokenHash: string) => `${ks.prefix}:tok:${kind}:${tokenHash}`,
+
+  eventLog: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:log`,
+  eventLogMeta: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:logmeta`,
+  /** Pub/Sub channel gateways subscribe to for a user's live events. */
+  liveChannel: (ks: KeySpace, userId: string) => `${ks.prefix}:live:${userId}`,
+} as const;
