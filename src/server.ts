@@ -17,15 +17,22 @@ import { mediaSessionRoute } from './http/endpoints/mediaSession.js';
 import { deletePushTokenRoute, putPushTokenRoute } from './http/endpoints/pushTokens.js';
 import { healthRoutes } from './http/endpoints/health.js';
 import type { Logger } from './util/logger.js';
+import { EventLog } from './events/eventLog.js';
+import { OutboxRelay, type ChangeHandler } from './events/relay.js';
+import { callEventsRoute } from './http/endpoints/callEvents.js';
+import { Gateway } from './gateway/gateway.js';
 
 export interface RunningServer {
   port: number;
   redis: Redis;
+  gateway: Gateway | undefined;
+  relay: OutboxRelay | undefined;
   close(): Promise<void>;
 }
 
 export function apiRoutes(deps: ApiDeps): Route[] {
   return [
+    callEventsRoute(deps),
     createCallRoute(deps),
     getCallRoute(deps),
     answerCallRoute(deps),
@@ -37,7 +44,12 @@ export function apiRoutes(deps: ApiDeps): Route[] {
 }
 
 /** Starts the roles named in config.ROLES on one uWS app and one set of Redis connections. */
-export async function startServer(config: Config, redisUrl: string, logger: Logger): Promise<RunningServer> {
+export async function startServer(
+  config: Config,
+  redisUrl: string,
+  logger: Logger,
+  extraHandlers: readonly ChangeHandler[] = [],
+): Promise<RunningServer> {
   const uWS = loadUws(config.ALLOW_UWS_FALLBACK);
   const redis = connectRedis(redisUrl, 'commands', 'calling-backend');
   await redis.connect();
@@ -61,7 +73,15 @@ export async function startServer(config: Config, redisUrl: string, logger: Logg
       audience: config.AUTH_AUDIENCE,
     }),
     pushRegistry: new PushRegistry(redis, ks),
+    eventLog: new EventLog(redis, {
+      ...ks,
+      maxLen: config.EVENT_LOG_MAX_LEN,
+      maxAgeMs: config.EVENT_LOG_MAX_AGE_MS,
+      // The epoch outlives the entries, so an old cursor reports `trimmed` rather than `reset`.
+      metaTtlMs: config.EVENT_LOG_MAX_AGE_MS * 7,
+    }),
   };
+  const closers: (() => Promise<void>)[] = [];
 
   let accepting = true;
   const app = uWS.App();
@@ -70,6 +90,41 @@ export async function startServer(config: Config, redisUrl: string, logger: Logg
     redisReady: async () => (await redis.ping()) === 'PONG',
   });
   if (config.ROLES.includes('api')) routes.push(...apiRoutes(deps));
+
+  let gateway: Gateway | undefined;
+  if (config.ROLES.includes('gateway')) {
+    const subscriber = connectRedis(redisUrl, 'subscriber', 'calling-backend');
+    await subscriber.connect();
+    gateway = new Gateway(subscriber, deps.eventLog, deps.verify, logger, {
+      ...ks,
+      idleTimeoutS: config.WS_IDLE_TIMEOUT_S,
+      maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
+      maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
+      readBatch: 200,
+    });
+    gateway.mount(app);
+    gateway.startSweeps();
+    closers.push(async () => {
+      gateway?.closeAll();
+      subscriber.disconnect();
+    });
+  }
+
+  let relay: OutboxRelay | undefined;
+  if (config.ROLES.includes('worker')) {
+    const blocking = connectRedis(redisUrl, 'blocking', 'calling-backend');
+    await blocking.connect();
+    const handlers: ChangeHandler[] = [...extraHandlers];
+    relay = new OutboxRelay(redis, blocking, deps.eventLog, handlers, logger, {
+      ...ks,
+      batchSize: config.RELAY_BATCH_SIZE,
+      blockMs: 1000,
+      claimIdleMs: config.RELAY_CLAIM_IDLE_MS,
+      claimIntervalMs: Math.max(100, Math.floor(config.RELAY_CLAIM_IDLE_MS / 2)),
+    });
+    await relay.start();
+    closers.push(() => relay!.stop());
+  }
   mountRoutes(app, routes, {
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     onError: (err, ctx) => logger.error({ err, requestId: ctx.requestId, path: ctx.path }, 'request failed'),
@@ -87,9 +142,12 @@ export async function startServer(config: Config, redisUrl: string, logger: Logg
   return {
     port,
     redis,
+    gateway,
+    relay,
     async close() {
       accepting = false;
       uWS.us_listen_socket_close(listenSocket as never);
+      for (const close of closers) await close();
       await redis.quit().catch(() => redis.disconnect());
     },
   };

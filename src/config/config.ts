@@ -53,6 +53,16 @@ export const configSchema = z
     HANDLE_SCHEME: z.string().regex(/^[a-z][a-z0-9+.-]{0,31}$/).default('app'),
     BODY_LIMIT_BYTES: int(16 * 1024, 256, 1024 * 1024),
 
+    EVENT_LOG_MAX_LEN: int(1000, 10, 1_000_000),
+    EVENT_LOG_MAX_AGE_MS: int(24 * 3600_000, 10_000),
+    RELAY_BATCH_SIZE: int(256, 1, 10_000),
+    /** An outbox entry read but not acknowledged for this long (its relay died) is claimed. */
+    RELAY_CLAIM_IDLE_MS: int(10_000, 100),
+    WS_IDLE_TIMEOUT_S: int(60, 8, 960),
+    WS_MAX_MESSAGE_BYTES: int(4096, 256, 1024 * 1024),
+    /** Bytes a socket may have queued before it counts as a slow consumer and is closed (4008). */
+    WS_MAX_BACKPRESSURE_BYTES: int(256 * 1024, 1024),
+
     TURN_SECRET: optionalString,
     TURN_URLS: z
       .string()

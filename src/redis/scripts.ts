@@ -28,6 +28,8 @@ export const scriptDefinitions = {
   expireCall: { file: 'expireCall.lua', numberOfKeys: 2 },
   registerPushToken: { file: 'registerPushToken.lua', numberOfKeys: 2 },
   removePushToken: { file: 'removePushToken.lua', numberOfKeys: 2 },
+  appendEvents: { file: 'appendEvents.lua', numberOfKeys: 2 },
+  readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
 } as const;
 
 export type ScriptName = keyof typeof scriptDefinitions;

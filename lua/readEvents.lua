@@ -1,0 +1,44 @@
+--[[
+  Reads one user's event log after a cursor (an epoch plus an entry ID).
+
+  KEYS[1] logKey
+  KEYS[2] metaKey
+
+  ARGV[1] cursorEpoch   '' when the client has no cursor (start at the head, no history)
+  ARGV[2] cursorId      entry ID the client has seen up to
+  ARGV[3] limit         maximum number of entries returned
+  ARGV[4] newEpoch      the epoch to create when the log has none yet
+  ARGV[5] metaTtlMs
+
+  Returns
+    { 'head', epoch, lastId }                 no cursor given
+    { 'gap', 'reset' | 'trimmed', epoch, lastId }
+    { 'events', epoch, lastId, entries }      entries as XRANGE returns them (may be empty)
+]]
+local logKey, metaKey = KEYS[1], KEYS[2]
+local cursorEpoch, cursorId, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local newEpoch, metaTtlMs = ARGV[4], tonumber(ARGV[5])
+
+--@include "logEpoch"
+--@include "streamIds"
+
+local epoch, last = logEpoch(metaKey, newEpoch, metaTtlMs)
+if cursorEpoch == '' then return { 'head', epoch, last } end
+-- Another epoch, or an ID this log never reached: the log was reset since the cursor was issued.
+if cursorEpoch ~= epoch or streamIdLess(last, cursorId) then return { 'gap', 'reset', epoch, last } end
+
+if redis.call('EXISTS', logKey) == 0 then
+  -- Everything aged out: a gap unless the cursor was already at the end.
+  if streamIdLess(cursorId, last) then return { 'gap', 'trimmed', epoch, last } end
+  return { 'events', epoch, last, {} }
+end
+
+-- Entries are only ever removed by trimming, so any removed entry after the cursor is a gap.
+local info = redis.call('XINFO', 'STREAM', logKey)
+for i = 1, #info, 2 do
+  if info[i] == 'max-deleted-entry-id' then
+    if streamIdLess(cursorId, info[i + 1]) then return { 'gap', 'trimmed', epoch, last } end
+    break
+  end
+end
+return { 'events', epoch, last, redis.call('XRANGE', logKey, '(' .. cursorId, '+', 'COUNT', limit) }

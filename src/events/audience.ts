@@ -1,0 +1,66 @@
+import { reasonForSide } from '../calls/reasons.js';
+import type { CallChange } from './change.js';
+import { acceptedPayload, endedPayload, invitationPayload, type EventPayload } from './payloads.js';
+
+/**
+ * Who is told what about one change: the single source of the audience rules (README
+ * "Who receives what"). A delivery goes to one user's event log; `only` / `except` narrow it to
+ * or away from one installation of that user.
+ */
+export interface Delivery {
+  userId: string;
+  payload: EventPayload;
+  only?: string;
+  except?: string;
+}
+
+export function deliveriesFor(change: CallChange): Delivery[] {
+  const { call, atMs } = change;
+  const caller = call.callerUserId;
+  const callee = call.calleeUserId;
+  switch (change.kind) {
+    case 'created':
+      // Ringing: every device of the callee (over signaling; pushes are planned apart).
+      return [{ userId: callee, payload: invitationPayload(call, atMs) }];
+    case 'answered': {
+      const winner = call.answeredByInstallationId ?? '';
+      return [
+        // The caller's devices learn the answer. The winning device is not told its own answer
+        // (it has the HTTP response; spec 6 rule 4).
+        { userId: caller, payload: acceptedPayload(call, atMs) },
+        // Every other device of the callee stops ringing, including ones that already got a 409.
+        { userId: callee, payload: endedPayload(call, atMs, 'answeredElsewhere', 'elsewhere'), except: winner },
+      ];
+    }
+    case 'ended': {
+      const by = call.endedBy ?? 'system';
+      const reason = call.endReason ?? 'remoteEnded';
+      const accepted = call.acceptedAtMs !== undefined;
+      const forCaller = endedPayload(call, atMs, reasonForSide(reason, by, accepted, 'caller'), 'ended-caller');
+      const forCallee = endedPayload(call, atMs, reasonForSide(reason, by, accepted, 'callee'), 'ended-callee');
+      const winner = call.answeredByInstallationId;
+      if (by === 'system') {
+        // Ring timeout (or busy): both sides; after an answer only the devices in the call.
+        return [
+          { userId: caller, payload: forCaller },
+          accepted && winner ? { userId: callee, payload: forCallee, only: winner } : { userId: callee, payload: forCallee },
+        ];
+      }
+      if (by === 'caller') {
+        // Cancel before answer: every callee device stops ringing. Hang-up: the answering device.
+        return [accepted && winner ? { userId: callee, payload: forCallee, only: winner } : { userId: callee, payload: forCallee }];
+      }
+      // The callee ended: the caller is told; while ringing, the callee's other devices stop too.
+      const out: Delivery[] = [{ userId: caller, payload: forCaller }];
+      if (!accepted) out.push({ userId: callee, payload: forCallee, except: call.endedByInstallationId ?? '' });
+      return out;
+    }
+  }
+}
+
+/** Whether a delivery narrowed by `only` / `except` is for this installation. */
+export function isForInstallation(only: string | undefined, except: string | undefined, installationId: string): boolean {
+  if (only && only !== installationId) return false;
+  if (except && except === installationId) return false;
+  return true;
+}

@@ -1,0 +1,129 @@
+import type { Redis, Cluster, ChainableCommander } from 'ioredis';
+import { keys, type KeySpace } from '../redis/keys.js';
+import { runScript } from '../redis/scripts.js';
+import { encodeCursor, newEpoch, type Cursor } from './cursor.js';
+import { isForInstallation, type Delivery } from './audience.js';
+import type { EventPayload } from './payloads.js';
+
+/**
+ * The per-user event log: a Redis Stream per user with bounded retention (length and age) and an
+ * epoch, read by cursor. Each entry holds the payload JSON (`p`) and optionally the one
+ * installation it is for (`o`) or the one it is not for (`x`).
+ */
+export interface EventLogSettings extends KeySpace {
+  maxLen: number;
+  maxAgeMs: number;
+  metaTtlMs: number;
+}
+
+export interface LoggedEvent {
+  cursor: string;
+  /** The payload exactly as stored (JSON text), ready to send. */
+  json: string;
+}
+
+export type ReadResult =
+  | { kind: 'events'; events: LoggedEvent[]; nextCursor: string; head: string; more: boolean }
+  | { kind: 'gap'; reason: 'trimmed' | 'reset'; nextCursor: string };
+
+export class EventLogError extends Error {
+  override name = 'EventLogError';
+}
+
+export class EventLog {
+  constructor(
+    private readonly redis: Redis | Cluster,
+    readonly settings: EventLogSettings,
+  ) {}
+
+  /** Adds the append of one user's deliveries to a pipeline (the relay batches them). */
+  appendTo(pipeline: ChainableCommander, userId: string, deliveries: readonly Delivery[]): void {
+    const s = this.settings;
+    const args: string[] = [keys.liveChannel(s, userId), String(s.maxLen), String(s.maxAgeMs), String(s.metaTtlMs), newEpoch()];
+    for (const d of deliveries) args.push(JSON.stringify(d.payload), d.only ?? '', d.except ?? '');
+    (pipeline as unknown as Record<string, (...a: string[]) => void>).appendEvents!(
+      keys.eventLog(s, userId),
+      keys.eventLogMeta(s, userId),
+      ...args,
+    );
+  }
+
+  async append(userId: string, deliveries: readonly Delivery[]): Promise<void> {
+    const p = this.redis.pipeline();
+    this.appendTo(p, userId, deliveries);
+    const res = await p.exec();
+    const err = res?.[0]?.[0];
+    if (err) throw err;
+  }
+
+  /**
+   * Reads after `cursor` (undefined: start at the head with no history), keeping only entries
+   * for `installationId`. The next cursor passes entries meant for other installations too.
+   */
+  async read(userId: string, installationId: string, cursor: Cursor | undefined, limit: number): Promise<ReadResult> {
+    const s = this.settings;
+    const reply = (await runScript(
+      this.redis,
+      'readEvents',
+      [keys.eventLog(s, userId), keys.eventLogMeta(s, userId)],
+      [cursor?.epoch ?? '', cursor?.id ?? '0-0', String(limit), newEpoch(), String(s.metaTtlMs)],
+    )) as unknown[];
+    const kind = reply[0];
+    if (kind === 'head') {
+      const head = encodeCursor({ epoch: String(reply[1]), id: String(reply[2]) });
+      return { kind: 'events', events: [], nextCursor: head, head, more: false };
+    }
+    if (kind === 'gap') {
+      const reason = reply[1] === 'reset' ? 'reset' : 'trimmed';
+      return { kind: 'gap', reason, nextCursor: encodeCursor({ epoch: String(reply[2]), id: String(reply[3]) }) };
+    }
+    if (kind !== 'events' || !cursor) throw new EventLogError(`unexpected readEvents reply ${String(kind)}`);
+    const epoch = String(reply[1]);
+    const head = encodeCursor({ epoch, id: String(reply[2]) });
+    const entries = (reply[3] ?? []) as [string, string[]][];
+    const events: LoggedEvent[] = [];
+    let lastId = cursor.id;
+    for (const [id, fields] of entries) {
+      lastId = id;
+      const entry = entryFields(fields);
+      if (entry.p !== undefined && isForInstallation(entry.o, entry.x, installationId)) {
+        events.push({ cursor: encodeCursor({ epoch, id }), json: entry.p });
+      }
+    }
+    return { kind: 'events', events, nextCursor: encodeCursor({ epoch, id: lastId }), head, more: entries.length >= limit };
+  }
+}
+
+function entryFields(fields: string[]): { p?: string; o?: string; x?: string } {
+  const out: { p?: string; o?: string; x?: string } = {};
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const k = fields[i];
+    if (k === 'p' || k === 'o' || k === 'x') out[k] = fields[i + 1]!;
+  }
+  return out;
+}
+
+/** A live message as appendEvents.lua publishes it. */
+export interface LiveMessage {
+  epoch: string;
+  previousId: string;
+  id: string;
+  only: string;
+  except: string;
+  json: string;
+}
+
+export function parseLiveMessage(msg: string): LiveMessage | undefined {
+  const parts: string[] = [];
+  let start = 0;
+  for (let i = 0; i < 5; i++) {
+    const nl = msg.indexOf('\n', start);
+    if (nl < 0) return undefined;
+    parts.push(msg.slice(start, nl));
+    start = nl + 1;
+  }
+  const [epoch, previousId, id, only, except] = parts as [string, string, string, string, string];
+  return { epoch, previousId, id, only, except, json: msg.slice(start) };
+}
+
+export type { EventPayload };

@@ -1,0 +1,303 @@
+import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
+import type { Redis } from 'ioredis';
+import type { KeySpace } from '../redis/keys.js';
+import type { EventLog } from '../events/eventLog.js';
+import type { LiveMessage } from '../events/eventLog.js';
+import { compareStreamIds, decodeCursor, encodeCursor, type Cursor } from '../events/cursor.js';
+import { isForInstallation } from '../events/audience.js';
+import { bearerToken, type TokenVerifier } from '../auth/verifier.js';
+import { AuthError } from '../auth/principal.js';
+import type { Logger } from '../util/logger.js';
+import { LiveSubscriptions } from './liveSubscriptions.js';
+import {
+  CLOSE,
+  decodeClientMessage,
+  encodeEventFrame,
+  encodeFrame,
+  negotiate,
+  type Encoding,
+  type ServerFrame,
+} from './protocol.js';
+
+/**
+ * The signaling gateway at GET /v1/signaling. A device connects with its session token (header or
+ * `access_token` query parameter) and optionally `cursor`; the gateway replays the device's
+ * events after the cursor from its event log, then delivers live events in log order. Delivery
+ * per socket is a small state machine: `syncing` (reading the log, buffering live messages) and
+ * `live` (sending live messages while they continue the log without a hole; on a hole it goes
+ * back to syncing from its cursor).
+ */
+
+export interface GatewaySettings extends KeySpace {
+  idleTimeoutS: number;
+  maxMessageBytes: number;
+  maxBackpressureBytes: number;
+  /** Page size of log reads while catching up. */
+  readBatch: number;
+}
+
+interface SocketData {
+  userId: string;
+  installationId: string;
+  expiresAtMs: number;
+  encoding: Encoding;
+  /** Log position this socket has passed (sent or skipped as not for it). */
+  epoch: string;
+  lastId: string;
+  /** Set only while syncing: live messages that arrived meanwhile. */
+  pending: LiveMessage[] | undefined;
+  /** Cursor given at connect (only until the first sync). */
+  startCursor: Cursor | undefined;
+  closed: boolean;
+}
+
+type Socket = WebSocket<SocketData>;
+
+export interface GatewayStats {
+  open: number;
+  eventsSent: number;
+  slowConsumersClosed: number;
+  tokensExpired: number;
+}
+
+export class Gateway {
+  private readonly sockets = new Set<Socket>();
+  private readonly live: LiveSubscriptions<Socket>;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  readonly stats: GatewayStats = { open: 0, eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0 };
+
+  constructor(
+    subscriber: Redis,
+    private readonly eventLog: EventLog,
+    private readonly verify: TokenVerifier,
+    private readonly logger: Logger,
+    private readonly settings: GatewaySettings,
+  ) {
+    this.live = new LiveSubscriptions<Socket>(
+      subscriber,
+      settings,
+      (ws, msg) => this.onLive(ws, msg),
+      () => {
+        for (const ws of this.sockets) this.resync(ws);
+      },
+    );
+  }
+
+  mount(app: TemplatedApp): void {
+    app.ws<SocketData>('/v1/signaling', {
+      maxPayloadLength: this.settings.maxMessageBytes,
+      maxBackpressure: this.settings.maxBackpressureBytes,
+      idleTimeout: this.settings.idleTimeoutS,
+      sendPingsAutomatically: true,
+      upgrade: (res, req, context) => {
+        let aborted = false;
+        res.onAborted(() => {
+          aborted = true;
+        });
+        // Copy everything from req now: it is gone after this callback returns.
+        const key = req.getHeader('sec-websocket-key');
+        const protocols = req.getHeader('sec-websocket-protocol');
+        const extensions = req.getHeader('sec-websocket-extensions');
+        const query = new URLSearchParams(req.getQuery() ?? '');
+        const token = bearerToken(req.getHeader('authorization')) ?? query.get('access_token') ?? '';
+        const rawCursor = query.get('cursor');
+        const { encoding, protocol } = negotiate(protocols);
+
+        const reject = (status: string, detail: string) => {
+          if (aborted) return;
+          res.cork(() => {
+            res
+              .writeStatus(status)
+              .writeHeader('content-type', 'application/problem+json')
+              .end(JSON.stringify({ type: 'about:blank', title: status.slice(4), status: Number(status.slice(0, 3)), detail, code: status.startsWith('401') ? 'unauthorized' : 'invalid_request' }));
+          });
+        };
+        const startCursor = rawCursor ? decodeCursor(rawCursor) : undefined;
+        if (rawCursor && !startCursor) {
+          reject('400 Bad Request', 'cursor: not a cursor issued by this server');
+          return;
+        }
+        if (!token) {
+          reject('401 Unauthorized', 'missing token; send "Authorization: Bearer <token>" or ?access_token=');
+          return;
+        }
+        Promise.resolve()
+          .then(() => this.verify(token))
+          .then(
+            (principal) => {
+              if (aborted) return;
+              if (principal.expiresAtMs <= Date.now()) {
+                reject('401 Unauthorized', 'token expired');
+                return;
+              }
+              const data: SocketData = {
+                userId: principal.userId,
+                installationId: principal.installationId,
+                expiresAtMs: principal.expiresAtMs,
+                encoding,
+                epoch: '',
+                lastId: '0-0',
+                pending: [],
+                startCursor,
+                closed: false,
+              };
+              res.cork(() => res.upgrade(data, key, protocol, extensions, context));
+            },
+            (err: unknown) => {
+              if (err instanceof AuthError) reject('401 Unauthorized', err.message);
+              else {
+                this.logger.error({ err }, 'signaling upgrade failed');
+                reject('500 Internal Server Error', 'internal error');
+              }
+            },
+          );
+      },
+      open: (ws) => {
+        this.sockets.add(ws);
+        this.stats.open++;
+        void this.start(ws);
+      },
+      message: (ws, message, isBinary) => {
+        const data = ws.getUserData();
+        const msg = decodeClientMessage(data.encoding, message, isBinary);
+        if (!msg) {
+          this.send(ws, { type: 'error', code: 'bad_message', detail: 'expected {"type":"ping"}' });
+          return;
+        }
+        this.send(ws, { type: 'pong' });
+      },
+      drain: () => {},
+      close: (ws) => {
+        const data = ws.getUserData();
+        data.closed = true;
+        data.pending = undefined;
+        this.sockets.delete(ws);
+        this.stats.open--;
+        this.live.remove(data.userId, ws);
+      },
+    });
+  }
+
+  /** Starts the token-expiry sweep (one timer for all sockets instead of one per socket). */
+  startSweeps(intervalMs = 1000): void {
+    this.sweepTimer = setInterval(() => {
+      const now = Date.now();
+      for (const ws of this.sockets) {
+        if (ws.getUserData().expiresAtMs <= now) {
+          this.stats.tokensExpired++;
+          ws.end(CLOSE.tokenExpired, 'token expired; reconnect with a fresh token and your cursor');
+        }
+      }
+    }, intervalMs);
+    this.sweepTimer.unref();
+  }
+
+  /** Closes every socket with 1001 and a reconnect hint. */
+  closeAll(): void {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    for (const ws of [...this.sockets]) ws.end(CLOSE.goingAway, 'server shutting down; reconnect with your cursor');
+  }
+
+  openSockets(): number {
+    return this.sockets.size;
+  }
+
+  private async start(ws: Socket): Promise<void> {
+    const data = ws.getUserData();
+    try {
+      // Subscribe first so nothing published during the log read is missed.
+      await this.live.add(data.userId, ws);
+      if (data.closed) return;
+      await this.sync(ws, data.startCursor);
+      data.startCursor = undefined;
+    } catch (err) {
+      this.failSocket(ws, err);
+    }
+  }
+
+  /** Reads the log after the socket's cursor until caught up, then replays buffered live messages. */
+  private async sync(ws: Socket, from: Cursor | undefined): Promise<void> {
+    const data = ws.getUserData();
+    data.pending ??= [];
+    let cursor = from;
+    for (;;) {
+      const page = await this.eventLog.read(data.userId, data.installationId, cursor, this.settings.readBatch);
+      if (data.closed) return;
+      if (page.kind === 'gap') {
+        const head = decodeCursor(page.nextCursor)!;
+        this.send(ws, { type: 'gap', reason: page.reason, cursor: page.nextCursor });
+        cursor = head;
+        break;
+      }
+      ws.cork(() => {
+        for (const e of page.events) this.sendEvent(ws, e.cursor, e.json);
+      });
+      cursor = decodeCursor(page.nextCursor)!;
+      if (!page.more || data.closed) break;
+    }
+    if (data.closed) return;
+    data.epoch = cursor.epoch;
+    data.lastId = cursor.id;
+    const pending = data.pending ?? [];
+    data.pending = undefined;
+    this.send(ws, { type: 'synced', cursor: encodeCursor(cursor) });
+    for (const msg of pending) this.onLive(ws, msg);
+  }
+
+  private onLive(ws: Socket, msg: LiveMessage): void {
+    const data = ws.getUserData();
+    if (data.closed) return;
+    if (data.pending) {
+      data.pending.push(msg);
+      return;
+    }
+    if (msg.epoch === data.epoch && compareStreamIds(msg.id, data.lastId) <= 0) return; // already passed
+    if (msg.epoch !== data.epoch || msg.previousId !== data.lastId) {
+      // A hole (a missed message, or the log was reset): read it from the log instead.
+      this.resync(ws);
+      return;
+    }
+    data.lastId = msg.id;
+    if (isForInstallation(msg.only || undefined, msg.except || undefined, data.installationId)) {
+      this.sendEvent(ws, encodeCursor({ epoch: msg.epoch, id: msg.id }), msg.json);
+    }
+  }
+
+  private resync(ws: Socket): void {
+    const data = ws.getUserData();
+    if (data.closed || data.pending) return;
+    this.sync(ws, data.epoch ? { epoch: data.epoch, id: data.lastId } : undefined).catch((err: unknown) => this.failSocket(ws, err));
+  }
+
+  private sendEvent(ws: Socket, cursor: string, json: string): void {
+    const data = ws.getUserData();
+    if (data.closed) return;
+    this.stats.eventsSent++;
+    this.sendRaw(ws, encodeEventFrame(data.encoding, cursor, json));
+  }
+
+  private send(ws: Socket, frame: ServerFrame): void {
+    const data = ws.getUserData();
+    if (data.closed) return;
+    this.sendRaw(ws, encodeFrame(data.encoding, frame));
+  }
+
+  private sendRaw(ws: Socket, frame: string | Uint8Array): void {
+    const data = ws.getUserData();
+    const status = ws.send(frame, typeof frame !== 'string');
+    // 2 = dropped because the send buffer is full: this socket would miss an event, so close
+    // it; the device reconnects and resumes from its cursor.
+    if (status === 2 && !data.closed) {
+      data.closed = true;
+      this.stats.slowConsumersClosed++;
+      ws.end(CLOSE.slowConsumer, 'slow consumer; reconnect and resume from your cursor');
+    }
+  }
+
+  private failSocket(ws: Socket, err: unknown): void {
+    const data = ws.getUserData();
+    if (data.closed) return;
+    this.logger.warn({ err: (err as Error).message, userId: data.userId }, 'signaling sync failed; closing socket');
+    ws.end(1011, 'temporary failure; reconnect with your cursor');
+  }
+}

@@ -1,0 +1,66 @@
+import { Packr } from 'msgpackr';
+
+/**
+ * The signaling frame protocol (docs/signaling.md). JSON text frames by default; with the
+ * `calling.v1.msgpack` subprotocol the same frames as msgpack binary frames.
+ */
+export const SUBPROTOCOL_JSON = 'calling.v1.json';
+export const SUBPROTOCOL_MSGPACK = 'calling.v1.msgpack';
+
+export const CLOSE = {
+  normal: 1000,
+  /** Server shutting down: reconnect (to any gateway) with your last cursor. */
+  goingAway: 1001,
+  /** A frame that is not a valid client message. */
+  badMessage: 4000,
+  /** The session token expired: reconnect with a fresh token and your last cursor. */
+  tokenExpired: 4001,
+  /** Too many messages from this connection. */
+  rateLimited: 4029,
+  /** The socket could not keep up (send buffer full): reconnect and resume from your cursor. */
+  slowConsumer: 4008,
+} as const;
+
+export type Encoding = 'json' | 'msgpack';
+
+/** Picks the encoding from the offered subprotocols; returns the one to echo back ('' = none). */
+export function negotiate(offered: string): { encoding: Encoding; protocol: string } {
+  const list = offered.split(',').map((p) => p.trim());
+  if (list.includes(SUBPROTOCOL_MSGPACK)) return { encoding: 'msgpack', protocol: SUBPROTOCOL_MSGPACK };
+  if (list.includes(SUBPROTOCOL_JSON)) return { encoding: 'json', protocol: SUBPROTOCOL_JSON };
+  return { encoding: 'json', protocol: '' };
+}
+
+// Plain maps decode as objects; no record extension so any msgpack decoder reads the frames.
+const packr = new Packr({ useRecords: false, mapsAsObjects: true });
+
+export type ServerFrame =
+  | { type: 'event'; cursor: string; event: unknown }
+  | { type: 'gap'; reason: 'trimmed' | 'reset'; cursor: string }
+  | { type: 'synced'; cursor: string }
+  | { type: 'pong' }
+  | { type: 'error'; code: string; detail: string };
+
+/** An event frame; for JSON the stored payload text is spliced in without re-serialising. */
+export function encodeEventFrame(encoding: Encoding, cursor: string, payloadJson: string): string | Uint8Array {
+  if (encoding === 'json') return `{"type":"event","cursor":"${cursor}","event":${payloadJson}}`;
+  return packr.pack({ type: 'event', cursor, event: JSON.parse(payloadJson) as unknown });
+}
+
+export function encodeFrame(encoding: Encoding, frame: ServerFrame): string | Uint8Array {
+  return encoding === 'json' ? JSON.stringify(frame) : packr.pack(frame);
+}
+
+export type ClientMessage = { type: 'ping' };
+
+/** Decodes a client frame; undefined when it is not a valid client message. */
+export function decodeClientMessage(encoding: Encoding, data: ArrayBuffer, isBinary: boolean): ClientMessage | undefined {
+  let value: unknown;
+  try {
+    value = encoding === 'msgpack' && isBinary ? packr.unpack(new Uint8Array(data)) : JSON.parse(Buffer.from(data).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof value === 'object' && value !== null && (value as { type?: unknown }).type === 'ping') return { type: 'ping' };
+  return undefined;
+}

@@ -1,0 +1,40 @@
+import { z } from 'zod';
+import type { Route } from '../router.js';
+import { authenticate } from '../request.js';
+import { ApiError } from '../errors.js';
+import type { TokenVerifier } from '../../auth/verifier.js';
+import type { EventLog } from '../../events/eventLog.js';
+import { decodeCursor } from '../../events/cursor.js';
+
+const limitSchema = z.coerce.number().int().min(1).max(500);
+
+/**
+ * GET /v1/call-events?cursor=&limit=: the events for this installation after the cursor, and
+ * the next cursor. Without a cursor: no history, `nextCursor` at the head. A cursor older than
+ * the log's retention, or from before a reset, gets an explicit gap.
+ */
+export function callEventsRoute(deps: { verify: TokenVerifier; eventLog: EventLog }): Route {
+  return {
+    method: 'get',
+    pattern: '/v1/call-events',
+    handler: async (ctx) => {
+      const me = await authenticate(ctx, deps.verify);
+      const q = new URLSearchParams(ctx.query);
+      const rawCursor = q.get('cursor');
+      const cursor = rawCursor ? decodeCursor(rawCursor) : undefined;
+      if (rawCursor && !cursor) throw new ApiError('invalid_request', 'cursor: not a cursor issued by this server');
+      const rawLimit = q.get('limit');
+      const limit = rawLimit === null ? 100 : limitSchema.safeParse(rawLimit);
+      if (typeof limit !== 'number' && !limit.success) throw new ApiError('invalid_request', 'limit: must be an integer from 1 to 500');
+      const result = await deps.eventLog.read(me.userId, me.installationId, cursor, typeof limit === 'number' ? limit : limit.data);
+      if (result.kind === 'gap') {
+        return { status: 200, body: `{"gap":{"reason":"${result.reason}"},"events":[],"nextCursor":"${result.nextCursor}"}` };
+      }
+      // Stored payloads are already JSON text: splice them in instead of re-serialising.
+      return {
+        status: 200,
+        body: `{"events":[${result.events.map((e) => e.json).join(',')}],"nextCursor":"${result.nextCursor}"}`,
+      };
+    },
+  };
+}
