@@ -21,12 +21,18 @@ import { EventLog } from './events/eventLog.js';
 import { OutboxRelay, type ChangeHandler } from './events/relay.js';
 import { callEventsRoute } from './http/endpoints/callEvents.js';
 import { Gateway } from './gateway/gateway.js';
+import { createQueues } from './push/queues.js';
+import { pushEnqueuer, timerEnqueuer } from './push/enqueue.js';
+import { startPushWorker, type PushOutcomes, type PushSenders } from './push/pushWorker.js';
+import { startTimerWorker } from './calls/timerWorker.js';
+import { createPushSenders } from './push/providers.js';
 
 export interface RunningServer {
   port: number;
   redis: Redis;
   gateway: Gateway | undefined;
   relay: OutboxRelay | undefined;
+  pushOutcomes: PushOutcomes;
   close(): Promise<void>;
 }
 
@@ -111,10 +117,35 @@ export async function startServer(
   }
 
   let relay: OutboxRelay | undefined;
+  const pushOutcomes: PushOutcomes = new Map();
   if (config.ROLES.includes('worker')) {
     const blocking = connectRedis(redisUrl, 'blocking', 'calling-backend');
     await blocking.connect();
-    const handlers: ChangeHandler[] = [...extraHandlers];
+    // BullMQ needs connections that retry for ever (maxRetriesPerRequest: null).
+    const queueConnection = connectRedis(redisUrl, 'blocking', 'calling-backend-queues');
+    const queues = createQueues(queueConnection, config.REDIS_PREFIX);
+    const senders: PushSenders = await createPushSenders(config, logger);
+    const enabled = { iosVoip: senders.apns !== undefined, androidPush: senders.fcm !== undefined };
+    const timerWorker = startTimerWorker(queueConnection, config.REDIS_PREFIX, config.TIMER_CONCURRENCY, deps.calls);
+    const pushWorker = startPushWorker(queueConnection, config.REDIS_PREFIX, config.PUSH_CONCURRENCY, {
+      calls: deps.calls,
+      registry: deps.pushRegistry,
+      senders,
+      logger,
+      outcomes: pushOutcomes,
+    });
+    for (const w of [timerWorker, pushWorker]) w.on('error', (err) => logger.error({ err }, 'queue worker error'));
+    const handlers: ChangeHandler[] = [
+      timerEnqueuer(queues),
+      pushEnqueuer(deps.pushRegistry, queues, enabled, Math.max(60_000, 3 * config.RELAY_CLAIM_IDLE_MS)),
+      ...extraHandlers,
+    ];
+    const closeQueues = async () => {
+      await Promise.all([timerWorker.close(), pushWorker.close()]);
+      await Promise.all([queues.push.close(), queues.timers.close()]);
+      await senders.close?.();
+      queueConnection.disconnect();
+    };
     relay = new OutboxRelay(redis, blocking, deps.eventLog, handlers, logger, {
       ...ks,
       batchSize: config.RELAY_BATCH_SIZE,
@@ -123,7 +154,11 @@ export async function startServer(
       claimIntervalMs: Math.max(100, Math.floor(config.RELAY_CLAIM_IDLE_MS / 2)),
     });
     await relay.start();
-    closers.push(() => relay!.stop());
+    // The relay feeds the queues: stop it first, then let the workers finish their active jobs.
+    closers.push(async () => {
+      await relay!.stop();
+      await closeQueues();
+    });
   }
   mountRoutes(app, routes, {
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
@@ -144,6 +179,7 @@ export async function startServer(
     redis,
     gateway,
     relay,
+    pushOutcomes,
     async close() {
       accepting = false;
       uWS.us_listen_socket_close(listenSocket as never);

@@ -63,6 +63,9 @@ export const configSchema = z
     /** Bytes a socket may have queued before it counts as a slow consumer and is closed (4008). */
     WS_MAX_BACKPRESSURE_BYTES: int(256 * 1024, 1024),
 
+    PUSH_CONCURRENCY: int(64, 1, 10_000),
+    TIMER_CONCURRENCY: int(32, 1, 10_000),
+
     TURN_SECRET: optionalString,
     TURN_URLS: z
       .string()

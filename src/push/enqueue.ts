@@ -1,0 +1,37 @@
+import type { ChangeHandler } from '../events/relay.js';
+import type { PushRegistry, PushRegistration } from './registry.js';
+import { pushesFor, usersToLookUp, type ProvidersEnabled } from './planner.js';
+import { jobIdPart, type Queues } from './queues.js';
+
+/** Relay handler: plans the push messages of a batch of changes and adds them in one bulk call. */
+export function pushEnqueuer(registry: PushRegistry, queues: Queues, enabled: ProvidersEnabled, dedupTtlMs: number): ChangeHandler {
+  return async (changes) => {
+    if (!enabled.iosVoip && !enabled.androidPush) return;
+    const users = new Set<string>();
+    for (const c of changes) for (const u of usersToLookUp(c)) users.add(u);
+    if (users.size === 0) return;
+    const regs = new Map<string, PushRegistration[]>();
+    await Promise.all([...users].map(async (u) => regs.set(u, await registry.list(u))));
+    const jobs = changes.flatMap((c) => pushesFor(c, (u) => regs.get(u) ?? [], enabled));
+    if (jobs.length === 0) return;
+    await queues.push.addBulk(
+      jobs.map((j) => ({ name: j.data.t, data: j.data, opts: { deduplication: { id: j.id, ttl: dedupTtlMs } } })),
+    );
+  };
+}
+
+/** Relay handler: one delayed expiry job per new call, at its expiresAtMs. */
+export function timerEnqueuer(queues: Queues): ChangeHandler {
+  return async (changes) => {
+    const created = changes.filter((c) => c.kind === 'created');
+    if (created.length === 0) return;
+    const now = Date.now();
+    await queues.timers.addBulk(
+      created.map((c) => ({
+        name: 'expire',
+        data: { callId: c.call.callId },
+        opts: { jobId: `expire.${jobIdPart(c.call.callId)}`, delay: Math.max(0, c.call.expiresAtMs - now) },
+      })),
+    );
+  };
+}

@@ -1,0 +1,80 @@
+import type { CallChange } from '../events/change.js';
+import { deliveriesFor } from '../events/audience.js';
+import type { PushRegistration } from './registry.js';
+import type { PushJob } from './queues.js';
+import { jobIdPart } from './queues.js';
+
+/**
+ * Which push messages one change causes (spec 4.1-4.3):
+ *  - created: a VoIP push to every iOS installation and a HIGH data message to every Android
+ *    installation of the callee;
+ *  - the call stops ringing (answered elsewhere, cancelled, declined on another device,
+ *    unanswered): a NORMAL `call.ended` data message to each callee Android installation that
+ *    was rung and is told over signaling, carrying the same payload as the signaling event;
+ *  - answered: `call.accepted` to the caller's Android installations.
+ * iOS never gets signals: every VoIP push must ring.
+ */
+
+/** How long an Android push signal may wait for a device: after a minute nothing rings any more. */
+export const SIGNAL_TTL_MS = 60_000;
+
+export interface PlannedPush {
+  id: string;
+  data: PushJob;
+}
+
+export interface ProvidersEnabled {
+  iosVoip: boolean;
+  androidPush: boolean;
+}
+
+/** The users whose registrations `pushesFor` needs. */
+export function usersToLookUp(change: CallChange): string[] {
+  if (change.kind === 'created') return [change.call.calleeUserId];
+  if (change.kind === 'answered') return [change.call.calleeUserId, change.call.callerUserId];
+  return change.call.acceptedAtMs === undefined ? [change.call.calleeUserId] : [];
+}
+
+export function pushesFor(
+  change: CallChange,
+  registrationsOf: (userId: string) => readonly PushRegistration[],
+  enabled: ProvidersEnabled,
+): PlannedPush[] {
+  const { call } = change;
+  const out: PlannedPush[] = [];
+  if (change.kind === 'created') {
+    for (const reg of registrationsOf(call.calleeUserId)) {
+      if (!enabled[reg.kind]) continue;
+      out.push({
+        id: `invite.${jobIdPart(call.callId)}.${jobIdPart(reg.installationId)}.${reg.kind}`,
+        data: { t: 'invite', callId: call.callId, userId: reg.userId, installationId: reg.installationId, kind: reg.kind },
+      });
+    }
+    return out;
+  }
+  if (!enabled.androidPush) return out;
+  // Signals follow the signaling deliveries of the change, so both say the same thing.
+  const wasRinging = change.kind === 'answered' || call.acceptedAtMs === undefined;
+  for (const d of deliveriesFor(change)) {
+    const toCallee = d.userId === call.calleeUserId;
+    if (toCallee ? !(wasRinging && d.payload.type === 'call.ended') : d.payload.type !== 'call.accepted') continue;
+    for (const reg of registrationsOf(d.userId)) {
+      if (reg.kind !== 'androidPush') continue;
+      if (d.only && d.only !== reg.installationId) continue;
+      if (d.except && d.except === reg.installationId) continue;
+      out.push({
+        id: `signal.${jobIdPart(d.payload.eventId)}.${jobIdPart(reg.installationId)}`,
+        data: {
+          t: 'signal',
+          callId: call.callId,
+          userId: reg.userId,
+          installationId: reg.installationId,
+          kind: 'androidPush',
+          payload: d.payload,
+          deadlineMs: change.atMs + SIGNAL_TTL_MS,
+        },
+      });
+    }
+  }
+  return out;
+}
