@@ -1,0 +1,88 @@
+import type { Redis, Cluster } from 'ioredis';
+import { runScript } from '../redis/scripts.js';
+
+/**
+ * Abuse limits. Shared limits (per user, per installation) are counted in Redis so they hold
+ * across processes; per-connection and per-IP limits are counted in process memory (they are
+ * checked on every message or before authentication, where a Redis round trip would cost more
+ * than the abuse it prevents).
+ */
+
+export interface LimitDecision {
+  allowed: boolean;
+  retryAfterMs: number;
+}
+
+export interface LimitRule {
+  limit: number;
+  windowMs: number;
+}
+
+/** A fixed-window counter in Redis (lua/hitRateLimit.lua). */
+export class RedisRateLimiter {
+  constructor(
+    private readonly redis: Redis | Cluster,
+    private readonly rule: LimitRule,
+  ) {}
+
+  async hit(key: string): Promise<LimitDecision> {
+    const [allowed, ttl] = (await runScript(this.redis, 'hitRateLimit', [key], [String(this.rule.limit), String(this.rule.windowMs)])) as [
+      number,
+      number,
+    ];
+    return { allowed: allowed === 1, retryAfterMs: Number(ttl) };
+  }
+}
+
+/** A token bucket in memory: `limit` tokens refilled evenly over `windowMs`. */
+export class TokenBucket {
+  private tokens: number;
+  private updatedAt: number;
+
+  constructor(
+    private readonly rule: LimitRule,
+    now = Date.now(),
+  ) {
+    this.tokens = rule.limit;
+    this.updatedAt = now;
+  }
+
+  take(now = Date.now()): LimitDecision {
+    const perMs = this.rule.limit / this.rule.windowMs;
+    this.tokens = Math.min(this.rule.limit, this.tokens + (now - this.updatedAt) * perMs);
+    this.updatedAt = now;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return { allowed: true, retryAfterMs: 0 };
+    }
+    return { allowed: false, retryAfterMs: Math.ceil((1 - this.tokens) / perMs) };
+  }
+}
+
+/**
+ * Failed authentications per IP, in memory. Counting only failures keeps honest clients free;
+ * an address over the limit is refused (429) before its token is even verified.
+ */
+export class FailureCounter {
+  private readonly windows = new Map<string, { count: number; resetAt: number }>();
+
+  constructor(private readonly rule: LimitRule) {}
+
+  blocked(key: string, now = Date.now()): LimitDecision {
+    const w = this.windows.get(key);
+    if (!w || w.resetAt <= now) return { allowed: true, retryAfterMs: 0 };
+    return w.count >= this.rule.limit ? { allowed: false, retryAfterMs: w.resetAt - now } : { allowed: true, retryAfterMs: 0 };
+  }
+
+  fail(key: string, now = Date.now()): void {
+    const w = this.windows.get(key);
+    if (!w || w.resetAt <= now) this.windows.set(key, { count: 1, resetAt: now + this.rule.windowMs });
+    else w.count++;
+    if (this.windows.size > 100_000) this.sweep(now);
+  }
+
+  /** Drops expired windows so memory stays bounded under address-spraying. */
+  sweep(now = Date.now()): void {
+    for (const [k, w] of this.windows) if (w.resetAt <= now) this.windows.delete(k);
+  }
+}
