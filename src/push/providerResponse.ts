@@ -29,6 +29,8 @@ export function parseRetryAfter(value: string | string[] | undefined, nowMs: num
   const v = (Array.isArray(value) ? value[0] : value)?.trim();
   if (!v) return undefined;
   if (/^\d+$/.test(v)) return Number(v) * 1000;
+  // Every HTTP-date form names the month; Date.parse alone would read "-5" as a year.
+  if (!/[A-Za-z]{3}/.test(v)) return undefined;
   const at = Date.parse(v);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, at - nowMs);
@@ -40,6 +42,6 @@ export function headerValue(value: string | string[] | undefined): string | unde
 
 /** A request that never got an answer: always worth retrying later. */
 export function transportFailure(err: unknown): SendFailure {
-  if (err instanceof Http2RequestError) return { ok: false, kind: 'retry', reason: err.kind === 'timeout' ? 'timeout' : `network ${err.code ?? 'error'}` };
-  throw err;
+  if (!(err instanceof Http2RequestError)) throw err;
+  return { ok: false, kind: 'retry', reason: err.kind === 'timeout' ? 'timeout' : `network ${err.code ?? err.kind}` };
 }

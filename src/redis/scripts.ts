@@ -30,6 +30,7 @@ export const scriptDefinitions = {
   removePushToken: { file: 'removePushToken.lua', numberOfKeys: 2 },
   appendEvents: { file: 'appendEvents.lua', numberOfKeys: 2 },
   readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
+  hitRateLimit: { file: 'hitRateLimit.lua', numberOfKeys: 1 },
 } as const;
 
 export type ScriptName = keyof typeof scriptDefinitions;
