@@ -124,7 +124,7 @@ export async function startServer(
     // BullMQ needs connections that retry for ever (maxRetriesPerRequest: null).
     const queueConnection = connectRedis(redisUrl, 'blocking', 'calling-backend-queues');
     const queues = createQueues(queueConnection, config.REDIS_PREFIX);
-    const senders: PushSenders = await createPushSenders(config, logger);
+    const senders: PushSenders = createPushSenders(config, logger);
     const enabled = { iosVoip: senders.apns !== undefined, androidPush: senders.fcm !== undefined };
     const timerWorker = startTimerWorker(queueConnection, config.REDIS_PREFIX, config.TIMER_CONCURRENCY, deps.calls);
     const pushWorker = startPushWorker(queueConnection, config.REDIS_PREFIX, config.PUSH_CONCURRENCY, {

@@ -1,0 +1,187 @@
+import { FcmAccessToken, FcmAuthError, type ServiceAccount } from './fcmAccessToken.js';
+import type { Http2Pool, Http2Response } from './http2Pool.js';
+import { parseJsonBody, parseRetryAfter, reasonCode, transportFailure } from './providerResponse.js';
+import type { SendResult } from './sendResult.js';
+
+/**
+ * Android data messages through the FCM HTTP v1 API (spec 4.2, 4.3), over the shared HTTP/2
+ * pool. Data messages only: the app's code presents the call, and a notification block would
+ * make the system show one instead of waking the app.
+ */
+
+export const FCM_URL = 'https://fcm.googleapis.com';
+const DEFAULT_TIMEOUT_MS = 10_000;
+/** FCM's longest ttl (28 days); longer values are rejected as INVALID_ARGUMENT. */
+export const FCM_MAX_TTL_SECONDS = 28 * 24 * 3600;
+
+export interface FcmMessage {
+  /** HIGH for invitations (they must wake the device), NORMAL for signals (they show nothing). */
+  priority: 'HIGH' | 'NORMAL';
+  /** Whole seconds the message may wait for an offline device; at least 1. */
+  ttlSeconds: number;
+  callpayload: object;
+}
+
+/** What FcmSender needs from an access-token source (FcmAccessToken, or a test double). */
+export interface AccessTokenSource {
+  get(): Promise<string>;
+  invalidate(rejected?: string): void;
+}
+
+export interface FcmSenderOptions {
+  /** ANDROID_PUSH_URL. */
+  url?: string;
+  /** ANDROID_PROJECT_ID. */
+  projectId: string;
+  /** The parsed ANDROID_SERVICE_ACCOUNT_FILE; or give `accessToken` instead. */
+  serviceAccount?: ServiceAccount;
+  accessToken?: AccessTokenSource;
+  pool: Http2Pool;
+  timeoutMs?: number;
+  /** Wall clock in epoch milliseconds; injectable for tests. */
+  now?: () => number;
+}
+
+interface FcmErrorBody {
+  status?: string;
+  message?: string;
+  errorCode?: string;
+}
+
+export class FcmSender {
+  private readonly origin: string;
+  private readonly path: string;
+  private readonly pool: Http2Pool;
+  private readonly timeoutMs: number;
+  private readonly now: () => number;
+  readonly accessToken: AccessTokenSource;
+
+  constructor(options: FcmSenderOptions) {
+    if (!options.projectId) throw new TypeError('FCM project ID is required');
+    const source =
+      options.accessToken ??
+      (options.serviceAccount && new FcmAccessToken({ serviceAccount: options.serviceAccount, now: options.now, timeoutMs: options.timeoutMs }));
+    if (!source) throw new TypeError('FCM needs a service account or an access-token source');
+    this.accessToken = source;
+    this.origin = options.url ?? FCM_URL;
+    this.path = `/v1/projects/${encodeURIComponent(options.projectId)}/messages:send`;
+    this.pool = options.pool;
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.now = options.now ?? Date.now;
+  }
+
+  /**
+   * Sends one data message with `callpayload` serialized as a JSON string (data values are
+   * strings). Throws RangeError for a ttl that is not a whole number of seconds ≥ 1: a "0s"
+   * message is dropped whenever the device is offline, so the call would never ring.
+   */
+  async send(token: string, message: FcmMessage): Promise<SendResult> {
+    const { ttlSeconds } = message;
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > FCM_MAX_TTL_SECONDS) {
+      throw new RangeError(`FCM ttl must be a whole number of seconds from 1 to ${FCM_MAX_TTL_SECONDS}`);
+    }
+    if (message.priority !== 'HIGH' && message.priority !== 'NORMAL') {
+      throw new RangeError('FCM priority must be HIGH or NORMAL');
+    }
+    const body = JSON.stringify({
+      message: {
+        token,
+        android: { priority: message.priority, ttl: `${ttlSeconds}s` },
+        data: { callpayload: JSON.stringify(message.callpayload) },
+      },
+    });
+
+    let first = true;
+    for (;;) {
+      let accessToken: string;
+      try {
+        accessToken = await this.accessToken.get();
+      } catch (err) {
+        if (!(err instanceof FcmAuthError)) throw err;
+        const reason =
+          err.status !== undefined ? `token exchange status ${err.status}` : err.transient ? 'token exchange failed' : 'unusable service account';
+        return err.transient
+          ? { ok: false, kind: 'retry', reason }
+          : { ok: false, kind: 'fatal', reason, ...(err.status === undefined ? {} : { status: err.status }) };
+      }
+      let res: Http2Response;
+      try {
+        res = await this.pool.request(
+          this.origin,
+          {
+            method: 'POST',
+            path: this.path,
+            headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
+            body,
+          },
+          this.timeoutMs,
+        );
+      } catch (err) {
+        return transportFailure(err);
+      }
+
+      if (res.status === 401) {
+        this.accessToken.invalidate(accessToken);
+        // Once: a fresh token refused again means the account lacks access to the project.
+        if (first) {
+          first = false;
+          continue;
+        }
+      }
+      return this.classify(res);
+    }
+  }
+
+  private classify(res: Http2Response): SendResult {
+    const { status } = res;
+    const json = parseJsonBody(res.body);
+    if (status === 200) {
+      const name = (json as { name?: unknown } | undefined)?.name;
+      return typeof name === 'string' ? { ok: true, id: name } : { ok: true };
+    }
+    const error = errorOf(json);
+    const reason = reasonCode(error.errorCode ?? error.status, status);
+    if ((status === 404 && error.errorCode === 'UNREGISTERED') || (status === 400 && isBadRegistrationToken(error))) {
+      return { ok: false, kind: 'invalidToken', reason };
+    }
+    if (status === 429 || status >= 500) {
+      const retryAfterMs = parseRetryAfter(res.headers['retry-after'], this.now());
+      return retryAfterMs === undefined
+        ? { ok: false, kind: 'retry', reason, status }
+        : { ok: false, kind: 'retry', reason, status, retryAfterMs };
+    }
+    return { ok: false, kind: 'fatal', reason, status };
+  }
+}
+
+/**
+ * INVALID_ARGUMENT covers every malformed field; only the ones about the registration token
+ * mean the token should be removed. FCM says so in the message ("The registration token is not
+ * a valid FCM registration token") and, for a bad `message.token`, in a field violation.
+ */
+function isBadRegistrationToken(e: FcmErrorBody & { fields?: string[] }): boolean {
+  if (e.errorCode !== 'INVALID_ARGUMENT' && e.status !== 'INVALID_ARGUMENT') return false;
+  return /registration token/i.test(e.message ?? '') || (e.fields ?? []).includes('message.token');
+}
+
+function errorOf(json: unknown): FcmErrorBody & { fields?: string[] } {
+  const error = (json as { error?: unknown } | undefined)?.error;
+  if (error === null || typeof error !== 'object') return {};
+  const e = error as { status?: unknown; message?: unknown; details?: unknown };
+  const out: FcmErrorBody & { fields?: string[] } = {};
+  if (typeof e.status === 'string') out.status = e.status;
+  if (typeof e.message === 'string') out.message = e.message;
+  if (Array.isArray(e.details)) {
+    for (const d of e.details as unknown[]) {
+      if (d === null || typeof d !== 'object') continue;
+      const detail = d as { '@type'?: unknown; errorCode?: unknown; fieldViolations?: unknown };
+      if (typeof detail.errorCode === 'string') out.errorCode = detail.errorCode;
+      if (Array.isArray(detail.fieldViolations)) {
+        out.fields = detail.fieldViolations
+          .map((v) => (v as { field?: unknown } | null)?.field)
+          .filter((f): f is string => typeof f === 'string');
+      }
+    }
+  }
+  return out;
+}
