@@ -1,0 +1,413 @@
+import { generateKeyPairSync, randomInt, randomUUID, type KeyObject } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import type { IncomingHttpHeaders } from 'node:http';
+import {
+  createServer,
+  type Http2Server,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type ServerHttp2Session,
+} from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
+
+/**
+ * A fake Apple Push Notification service for VoIP pushes over cleartext HTTP/2 (h2c).
+ *
+ * It checks what APNs checks for a token-authenticated VoIP push, with the header names of our
+ * spec (section 4.1): the `apns-` headers are written `ios-` (`ios-push-type`, `ios-topic`,
+ * `ios-priority`, `ios-expiration`), so an `apns-` header means the sender used the wrong names.
+ * Answers use APNs reasons; the two checks APNs does not make have fake-only reasons:
+ * `UnexpectedApnsHeader` and `BadContentType`.
+ */
+
+export interface ApnsKey {
+  /** The signing key as an Apple .p8 file holds it: PKCS#8 PEM. */
+  privateKeyPem: string;
+  publicKey: KeyObject;
+  keyId: string;
+  teamId: string;
+}
+
+export interface FakeApnsOptions {
+  /** The app's bundle id; the fake expects topic `<bundleId>.voip`. */
+  bundleId: string;
+  keyId: string;
+  teamId: string;
+  publicKey: KeyObject;
+  /** Largest accepted body. Default 5120 bytes, the APNs limit for VoIP pushes. */
+  maxPayloadBytes?: number;
+}
+
+export type ApnsTokenState = 'unregistered' | 'bad' | 'valid';
+
+export interface ApnsScriptedResponse {
+  status: number;
+  /** Default: the usual reason for `status` (e.g. 429 → TooManyRequests). */
+  reason?: string;
+  /** Sent as the `retry-after` header. */
+  retryAfterSeconds?: number;
+  /** For 410 answers: when the token stopped being valid. Default: now. */
+  timestampMs?: number;
+}
+
+export interface ApnsDecodedJwt {
+  header: ProtectedHeaderParameters;
+  payload: JWTPayload;
+}
+
+export interface ApnsRecordedRequest {
+  method: string;
+  path: string;
+  /** The device token from the path ('' when the path has none). */
+  token: string;
+  /** Regular headers, lower-case names (pseudo-headers left out). */
+  headers: Record<string, string>;
+  /** The body parsed as JSON, or the raw text when it is not JSON. */
+  body: unknown;
+  /** The provider token, decoded without verification; null when absent or undecodable. */
+  jwt: ApnsDecodedJwt | null;
+  status: number;
+  reason?: string;
+  apnsId: string;
+}
+
+interface Reply {
+  status: number;
+  reason?: string;
+  retryAfterSeconds?: number;
+  timestampMs?: number;
+}
+
+const DEFAULT_MAX_PAYLOAD_BYTES = 5120;
+/** APNs refuses provider tokens older than an hour. */
+const PROVIDER_TOKEN_MAX_AGE_S = 60 * 60;
+/** Tolerated clock skew for an `iat` in the future. */
+const CLOCK_SKEW_S = 60;
+const HEX_TOKEN = /^[0-9a-fA-F]+$/;
+const TOPIC_SYNTAX = /^[A-Za-z0-9.-]+$/;
+
+const DEFAULT_REASONS: Record<number, string> = {
+  400: 'BadDeviceToken',
+  403: 'Forbidden',
+  404: 'BadPath',
+  405: 'MethodNotAllowed',
+  410: 'Unregistered',
+  413: 'PayloadTooLarge',
+  429: 'TooManyRequests',
+  500: 'InternalServerError',
+  503: 'ServiceUnavailable',
+};
+
+/** An ES256 (P-256) signing key with Apple-style 10-character key and team ids. */
+export function makeApnsKey(): ApnsKey {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  return {
+    privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+    publicKey,
+    keyId: appleId(),
+    teamId: appleId(),
+  };
+}
+
+function appleId(): string {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
+  return Array.from({ length: 10 }, () => alphabet[randomInt(alphabet.length)]).join('');
+}
+
+export async function startFakeApns(opts: FakeApnsOptions): Promise<FakeApns> {
+  const fake = new FakeApns(opts);
+  await fake.listen();
+  return fake;
+}
+
+export class FakeApns {
+  /** Every request received, in arrival order, whatever its outcome. */
+  readonly requests: ApnsRecordedRequest[] = [];
+  /** `http://127.0.0.1:<port>`, set once listening. */
+  url = '';
+  /** HTTP/2 connections opened so far (a good sender reuses one). */
+  sessionsOpened = 0;
+
+  private readonly server: Http2Server;
+  private readonly sessions = new Set<ServerHttp2Session>();
+  private readonly jwtsSeen = new Set<string>();
+  private readonly scripted = new Map<string, ApnsScriptedResponse[]>();
+  private readonly tokenStates = new Map<string, ApnsTokenState>();
+  private readonly events = new EventEmitter();
+  private readonly maxPayloadBytes: number;
+
+  constructor(private readonly opts: FakeApnsOptions) {
+    this.maxPayloadBytes = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+    this.server = createServer((req, res) => {
+      this.handle(req, res).catch((err: unknown) => {
+        // A bug in the fake must fail the test loudly, not hang it.
+        if (!res.headersSent) res.writeHead(500);
+        res.end(JSON.stringify({ reason: 'InternalServerError', fakeError: String(err) }));
+      });
+    });
+    this.server.on('session', (session) => {
+      this.sessionsOpened++;
+      this.sessions.add(session);
+      session.on('close', () => this.sessions.delete(session));
+    });
+  }
+
+  /** How many different provider tokens were presented (APNs wants one reused for up to an hour). */
+  get distinctJwts(): number {
+    return this.jwtsSeen.size;
+  }
+
+  /** Queues a scripted answer for the next valid push to `token` (or to any token with '*'). */
+  failNext(token: string, response: ApnsScriptedResponse): void {
+    const key = token === '*' ? '*' : token.toLowerCase();
+    const queue = this.scripted.get(key) ?? [];
+    queue.push(response);
+    this.scripted.set(key, queue);
+  }
+
+  /** 'unregistered' → 410 Unregistered, 'bad' → 400 BadDeviceToken, 'valid' → accepted again. */
+  setTokenState(token: string, state: ApnsTokenState): void {
+    this.tokenStates.set(token.toLowerCase(), state);
+  }
+
+  /** Resolves with the requests once at least `n` arrived. */
+  waitForRequests(n: number, timeoutMs = 5_000): Promise<ApnsRecordedRequest[]> {
+    return waitForCount(this.events, this.requests, n, timeoutMs, 'APNs requests');
+  }
+
+  /** Drops every HTTP/2 connection at once, as a network failure would. */
+  disconnectAll(): void {
+    for (const session of this.sessions) session.destroy();
+  }
+
+  async listen(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(0, '127.0.0.1', () => resolve());
+    });
+    const { port } = this.server.address() as AddressInfo;
+    this.url = `http://127.0.0.1:${port}`;
+  }
+
+  /** Closes connections politely (GOAWAY), forcibly after a second, then stops listening. */
+  async close(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const session of this.sessions) session.close();
+    const force = setTimeout(() => this.disconnectAll(), 1_000);
+    await closed;
+    clearTimeout(force);
+  }
+
+  private async handle(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
+    const body = await readBody(req, this.maxPayloadBytes);
+    const path = req.url;
+    const token = /^\/3\/device\/([^/?]*)$/.exec(path)?.[1] ?? '';
+    const jwt = bearerToken(req.headers.authorization);
+    if (jwt) this.jwtsSeen.add(jwt);
+    const reply = await this.judge(req, token, jwt, body);
+    const apnsId = randomUUID();
+    const record: ApnsRecordedRequest = {
+      method: req.method,
+      path,
+      token,
+      headers: plainHeaders(req.headers),
+      body: parseJsonOrText(body.text),
+      jwt: jwt ? decodeUnverified(jwt) : null,
+      status: reply.status,
+      apnsId,
+    };
+    if (reply.reason !== undefined) record.reason = reply.reason;
+    this.requests.push(record);
+    this.events.emit('change');
+    send(res, reply, apnsId);
+  }
+
+  /** The answer APNs would give, checks in roughly the order APNs makes them. */
+  private async judge(req: Http2ServerRequest, token: string, jwt: string | null, body: Body): Promise<Reply> {
+    return (
+      checkRoute(req, token) ??
+      checkNoApnsHeaders(req.headers) ??
+      (await this.checkProviderToken(req.headers.authorization, jwt)) ??
+      this.checkHeaders(req.headers) ??
+      this.checkBody(body) ??
+      this.scriptedReply(token) ??
+      this.tokenStateReply(token) ?? { status: 200 }
+    );
+  }
+
+  private async checkProviderToken(authorization: string | undefined, jwt: string | null): Promise<Reply | null> {
+    if (authorization === undefined) return reject(403, 'MissingProviderToken');
+    if (jwt === null) return reject(403, 'InvalidProviderToken');
+    let header: ProtectedHeaderParameters;
+    try {
+      header = decodeProtectedHeader(jwt);
+    } catch {
+      return reject(403, 'InvalidProviderToken');
+    }
+    if (header.alg !== 'ES256' || header.kid !== this.opts.keyId) return reject(403, 'InvalidProviderToken');
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(jwt, this.opts.publicKey, { algorithms: ['ES256'], issuer: this.opts.teamId }));
+    } catch (err) {
+      return reject(403, err instanceof joseErrors.JWTExpired ? 'ExpiredProviderToken' : 'InvalidProviderToken');
+    }
+    const now = Math.floor(Date.now() / 1000);
+    if (typeof payload.iat !== 'number' || payload.iat > now + CLOCK_SKEW_S) return reject(403, 'InvalidProviderToken');
+    if (now - payload.iat > PROVIDER_TOKEN_MAX_AGE_S) return reject(403, 'ExpiredProviderToken');
+    return null;
+  }
+
+  private checkHeaders(headers: IncomingHttpHeaders): Reply | null {
+    const topic = single(headers['ios-topic']);
+    if (topic === undefined || topic === '') return reject(400, 'MissingTopic');
+    if (!TOPIC_SYNTAX.test(topic)) return reject(400, 'BadTopic');
+    if (topic !== `${this.opts.bundleId}.voip`) return reject(400, 'DeviceTokenNotForTopic');
+    if (single(headers['ios-push-type']) !== 'voip') return reject(400, 'InvalidPushType');
+    if (single(headers['ios-priority']) !== '10') return reject(400, 'BadPriority');
+    if (single(headers['ios-expiration']) !== '0') return reject(400, 'BadExpirationDate');
+    const contentType = single(headers['content-type']) ?? '';
+    if (!/^application\/json\s*(;.*)?$/i.test(contentType)) return reject(400, 'BadContentType');
+    return null;
+  }
+
+  private checkBody(body: Body): Reply | null {
+    if (body.tooLarge) return reject(413, 'PayloadTooLarge');
+    if (body.text.trim() === '') return reject(400, 'PayloadEmpty');
+    const parsed = parseJson(body.text);
+    if (!isObject(parsed) || !isObject(parsed['aps']) || Object.keys(parsed['aps']).length > 0) {
+      return reject(400, 'BadPayload');
+    }
+    if (!isObject(parsed['callpayload'])) return reject(400, 'BadPayload');
+    return null;
+  }
+
+  private scriptedReply(token: string): Reply | null {
+    for (const key of [token.toLowerCase(), '*']) {
+      const next = this.scripted.get(key)?.shift();
+      if (next) return { ...next, reason: next.reason ?? DEFAULT_REASONS[next.status] };
+    }
+    return null;
+  }
+
+  private tokenStateReply(token: string): Reply | null {
+    const state = this.tokenStates.get(token.toLowerCase());
+    if (state === 'unregistered') return { status: 410, reason: 'Unregistered' };
+    if (state === 'bad') return reject(400, 'BadDeviceToken');
+    return null;
+  }
+}
+
+function checkRoute(req: Http2ServerRequest, token: string): Reply | null {
+  if (req.method !== 'POST') return reject(405, 'MethodNotAllowed');
+  if (!req.url.startsWith('/3/device/') || req.url.slice('/3/device/'.length).includes('/')) {
+    return reject(404, 'BadPath');
+  }
+  if (token === '') return reject(400, 'MissingDeviceToken');
+  if (!HEX_TOKEN.test(token)) return reject(400, 'BadDeviceToken');
+  return null;
+}
+
+/** Our spec renames every `apns-` header to `ios-`: an `apns-` header is a naming bug. */
+function checkNoApnsHeaders(headers: IncomingHttpHeaders): Reply | null {
+  return Object.keys(headers).some((name) => name.startsWith('apns-')) ? reject(400, 'UnexpectedApnsHeader') : null;
+}
+
+function reject(status: number, reason: string): Reply {
+  return { status, reason };
+}
+
+function send(res: Http2ServerResponse, reply: Reply, apnsId: string): void {
+  const headers: Record<string, string> = { 'apns-id': apnsId };
+  if (reply.retryAfterSeconds !== undefined) headers['retry-after'] = String(reply.retryAfterSeconds);
+  if (reply.status === 200) {
+    res.writeHead(200, headers);
+    res.end();
+    return;
+  }
+  const body: { reason: string; timestamp?: number } = { reason: reply.reason ?? 'InternalServerError' };
+  if (reply.status === 410) body.timestamp = reply.timestampMs ?? Date.now();
+  res.writeHead(reply.status, { ...headers, 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+function bearerToken(authorization: string | undefined): string | null {
+  // APNs takes the scheme in any case; our spec writes it "bearer".
+  return /^bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? null;
+}
+
+function decodeUnverified(jwt: string): ApnsDecodedJwt | null {
+  try {
+    return { header: decodeProtectedHeader(jwt), payload: decodeJwt(jwt) };
+  } catch {
+    return null;
+  }
+}
+
+// Helpers shared in spirit with fcm-server.ts (kept per file so each fake stands alone).
+
+interface Body {
+  text: string;
+  tooLarge: boolean;
+}
+
+/** Reads the whole body but keeps at most `limit` bytes, so an oversized one cannot eat memory. */
+async function readBody(req: AsyncIterable<Buffer>, limit: number): Promise<Body> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size <= limit) chunks.push(chunk);
+  }
+  return { text: size <= limit ? Buffer.concat(chunks).toString('utf8') : '', tooLarge: size > limit };
+}
+
+function plainHeaders(headers: IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (name.startsWith(':') || value === undefined) continue;
+    out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return out;
+}
+
+function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function parseJsonOrText(text: string): unknown {
+  if (text === '') return undefined;
+  return parseJson(text) ?? text;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function waitForCount<T>(events: EventEmitter, items: T[], n: number, timeoutMs: number, what: string): Promise<T[]> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      if (items.length < n) return;
+      cleanup();
+      resolve(items.slice());
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`waited ${timeoutMs} ms for ${n} ${what}, got ${items.length}`));
+    }, timeoutMs);
+    const cleanup = (): void => {
+      clearTimeout(timer);
+      events.off('change', check);
+    };
+    events.on('change', check);
+    check();
+  });
+}

@@ -1,0 +1,327 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * Throw-away `redis-server` processes for tests: each on a free loopback port with its own
+ * temporary directory, never persisted, and stopped when the test process ends even if a test
+ * forgot to call `stop()`.
+ *
+ * Ending with the test process takes two mechanisms: an 'exit' hook covers a normal exit, but
+ * vitest ends its fork workers with SIGTERM, which skips 'exit' hooks. So on Linux each server
+ * is started through `setpriv --pdeathsig`, and the kernel stops it when its parent dies, however
+ * it dies. Directories of dead test processes are swept when the next one starts a server.
+ */
+
+export interface StartRedisOptions {
+  /** Turn on append-only persistence (inside the temporary directory). Default: off. */
+  appendOnly?: boolean;
+}
+
+export interface RedisServer {
+  /** `redis://127.0.0.1:<port>` */
+  url: string;
+  port: number;
+  /** The server's working directory (removed by `stop()`). */
+  dir: string;
+  /** The redis-server process id. */
+  pid: number;
+  /** Stops the server and removes its directory; safe to call twice. */
+  stop(): Promise<void>;
+}
+
+export interface RedisClusterNode {
+  host: string;
+  port: number;
+}
+
+export interface RedisCluster {
+  /** One entry per master, usable as ioredis `new Cluster(nodes)` startup nodes. */
+  nodes: RedisClusterNode[];
+  stop(): Promise<void>;
+}
+
+const HOST = '127.0.0.1';
+/** A port found free can be taken by someone else before redis-server binds it: retry then. */
+const PORT_ATTEMPTS = 5;
+const START_TIMEOUT_MS = 10_000;
+const STOP_GRACE_MS = 5_000;
+/** How much of a server's own output to keep for error messages. */
+const LOG_TAIL_CHARS = 4_000;
+
+export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisServer> {
+  const appendOnly = opts.appendOnly === true ? 'yes' : 'no';
+  return launch(() => ['--appendonly', appendOnly]);
+}
+
+/**
+ * A Redis Cluster of `nodes` masters (no replicas) whose 16384 slots are spread by
+ * `redis-cli --cluster create`. Resolves once every node reports `cluster_state:ok`.
+ */
+export async function startRedisCluster(nodes = 3): Promise<RedisCluster> {
+  if (nodes < 3) throw new Error('startRedisCluster: Redis Cluster needs at least 3 masters');
+  const started = await Promise.allSettled(Array.from({ length: nodes }, () => launch(clusterArgs)));
+  const servers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  const stopAll = async (): Promise<void> => {
+    await Promise.all(servers.map((s) => s.stop()));
+  };
+  try {
+    const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    await createCluster(servers.map((s) => s.port));
+    await Promise.all(servers.map((s) => waitForClusterOk(s.port)));
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+  return { nodes: servers.map((s) => ({ host: HOST, port: s.port })), stop: stopAll };
+}
+
+/**
+ * Cluster mode needs a second, free port for the cluster bus. Redis defaults to port + 10000,
+ * which can exceed 65535 for ports from the ephemeral range, so pick one explicitly.
+ */
+async function clusterArgs(dir: string): Promise<string[]> {
+  return [
+    '--cluster-enabled', 'yes',
+    '--cluster-config-file', join(dir, 'nodes.conf'),
+    '--cluster-port', String(await freePort()),
+    '--appendonly', 'no',
+  ];
+}
+
+/** Starts one redis-server with `extraArgs`, retrying on a port lost to a race. */
+async function launch(extraArgs: (dir: string) => string[] | Promise<string[]>): Promise<RedisServer> {
+  for (let attempt = 1; ; attempt++) {
+    const dir = mkdtempSync(join(processRoot(), 'node-'));
+    const port = await freePort();
+    const server = spawnServer(port, dir, [...baseArgs(port, dir), ...(await extraArgs(dir))]);
+    try {
+      await waitForPing(server);
+      return server.handle;
+    } catch (err) {
+      await server.handle.stop();
+      if (attempt < PORT_ATTEMPTS && /Address already in use/i.test(server.logTail())) continue;
+      throw err;
+    }
+  }
+}
+
+function baseArgs(port: number, dir: string): string[] {
+  return [
+    '--port', String(port),
+    '--bind', HOST,
+    '--dir', dir,
+    '--save', '',
+    '--daemonize', 'no',
+    '--loglevel', 'warning',
+    '--logfile', '',
+  ];
+}
+
+interface SpawnedServer {
+  child: ChildProcess;
+  handle: RedisServer;
+  logTail(): string;
+}
+
+function spawnServer(port: number, dir: string, args: string[]): SpawnedServer {
+  const { command, argv } = redisServerCommand(args);
+  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  // Keep draining the pipes (a full pipe would block the server) and keep the tail for errors.
+  const keep = (chunk: Buffer): void => {
+    log = (log + chunk.toString('utf8')).slice(-LOG_TAIL_CHARS);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  // A failed spawn (no redis-server on PATH) shows in the log tail that waitForPing reports.
+  child.on('error', (err) => keep(Buffer.from(`spawn error: ${err.message}\n`)));
+  const entry = { child, dir };
+  liveServers.add(entry);
+  installExitHook();
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= stopProcess(child).finally(() => {
+      liveServers.delete(entry);
+      rmSync(dir, { recursive: true, force: true });
+    });
+    return stopping;
+  };
+  const handle: RedisServer = { url: `redis://${HOST}:${port}`, port, dir, pid: child.pid ?? -1, stop };
+  return { child, handle, logTail: () => log };
+}
+
+/** SIGTERM makes Redis shut down cleanly; with no save points nothing is written. */
+function stopProcess(child: ChildProcess): Promise<void> {
+  const gone = child.pid === undefined || child.exitCode !== null || child.signalCode !== null;
+  if (gone) return Promise.resolve();
+  return new Promise((resolve) => {
+    const force = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+    child.once('exit', () => {
+      clearTimeout(force);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+/** Servers still running, killed synchronously when the process exits (the only chance left). */
+const liveServers = new Set<{ child: ChildProcess; dir: string }>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const { child } of liveServers) child.kill('SIGKILL');
+    if (root !== undefined) rmSync(root, { recursive: true, force: true });
+  });
+}
+
+let parentDeathSignal: boolean | undefined;
+
+/** redis-server, under `setpriv --pdeathsig TERM` where available (Linux with util-linux). */
+function redisServerCommand(args: string[]): { command: string; argv: string[] } {
+  parentDeathSignal ??= spawnSync('setpriv', ['--pdeathsig', 'TERM', 'true'], { stdio: 'ignore' }).status === 0;
+  // setpriv execs redis-server, so the child's pid is the server's.
+  if (parentDeathSignal) return { command: 'setpriv', argv: ['--pdeathsig', 'TERM', '--', 'redis-server', ...args] };
+  return { command: 'redis-server', argv: args };
+}
+
+const ROOT_PREFIX = 'redis-test-';
+let root: string | undefined;
+
+/** This process's directory for server directories: `<tmp>/redis-test-<pid>-XXXXXX`. */
+function processRoot(): string {
+  if (root === undefined) {
+    sweepDeadRoots();
+    root = mkdtempSync(join(tmpdir(), `${ROOT_PREFIX}${process.pid}-`));
+  }
+  return root;
+}
+
+/** Removes the directories of test processes that died without cleaning up. */
+function sweepDeadRoots(): void {
+  for (const name of readdirSync(tmpdir())) {
+    const pid = Number(new RegExp(`^${ROOT_PREFIX}(\\d+)-`).exec(name)?.[1]);
+    if (pid > 0 && !isAlive(pid)) rmSync(join(tmpdir(), name), { recursive: true, force: true });
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: alive but someone else's.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** A port the kernel just handed out for port 0 and that nobody listens on right now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', reject);
+    srv.listen(0, HOST, () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+async function waitForPing(server: SpawnedServer): Promise<void> {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  const { child, handle } = server;
+  while (Date.now() < deadline) {
+    if (child.pid === undefined) throw new Error('could not spawn redis-server: is it on PATH?');
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`redis-server exited (${child.exitCode ?? child.signalCode}):\n${server.logTail()}`);
+    }
+    const reply = await redisCommand(handle.port, ['PING']).catch(() => '');
+    if (reply === '+PONG') return;
+    await delay(25);
+  }
+  throw new Error(`redis-server on port ${handle.port} did not answer PING:\n${server.logTail()}`);
+}
+
+async function waitForClusterOk(port: number): Promise<void> {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  let info = '';
+  while (Date.now() < deadline) {
+    info = await redisCommand(port, ['CLUSTER', 'INFO']).catch((err: unknown) => String(err));
+    if (info.includes('cluster_state:ok')) return;
+    await delay(50);
+  }
+  throw new Error(`cluster node ${port} did not reach cluster_state:ok:\n${info}`);
+}
+
+function createCluster(ports: number[]): Promise<void> {
+  const args = ['--cluster', 'create', ...ports.map((p) => `${HOST}:${p}`), '--cluster-replicas', '0', '--cluster-yes'];
+  return new Promise((resolve, reject) => {
+    const cli = spawn('redis-cli', args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: START_TIMEOUT_MS });
+    let out = '';
+    const keep = (chunk: Buffer): void => {
+      out = (out + chunk.toString('utf8')).slice(-LOG_TAIL_CHARS);
+    };
+    cli.stdout.on('data', keep);
+    cli.stderr.on('data', keep);
+    cli.once('error', reject);
+    cli.once('close', (code) => {
+      // redis-cli can exit 0 after printing an error, so check what it says too.
+      if (code === 0 && out.includes('[OK] All 16384 slots covered')) resolve();
+      else reject(new Error(`redis-cli --cluster create failed (${code}):\n${out}`));
+    });
+  });
+}
+
+/**
+ * Sends one command over a fresh connection and returns the first reply line for simple
+ * replies (`+PONG`, `-ERR …`) or the payload of a bulk reply. Enough for PING and CLUSTER INFO,
+ * and free of a client library's reconnect logic while a server is still starting.
+ */
+export function redisCommand(port: number, args: string[], timeoutMs = 2_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = new Socket();
+    let buffer = Buffer.alloc(0);
+    const finish = (err: Error | null, reply = ''): void => {
+      socket.destroy();
+      if (err) reject(err);
+      else resolve(reply);
+    };
+    socket.setTimeout(timeoutMs, () => finish(new Error('redis command timed out')));
+    socket.once('error', (err) => finish(err));
+    socket.once('close', () => finish(new Error('connection closed before a reply')));
+    socket.on('data', (chunk: Buffer) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      const reply = parseReply(buffer);
+      if (reply !== undefined) finish(null, reply);
+    });
+    socket.connect(port, HOST, () => socket.write(encodeCommand(args)));
+  });
+}
+
+function encodeCommand(args: string[]): string {
+  return `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+}
+
+/** The reply once complete, undefined while more bytes are needed. */
+function parseReply(buffer: Buffer): string | undefined {
+  const lineEnd = buffer.indexOf('\r\n');
+  if (lineEnd < 0) return undefined;
+  const line = buffer.subarray(0, lineEnd).toString('utf8');
+  if (!line.startsWith('$')) return line;
+  const length = Number(line.slice(1));
+  if (length < 0) return '';
+  const start = lineEnd + 2;
+  if (buffer.length < start + length + 2) return undefined;
+  return buffer.subarray(start, start + length).toString('utf8');
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
