@@ -4,7 +4,7 @@ import { loadUws } from './http/uws.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
 import { ApiError } from './http/errors.js';
 import { connectRedis, isRedisUnavailable } from './redis/connection.js';
-import { scriptSources } from './redis/scripts.js';
+import { scriptObserver, scriptSources } from './redis/scripts.js';
 import { createTokenVerifier } from './auth/verifier.js';
 import { CallStore } from './calls/store.js';
 import { PushRegistry } from './push/registry.js';
@@ -26,6 +26,9 @@ import { pushEnqueuer, timerEnqueuer } from './push/enqueue.js';
 import { startPushWorker, type PushOutcomes, type PushSenders } from './push/pushWorker.js';
 import { startTimerWorker } from './calls/timerWorker.js';
 import { createPushSenders } from './push/providers.js';
+import { openApiDocument } from './http/openapi.js';
+import { Metrics } from './observability/metrics.js';
+import { keys } from './redis/keys.js';
 
 export interface RunningServer {
   port: number;
@@ -91,10 +94,21 @@ export async function startServer(
 
   let accepting = true;
   const app = uWS.App();
-  const routes: Route[] = healthRoutes({
-    accepting: () => accepting,
-    redisReady: async () => (await redis.ping()) === 'PONG',
-  });
+  const metrics = new Metrics();
+  scriptObserver.observe = (script, seconds) => metrics.scriptDuration.observe({ script }, seconds);
+  const openApiText = JSON.stringify(openApiDocument());
+  const routes: Route[] = [
+    ...healthRoutes({
+      accepting: () => accepting,
+      redisReady: async () => (await redis.ping()) === 'PONG',
+    }),
+    { method: 'get', pattern: '/v1/openapi.json', handler: () => ({ status: 200, body: openApiText }) },
+    {
+      method: 'get',
+      pattern: '/metrics',
+      handler: async () => ({ status: 200, body: await metrics.text(), contentType: metrics.registry.contentType }),
+    },
+  ];
   if (config.ROLES.includes('api')) routes.push(...apiRoutes(deps));
 
   let gateway: Gateway | undefined;
@@ -110,6 +124,10 @@ export async function startServer(
     });
     gateway.mount(app);
     gateway.startSweeps();
+    const g = gateway;
+    metrics.gauge('ws_open_sockets', 'Open signaling WebSockets', () => g.openSockets());
+    metrics.countersFrom('ws_events_sent_total', 'Events sent over signaling', [], () => [[[], g.stats.eventsSent]]);
+    metrics.countersFrom('ws_slow_consumers_closed_total', 'Sockets closed as slow consumers (4008)', [], () => [[[], g.stats.slowConsumersClosed]]);
     closers.push(async () => {
       gateway?.closeAll();
       subscriber.disconnect();
@@ -135,6 +153,15 @@ export async function startServer(
       outcomes: pushOutcomes,
     });
     for (const w of [timerWorker, pushWorker]) w.on('error', (err) => logger.error({ err }, 'queue worker error'));
+    metrics.countersFrom('push_outcomes_total', 'Push attempts by provider and result (accepted = accepted for delivery)', ['provider', 'result'], () =>
+      [...pushOutcomes].map(([k, v]) => [k.split(':'), v]),
+    );
+    for (const [name, queue] of Object.entries(queues)) {
+      metrics.gauge(`queue_${name}_waiting`, `BullMQ ${name} jobs waiting or delayed`, async () => {
+        const c = await queue.getJobCounts('waiting', 'delayed', 'active', 'prioritized');
+        return Object.values(c).reduce((a, b) => a + b, 0);
+      });
+    }
     const handlers: ChangeHandler[] = [
       timerEnqueuer(queues),
       pushEnqueuer(deps.pushRegistry, queues, enabled, Math.max(60_000, 3 * config.RELAY_CLAIM_IDLE_MS)),
@@ -154,14 +181,27 @@ export async function startServer(
       claimIntervalMs: Math.max(100, Math.floor(config.RELAY_CLAIM_IDLE_MS / 2)),
     });
     await relay.start();
+    const r = relay;
+    metrics.countersFrom('relay_changes_total', 'Call changes relayed from the outbox', [], () => [[[], r.relayed]]);
     // The relay feeds the queues: stop it first, then let the workers finish their active jobs.
     closers.push(async () => {
       await relay!.stop();
       await closeQueues();
     });
   }
+  metrics.gauge('outbox_pending_entries', 'Outbox entries not yet relayed (all shards)', async () => {
+    const p = redis.pipeline();
+    for (let i = 0; i < ks.shards; i++) p.xlen(keys.outboxForShard(ks, i));
+    const res = (await p.exec()) ?? [];
+    return res.reduce((sum, [, n]) => sum + Number(n ?? 0), 0);
+  });
   mountRoutes(app, routes, {
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    onResponse: (ctx, route, status, startedAt) => {
+      const method = ctx.method.toUpperCase();
+      metrics.httpRequests.inc({ route, method, status: String(status) });
+      metrics.httpDuration.observe({ route, method }, (performance.now() - startedAt) / 1000);
+    },
     onError: (err, ctx) => logger.error({ err, requestId: ctx.requestId, path: ctx.path }, 'request failed'),
     classifyError: (err) =>
       isRedisUnavailable(err) ? new ApiError('unavailable', 'the call store is unreachable; retry later', {}, { 'retry-after': '1' }) : undefined,

@@ -1,42 +1,16 @@
 import type { CallRecord } from '../calls/model.js';
 import type { EndReason } from '../calls/reasons.js';
+import type { z } from 'zod';
+import type { acceptedSchema, endedSchema, invitationSchema, renamedSchema } from './payloadSchemas.js';
 
-/** The spec's network payloads, exactly: the invitation (2.5) and the signaling events (2.6). */
+/** Builders of the spec's network payloads (schemas in payloadSchemas.ts): the invitation (2.5) and the signaling events (2.6). */
 
-export interface InvitationPayload {
-  schemaVersion: 1;
-  type: 'call.invited';
-  callId: string;
-  displayName: string;
-  handle: string;
-  eventId: string;
-  revision: string;
-  issuedAtMs: number;
-  expiresAtMs: number;
-  video: boolean;
-}
+export type InvitationPayload = z.infer<typeof invitationSchema>;
+export type AcceptedPayload = z.infer<typeof acceptedSchema>;
+export type EndedPayload = z.infer<typeof endedSchema>;
+export type RenamedPayload = z.infer<typeof renamedSchema>;
 
-export interface AcceptedPayload {
-  schemaVersion: 1;
-  eventId: string;
-  type: 'call.accepted';
-  callId: string;
-  revision: string;
-  occurredAtMs: number;
-  answeredByInstallationId: string;
-}
-
-export interface EndedPayload {
-  schemaVersion: 1;
-  eventId: string;
-  type: 'call.ended';
-  callId: string;
-  revision: string;
-  occurredAtMs: number;
-  reason: EndReason;
-}
-
-export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload;
+export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload;
 
 /**
  * Event IDs are derived from the change, so a relay that delivers a change twice delivers the

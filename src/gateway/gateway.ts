@@ -284,6 +284,17 @@ export class Gateway {
 
   private sendRaw(ws: Socket, frame: string | Uint8Array): void {
     const data = ws.getUserData();
+    if (data.closed) return;
+    // Close before the buffer goes over the limit: past it uWS drops every send, the close
+    // frame included, and the device would see an abnormal close (1006) instead of 4008.
+    const buffered = ws.getBufferedAmount();
+    const size = typeof frame === 'string' ? Buffer.byteLength(frame) : frame.byteLength;
+    if (buffered > 0 && buffered + size > this.settings.maxBackpressureBytes) {
+      data.closed = true;
+      this.stats.slowConsumersClosed++;
+      ws.end(CLOSE.slowConsumer, 'slow consumer; reconnect and resume from your cursor');
+      return;
+    }
     const status = ws.send(frame, typeof frame !== 'string');
     // 2 = dropped because the send buffer is full: this socket would miss an event, so close
     // it; the device reconnects and resumes from its cursor.

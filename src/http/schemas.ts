@@ -79,3 +79,18 @@ export const mediaSession = z.object({
   iceServers: z.array(z.object({ urls: z.array(z.string()), username: z.string().optional(), credential: z.string().optional() })),
   expiresAtMs: z.number().int(),
 });
+
+export const problem = z.object({
+  type: z.string(),
+  title: z.string(),
+  status: z.number().int(),
+  detail: z.string(),
+  code: z.string(),
+  snapshot: callSnapshot.optional(),
+});
+
+export const callEventsPage = z.object({
+  events: z.array(z.record(z.string(), z.unknown())).describe('spec payloads: call.invited, call.accepted, call.ended, call.renamed'),
+  nextCursor: z.string(),
+  gap: z.object({ reason: z.enum(['trimmed', 'reset']) }).optional(),
+});

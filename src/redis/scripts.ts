@@ -64,9 +64,19 @@ export function registerScripts(client: Redis | Cluster): void {
   }
 }
 
+/** Receives each script's round-trip time (set once by the server for its metrics). */
+export const scriptObserver: { observe?: (name: ScriptName, seconds: number) => void } = {};
+
 /** Executes a registered script by name: keys then args, as defineCommand expects. */
-export function runScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+export async function runScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   const fn = (client as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[name];
   if (!fn) throw new Error(`script ${name} is not registered on this client`);
-  return fn.call(client, ...keys, ...args);
+  const observe = scriptObserver.observe;
+  if (!observe) return fn.call(client, ...keys, ...args);
+  const started = performance.now();
+  try {
+    return await fn.call(client, ...keys, ...args);
+  } finally {
+    observe(name, (performance.now() - started) / 1000);
+  }
 }

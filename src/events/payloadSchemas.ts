@@ -1,0 +1,67 @@
+import { z } from 'zod';
+import { END_REASONS } from '../calls/reasons.js';
+
+/**
+ * The spec's network payloads as zod schemas: the single source of their TypeScript types
+ * (src/events/payloads.ts) and of the JSON Schemas in docs/schemas/.
+ */
+
+const decimal = z.string().regex(/^[0-9]+$/);
+const epochMs = z.number().int().nonnegative();
+
+/** Spec 2.5: the invitation (`call.invited`), sent by push and over signaling. */
+export const invitationSchema = z
+  .object({
+    schemaVersion: z.literal(1),
+    type: z.literal('call.invited'),
+    callId: z.string().min(1),
+    displayName: z.string().min(1).describe('1 to 256 UTF-8 bytes'),
+    handle: z.string().min(1).describe('1 to 256 bytes, e.g. app:<userId>'),
+    eventId: z.string().min(1),
+    revision: decimal,
+    issuedAtMs: epochMs,
+    expiresAtMs: epochMs,
+    video: z.boolean(),
+  })
+  .meta({ title: 'call.invited', description: 'Spec 2.5 invitation payload' });
+
+const eventCommon = {
+  schemaVersion: z.literal(1),
+  eventId: z.string().min(1),
+  callId: z.string().min(1),
+  revision: decimal,
+  occurredAtMs: epochMs,
+};
+
+/** Spec 2.6: the callee accepted. */
+export const acceptedSchema = z
+  .object({ ...eventCommon, type: z.literal('call.accepted'), answeredByInstallationId: z.string().min(1) })
+  .meta({ title: 'call.accepted' });
+
+/** Spec 2.6: the call ended, `reason` from the receiver's side. */
+export const endedSchema = z
+  .object({ ...eventCommon, type: z.literal('call.ended'), reason: z.enum(END_REASONS) })
+  .meta({ title: 'call.ended' });
+
+/** The caller changed the name shown for a ringing or accepted call (spec 6 rule 10). */
+export const renamedSchema = z
+  .object({ ...eventCommon, type: z.literal('call.renamed'), displayName: z.string().min(1) })
+  .meta({ title: 'call.renamed' });
+
+export const eventSchema = z.discriminatedUnion('type', [invitationSchema, acceptedSchema, endedSchema, renamedSchema]);
+
+/** Spec 4.1: the iOS VoIP push body. */
+export const apnsBodySchema = z
+  .object({ aps: z.object({}).strict(), callpayload: invitationSchema })
+  .meta({ title: 'iOS VoIP push body' });
+
+/** Spec 4.2 / 4.3: the Android data message. `callpayload` is the payload serialised as JSON. */
+export const fcmMessageSchema = z
+  .object({
+    message: z.object({
+      token: z.string().min(1),
+      android: z.object({ priority: z.enum(['HIGH', 'NORMAL']), ttl: z.string().regex(/^[1-9][0-9]*s$/) }),
+      data: z.object({ callpayload: z.string().describe('JSON text of call.invited, call.accepted or call.ended') }),
+    }),
+  })
+  .meta({ title: 'Android push message (FCM HTTP v1)' });
