@@ -195,8 +195,10 @@ export async function startServer(
     const res = (await p.exec()) ?? [];
     return res.reduce((sum, [, n]) => sum + Number(n ?? 0), 0);
   });
+  const inFlight = { count: 0 };
   mountRoutes(app, routes, {
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    inFlight,
     onResponse: (ctx, route, status, startedAt) => {
       const method = ctx.method.toUpperCase();
       metrics.httpRequests.inc({ route, method, status: String(status) });
@@ -220,10 +222,18 @@ export async function startServer(
     gateway,
     relay,
     pushOutcomes,
+    /**
+     * Graceful shutdown: not ready, stop accepting connections, let in-flight requests finish,
+     * close sockets with 1001 (reconnect with your cursor), stop the relay and let the queue
+     * workers finish their active jobs, then drop idle keep-alive connections and quit Redis.
+     * The caller bounds the whole with SHUTDOWN_TIMEOUT_MS.
+     */
     async close() {
       accepting = false;
       uWS.us_listen_socket_close(listenSocket as never);
+      while (inFlight.count > 0) await new Promise((r) => setTimeout(r, 10));
       for (const close of closers) await close();
+      (app as unknown as { close?: () => void }).close?.();
       await redis.quit().catch(() => redis.disconnect());
     },
   };

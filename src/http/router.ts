@@ -48,6 +48,8 @@ export interface RouterOptions {
   onError: (err: unknown, ctx: RequestContext) => void;
   /** Maps an error thrown by a handler to an ApiError when it knows it (e.g. Redis down). */
   classifyError?: (err: unknown) => ApiError | undefined;
+  /** Requests being handled right now (graceful shutdown waits for it to reach 0). */
+  inFlight?: { count: number };
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -153,7 +155,9 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
       });
       const ctx = captureContext(res, req, paramCount);
       const declared = Number(req.getHeader('content-length') || '0');
+      if (opts.inFlight) opts.inFlight.count++;
       const finish = (reply: Reply, closeConnection = false) => {
+        if (opts.inFlight) opts.inFlight.count--;
         send(res, state, ctx, reply, closeConnection);
         opts.onResponse?.(ctx, route.pattern, reply.status, startedAt);
       };
