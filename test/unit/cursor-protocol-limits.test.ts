@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { unpack } from 'msgpackr';
+import { compareStreamIds, decodeCursor, encodeCursor } from '../../src/events/cursor.js';
+import { parseLiveMessage } from '../../src/events/eventLog.js';
+import { decodeClientMessage, encodeEventFrame, negotiate } from '../../src/gateway/protocol.js';
+import { FailureCounter, TokenBucket } from '../../src/limits/rateLimiter.js';
+
+describe('cursors', () => {
+  it('round-trip and reject anything else', () => {
+    expect(decodeCursor(encodeCursor({ epoch: 'abc123', id: '17-3' }))).toEqual({ epoch: 'abc123', id: '17-3' });
+    for (const bad of ['', 'abc', 'ABC_1-0', 'abc_1', 'abc_1-0-0', 'a b_1-0']) expect(decodeCursor(bad)).toBeUndefined();
+  });
+  it('stream IDs compare by milliseconds, then sequence', () => {
+    expect(compareStreamIds('10-0', '9-5')).toBeGreaterThan(0);
+    expect(compareStreamIds('10-1', '10-2')).toBeLessThan(0);
+    expect(compareStreamIds('10-2', '10-2')).toBe(0);
+  });
+  it('live messages parse with payloads that contain newlines', () => {
+    expect(parseLiveMessage('e\n1-0\n2-0\n\nphone\n{"a":"x\\ny"}\nmore')).toEqual({
+      epoch: 'e', previousId: '1-0', id: '2-0', only: '', except: 'phone', json: '{"a":"x\\ny"}\nmore',
+    });
+    expect(parseLiveMessage('e\n1-0\n2-0')).toBeUndefined();
+  });
+});
+
+describe('signaling protocol', () => {
+  it('negotiates msgpack, json, or none', () => {
+    expect(negotiate('calling.v1.msgpack, calling.v1.json')).toEqual({ encoding: 'msgpack', protocol: 'calling.v1.msgpack' });
+    expect(negotiate('calling.v1.json')).toEqual({ encoding: 'json', protocol: 'calling.v1.json' });
+    expect(negotiate('')).toEqual({ encoding: 'json', protocol: '' });
+  });
+  it('JSON and msgpack event frames carry the same event', () => {
+    const payload = '{"schemaVersion":1,"type":"call.ended","reason":"declined","occurredAtMs":1795236718009}';
+    const json = JSON.parse(encodeEventFrame('json', 'e_1-0', payload) as string);
+    const packed = unpack(encodeEventFrame('msgpack', 'e_1-0', payload) as Uint8Array);
+    expect(packed).toEqual(json);
+    expect(json.event.occurredAtMs).toBe(1795236718009);
+  });
+  it('client frames: only ping is understood', () => {
+    const enc = (s: string) => new TextEncoder().encode(s).buffer as ArrayBuffer;
+    expect(decodeClientMessage('json', enc('{"type":"ping"}'), false)).toEqual({ type: 'ping' });
+    expect(decodeClientMessage('json', enc('{"type":"nope"}'), false)).toBeUndefined();
+    expect(decodeClientMessage('json', enc('not json'), false)).toBeUndefined();
+  });
+});
+
+describe('in-memory limits', () => {
+  it('token bucket allows the burst, then refills evenly', () => {
+    const b = new TokenBucket({ limit: 3, windowMs: 3000 }, 0);
+    expect([b.take(0), b.take(0), b.take(0)].every((d) => d.allowed)).toBe(true);
+    const refused = b.take(0);
+    expect(refused).toEqual({ allowed: false, retryAfterMs: 1000 });
+    expect(b.take(1000).allowed).toBe(true);
+  });
+  it('failure counter blocks after the limit until the window resets', () => {
+    const f = new FailureCounter({ limit: 2, windowMs: 1000 });
+    expect(f.blocked('ip', 0).allowed).toBe(true);
+    f.fail('ip', 0);
+    f.fail('ip', 10);
+    expect(f.blocked('ip', 20)).toEqual({ allowed: false, retryAfterMs: 980 });
+    expect(f.blocked('other', 20).allowed).toBe(true);
+    expect(f.blocked('ip', 1000).allowed).toBe(true);
+  });
+});

@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { pushesFor, usersToLookUp, SIGNAL_TTL_MS } from '../../src/push/planner.js';
+import type { CallChange } from '../../src/events/change.js';
+import type { CallRecord } from '../../src/calls/model.js';
+import type { PushRegistration } from '../../src/push/registry.js';
+
+const call: CallRecord = {
+  callId: 'c:1',
+  state: 'ringing',
+  revision: '1',
+  callerUserId: 'alice',
+  callerInstallationId: 'alice-phone',
+  callerDisplayName: 'Alice',
+  callerHandle: 'app:alice',
+  calleeUserId: 'bob',
+  video: true,
+  createdAtMs: 1000,
+  expiresAtMs: 46_000,
+};
+const reg = (userId: string, installationId: string, kind: PushRegistration['kind']): PushRegistration => ({
+  userId,
+  installationId,
+  kind,
+  token: `${installationId}-token`,
+  appId: 'com.example',
+  updatedAtMs: 1,
+  ...(kind === 'iosVoip' ? { iosEnvironment: 'production' as const } : {}),
+});
+const regs: Record<string, PushRegistration[]> = {
+  bob: [reg('bob', 'bob-iphone', 'iosVoip'), reg('bob', 'bob-pixel', 'androidPush'), reg('bob', 'bob-tab', 'androidPush')],
+  alice: [reg('alice', 'alice-phone', 'androidPush'), reg('alice', 'alice-ipad', 'iosVoip')],
+};
+const all = { iosVoip: true, androidPush: true };
+const plan = (c: CallChange, enabled = all) => pushesFor(c, (u) => regs[u] ?? [], enabled);
+const at = (kind: CallChange['kind'], patch: Partial<CallRecord>): CallChange => ({ entryId: '1-0', shard: 0, kind, atMs: 5000, call: { ...call, ...patch } });
+
+describe('push planner (spec 4.1-4.3)', () => {
+  it('created: one invitation per callee installation, both platforms, deterministic IDs without ":"', () => {
+    const p = plan(at('created', {}));
+    expect(p.map((j) => `${j.data.t}:${j.data.installationId}:${j.data.kind}`)).toEqual([
+      'invite:bob-iphone:iosVoip',
+      'invite:bob-pixel:androidPush',
+      'invite:bob-tab:androidPush',
+    ]);
+    for (const j of p) expect(j.id).not.toContain(':');
+    expect(plan(at('created', {})).map((j) => j.id)).toEqual(p.map((j) => j.id));
+  });
+
+  it('an unconfigured platform gets no jobs', () => {
+    expect(plan(at('created', {}), { iosVoip: false, androidPush: true }).every((j) => j.data.kind === 'androidPush')).toBe(true);
+    expect(plan(at('created', {}), { iosVoip: false, androidPush: false })).toEqual([]);
+  });
+
+  it('answered: answeredElsewhere signals to the other callee Android devices, call.accepted to the caller’s Android devices, nothing to iOS', () => {
+    const p = plan(at('answered', { state: 'accepted', revision: '2', answeredByInstallationId: 'bob-pixel', acceptedAtMs: 4000 }));
+    const summary = p.map((j) => (j.data.t === 'signal' ? `${j.data.installationId}:${j.data.payload.type}` : 'invite'));
+    expect(summary).toEqual(['alice-phone:call.accepted', 'bob-tab:call.ended']);
+    for (const j of p) {
+      expect(j.data.kind).toBe('androidPush');
+      if (j.data.t === 'signal') expect(j.data.deadlineMs).toBe(5000 + SIGNAL_TTL_MS);
+    }
+  });
+
+  it('caller cancel: callerCancelled to every callee Android device', () => {
+    const p = plan(at('ended', { state: 'ended', revision: '2', endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: 'alice-phone' }));
+    expect(p.map((j) => (j.data.t === 'signal' ? `${j.data.installationId}:${(j.data.payload as { reason: string }).reason}` : '?'))).toEqual([
+      'bob-pixel:callerCancelled',
+      'bob-tab:callerCancelled',
+    ]);
+  });
+
+  it('hang-up after answer sends no push at all', () => {
+    const c = at('ended', { state: 'ended', revision: '3', answeredByInstallationId: 'bob-pixel', acceptedAtMs: 4000, endReason: 'localHangup', endedBy: 'caller' });
+    expect(usersToLookUp(c)).toEqual([]);
+    expect(plan(c)).toEqual([]);
+  });
+});
