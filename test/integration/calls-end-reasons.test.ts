@@ -1,0 +1,150 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStack, type Stack } from '../support/stack.js';
+import { acceptedCall, device, end, expectJson, getCall, ringingCall, sibling } from '../support/fixtures.js';
+
+/**
+ * End reasons per side (spec §3 "Reason mapping is from the ending side's point of view", the
+ * echo rule, src/calls/reasons.ts and lua/endCall.lua): what the ending side and the other side
+ * read after each kind of end, and the ends that must change nothing.
+ */
+
+let stack: Stack;
+let url: string;
+
+beforeAll(async () => {
+  stack = await startStack({ ROLES: 'api' });
+  url = stack.url;
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+interface Row {
+  ender: 'caller' | 'callee';
+  reported: string;
+  enderSees: string;
+  otherSees: string;
+}
+
+describe('ends of a ringing call', () => {
+  const rows: Row[] = [
+    // The caller hanging up before an answer is callerCancelled for the callee, whatever its own reason.
+    { ender: 'caller', reported: 'localHangup', enderSees: 'localHangup', otherSees: 'callerCancelled' },
+    { ender: 'caller', reported: 'failed', enderSees: 'failed', otherSees: 'callerCancelled' },
+    { ender: 'caller', reported: 'busy', enderSees: 'busy', otherSees: 'callerCancelled' },
+    { ender: 'caller', reported: 'unanswered', enderSees: 'unanswered', otherSees: 'callerCancelled' },
+    // The callee's decline is declined for both; its local hang-up while ringing is a decline.
+    { ender: 'callee', reported: 'declined', enderSees: 'declined', otherSees: 'declined' },
+    { ender: 'callee', reported: 'localHangup', enderSees: 'declined', otherSees: 'declined' },
+    { ender: 'callee', reported: 'busy', enderSees: 'busy', otherSees: 'busy' },
+    { ender: 'callee', reported: 'unanswered', enderSees: 'unanswered', otherSees: 'unanswered' },
+    { ender: 'callee', reported: 'failed', enderSees: 'failed', otherSees: 'declined' },
+  ];
+
+  it.each(rows)('$ender reports $reported → $ender sees $enderSees, the other side sees $otherSees', async (row) => {
+    const { callId, caller, callee, created } = await ringingCall(url);
+    const [ender, other] = row.ender === 'caller' ? [caller, callee] : [callee, caller];
+
+    const res = await end(ender, callId, row.reported);
+
+    expectJson(res, 200);
+    expect(res.json).toEqual({ ...created.json, revision: '2', state: 'ended', endedAtMs: expect.any(Number), endReason: row.enderSees });
+    expect((await getCall(ender, callId)).text).toBe(res.text);
+    expect((await getCall(other, callId)).json).toEqual({ ...res.json, endReason: row.otherSees });
+  });
+});
+
+describe('ends of an accepted call', () => {
+  const rows: Row[] = [
+    { ender: 'caller', reported: 'localHangup', enderSees: 'localHangup', otherSees: 'remoteEnded' },
+    { ender: 'callee', reported: 'localHangup', enderSees: 'localHangup', otherSees: 'remoteEnded' },
+    { ender: 'caller', reported: 'failed', enderSees: 'failed', otherSees: 'remoteEnded' },
+    { ender: 'callee', reported: 'failed', enderSees: 'failed', otherSees: 'remoteEnded' },
+  ];
+
+  it.each(rows)('hang-up after accept: $ender reports $reported → $ender sees $enderSees, the other side sees $otherSees', async (row) => {
+    const { callId, caller, callee, answered } = await acceptedCall(url);
+    const [ender, other] = row.ender === 'caller' ? [caller, callee] : [callee, caller];
+
+    const res = await end(ender, callId, row.reported);
+
+    expectJson(res, 200);
+    expect(res.json).toEqual({ ...answered.json, revision: '3', state: 'ended', endedAtMs: expect.any(Number), endReason: row.enderSees });
+    expect((await getCall(other, callId)).json).toEqual({ ...res.json, endReason: row.otherSees });
+  });
+});
+
+describe('ends that change nothing', () => {
+  it('ending an ended call returns the terminal snapshot (absorbs echoes and late ends)', async () => {
+    const { callId, caller, callee } = await ringingCall(url);
+    const cancelled = await end(caller, callId, 'localHangup');
+    expect(cancelled.status).toBe(200);
+    const calleeView = await getCall(callee, callId);
+    expect(calleeView.json.endReason).toBe('callerCancelled');
+
+    // The callee's phone echoes the cancel, then reports its own decline too late.
+    for (const reason of ['callerCancelled', 'declined', 'localHangup', 'failed']) {
+      const res = await end(callee, callId, reason);
+      expectJson(res, 200);
+      expect(res.text, reason).toBe(calleeView.text);
+    }
+    // The caller ending again (new operation) gets its own terminal view, unchanged.
+    const again = await end(caller, callId, 'failed');
+    expectJson(again, 200);
+    expect(again.text).toBe(cancelled.text);
+    expect((await getCall(caller, callId)).text).toBe(cancelled.text);
+  });
+
+  it.each(['remoteEnded', 'callerCancelled', 'answeredElsewhere'])('echo reason %s never changes a live call (ringing or accepted, either side)', async (reason) => {
+    const ringing = await ringingCall(url);
+    for (const who of [ringing.caller, ringing.callee]) {
+      const res = await end(who, ringing.callId, reason);
+      expectJson(res, 200);
+      expect(res.text).toBe(ringing.created.text);
+    }
+    expect((await getCall(ringing.caller, ringing.callId)).text).toBe(ringing.created.text);
+
+    const accepted = await acceptedCall(url);
+    for (const who of [accepted.caller, accepted.callee]) {
+      const res = await end(who, accepted.callId, reason);
+      expectJson(res, 200);
+      expect(res.text).toBe(accepted.answered.text);
+    }
+    expect((await getCall(accepted.caller, accepted.callId)).text).toBe(accepted.answered.text);
+  });
+
+  it('a non-winning callee installation’s end on an accepted call changes nothing', async () => {
+    const { callId, caller, callee, answered } = await acceptedCall(url);
+    const otherCalleeDevice = sibling(url, callee);
+    for (const reason of ['localHangup', 'declined', 'failed']) {
+      const res = await end(otherCalleeDevice, callId, reason);
+      expectJson(res, 200);
+      expect(res.text, reason).toBe(answered.text);
+    }
+    expect((await getCall(caller, callId)).text).toBe(answered.text);
+    // The winner can still hang up.
+    const hangUp = await end(callee, callId, 'localHangup');
+    expect(hangUp.json).toMatchObject({ state: 'ended', endReason: 'localHangup', revision: '3' });
+  });
+
+  it('an installation of the caller other than the calling one cannot end an accepted call', async () => {
+    const { callId, caller, answered } = await acceptedCall(url);
+    const callerTablet = sibling(url, caller);
+    const res = await end(callerTablet, callId, 'localHangup');
+    expectJson(res, 200);
+    expect(res.text).toBe(answered.text);
+    expect((await getCall(caller, callId)).text).toBe(answered.text);
+  });
+});
+
+describe('who may end', () => {
+  it('a non-member ending a call gets 404 and the call is unchanged', async () => {
+    const { callId, caller, created } = await ringingCall(url);
+    const stranger = device(url);
+    const res = await end(stranger, callId, 'localHangup');
+    expect(res.status).toBe(404);
+    expect(res.json.code).toBe('not_found');
+    expect((await getCall(caller, callId)).text).toBe(created.text);
+  });
+});

@@ -1,0 +1,195 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStack, type Stack } from '../support/stack.js';
+import { device, expectJson, sibling, type Device } from '../support/fixtures.js';
+import { keys } from '../../src/redis/keys.js';
+import { tokenHash } from '../../src/push/registry.js';
+
+/**
+ * Push token registration (spec §2.4, §4, §5 rules 6; DESIGN.md "Push token registration"):
+ * PUT returns the saved registration without the token (only its last 6 characters), DELETE is
+ * 204, a token registered from another installation moves there, and tokens are never logged.
+ * Stored state is checked directly in Redis.
+ */
+
+const KS = { prefix: 'cb', shards: 8 };
+let stack: Stack;
+let url: string;
+const usedTokens: string[] = [];
+
+beforeAll(async () => {
+  // debug: the most verbose level, so the log check below sees everything the server would log.
+  stack = await startStack({ ROLES: 'api', LOG_LEVEL: 'debug' });
+  url = stack.url;
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+let counter = 0;
+/** A fresh 64-hex-digit VoIP device token. */
+function voipToken(): string {
+  const t = (Date.now().toString(16) + (counter++).toString(16).padStart(8, '0')).padEnd(64, 'a').slice(0, 64);
+  usedTokens.push(t);
+  return t;
+}
+function fcmToken(): string {
+  const t = `fcm:${Math.random().toString(36).slice(2)}-${counter++}-APA91bHun4MxP5egoKMwt2KZFBaFUH`;
+  usedTokens.push(t);
+  return t;
+}
+
+const path = (d: Device, kind: string) => `/v1/installations/${encodeURIComponent(d.installationId)}/push-tokens/${kind}`;
+const registration = (d: Device, kind: string) => stack.redis.hgetall(keys.pushRegistration(KS, d.userId, d.installationId, kind));
+const devices = (userId: string) => stack.redis.smembers(keys.devices(KS, userId));
+const owner = (kind: string, token: string) => stack.redis.get(keys.pushTokenOwner(KS, kind, tokenHash(token)));
+
+describe('PUT /v1/installations/{id}/push-tokens/{kind}', () => {
+  it('iosVoip: returns {installationId, kind, appId, iosEnvironment, tokenSuffix, updatedAtMs} and never echoes the token', async () => {
+    const d = device(url);
+    const token = voipToken();
+    const before = Date.now();
+
+    const res = await d.api.put(path(d, 'iosVoip'), { token, appId: 'com.example.app', iosEnvironment: 'development' });
+
+    expectJson(res, 200);
+    expect(Object.keys(res.json)).toEqual(['installationId', 'kind', 'appId', 'iosEnvironment', 'tokenSuffix', 'updatedAtMs']);
+    expect(res.json).toEqual({
+      installationId: d.installationId,
+      kind: 'iosVoip',
+      appId: 'com.example.app',
+      iosEnvironment: 'development',
+      tokenSuffix: token.slice(-6),
+      updatedAtMs: expect.any(Number),
+    });
+    expect(res.json.updatedAtMs).toBeGreaterThanOrEqual(before - 1000);
+    expect(res.json.updatedAtMs).toBeLessThanOrEqual(Date.now() + 1000);
+    expect(res.text).not.toContain(token);
+    expect(res.text).not.toContain(token.slice(0, 16));
+
+    // Stored under the user, indexed for fan-out, owned by this installation.
+    expect(await registration(d, 'iosVoip')).toEqual({
+      token,
+      tokenHash: tokenHash(token),
+      appId: 'com.example.app',
+      iosEnvironment: 'development',
+      updatedAtMs: String(res.json.updatedAtMs),
+    });
+    expect(await devices(d.userId)).toEqual([`${d.installationId}\niosVoip`]);
+    expect(await owner('iosVoip', token)).toBe(`${d.userId}\n${d.installationId}`);
+  });
+
+  it('androidPush: no iosEnvironment in the response or the store', async () => {
+    const d = device(url);
+    const token = fcmToken();
+    const res = await d.api.put(path(d, 'androidPush'), { token, appId: 'com.example.app' });
+    expectJson(res, 200);
+    expect(res.json).toEqual({
+      installationId: d.installationId,
+      kind: 'androidPush',
+      appId: 'com.example.app',
+      tokenSuffix: token.slice(-6),
+      updatedAtMs: expect.any(Number),
+    });
+    expect(res.text).not.toContain(token);
+    const stored = await registration(d, 'androidPush');
+    expect(stored.token).toBe(token);
+    expect(stored.iosEnvironment).toBeUndefined();
+  });
+
+  it('registering again replaces the installation’s registration of that kind; the other kind is kept', async () => {
+    const d = device(url);
+    const first = voipToken();
+    const second = voipToken();
+    const android = fcmToken();
+    expect((await d.api.put(path(d, 'iosVoip'), { token: first, appId: 'com.example.app', iosEnvironment: 'production' })).status).toBe(200);
+    expect((await d.api.put(path(d, 'androidPush'), { token: android, appId: 'com.example.app' })).status).toBe(200);
+
+    const res = await d.api.put(path(d, 'iosVoip'), { token: second, appId: 'com.example.app', iosEnvironment: 'development' });
+
+    expectJson(res, 200);
+    expect(res.json).toMatchObject({ iosEnvironment: 'development', tokenSuffix: second.slice(-6) });
+    expect(await registration(d, 'iosVoip')).toMatchObject({ token: second, iosEnvironment: 'development' });
+    expect((await registration(d, 'androidPush')).token).toBe(android);
+    expect((await devices(d.userId)).sort()).toEqual([`${d.installationId}\nandroidPush`, `${d.installationId}\niosVoip`]);
+  });
+});
+
+describe('DELETE /v1/installations/{id}/push-tokens/{kind}', () => {
+  it('→ 204 with no body; the registration is gone; deleting again is also 204', async () => {
+    const d = device(url);
+    const token = voipToken();
+    const android = fcmToken();
+    await d.api.put(path(d, 'iosVoip'), { token, appId: 'com.example.app', iosEnvironment: 'production' });
+    await d.api.put(path(d, 'androidPush'), { token: android, appId: 'com.example.app' });
+
+    const res = await d.api.del(path(d, 'iosVoip'));
+
+    expect(res.status).toBe(204);
+    expect(res.text).toBe('');
+    expect(await registration(d, 'iosVoip')).toEqual({});
+    expect(await devices(d.userId)).toEqual([`${d.installationId}\nandroidPush`]);
+    expect((await registration(d, 'androidPush')).token).toBe(android);
+
+    const again = await d.api.del(path(d, 'iosVoip'));
+    expect(again.status).toBe(204);
+    expect(again.text).toBe('');
+  });
+});
+
+describe('rebinding a token to another installation', () => {
+  it('the same token registered from another installation of another user moves there (the old registration is gone)', async () => {
+    const alice = device(url);
+    const bob = device(url);
+    const token = voipToken();
+    expect((await alice.api.put(path(alice, 'iosVoip'), { token, appId: 'com.example.app', iosEnvironment: 'production' })).status).toBe(200);
+
+    const res = await bob.api.put(path(bob, 'iosVoip'), { token, appId: 'com.example.app', iosEnvironment: 'production' });
+
+    expectJson(res, 200);
+    expect(res.json.installationId).toBe(bob.installationId);
+    expect(await registration(alice, 'iosVoip')).toEqual({});
+    expect(await devices(alice.userId)).toEqual([]);
+    expect((await registration(bob, 'iosVoip')).token).toBe(token);
+    expect(await devices(bob.userId)).toEqual([`${bob.installationId}\niosVoip`]);
+    expect(await owner('iosVoip', token)).toBe(`${bob.userId}\n${bob.installationId}`);
+
+    // And back again.
+    expect((await alice.api.put(path(alice, 'iosVoip'), { token, appId: 'com.example.app', iosEnvironment: 'production' })).status).toBe(200);
+    expect(await registration(bob, 'iosVoip')).toEqual({});
+    expect((await registration(alice, 'iosVoip')).token).toBe(token);
+  });
+
+  it('moves between installations of the same user too', async () => {
+    const phone = device(url);
+    const reinstalled = sibling(url, phone);
+    const token = fcmToken();
+    await phone.api.put(path(phone, 'androidPush'), { token, appId: 'com.example.app' });
+    expect((await reinstalled.api.put(path(reinstalled, 'androidPush'), { token, appId: 'com.example.app' })).status).toBe(200);
+    expect(await registration(phone, 'androidPush')).toEqual({});
+    expect(await devices(phone.userId)).toEqual([`${reinstalled.installationId}\nandroidPush`]);
+  });
+
+  it('an installation that has since registered another token keeps it', async () => {
+    const alice = device(url);
+    const bob = device(url);
+    const old = voipToken();
+    const current = voipToken();
+    await alice.api.put(path(alice, 'iosVoip'), { token: old, appId: 'com.example.app', iosEnvironment: 'production' });
+    await alice.api.put(path(alice, 'iosVoip'), { token: current, appId: 'com.example.app', iosEnvironment: 'production' });
+
+    // Bob's phone now holds Alice's old token (e.g. the device changed hands).
+    expect((await bob.api.put(path(bob, 'iosVoip'), { token: old, appId: 'com.example.app', iosEnvironment: 'production' })).status).toBe(200);
+
+    expect((await registration(alice, 'iosVoip')).token).toBe(current);
+    expect(await devices(alice.userId)).toEqual([`${alice.installationId}\niosVoip`]);
+  });
+});
+
+describe('logging', () => {
+  it('push tokens never appear in the server’s logs', async () => {
+    expect(usedTokens.length).toBeGreaterThan(5);
+    const logs = stack.servers[0]!.logs();
+    for (const t of usedTokens) expect(logs).not.toContain(t);
+  });
+});

@@ -1,0 +1,175 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'vitest';
+import { Redis } from 'ioredis';
+import { api, type Api, type ApiResponse } from './http.js';
+import { tokenFor } from './tokens.js';
+import { errorCatalogue, type ErrorCode } from '../../src/http/errors.js';
+
+/** Shared helpers of the integration tests: devices, calls, problem bodies and Redis state. */
+
+export const uid = (prefix: string) => `${prefix}-${randomUUID()}`;
+
+/** One installation of one user, with its session token and an API client bound to it. */
+export interface Device {
+  userId: string;
+  installationId: string;
+  token: string;
+  api: Api;
+}
+
+export function device(url: string, userId = uid('user'), installationId = uid('inst'), name?: string): Device {
+  const token = tokenFor({ userId, installationId, ...(name !== undefined ? { name } : {}) });
+  return { userId, installationId, token, api: api(url, token) };
+}
+
+/** Another installation of the same user. */
+export function sibling(url: string, d: Device): Device {
+  return device(url, d.userId);
+}
+
+export interface CallPair {
+  callId: string;
+  caller: Device;
+  callee: Device;
+  /** The 201 create response. */
+  created: ApiResponse;
+}
+
+/** Creates a ringing call from a new caller to a new callee (or the given devices). */
+export async function ringingCall(url: string, caller = device(url), callee = device(url)): Promise<CallPair> {
+  const callId = randomUUID();
+  const created = await caller.api.post('/v1/calls', { callId, calleeUserId: callee.userId, operationId: uid('op') });
+  expect(created.status, created.text).toBe(201);
+  return { callId, caller, callee, created };
+}
+
+/** A ringing call answered by the callee device. */
+export async function acceptedCall(url: string, caller = device(url), callee = device(url)): Promise<CallPair & { answered: ApiResponse }> {
+  const pair = await ringingCall(url, caller, callee);
+  const answered = await answer(pair.callee, pair.callId);
+  expect(answered.status, answered.text).toBe(200);
+  return { ...pair, answered };
+}
+
+export function answer(d: Device, callId: string, extra: Record<string, unknown> = {}): Promise<ApiResponse> {
+  return d.api.post(`/v1/calls/${callId}/answer`, { operationId: uid('op'), installationId: d.installationId, ...extra });
+}
+
+export function end(d: Device, callId: string, reason: string, operationId = uid('op')): Promise<ApiResponse> {
+  return d.api.post(`/v1/calls/${callId}/end`, { operationId, reason });
+}
+
+export function getCall(d: Device, callId: string): Promise<ApiResponse> {
+  return d.api.get(`/v1/calls/${callId}`);
+}
+
+/** HTTP status of every error code, as DESIGN.md fixes them (not read from the code under test). */
+export const STATUS_OF: Record<ErrorCode, number> = {
+  invalid_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  answer_conflict: 409,
+  idempotency_conflict: 409,
+  revision_conflict: 409,
+  call_exists: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  internal: 500,
+  unavailable: 503,
+};
+
+/**
+ * Asserts an RFC 9457 problem response: status, `application/problem+json`, exactly the members
+ * type/title/status/detail/code (plus `extraMembers`), and the detail.
+ */
+export function expectProblem(res: ApiResponse, code: ErrorCode, detail: string | RegExp, extraMembers: string[] = []): void {
+  const context = `${res.status} ${res.text}`;
+  expect(res.status, context).toBe(STATUS_OF[code]);
+  expect(res.headers.get('content-type'), context).toBe('application/problem+json');
+  expect(res.json, context).toBeTypeOf('object');
+  expect(Object.keys(res.json).sort(), context).toEqual(['code', 'detail', 'status', 'title', 'type', ...extraMembers].sort());
+  expect(res.json.code, context).toBe(code);
+  expect(res.json.status, context).toBe(STATUS_OF[code]);
+  expect(res.json.title, context).toBe(errorCatalogue[code].title);
+  expect(res.json.type, context).toMatch(new RegExp(`^https://[^\\s]+/${code}$`));
+  if (typeof detail === 'string') expect(res.json.detail, context).toBe(detail);
+  else expect(res.json.detail, context).toMatch(detail);
+}
+
+/** A plain (non-problem) JSON success: status and content type. */
+export function expectJson(res: ApiResponse, status: number): void {
+  expect(res.status, res.text).toBe(status);
+  expect(res.headers.get('content-type'), res.text).toBe('application/json');
+}
+
+export function connectTestRedis(url: string): Redis {
+  const r = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: false });
+  r.on('error', () => {});
+  return r;
+}
+
+/**
+ * The whole keyspace: every key with its DUMP (type, value and encoding) and its absolute expiry
+ * (PEXPIRETIME: -1 none), so that any write, including a changed TTL, shows as a difference.
+ */
+export async function keyspace(redis: Redis): Promise<Record<string, string>> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'COUNT', 1000);
+    keys.push(...batch);
+    cursor = next;
+  } while (cursor !== '0');
+  keys.sort();
+  const out: Record<string, string> = {};
+  for (const key of keys) {
+    const dump = await redis.dumpBuffer(key);
+    const expireAt = await redis.call('PEXPIRETIME', key);
+    out[key] = `${String(expireAt)} ${dump ? dump.toString('hex') : '(gone)'}`;
+  }
+  return out;
+}
+
+/** Runs `fn` and asserts that the Redis keyspace is byte-for-byte the same afterwards. */
+export async function expectRedisUnchanged<T>(redis: Redis, fn: () => Promise<T>): Promise<T> {
+  const before = await keyspace(redis);
+  expect(Object.keys(before).length, 'the keyspace should not be empty before the check').toBeGreaterThan(0);
+  const result = await fn();
+  const after = await keyspace(redis);
+  expect(after).toEqual(before);
+  return result;
+}
+
+/** The device's head cursor in its event log (no history). */
+export async function headCursor(d: Device): Promise<string> {
+  const res = await d.api.get('/v1/call-events');
+  expect(res.status, res.text).toBe(200);
+  return res.json.nextCursor as string;
+}
+
+/**
+ * Reads the device's events from `cursor` until `done(events)` holds (the relay is asynchronous),
+ * failing after `timeoutMs`. Returns every event read.
+ */
+export async function eventsUntil(d: Device, cursor: string, done: (events: any[]) => boolean, timeoutMs = 5000): Promise<any[]> {
+  const events: unknown[] = [];
+  let c = cursor;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await d.api.get(`/v1/call-events?cursor=${encodeURIComponent(c)}`);
+    expect(res.status, res.text).toBe(200);
+    expect(res.json.gap, res.text).toBeUndefined();
+    events.push(...(res.json.events as unknown[]));
+    c = res.json.nextCursor as string;
+    if (done(events)) return events;
+    if (Date.now() > deadline) {
+      throw new Error(`events for ${d.userId}/${d.installationId} did not arrive in ${timeoutMs} ms; got ${JSON.stringify(events)}`);
+    }
+    await sleep(50);
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

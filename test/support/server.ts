@@ -1,0 +1,118 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { configSchema } from '../../src/config/config.js';
+import { TEST_JWT_SECRET } from './tokens.js';
+
+/**
+ * Runs the REAL server as a child process (`node --import tsx src/main.ts`), exactly as it runs
+ * in production apart from the TypeScript loader. The port comes from its `listening` log line.
+ */
+
+export interface TestServer {
+  url: string;
+  port: number;
+  /** SIGTERM, then SIGKILL after 5 s; resolves once the process has exited. */
+  stop(): Promise<void>;
+  /** Everything the process wrote so far (stdout and stderr, interleaved). */
+  logs(): string;
+  /** The process (e.g. to check it is still alive). */
+  child: ChildProcess;
+}
+
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const START_TIMEOUT_MS = 30_000;
+const KILL_AFTER_MS = 5_000;
+
+/** Servers still running, killed when the test process exits even if a test forgot stop(). */
+const liveChildren = new Set<ChildProcess>();
+let exitHookInstalled = false;
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const child of liveChildren) child.kill('SIGKILL');
+  });
+}
+
+/**
+ * Starts a server with PORT=0, HOST=127.0.0.1, LOG_LEVEL=info, the test JWT secret and `env`
+ * (which must carry REDIS_URL). Configuration variables inherited from the outer environment are
+ * dropped so that only what a test sets applies.
+ */
+export async function startServer(env: Record<string, string>): Promise<TestServer> {
+  if (!env.REDIS_URL) throw new Error('startServer: REDIS_URL is required');
+  const childEnv: Record<string, string> = {};
+  const configKeys = new Set(Object.keys(configSchema.shape));
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !configKeys.has(k)) childEnv[k] = v;
+  }
+  Object.assign(childEnv, {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    AUTH_JWT_SECRET: TEST_JWT_SECRET,
+    LOG_LEVEL: 'info',
+    ...env,
+  });
+
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: REPO_ROOT,
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  liveChildren.add(child);
+  installExitHook();
+  child.once('exit', () => liveChildren.delete(child));
+
+  let output = '';
+  let pending = '';
+  const exited = new Promise<void>((res) => child.once('exit', () => res()));
+
+  const port = await new Promise<number>((res, rej) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      rej(new Error(`server did not report "listening" within ${START_TIMEOUT_MS} ms; output:\n${output}`));
+    }, START_TIMEOUT_MS);
+    child.stdout!.setEncoding('utf8');
+    child.stderr!.setEncoding('utf8');
+    child.stdout!.on('data', (chunk: string) => {
+      output += chunk;
+      pending += chunk;
+      let nl: number;
+      while ((nl = pending.indexOf('\n')) >= 0) {
+        const line = pending.slice(0, nl);
+        pending = pending.slice(nl + 1);
+        try {
+          const rec = JSON.parse(line) as { msg?: unknown; port?: unknown };
+          if (rec.msg === 'listening' && typeof rec.port === 'number') {
+            clearTimeout(timer);
+            res(rec.port);
+          }
+        } catch {
+          /* not a JSON log line */
+        }
+      }
+    });
+    child.stderr!.on('data', (chunk: string) => {
+      output += chunk;
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      rej(new Error(`server exited before listening (code ${code}, signal ${signal}); output:\n${output}`));
+    });
+  });
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    child,
+    logs: () => output,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const killer = setTimeout(() => child.kill('SIGKILL'), KILL_AFTER_MS);
+      child.kill('SIGTERM');
+      await exited;
+      clearTimeout(killer);
+    },
+  };
+}

@@ -1,0 +1,183 @@
+import { describe, expect, it } from 'vitest';
+import {
+  answerCallKeysArgs,
+  createCallKeysArgs,
+  endCallKeysArgs,
+  expireCallKeysArgs,
+  fingerprint,
+  parseExpireReply,
+  parseOutcome,
+  readCallKeysArgs,
+  type StoreSettings,
+} from '../../src/calls/store.js';
+import { CorruptRecordError } from '../../src/calls/model.js';
+import { keys } from '../../src/redis/keys.js';
+
+/**
+ * src/calls/store.ts: the pure halves of every script call, `*KeysArgs(input) → { keys, args }`
+ * (in the order the lua/*.lua headers document), and `parseOutcome` for every script reply.
+ */
+
+const s: StoreSettings = { prefix: 'cb', shards: 8, ringTimeoutMs: 45_000, retentionMs: 86_400_000, operationTtlMs: 172_800_000 };
+const tagOf = (key: string) => /\{[^}]*\}/.exec(key)?.[0];
+
+function expectOneHashTag(keyList: string[]): void {
+  const tags = new Set(keyList.map(tagOf));
+  expect(tags.size).toBe(1);
+  expect([...tags][0]).toMatch(/^\{c\d+\}$/);
+}
+
+describe('*KeysArgs', () => {
+  it('createCallKeysArgs: KEYS callKey, opKey, outboxKey; ARGV in createCall.lua order', () => {
+    const c = createCallKeysArgs(s, {
+      callId: 'call-1',
+      callerUserId: 'alice',
+      callerInstallationId: 'alice-phone',
+      callerDisplayName: 'Alice',
+      callerHandle: 'app:alice',
+      calleeUserId: 'bob',
+      video: true,
+      operationId: 'op-1',
+      fingerprint: 'fp',
+    });
+    expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'alice', 'op-1'), keys.outboxForCall(s, 'call-1')]);
+    expectOneHashTag(c.keys);
+    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp']);
+    const noVideo = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' });
+    expect(noVideo.args[6]).toBe('0');
+  });
+
+  it('answerCallKeysArgs: the operation key is the answering user’s; expectedRevision absent → empty string', () => {
+    const base = { callId: 'call-1', userId: 'bob', installationId: 'bob-phone', operationId: 'op-2', fingerprint: 'fp2' };
+    const c = answerCallKeysArgs(s, { ...base, expectedRevision: undefined });
+    expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'bob', 'op-2'), keys.outboxForCall(s, 'call-1')]);
+    expectOneHashTag(c.keys);
+    expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000', '172800000', 'fp2']);
+    expect(answerCallKeysArgs(s, { ...base, expectedRevision: '7' }).args[2]).toBe('7');
+  });
+
+  it('endCallKeysArgs: KEYS as answer; ARGV userId, installationId, reason, retention, op TTL, fingerprint', () => {
+    const c = endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' });
+    expect(c.keys).toEqual([keys.call(s, 'call-9'), keys.operation(s, 'call-9', 'alice', 'op-3'), keys.outboxForCall(s, 'call-9')]);
+    expectOneHashTag(c.keys);
+    expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000', '172800000', 'fp3']);
+  });
+
+  it('readCallKeysArgs and expireCallKeysArgs: the call and its outbox', () => {
+    const r = readCallKeysArgs(s, 'call-5', 'bob');
+    expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5')], args: ['bob', '86400000'] });
+    expectOneHashTag(r.keys);
+    const e = expireCallKeysArgs(s, 'call-5');
+    expect(e).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5')], args: ['86400000'] });
+  });
+
+  it('different calls on different shards never share a hash tag across their own keys', () => {
+    for (let i = 0; i < 50; i++) {
+      const callId = `call-${i}`;
+      const c = endCallKeysArgs(s, { callId, userId: 'u', installationId: 'i', reason: 'failed', operationId: 'o', fingerprint: 'f' });
+      expectOneHashTag(c.keys);
+    }
+  });
+});
+
+describe('fingerprint', () => {
+  it('is a stable base64url SHA-256 of the action and its parts', () => {
+    const fp = fingerprint('create', ['call-1', 'bob', false]);
+    expect(fp).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(fingerprint('create', ['call-1', 'bob', false])).toBe(fp);
+  });
+
+  it('differs when the action or any part differs, without ambiguity between parts', () => {
+    const fps = new Set([
+      fingerprint('create', ['call-1', 'bob', false]),
+      fingerprint('create', ['call-1', 'bob', true]),
+      fingerprint('create', ['call-2', 'bob', false]),
+      fingerprint('end', ['call-1', 'bob', false]),
+      fingerprint('answer', ['call-1', 'i', null]),
+      fingerprint('answer', ['call-1', 'i', '1']),
+      fingerprint('answer', ['call-1', 'i', 'null']),
+      fingerprint('a', ['b:c']),
+      fingerprint('a', ['b', 'c']),
+      fingerprint('a', ['1']),
+      fingerprint('a', [1]),
+    ]);
+    expect(fps.size).toBe(11);
+  });
+});
+
+const ringingFields = [
+  'callId', 'call-1', 'state', 'ringing', 'revision', '1', 'callerUserId', 'alice', 'callerInstallationId', 'alice-phone',
+  'callerDisplayName', 'Alice', 'callerHandle', 'app:alice', 'calleeUserId', 'bob', 'video', '0',
+  'createdAtMs', '1700000000000', 'expiresAtMs', '1700000045000',
+];
+const ringingRecord = {
+  callId: 'call-1',
+  state: 'ringing',
+  revision: '1',
+  callerUserId: 'alice',
+  callerInstallationId: 'alice-phone',
+  callerDisplayName: 'Alice',
+  callerHandle: 'app:alice',
+  calleeUserId: 'bob',
+  video: false,
+  createdAtMs: 1_700_000_000_000,
+  expiresAtMs: 1_700_000_045_000,
+};
+
+describe('parseOutcome', () => {
+  it('fresh outcome → its code, status and call; not replayed', () => {
+    expect(parseOutcome(['fresh', 'ok', 201, ringingFields])).toEqual({ kind: 'outcome', code: 'ok', status: 201, call: ringingRecord, replayed: false });
+  });
+
+  it('replayed outcome (status may come back from cjson as a number) → replayed', () => {
+    const ended = [...ringingFields, 'state', 'ended', 'endedAtMs', '1700000001000', 'endReason', 'localHangup', 'endedBy', 'caller', 'endedByInstallationId', 'alice-phone'];
+    const out = parseOutcome(['replay', 'ok', 200, ended]);
+    expect(out).toEqual({
+      kind: 'outcome',
+      code: 'ok',
+      status: 200,
+      replayed: true,
+      call: { ...ringingRecord, state: 'ended', endedAtMs: 1_700_000_001_000, endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: 'alice-phone' },
+    });
+  });
+
+  it('answer_conflict and revision_conflict outcomes carry the call', () => {
+    const accepted = [...ringingFields, 'state', 'accepted', 'revision', '2', 'answeredByInstallationId', 'bob-tablet', 'acceptedAtMs', '1700000002000', 'video', '1'];
+    const out = parseOutcome(['fresh', 'answer_conflict', 409, accepted]);
+    expect(out).toMatchObject({ kind: 'outcome', code: 'answer_conflict', status: 409, replayed: false });
+    expect(out.kind === 'outcome' && out.call).toEqual({ ...ringingRecord, state: 'accepted', revision: '2', video: true, answeredByInstallationId: 'bob-tablet', acceptedAtMs: 1_700_000_002_000 });
+    expect(parseOutcome(['replay', 'revision_conflict', '409', ringingFields])).toMatchObject({ code: 'revision_conflict', status: 409, replayed: true });
+  });
+
+  it('readCall’s { ok, fields } → a 200 ok outcome', () => {
+    expect(parseOutcome(['ok', ringingFields])).toEqual({ kind: 'outcome', code: 'ok', status: 200, call: ringingRecord, replayed: false });
+  });
+
+  it.each(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists'])('error %s → failure', (code) => {
+    expect(parseOutcome(['error', code])).toEqual({ kind: 'failure', code });
+  });
+
+  it.each([
+    ['not a list', 'ok'],
+    ['unknown error code', ['error', 'boom']],
+    ['unknown outcome code', ['fresh', 'maybe', 200, ringingFields]],
+    ['unknown kind', ['weird', 'ok', 200, ringingFields]],
+    ['fields that are not a flat list', ['fresh', 'ok', 200, ['state']]],
+    ['a record without a state', ['fresh', 'ok', 200, ringingFields.slice(2)]],
+    ['an unknown state', ['fresh', 'ok', 200, [...ringingFields, 'state', 'paused']]],
+    ['an unknown end reason', ['fresh', 'ok', 200, [...ringingFields, 'endReason', 'gone']]],
+    ['a non-integer timestamp', ['fresh', 'ok', 200, [...ringingFields, 'createdAtMs', 'soon']]],
+  ])('rejects %s with CorruptRecordError', (_label, reply) => {
+    expect(() => parseOutcome(reply)).toThrow(CorruptRecordError);
+  });
+});
+
+describe('parseExpireReply', () => {
+  it('maps every expireCall.lua reply', () => {
+    expect(parseExpireReply(['expired'])).toEqual({ kind: 'expired' });
+    expect(parseExpireReply(['early', 1234])).toEqual({ kind: 'early', msLeft: 1234 });
+    expect(parseExpireReply(['done'])).toEqual({ kind: 'done' });
+    expect(() => parseExpireReply(['later'])).toThrow(CorruptRecordError);
+    expect(() => parseExpireReply('expired')).toThrow(CorruptRecordError);
+  });
+});
