@@ -12,8 +12,11 @@ export class AuthError extends Error {
   override name = 'AuthError';
 }
 
-/** Identifiers are opaque strings; control characters and absurd lengths are refused. */
-export const ID_PATTERN = /^[^\u0000-\u001f\u007f]{1,128}$/;
+/**
+ * Identifiers are opaque strings; control characters, braces (they would break Redis hash tags
+ * and key boundaries) and absurd lengths are refused.
+ */
+export const ID_PATTERN = /^[^\u0000-\u001f\u007f{}]{1,128}$/;
 
 export function principalFromClaims(claims: Record<string, unknown>): Principal {
   const { sub, iid, name, exp } = claims;

@@ -146,7 +146,7 @@ export class CallStore {
    * Binds the user's operationId to this request's fingerprint (first use wins). A different
    * fingerprint means the operationId was already used for another request.
    */
-  private async bindOperation(userId: string, operationId: string, fp: string): Promise<boolean> {
+  private async bindOperation(userId: string, operationId: string, fp: string): Promise<'new' | 'same' | 'conflict'> {
     const previous = await this.redis.set(
       keys.operationBinding(this.settings, userId, operationId),
       fp,
@@ -155,12 +155,19 @@ export class CallStore {
       'NX',
       'GET',
     );
-    return previous === null || previous === fp;
+    return previous === null ? 'new' : previous === fp ? 'same' : 'conflict';
   }
 
   private async mutate(userId: string, operationId: string, fp: string, script: 'createCall' | 'answerCall' | 'endCall', call: ScriptCall): Promise<Outcome> {
-    if (!(await this.bindOperation(userId, operationId, fp))) return { kind: 'failure', code: 'idempotency_conflict' };
-    return parseOutcome(await runScript(this.redis, script, call.keys, call.args));
+    const binding = await this.bindOperation(userId, operationId, fp);
+    if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
+    const outcome = parseOutcome(await runScript(this.redis, script, call.keys, call.args));
+    // A request refused before it did anything (unknown call, not a party) leaves no trace: its
+    // operationId stays unused.
+    if (binding === 'new' && outcome.kind === 'failure' && (outcome.code === 'not_found' || outcome.code === 'forbidden')) {
+      await this.redis.del(keys.operationBinding(this.settings, userId, operationId));
+    }
+    return outcome;
   }
 
   create(i: CreateInput): Promise<Outcome> {

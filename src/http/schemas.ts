@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { REQUEST_END_REASONS, END_REASONS } from '../calls/reasons.js';
+import { ID_PATTERN } from '../auth/principal.js';
 
 /**
  * Every request and response body, once. These zod schemas validate requests, give the
@@ -11,8 +12,8 @@ export const opaqueId = z
   .string()
   .regex(/^[A-Za-z0-9._~:-]{1,128}$/, 'must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -');
 
-/** userId, installationId: any 1 to 128 characters without control characters. */
-export const principalId = z.string().regex(/^[^\u0000-\u001f\u007f]{1,128}$/, 'must be 1 to 128 characters without control characters');
+/** userId, installationId: 1 to 128 characters, no control characters or braces (as in tokens). */
+export const principalId = z.string().regex(ID_PATTERN, 'must be 1 to 128 characters without control characters or braces');
 
 export const decimalRevision = z.string().regex(/^[1-9][0-9]{0,17}$/, 'must be a positive decimal string');
 

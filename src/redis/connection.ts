@@ -13,7 +13,11 @@ export function connectRedis(url: string, role: ConnectionRole, name: string): R
     // Fail a command fast while Redis is unreachable (the API answers 503) instead of queueing
     // it for ever; reconnects keep going in the background.
     maxRetriesPerRequest: role === 'commands' ? 2 : null,
+    // While disconnected, commands fail at once instead of waiting in a queue: the API answers
+    // 503 immediately and the client retries (its operationId makes that safe).
+    enableOfflineQueue: role !== 'commands',
     enableAutoPipelining: role === 'commands',
+    ...(role === 'commands' ? { commandTimeout: 5_000 } : {}),
     lazyConnect: true,
   };
   const client = new Redis(url, options);

@@ -123,11 +123,11 @@ describe('POST /v1/calls', () => {
   });
 
   it('invalid calleeUserId values → 400', async () => {
-    for (const value of ['', 'x'.repeat(129), 'bad\u0000id', 'line\nbreak', 'tab\there', 'del\u007f']) {
+    for (const value of ['', 'x'.repeat(129), 'bad\u0000id', 'line\nbreak', 'tab\there', 'del\u007f', 'brace{tag}']) {
       await rejects(
         () => ringing.caller.api.post('/v1/calls', { ...createBody(), calleeUserId: value }),
         'invalid_request',
-        'calleeUserId: must be 1 to 128 characters without control characters',
+        'calleeUserId: must be 1 to 128 characters without control characters or braces',
       );
     }
     for (const value of [123, null, {}, ['u']]) {
