@@ -2,7 +2,7 @@
   Reads one user's event log after a cursor (an epoch plus an entry ID).
 
   KEYS[1] logKey
-  KEYS[2] metaKey
+  KEYS[2] metaKey       hash: epoch, last, trimmed (see appendEvents.lua)
 
   ARGV[1] cursorEpoch   '' when the client has no cursor (start at the head, no history)
   ARGV[2] cursorId      entry ID the client has seen up to
@@ -33,12 +33,8 @@ if redis.call('EXISTS', logKey) == 0 then
   return { 'events', epoch, last, {} }
 end
 
--- Entries are only ever removed by trimming, so any removed entry after the cursor is a gap.
-local info = redis.call('XINFO', 'STREAM', logKey)
-for i = 1, #info, 2 do
-  if info[i] == 'max-deleted-entry-id' then
-    if streamIdLess(cursorId, info[i + 1]) then return { 'gap', 'trimmed', epoch, last } end
-    break
-  end
-end
+-- Entries are only ever removed by trimming (appendEvents.lua records the newest one removed), so
+-- a removed entry after the cursor is a gap.
+local trimmed = redis.call('HGET', metaKey, 'trimmed')
+if trimmed and streamIdLess(cursorId, trimmed) then return { 'gap', 'trimmed', epoch, last } end
 return { 'events', epoch, last, redis.call('XRANGE', logKey, '(' .. cursorId, '+', 'COUNT', limit) }

@@ -156,13 +156,13 @@ describe('a non-member of a call → 404 (the call is not revealed)', () => {
   });
 
   it('answering', async () => {
-    const res = await answer(stranger, call.callId);
+    const res = await expectRedisUnchanged(stack.redis, () => answer(stranger, call.callId));
     expectProblem(res, 'not_found', 'call not found');
     expect((await getCall(call.caller, call.callId)).text).toBe(call.created.text);
   });
 
   it('ending', async () => {
-    const res = await end(stranger, call.callId, 'localHangup');
+    const res = await expectRedisUnchanged(stack.redis, () => end(stranger, call.callId, 'localHangup'));
     expectProblem(res, 'not_found', 'call not found');
     expect((await getCall(call.caller, call.callId)).text).toBe(call.created.text);
   });

@@ -49,6 +49,8 @@ export interface ApnsScriptedResponse {
   retryAfterSeconds?: number;
   /** For 410 answers: when the token stopped being valid. Default: now. */
   timestampMs?: number;
+  /** Holds the answer back this long (the request is recorded at once). Default: 0. */
+  delayMs?: number;
 }
 
 export interface ApnsDecodedJwt {
@@ -70,6 +72,8 @@ export interface ApnsRecordedRequest {
   status: number;
   reason?: string;
   apnsId: string;
+  /** Epoch ms when the request reached the fake (an upper bound of its send time). */
+  receivedAtMs: number;
 }
 
 interface Reply {
@@ -77,6 +81,7 @@ interface Reply {
   reason?: string;
   retryAfterSeconds?: number;
   timestampMs?: number;
+  delayMs?: number;
 }
 
 const DEFAULT_MAX_PAYLOAD_BYTES = 5120;
@@ -200,6 +205,7 @@ export class FakeApns {
   }
 
   private async handle(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
+    const receivedAtMs = Date.now();
     const body = await readBody(req, this.maxPayloadBytes);
     const path = req.url;
     const token = /^\/3\/device\/([^/?]*)$/.exec(path)?.[1] ?? '';
@@ -216,10 +222,12 @@ export class FakeApns {
       jwt: jwt ? decodeUnverified(jwt) : null,
       status: reply.status,
       apnsId,
+      receivedAtMs,
     };
     if (reply.reason !== undefined) record.reason = reply.reason;
     this.requests.push(record);
     this.events.emit('change');
+    if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
     send(res, reply, apnsId);
   }
 

@@ -58,6 +58,8 @@ export interface FcmScriptedResponse {
   message?: string;
   /** Sent as the `retry-after` header. */
   retryAfterSeconds?: number;
+  /** Holds the answer back this long (the message is recorded at once). Default: 0. */
+  delayMs?: number;
 }
 
 export type FcmTokenState = 'unregistered' | 'invalid' | 'valid';
@@ -80,6 +82,8 @@ export interface FcmRecordedMessage {
   token: string | null;
   status: number;
   response: unknown;
+  /** Epoch ms when the request reached the fake (an upper bound of its send time). */
+  receivedAtMs: number;
 }
 
 export interface FcmRecordedTokenRequest {
@@ -96,6 +100,7 @@ interface Reply {
   status: number;
   body: unknown;
   headers?: Record<string, string>;
+  delayMs?: number;
 }
 
 interface TrustedAccount {
@@ -318,10 +323,11 @@ export class FakeFcm {
   }
 
   private async handle(req: AnyRequest, res: AnyResponse): Promise<void> {
+    const receivedAtMs = Date.now();
     const raw = await readBody(req, MAX_BODY_BYTES);
     const path = req.url ?? '';
     if (path === '/token') this.recordToken(req, raw, await this.issueToken(req, raw), res);
-    else this.recordMessage(req, raw, this.sendMessage(req, path, raw), res);
+    else await this.recordMessage(req, raw, this.sendMessage(req, path, raw), res, receivedAtMs);
   }
 
   private recordToken(req: AnyRequest, raw: Body, reply: Reply, res: AnyResponse): void {
@@ -338,7 +344,7 @@ export class FakeFcm {
     send(res, reply);
   }
 
-  private recordMessage(req: AnyRequest, raw: Body, reply: Reply, res: AnyResponse): void {
+  private async recordMessage(req: AnyRequest, raw: Body, reply: Reply, res: AnyResponse, receivedAtMs: number): Promise<void> {
     const body = parseJsonOrText(raw.text);
     const message = isObject(body) && isObject(body['message']) ? body['message'] : {};
     this.messages.push({
@@ -351,8 +357,10 @@ export class FakeFcm {
       token: typeof message['token'] === 'string' ? message['token'] : null,
       status: reply.status,
       response: reply.body,
+      receivedAtMs,
     });
     this.events.emit('change');
+    if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
     send(res, reply);
   }
 
@@ -566,6 +574,7 @@ function scriptedToReply(scripted: FcmScriptedResponse): Reply {
   const message = scripted.message ?? DEFAULT_MESSAGES[status] ?? 'Scripted failure.';
   const reply = googleReply(status, message, scripted.errorCode ?? DEFAULT_ERROR_CODES[status]);
   if (scripted.retryAfterSeconds !== undefined) reply.headers = { 'retry-after': String(scripted.retryAfterSeconds) };
+  if (scripted.delayMs) reply.delayMs = scripted.delayMs;
   return reply;
 }
 
