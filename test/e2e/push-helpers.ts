@@ -1,0 +1,159 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'vitest';
+import { makeApnsKey, startFakeApns, type ApnsKey, type ApnsRecordedRequest, type FakeApns } from '../support/apns-server.js';
+import { startFakeFcm, writeServiceAccountFile, type FakeFcm, type FcmRecordedMessage } from '../support/fcm-server.js';
+import { startStack, type Stack } from '../support/stack.js';
+import type { Device } from '../support/fixtures.js';
+
+/**
+ * The push end-to-end stack: a real redis-server, a real server process (all roles unless told
+ * otherwise) configured purely by environment to talk to local fake providers: two fake APNs
+ * (production and sandbox origins, same signing key) and one fake FCM with its OAuth endpoint.
+ * Plus small readers for what the fakes recorded and for the registration keys in Redis.
+ */
+
+export const BUNDLE_ID = 'com.example.calls';
+/** The server's default key prefix (REDIS_PREFIX). */
+const PREFIX = 'cb';
+
+export interface PushStack {
+  stack: Stack;
+  url: string;
+  apns: FakeApns;
+  apnsSandbox: FakeApns;
+  fcm: FakeFcm;
+  key: ApnsKey;
+  /** The push variables the first server was started with (to start more servers alike). */
+  pushEnv: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+export async function startPushStack(env: Record<string, string> = {}): Promise<PushStack> {
+  const key = makeApnsKey();
+  const fakeOpts = { bundleId: BUNDLE_ID, keyId: key.keyId, teamId: key.teamId, publicKey: key.publicKey };
+  const [apns, apnsSandbox, fcm] = await Promise.all([startFakeApns(fakeOpts), startFakeApns(fakeOpts), startFakeFcm()]);
+  const dir = mkdtempSync(join(tmpdir(), 'push-e2e-'));
+  const keyFile = join(dir, `AuthKey_${key.keyId}.p8`);
+  writeFileSync(keyFile, key.privateKeyPem, { mode: 0o600 });
+  const pushEnv = {
+    IOS_PUSH_URL: apns.url,
+    IOS_PUSH_SANDBOX_URL: apnsSandbox.url,
+    IOS_PUSH_KEY_FILE: keyFile,
+    IOS_PUSH_KEY_ID: key.keyId,
+    IOS_PUSH_TEAM_ID: key.teamId,
+    IOS_BUNDLE_ID: BUNDLE_ID,
+    ANDROID_PUSH_URL: fcm.url,
+    ANDROID_PROJECT_ID: fcm.projectId,
+    ANDROID_SERVICE_ACCOUNT_FILE: writeServiceAccountFile(dir, fcm.serviceAccount.json),
+  };
+  let stack: Stack;
+  try {
+    stack = await startStack({ ...pushEnv, ...env });
+  } catch (err) {
+    await Promise.all([apns.close(), apnsSandbox.close(), fcm.close()]);
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  return {
+    stack,
+    url: stack.url,
+    apns,
+    apnsSandbox,
+    fcm,
+    key,
+    pushEnv,
+    async stop() {
+      await stack.stop();
+      await Promise.all([apns.close(), apnsSandbox.close(), fcm.close()]);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A VoIP device token: 32 bytes in hex, as iOS hands it out. */
+export const iosToken = (): string => randomBytes(32).toString('hex');
+/** An FCM registration token of the usual shape (`<instance id>:APA91b…`). */
+export const androidToken = (): string => `${randomBytes(8).toString('base64url')}:APA91b${randomBytes(48).toString('base64url')}`;
+
+export async function registerIos(d: Device, token: string, iosEnvironment: 'production' | 'development' = 'production'): Promise<void> {
+  const res = await d.api.put(`/v1/installations/${encodeURIComponent(d.installationId)}/push-tokens/iosVoip`, {
+    token,
+    appId: BUNDLE_ID,
+    iosEnvironment,
+  });
+  expect(res.status, res.text).toBe(200);
+}
+
+export async function registerAndroid(d: Device, token: string): Promise<void> {
+  const res = await d.api.put(`/v1/installations/${encodeURIComponent(d.installationId)}/push-tokens/androidPush`, {
+    token,
+    appId: BUNDLE_ID,
+  });
+  expect(res.status, res.text).toBe(200);
+}
+
+export type TokenKind = 'iosVoip' | 'androidPush';
+
+/** The registration hash of one installation (spelled here, not taken from the code under test). */
+export const registrationKey = (userId: string, kind: TokenKind, installationId: string): string =>
+  `${PREFIX}:{u:${userId}}:push:${kind}:${installationId}`;
+export const devicesKey = (userId: string): string => `${PREFIX}:{u:${userId}}:devices`;
+export const deviceMember = (installationId: string, kind: TokenKind): string => `${installationId}\n${kind}`;
+
+/** Whether the installation's registration exists, as the key and as a member of the user's device set. */
+export async function registrationState(stack: Stack, d: Device, kind: TokenKind): Promise<{ key: boolean; member: boolean }> {
+  const [exists, member] = await Promise.all([
+    stack.redis.exists(registrationKey(d.userId, kind, d.installationId)),
+    stack.redis.sismember(devicesKey(d.userId), deviceMember(d.installationId, kind)),
+  ]);
+  return { key: exists === 1, member: member === 1 };
+}
+
+/** APNs requests for one device token. */
+export const apnsTo = (fake: FakeApns, token: string): ApnsRecordedRequest[] => fake.requests.filter((r) => r.token === token);
+
+export interface FcmBody {
+  message: { token: string; android: { priority: string; ttl: string }; data: { callpayload: string } } & Record<string, unknown>;
+}
+
+/** The `callpayload` of an FCM message, parsed (it travels as a JSON string). */
+export function callpayloadOf(m: FcmRecordedMessage): Record<string, any> {
+  const body = m.body as FcmBody;
+  expect(typeof body.message.data.callpayload).toBe('string');
+  return JSON.parse(body.message.data.callpayload) as Record<string, any>;
+}
+
+export function fcmBody(m: FcmRecordedMessage): FcmBody {
+  return m.body as FcmBody;
+}
+
+/** FCM messages for one registration token, optionally only those whose callpayload has `type`. */
+export function fcmTo(fake: FakeFcm, token: string, type?: string): FcmRecordedMessage[] {
+  return fake.messages.filter((m) => m.token === token && (type === undefined || callpayloadOf(m).type === type));
+}
+
+/** `"<n>s"` → n; fails on anything but whole seconds. */
+export function ttlSeconds(m: FcmRecordedMessage): number {
+  const ttl = fcmBody(m).message.android.ttl;
+  expect(ttl).toMatch(/^[1-9][0-9]*s$/);
+  return Number(ttl.slice(0, -1));
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Parsed JSON log lines of a server's output (other lines skipped). */
+export function logRecords(output: string): Record<string, any>[] {
+  const out: Record<string, any>[] = [];
+  for (const line of output.split('\n')) {
+    try {
+      const rec = JSON.parse(line) as unknown;
+      if (rec && typeof rec === 'object') out.push(rec as Record<string, any>);
+    } catch {
+      /* not a JSON line */
+    }
+  }
+  return out;
+}

@@ -1,0 +1,223 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { answer, device, end, uid, type Device } from '../support/fixtures.js';
+import { createCall, waitUntil } from './helpers.js';
+import {
+  androidToken,
+  apnsTo,
+  callpayloadOf,
+  fcmTo,
+  iosToken,
+  logRecords,
+  registerAndroid,
+  registerIos,
+  registrationState,
+  sleep,
+  startPushStack,
+  type PushStack,
+} from './push-helpers.js';
+
+/**
+ * Tokens a provider reports invalid are removed (spec 4.2 rule 5, 7), unless the device registered
+ * again meanwhile; and none of the failures leak tokens, credentials or payloads into the logs
+ * (spec 5 rule 6). The server runs with LOG_LEVEL=debug; the last test reads everything it logged.
+ */
+
+let ps: PushStack;
+let url: string;
+/** Every push token and session token this file handed to the server: none may be logged. */
+const secrets = new Set<string>();
+
+beforeAll(async () => {
+  ps = await startPushStack({ LOG_LEVEL: 'debug' });
+  url = ps.url;
+});
+
+afterAll(async () => {
+  await ps?.stop();
+});
+
+function inst(baseUrl: string, userId: string, name?: string): Device {
+  const d = device(baseUrl, userId, uid('inst'), name);
+  secrets.add(d.token);
+  return d;
+}
+
+async function iPhone(userId: string): Promise<{ d: Device; token: string }> {
+  const d = inst(url, userId);
+  const token = iosToken();
+  secrets.add(token);
+  await registerIos(d, token);
+  return { d, token };
+}
+
+async function androidPhone(userId: string): Promise<{ d: Device; token: string }> {
+  const d = inst(url, userId);
+  const token = androidToken();
+  secrets.add(token);
+  await registerAndroid(d, token);
+  return { d, token };
+}
+
+const invitesTo = (token: string) => fcmTo(ps.fcm, token, 'call.invited');
+
+describe('invalid tokens', () => {
+  it('APNs 410 Unregistered removes the registration (key and device-set member); the next call sends nothing to it', async () => {
+    const caller = inst(url, uid('caller'));
+    const calleeUserId = uid('callee');
+    const [ios, android] = [await iPhone(calleeUserId), await androidPhone(calleeUserId)];
+    expect(await registrationState(ps.stack, ios.d, 'iosVoip')).toEqual({ key: true, member: true });
+    ps.apns.setTokenState(ios.token, 'unregistered');
+
+    await createCall(caller, calleeUserId);
+    await waitUntil('the 410', () => apnsTo(ps.apns, ios.token).length >= 1);
+    expect(apnsTo(ps.apns, ios.token)[0]).toMatchObject({ status: 410, reason: 'Unregistered' });
+    await waitUntil('the registration to go', async () => {
+      const s = await registrationState(ps.stack, ios.d, 'iosVoip');
+      return !s.key && !s.member;
+    });
+    // The installation's other registration is untouched.
+    expect(await registrationState(ps.stack, android.d, 'androidPush')).toEqual({ key: true, member: true });
+
+    await createCall(caller, calleeUserId);
+    await waitUntil('the second Android invitation', () => invitesTo(android.token).length >= 2);
+    await sleep(500);
+    expect(apnsTo(ps.apns, ios.token)).toHaveLength(1);
+  });
+
+  it('FCM 404 UNREGISTERED removes the registration (key and device-set member); the next call sends nothing to it', async () => {
+    const caller = inst(url, uid('caller'));
+    const calleeUserId = uid('callee');
+    const [ios, android] = [await iPhone(calleeUserId), await androidPhone(calleeUserId)];
+    expect(await registrationState(ps.stack, android.d, 'androidPush')).toEqual({ key: true, member: true });
+    ps.fcm.setTokenState(android.token, 'unregistered');
+
+    await createCall(caller, calleeUserId);
+    await waitUntil('the 404', () => invitesTo(android.token).length >= 1);
+    expect(invitesTo(android.token)[0]!.status).toBe(404);
+    await waitUntil('the registration to go', async () => {
+      const s = await registrationState(ps.stack, android.d, 'androidPush');
+      return !s.key && !s.member;
+    });
+    expect(await registrationState(ps.stack, ios.d, 'iosVoip')).toEqual({ key: true, member: true });
+
+    await createCall(caller, calleeUserId);
+    await waitUntil('the second VoIP push', () => apnsTo(ps.apns, ios.token).length >= 2);
+    await sleep(500);
+    expect(fcmTo(ps.fcm, android.token)).toHaveLength(1);
+  });
+
+  it('APNs: the same token re-registered while the 410 was on its way survives, and rings the next call', async () => {
+    const caller = inst(url, uid('caller'));
+    const ios = await iPhone(uid('callee'));
+    ps.apns.failNext(ios.token, { status: 410, delayMs: 1000 });
+
+    await createCall(caller, ios.d.userId);
+    await waitUntil('the push to reach the provider', () => apnsTo(ps.apns, ios.token).length >= 1);
+    // The app starts and registers its (same) token again while the answer is still pending.
+    await registerIos(ios.d, ios.token);
+    await sleep(1500);
+    expect(apnsTo(ps.apns, ios.token).map((r) => r.status)).toEqual([410]);
+    expect(await registrationState(ps.stack, ios.d, 'iosVoip')).toEqual({ key: true, member: true });
+
+    const next = await createCall(caller, ios.d.userId);
+    await waitUntil('the next push', () => apnsTo(ps.apns, ios.token).length >= 2);
+    const second = apnsTo(ps.apns, ios.token)[1]!;
+    expect(second.status).toBe(200);
+    expect((second.body as { callpayload: { callId: string } }).callpayload.callId).toBe(next.callId);
+  });
+
+  it('FCM: a new token registered while the 404 for the old one was on its way survives, and rings the next call', async () => {
+    const caller = inst(url, uid('caller'));
+    const android = await androidPhone(uid('callee'));
+    ps.fcm.failNext(android.token, { status: 404, errorCode: 'UNREGISTERED', delayMs: 1000 });
+
+    await createCall(caller, android.d.userId);
+    await waitUntil('the message to reach the provider', () => fcmTo(ps.fcm, android.token).length >= 1);
+    const renewed = androidToken();
+    secrets.add(renewed);
+    await registerAndroid(android.d, renewed);
+    await sleep(1500);
+    expect(fcmTo(ps.fcm, android.token).map((m) => m.status)).toEqual([404]);
+    expect(await registrationState(ps.stack, android.d, 'androidPush')).toEqual({ key: true, member: true });
+
+    const next = await createCall(caller, android.d.userId);
+    await waitUntil('the next invitation', () => invitesTo(renewed).length >= 1);
+    expect(invitesTo(renewed)[0]!.status).toBe(200);
+    expect(callpayloadOf(invitesTo(renewed)[0]!).callId).toBe(next.callId);
+    expect(fcmTo(ps.fcm, android.token)).toHaveLength(1);
+  });
+});
+
+describe('logs', () => {
+  it('LOG_LEVEL=debug, a full call with pushes and token failures: no push token, credential, session token or payload in any log line', async () => {
+    const displayName = `Zelda Quasar ${uid('name').slice(-12)}`;
+    const callerUserId = uid('caller');
+    const caller = inst(url, callerUserId, displayName);
+    const callerAndroid = await androidPhone(callerUserId);
+    const calleeUserId = uid('callee');
+    const [gone, bad, throttled, winner, other] = [
+      await iPhone(calleeUserId),
+      await androidPhone(calleeUserId),
+      await androidPhone(calleeUserId),
+      await androidPhone(calleeUserId),
+      await iPhone(calleeUserId),
+    ];
+    ps.apns.setTokenState(gone.token, 'unregistered');
+    ps.fcm.setTokenState(bad.token, 'invalid');
+    ps.fcm.failNext(throttled.token, { status: 429, retryAfterSeconds: 1 });
+    // A refusal that is not about the token: the push is given up and logged as rejected.
+    ps.apns.failNext(other.token, { status: 400, reason: 'BadPriority' });
+
+    const call = await createCall(caller, calleeUserId);
+    await waitUntil(
+      'every invitation attempt',
+      () =>
+        apnsTo(ps.apns, gone.token).length >= 1 &&
+        apnsTo(ps.apns, other.token).length >= 1 &&
+        invitesTo(bad.token).length >= 1 &&
+        invitesTo(throttled.token).length >= 2 &&
+        invitesTo(winner.token).length >= 1,
+      8000,
+    );
+    expect((await answer(winner.d, call.callId)).status).toBe(200);
+    await waitUntil('the signals', () => fcmTo(ps.fcm, callerAndroid.token, 'call.accepted').length >= 1 && fcmTo(ps.fcm, throttled.token, 'call.ended').length >= 1);
+    expect((await end(caller, call.callId, 'localHangup')).status).toBe(200);
+    await waitUntil('the invalid registrations to go', async () => {
+      const [a, b] = await Promise.all([registrationState(ps.stack, gone.d, 'iosVoip'), registrationState(ps.stack, bad.d, 'androidPush')]);
+      return !a.key && !b.key;
+    });
+    await sleep(500);
+
+    const logs = ps.stack.servers.map((s) => s.logs()).join('\n');
+    const records = logRecords(logs);
+    // The failures were logged (so the logs were looked at), by installation, not by token.
+    const invalid = records.filter((r) => r.msg === 'push token reported invalid');
+    expect(invalid.map((r) => r.installationId)).toEqual(expect.arrayContaining([gone.d.installationId, bad.d.installationId]));
+    expect(records.some((r) => r.msg === 'push rejected' && r.installationId === other.d.installationId)).toBe(true);
+
+    const credentials = new Set<string>();
+    for (const r of [...ps.apns.requests, ...ps.apnsSandbox.requests]) {
+      const jwt = r.headers.authorization?.split(' ')[1];
+      if (jwt) credentials.add(jwt);
+    }
+    for (const m of ps.fcm.messages) if (m.accessToken) credentials.add(m.accessToken);
+    for (const t of ps.fcm.tokenRequests) if (t.form['assertion']) credentials.add(t.form['assertion']);
+    expect(credentials.size).toBeGreaterThanOrEqual(3);
+    const keyMaterial = [ps.key.privateKeyPem, ps.fcm.serviceAccount.json.private_key].flatMap((pem) =>
+      pem.split('\n').filter((line) => line.length >= 40 && !line.startsWith('-----')),
+    );
+
+    const leaks: string[] = [];
+    const check = (what: string, value: string) => {
+      if (logs.includes(value)) leaks.push(`${what}: …${value.slice(-8)}`);
+    };
+    for (const s of secrets) check('push or session token', s);
+    for (const c of credentials) check('provider credential', c);
+    for (const k of keyMaterial) check('private key', k);
+    check('payload key', 'callpayload');
+    check('display name', displayName);
+    check('invitation eventId', `${call.callId}:${call.snapshot.revision}:invited`);
+    expect(leaks).toEqual([]);
+    expect(secrets.size).toBeGreaterThan(20);
+  });
+});
