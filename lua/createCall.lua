@@ -16,6 +16,9 @@
   ARGV[9]  retentionMs           how long the call is kept after it can no longer change
   ARGV[10] operationTtlMs        how long the idempotency record is kept
   ARGV[11] fingerprint           hash of the request; a replay must carry the same
+  ARGV[12] busy                  '1' when the callee is in an accepted call (and call waiting
+                                 is off): the call is created already ended as `busy`, so it
+                                 never rings
 
   Returns one of
     { 'fresh' | 'replay', code, status, fields }  code 'ok' (status 201); fields = HGETALL
@@ -27,10 +30,12 @@ local callerDisplayName, callerHandle, calleeUserId = ARGV[4], ARGV[5], ARGV[6]
 local video = ARGV[7]
 local ringTimeoutMs, retentionMs, operationTtlMs = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local fingerprint = ARGV[11]
+local busy = ARGV[12] == '1'
 
 --@include "fmtInt"
 --@include "nowMs"
 --@include "appendOutbox"
+--@include "endCallNow"
 --@include "operationRecord"
 
 local replay = replayOperation(opKey, fingerprint)
@@ -52,7 +57,13 @@ redis.call('HSET', callKey,
   'video', video,
   'createdAtMs', fmtInt(now),
   'expiresAtMs', fmtInt(now + ringTimeoutMs))
--- Kept through the ring window and then for the retention period, even if nothing ends it.
-redis.call('PEXPIRE', callKey, ringTimeoutMs + retentionMs)
-local fields = appendOutbox(outboxKey, callKey, 'created', now)
+local fields
+if busy then
+  -- Born ended: revision 2, one `ended` change in the outbox and no `created` (nothing rings).
+  fields = endCallNow(callKey, outboxKey, now, 'busy', 'system', '', retentionMs)
+else
+  -- Kept through the ring window and then for the retention period, even if nothing ends it.
+  redis.call('PEXPIRE', callKey, ringTimeoutMs + retentionMs)
+  fields = appendOutbox(outboxKey, callKey, 'created', now)
+end
 return recordOperation(opKey, fingerprint, 'ok', 201, fields, operationTtlMs)

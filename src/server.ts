@@ -25,6 +25,8 @@ import { createQueues } from './push/queues.js';
 import { pushEnqueuer, timerEnqueuer } from './push/enqueue.js';
 import { startPushWorker, type PushOutcomes, type PushSenders } from './push/pushWorker.js';
 import { startTimerWorker } from './calls/timerWorker.js';
+import { activeCallIndexer } from './calls/activeCalls.js';
+import { renameCallRoute } from './http/endpoints/renameCall.js';
 import { createPushSenders } from './push/providers.js';
 import { openApiDocument } from './http/openapi.js';
 import { Metrics } from './observability/metrics.js';
@@ -46,6 +48,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     getCallRoute(deps),
     answerCallRoute(deps),
     endCallRoute(deps),
+    renameCallRoute(deps),
     mediaSessionRoute(deps),
     putPushTokenRoute(deps),
     deletePushTokenRoute(deps),
@@ -73,6 +76,7 @@ export async function startServer(
       ringTimeoutMs: config.RING_TIMEOUT_MS,
       retentionMs: config.CALL_RETENTION_MS,
       operationTtlMs: config.IDEMPOTENCY_TTL_MS,
+      callWaiting: config.CALL_WAITING,
     }),
     verify: createTokenVerifier({
       secret: config.AUTH_JWT_SECRET,
@@ -163,6 +167,7 @@ export async function startServer(
       });
     }
     const handlers: ChangeHandler[] = [
+      activeCallIndexer(redis, ks, config.CALL_RETENTION_MS),
       timerEnqueuer(queues),
       pushEnqueuer(deps.pushRegistry, queues, enabled, Math.max(60_000, 3 * config.RELAY_CLAIM_IDLE_MS)),
       ...extraHandlers,

@@ -15,6 +15,8 @@ export interface StoreSettings extends KeySpace {
   ringTimeoutMs: number;
   retentionMs: number;
   operationTtlMs: number;
+  /** When false, a call to a callee in an accepted call ends at once as `busy`. */
+  callWaiting: boolean;
 }
 
 export interface ScriptCall {
@@ -46,7 +48,7 @@ export interface CreateInput {
   fingerprint: string;
 }
 
-export function createCallKeysArgs(s: StoreSettings, i: CreateInput): ScriptCall {
+export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false): ScriptCall {
   return {
     keys: [
       keys.call(s, i.callId),
@@ -65,7 +67,23 @@ export function createCallKeysArgs(s: StoreSettings, i: CreateInput): ScriptCall
       String(s.retentionMs),
       String(s.operationTtlMs),
       i.fingerprint,
+      calleeBusy ? '1' : '0',
     ],
+  };
+}
+
+export interface RenameInput {
+  callId: string;
+  userId: string;
+  displayName: string;
+  operationId: string;
+  fingerprint: string;
+}
+
+export function renameCallKeysArgs(s: StoreSettings, i: RenameInput): ScriptCall {
+  return {
+    keys: [keys.call(s, i.callId), keys.operation(s, i.callId, i.userId, i.operationId), keys.outboxForCall(s, i.callId)],
+    args: [i.userId, i.displayName, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint],
   };
 }
 
@@ -158,8 +176,15 @@ export class CallStore {
     return previous === null ? 'new' : previous === fp ? 'same' : 'conflict';
   }
 
-  private async mutate(userId: string, operationId: string, fp: string, script: 'createCall' | 'answerCall' | 'endCall', call: ScriptCall): Promise<Outcome> {
-    const binding = await this.bindOperation(userId, operationId, fp);
+  private async mutate(
+    userId: string,
+    operationId: string,
+    fp: string,
+    script: 'createCall' | 'answerCall' | 'endCall' | 'renameCall',
+    call: ScriptCall,
+    bound?: 'new' | 'same' | 'conflict',
+  ): Promise<Outcome> {
+    const binding = bound ?? (await this.bindOperation(userId, operationId, fp));
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
     const outcome = parseOutcome(await runScript(this.redis, script, call.keys, call.args));
     // A request refused before it did anything (unknown call, not a party) leaves no trace: its
@@ -170,8 +195,21 @@ export class CallStore {
     return outcome;
   }
 
-  create(i: CreateInput): Promise<Outcome> {
-    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', createCallKeysArgs(this.settings, i));
+  async create(i: CreateInput): Promise<Outcome> {
+    if (this.settings.callWaiting) {
+      return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', createCallKeysArgs(this.settings, i));
+    }
+    // One round trip for the operation binding and the busy check.
+    const [binding, active] = await Promise.all([
+      this.bindOperation(i.callerUserId, i.operationId, i.fingerprint),
+      this.redis.get(keys.activeCall(this.settings, i.calleeUserId)),
+    ]);
+    const call = createCallKeysArgs(this.settings, i, active !== null);
+    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', call, binding);
+  }
+
+  rename(i: RenameInput): Promise<Outcome> {
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'renameCall', renameCallKeysArgs(this.settings, i));
   }
 
   answer(i: AnswerInput): Promise<Outcome> {

@@ -50,6 +50,8 @@ export const configSchema = z
     RING_TIMEOUT_MS: int(45_000, 1_000, 45_000),
     CALL_RETENTION_MS: int(24 * 3600_000, 60_000),
     IDEMPOTENCY_TTL_MS: int(24 * 3600_000, 24 * 3600_000),
+    /** Allow calling a user who is in an accepted call (else the new call ends at once as busy). */
+    CALL_WAITING: bool(false),
     HANDLE_SCHEME: z.string().regex(/^[a-z][a-z0-9+.-]{0,31}$/).default('app'),
     BODY_LIMIT_BYTES: int(16 * 1024, 256, 1024 * 1024),
 

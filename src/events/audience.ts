@@ -1,6 +1,6 @@
 import { reasonForSide } from '../calls/reasons.js';
 import type { CallChange } from './change.js';
-import { acceptedPayload, endedPayload, invitationPayload, type EventPayload } from './payloads.js';
+import { acceptedPayload, endedPayload, invitationPayload, renamedPayload, type EventPayload } from './payloads.js';
 
 /**
  * Who is told what about one change: the single source of the audience rules (README
@@ -32,6 +32,12 @@ export function deliveriesFor(change: CallChange): Delivery[] {
         { userId: callee, payload: endedPayload(call, atMs, 'answeredElsewhere', 'elsewhere'), except: winner },
       ];
     }
+    case 'renamed': {
+      // The callee's phones show the name: every ringing device, or the one in the call.
+      const winner = call.answeredByInstallationId;
+      const payload = renamedPayload(call, atMs);
+      return [winner ? { userId: callee, payload, only: winner } : { userId: callee, payload }];
+    }
     case 'ended': {
       const by = call.endedBy ?? 'system';
       const reason = call.endReason ?? 'remoteEnded';
@@ -39,6 +45,8 @@ export function deliveriesFor(change: CallChange): Delivery[] {
       const forCaller = endedPayload(call, atMs, reasonForSide(reason, by, accepted, 'caller'), 'ended-caller');
       const forCallee = endedPayload(call, atMs, reasonForSide(reason, by, accepted, 'callee'), 'ended-callee');
       const winner = call.answeredByInstallationId;
+      // Busy: the call never rang; only the caller learns why.
+      if (by === 'system' && reason === 'busy') return [{ userId: caller, payload: forCaller }];
       if (by === 'system') {
         // Ring timeout (or busy): both sides; after an answer only the devices in the call.
         return [

@@ -1,7 +1,7 @@
 import { parseCallFields, CorruptRecordError, type CallRecord } from '../calls/model.js';
 
 /** One change of a call as the call scripts wrote it to the outbox (lua/includes/appendOutbox.lua). */
-export type ChangeKind = 'created' | 'answered' | 'ended';
+export type ChangeKind = 'created' | 'answered' | 'ended' | 'renamed';
 
 export interface CallChange {
   /** The outbox entry ID (also tells the shard apart via `shard`). */
@@ -12,7 +12,7 @@ export interface CallChange {
   call: CallRecord;
 }
 
-const KINDS = new Set<string>(['created', 'answered', 'ended']);
+const KINDS = new Set<string>(['created', 'answered', 'ended', 'renamed']);
 
 /** Parses one outbox entry's flat field list: `change <kind> at <ms> <call fields…>`. */
 export function parseChange(entryId: string, shard: number, flat: string[]): CallChange {

@@ -58,3 +58,15 @@ export function endedPayload(call: CallRecord, occurredAtMs: number, reason: End
     reason,
   };
 }
+
+export function renamedPayload(call: CallRecord, occurredAtMs: number): RenamedPayload {
+  return {
+    schemaVersion: 1,
+    eventId: eventIdFor(call, 'renamed'),
+    type: 'call.renamed',
+    callId: call.callId,
+    revision: call.revision,
+    occurredAtMs,
+    displayName: call.callerDisplayName,
+  };
+}

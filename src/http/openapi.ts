@@ -46,6 +46,7 @@ export function openApiDocument(): Record<string, unknown> {
         CreateCall: schema(s.createCallBody, 'input'),
         AnswerCall: schema(s.answerCallBody, 'input'),
         EndCall: schema(s.endCallBody, 'input'),
+        RenameCall: schema(s.renameCallBody, 'input'),
         MediaSessionRequest: schema(s.mediaSessionBody, 'input'),
         PushTokenRequest: schema(s.pushTokenBody, 'input'),
         PushTokenRegistration: schema(s.pushTokenRegistration),
@@ -116,6 +117,18 @@ export function openApiDocument(): Record<string, unknown> {
           responses: {
             '200': { description: 'terminal (or current) snapshot', content: json('CallSnapshot') },
             ...problems('invalid_request', 'not_found', 'idempotency_conflict', ...COMMON),
+          },
+        },
+      },
+      '/v1/calls/{id}/rename': {
+        parameters: [callIdParam],
+        post: {
+          operationId: 'renameCall',
+          summary: 'The caller changes the name shown on a ringing or accepted call (call.renamed)',
+          requestBody: { required: true, content: json('RenameCall') },
+          responses: {
+            '200': { description: 'snapshot (unchanged for an ended call)', content: json('CallSnapshot') },
+            ...problems('invalid_request', 'forbidden', 'not_found', 'idempotency_conflict', ...COMMON),
           },
         },
       },

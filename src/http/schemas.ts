@@ -35,6 +35,11 @@ export const endCallBody = z.object({
   reason: z.enum(REQUEST_END_REASONS),
 });
 
+export const renameCallBody = z.object({
+  operationId: opaqueId,
+  displayName: z.string().trim().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters (it is cut to 256 UTF-8 bytes)'),
+});
+
 export const mediaSessionBody = z.object({
   operationId: opaqueId.optional(),
 });

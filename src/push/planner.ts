@@ -32,6 +32,7 @@ export interface ProvidersEnabled {
 export function usersToLookUp(change: CallChange): string[] {
   if (change.kind === 'created') return [change.call.calleeUserId];
   if (change.kind === 'answered') return [change.call.calleeUserId, change.call.callerUserId];
+  if (change.kind === 'renamed') return [];
   return change.call.acceptedAtMs === undefined ? [change.call.calleeUserId] : [];
 }
 
@@ -52,7 +53,7 @@ export function pushesFor(
     }
     return out;
   }
-  if (!enabled.androidPush) return out;
+  if (!enabled.androidPush || change.kind === 'renamed') return out;
   // Signals follow the signaling deliveries of the change, so both say the same thing.
   const wasRinging = change.kind === 'answered' || call.acceptedAtMs === undefined;
   for (const d of deliveriesFor(change)) {

@@ -42,6 +42,11 @@ export const keys = {
   /** Which user and installation a push token (by its hash) belongs to, for rebinding. */
   pushTokenOwner: (ks: KeySpace, kind: string, tokenHash: string) => `${ks.prefix}:tok:${kind}:${tokenHash}`,
 
+  /** The callId of the user's accepted call, if any (busy detection; kept by the relay). */
+  activeCall: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:active`,
+  /** Fixed-window rate-limit counters. */
+  rateLimit: (ks: KeySpace, scope: 'create' | 'pushToken', id: string) =>
+    scope === 'create' ? `${ks.prefix}:{u:${id}}:rl:create` : `${ks.prefix}:rl:pushToken:${id}`,
   eventLog: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:log`,
   eventLogMeta: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:logmeta`,
   /** Pub/Sub channel gateways subscribe to for a user's live events. */

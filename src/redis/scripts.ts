@@ -31,6 +31,8 @@ export const scriptDefinitions = {
   appendEvents: { file: 'appendEvents.lua', numberOfKeys: 2 },
   readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
   hitRateLimit: { file: 'hitRateLimit.lua', numberOfKeys: 1 },
+  renameCall: { file: 'renameCall.lua', numberOfKeys: 3 },
+  clearActiveCall: { file: 'clearActiveCall.lua', numberOfKeys: 1 },
 } as const;
 
 export type ScriptName = keyof typeof scriptDefinitions;

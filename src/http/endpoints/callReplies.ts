@@ -8,8 +8,8 @@ import { toSnapshot } from '../../calls/snapshot.js';
  * Turns a call-store outcome into the HTTP reply for `userId`. Deterministic: a replayed outcome
  * renders to the same bytes as the original.
  */
-export function callReply(outcome: Outcome, userId: string): Reply {
-  if (outcome.kind === 'failure') throw failureError(outcome.code);
+export function callReply(outcome: Outcome, userId: string, forbidden = 'only the callee can answer a call'): Reply {
+  if (outcome.kind === 'failure') throw failureError(outcome.code, forbidden);
   const side = sideOf(outcome.call, userId);
   if (!side) throw new ApiError('not_found', 'call not found');
   const snapshot = toSnapshot(outcome.call, side);
@@ -33,12 +33,12 @@ export function callReply(outcome: Outcome, userId: string): Reply {
   }
 }
 
-export function failureError(code: Extract<Outcome, { kind: 'failure' }>['code']): ApiError {
+export function failureError(code: Extract<Outcome, { kind: 'failure' }>['code'], forbidden = 'only the callee can answer a call'): ApiError {
   switch (code) {
     case 'not_found':
       return new ApiError('not_found', 'call not found');
     case 'forbidden':
-      return new ApiError('forbidden', 'only the callee can answer a call');
+      return new ApiError('forbidden', forbidden);
     case 'idempotency_conflict':
       return new ApiError('idempotency_conflict', 'this operationId was already used with a different request');
     case 'call_exists':

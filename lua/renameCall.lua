@@ -1,0 +1,51 @@
+--[[
+  Changes the caller's display name on a ringing or accepted call (spec 6 rule 10); the callee's
+  devices are told with a `call.renamed` event.
+
+  KEYS[1] callKey
+  KEYS[2] opKey
+  KEYS[3] outboxKey
+
+  ARGV[1] userId
+  ARGV[2] displayName        already cut to 256 UTF-8 bytes
+  ARGV[3] retentionMs
+  ARGV[4] operationTtlMs
+  ARGV[5] fingerprint
+
+  An ended call, or the same name again, is returned unchanged (no revision, no event).
+
+  Returns
+    { 'fresh' | 'replay', 'ok', 200, fields }
+    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' }
+]]
+local callKey, opKey, outboxKey = KEYS[1], KEYS[2], KEYS[3]
+local userId, displayName = ARGV[1], ARGV[2]
+local retentionMs, operationTtlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
+local fingerprint = ARGV[5]
+
+--@include "fmtInt"
+--@include "nowMs"
+--@include "appendOutbox"
+--@include "endCallNow"
+--@include "expireIfDue"
+--@include "operationRecord"
+
+local replay = replayOperation(opKey, fingerprint)
+if replay then return replay end
+
+local callerUserId, calleeUserId = unpack(redis.call('HMGET', callKey, 'callerUserId', 'calleeUserId'))
+if not callerUserId or (userId ~= callerUserId and userId ~= calleeUserId) then
+  return { 'error', 'not_found' }
+end
+if userId ~= callerUserId then return { 'error', 'forbidden' } end
+
+local now = nowMs()
+expireIfDue(callKey, outboxKey, now, retentionMs)
+local state, current = unpack(redis.call('HMGET', callKey, 'state', 'callerDisplayName'))
+if state == 'ended' or current == displayName then
+  return recordOperation(opKey, fingerprint, 'ok', 200, redis.call('HGETALL', callKey), operationTtlMs)
+end
+redis.call('HSET', callKey, 'callerDisplayName', displayName)
+redis.call('HINCRBY', callKey, 'revision', 1)
+local fields = appendOutbox(outboxKey, callKey, 'renamed', now)
+return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

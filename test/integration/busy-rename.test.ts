@@ -1,0 +1,136 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { startStack, type Stack } from '../support/stack.js';
+import { acceptedCall, device, end, eventsUntil, expectProblem, headCursor, ringingCall, sibling, sleep, uid } from '../support/fixtures.js';
+
+/** Issue 5: busy (no call waiting by default), call waiting when allowed, and rename. */
+
+let stack: Stack;
+let waitingUrl: string;
+
+beforeAll(async () => {
+  stack = await startStack();
+  waitingUrl = (await stack.addServer({ CALL_WAITING: 'true', REDIS_PREFIX: 'cw' })).url;
+});
+afterAll(() => stack?.stop());
+
+/** The relay marks a user busy asynchronously after an answer: wait for the marker. */
+async function waitUntilBusy(prefix: string, userId: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (await stack.redis.exists(`${prefix}:{u:${userId}}:active`)) return;
+    await sleep(20);
+  }
+  throw new Error('active-call marker never set');
+}
+
+describe('busy', () => {
+  it('a call to a callee in an accepted call ends at once as busy, rings nothing, and only the caller is told', async () => {
+    const url = stack.url;
+    const busyCall = await acceptedCall(url);
+    await waitUntilBusy('cb', busyCall.callee.userId);
+
+    const caller = device(url);
+    const callee = busyCall.callee;
+    const calleeTablet = sibling(url, callee);
+    const calleeCursor = await headCursor(calleeTablet);
+    const callerCursor = await headCursor(caller);
+
+    const callId = randomUUID();
+    const res = await caller.api.post('/v1/calls', { callId, calleeUserId: callee.userId, operationId: uid('op') });
+    expect(res.status).toBe(201);
+    expect(res.json).toMatchObject({ callId, state: 'ended', endReason: 'busy', revision: '2' });
+
+    const callerEvents = await eventsUntil(caller, callerCursor, (e) => e.length >= 1);
+    expect(callerEvents).toEqual([expect.objectContaining({ type: 'call.ended', callId, reason: 'busy' })]);
+    await sleep(300);
+    const calleeEvents = await eventsUntil(calleeTablet, calleeCursor, () => true);
+    expect(calleeEvents.filter((e) => e.callId === callId)).toEqual([]);
+    // No ring timer was planned for a call that never rang.
+    expect(await stack.redis.exists(`cb:q:{timers}:expire.${callId}`)).toBe(0);
+  });
+
+  it('after the busy call ends, the user can be called again', async () => {
+    const url = stack.url;
+    const first = await acceptedCall(url);
+    await waitUntilBusy('cb', first.callee.userId);
+    expect((await end(first.caller, first.callId, 'localHangup')).status).toBe(200);
+    for (let i = 0; i < 100 && (await stack.redis.exists(`cb:{u:${first.callee.userId}}:active`)); i++) await sleep(20);
+    const again = await ringingCall(url, device(url), first.callee);
+    expect(again.created.json.state).toBe('ringing');
+  });
+
+  it('with CALL_WAITING=true the second call rings', async () => {
+    const busyCall = await acceptedCall(waitingUrl);
+    await waitUntilBusy('cw', busyCall.callee.userId);
+    const second = await ringingCall(waitingUrl, device(waitingUrl), busyCall.callee);
+    expect(second.created.json.state).toBe('ringing');
+    // A ringing call does get its timer (the key the busy test checks is absent).
+    for (let i = 0; i < 100 && !(await stack.redis.exists(`cw:q:{timers}:expire.${second.callId}`)); i++) await sleep(20);
+    expect(await stack.redis.exists(`cw:q:{timers}:expire.${second.callId}`)).toBe(1);
+  });
+});
+
+describe('rename', () => {
+  it('the caller renames a ringing call; every callee device gets call.renamed and the snapshot changes', async () => {
+    const url = stack.url;
+    const pair = await ringingCall(url);
+    const tablet = sibling(url, pair.callee);
+    const [c1, c2] = await Promise.all([headCursor(pair.callee), headCursor(tablet)]);
+    const res = await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'Alice (work)' });
+    expect(res.status).toBe(200);
+    expect(res.json).toMatchObject({ revision: '2', caller: { displayName: 'Alice (work)' } });
+    for (const [d, c] of [[pair.callee, c1], [tablet, c2]] as const) {
+      const events = await eventsUntil(d, c, (e) => e.length >= 1);
+      expect(events).toEqual([
+        {
+          schemaVersion: 1,
+          eventId: `${pair.callId}:2:renamed`,
+          type: 'call.renamed',
+          callId: pair.callId,
+          revision: '2',
+          occurredAtMs: expect.any(Number),
+          displayName: 'Alice (work)',
+        },
+      ]);
+    }
+  });
+
+  it('the new name is cut to 256 UTF-8 bytes at a character boundary', async () => {
+    const pair = await ringingCall(stack.url);
+    const res = await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'é'.repeat(200) });
+    expect(res.status).toBe(200);
+    expect(res.json.caller.displayName).toBe('é'.repeat(128));
+  });
+
+  it('after the answer only the answering installation is told', async () => {
+    const url = stack.url;
+    const pair = await acceptedCall(url);
+    const tablet = sibling(url, pair.callee);
+    const [c1, c2] = await Promise.all([headCursor(pair.callee), headCursor(tablet)]);
+    const res = await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'Renamed' });
+    expect(res.status).toBe(200);
+    const events = await eventsUntil(pair.callee, c1, (e) => e.length >= 1);
+    expect(events.map((e) => e.type)).toEqual(['call.renamed']);
+    await sleep(300);
+    expect(await eventsUntil(tablet, c2, () => true)).toEqual([]);
+  });
+
+  it('only the caller may rename (403); an ended call is returned unchanged; bad names are 400', async () => {
+    const pair = await ringingCall(stack.url);
+    expectProblem(
+      await pair.callee.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'x' }),
+      'forbidden',
+      'only the caller can rename a call',
+    );
+    expectProblem(
+      await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: '   ' }),
+      'invalid_request',
+      'displayName: must not be empty',
+    );
+    await end(pair.caller, pair.callId, 'localHangup');
+    const res = await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'Late' });
+    expect(res.status).toBe(200);
+    expect(res.json.state).toBe('ended');
+    expect(res.json.caller.displayName).not.toBe('Late');
+  });
+});
