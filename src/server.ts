@@ -6,6 +6,7 @@ import { ApiError } from './http/errors.js';
 import { connectRedis, isRedisUnavailable } from './redis/connection.js';
 import { scriptObserver, scriptSources } from './redis/scripts.js';
 import { createTokenVerifier } from './auth/verifier.js';
+import { FailureCounter, RedisRateLimiter } from './limits/rateLimiter.js';
 import { CallStore } from './calls/store.js';
 import { PushRegistry } from './push/registry.js';
 import type { ApiDeps } from './http/deps.js';
@@ -78,13 +79,24 @@ export async function startServer(
       operationTtlMs: config.IDEMPOTENCY_TTL_MS,
       callWaiting: config.CALL_WAITING,
     }),
-    verify: createTokenVerifier({
-      secret: config.AUTH_JWT_SECRET,
-      publicKeyPem: config.AUTH_JWT_PUBLIC_KEY,
-      jwksUrl: config.AUTH_JWKS_URL,
-      issuer: config.AUTH_ISSUER,
-      audience: config.AUTH_AUDIENCE,
-    }),
+    auth: {
+      verify: createTokenVerifier({
+        secret: config.AUTH_JWT_SECRET,
+        publicKeyPem: config.AUTH_JWT_PUBLIC_KEY,
+        jwksUrl: config.AUTH_JWKS_URL,
+        issuer: config.AUTH_ISSUER,
+        audience: config.AUTH_AUDIENCE,
+      }),
+      failures: config.RATE_AUTH_FAILURES_PER_MIN > 0 ? new FailureCounter({ limit: config.RATE_AUTH_FAILURES_PER_MIN, windowMs: 60_000 }) : undefined,
+    },
+    limits: {
+      callCreates:
+        config.RATE_CALL_CREATES_PER_MIN > 0 ? new RedisRateLimiter(redis, { limit: config.RATE_CALL_CREATES_PER_MIN, windowMs: 60_000 }) : undefined,
+      pushTokenWrites:
+        config.RATE_PUSH_TOKEN_WRITES_PER_HOUR > 0
+          ? new RedisRateLimiter(redis, { limit: config.RATE_PUSH_TOKEN_WRITES_PER_HOUR, windowMs: 3_600_000 })
+          : undefined,
+    },
     pushRegistry: new PushRegistry(redis, ks),
     eventLog: new EventLog(redis, {
       ...ks,
@@ -119,8 +131,10 @@ export async function startServer(
   if (config.ROLES.includes('gateway')) {
     const subscriber = connectRedis(redisUrl, 'subscriber', 'calling-backend');
     await subscriber.connect();
-    gateway = new Gateway(subscriber, deps.eventLog, deps.verify, logger, {
+    gateway = new Gateway(subscriber, deps.eventLog, deps.auth, logger, {
       ...ks,
+      messagesPer10s: config.RATE_WS_MESSAGES_PER_10S,
+      clientIpHeader: config.CLIENT_IP_HEADER,
       idleTimeoutS: config.WS_IDLE_TIMEOUT_S,
       maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
       maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
@@ -131,6 +145,7 @@ export async function startServer(
     const g = gateway;
     metrics.gauge('ws_open_sockets', 'Open signaling WebSockets', () => g.openSockets());
     metrics.countersFrom('ws_events_sent_total', 'Events sent over signaling', [], () => [[[], g.stats.eventsSent]]);
+    metrics.countersFrom('ws_rate_limited_total', 'Sockets closed for too many client messages (4029)', [], () => [[[], g.stats.rateLimited]]);
     metrics.countersFrom('ws_slow_consumers_closed_total', 'Sockets closed as slow consumers (4008)', [], () => [[[], g.stats.slowConsumersClosed]]);
     closers.push(async () => {
       gateway?.closeAll();
@@ -203,6 +218,7 @@ export async function startServer(
   const inFlight = { count: 0 };
   mountRoutes(app, routes, {
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    clientIpHeader: config.CLIENT_IP_HEADER,
     inFlight,
     onResponse: (ctx, route, status, startedAt) => {
       const method = ctx.method.toUpperCase();

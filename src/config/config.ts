@@ -65,6 +65,14 @@ export const configSchema = z
     /** Bytes a socket may have queued before it counts as a slow consumer and is closed (4008). */
     WS_MAX_BACKPRESSURE_BYTES: int(256 * 1024, 1024),
 
+    /** Abuse limits (0 turns one off). */
+    RATE_CALL_CREATES_PER_MIN: int(60, 0),
+    RATE_PUSH_TOKEN_WRITES_PER_HOUR: int(60, 0),
+    RATE_WS_MESSAGES_PER_10S: int(50, 0),
+    RATE_AUTH_FAILURES_PER_MIN: int(30, 0),
+    /** Behind a proxy: the header carrying the client address (first entry), e.g. x-forwarded-for. */
+    CLIENT_IP_HEADER: z.string().regex(/^[a-z0-9-]{1,64}$/, 'a lower-case header name').optional(),
+
     PUSH_CONCURRENCY: int(64, 1, 10_000),
     TIMER_CONCURRENCY: int(32, 1, 10_000),
 

@@ -5,8 +5,12 @@ import type { EventLog } from '../events/eventLog.js';
 import type { LiveMessage } from '../events/eventLog.js';
 import { compareStreamIds, decodeCursor, encodeCursor, type Cursor } from '../events/cursor.js';
 import { isForInstallation } from '../events/audience.js';
-import { bearerToken, type TokenVerifier } from '../auth/verifier.js';
-import { AuthError } from '../auth/principal.js';
+import { bearerToken } from '../auth/verifier.js';
+import { checkToken, type AuthGuard } from '../auth/guard.js';
+import { TokenBucket } from '../limits/rateLimiter.js';
+import { ApiError, errorCatalogue, problemBody } from '../http/errors.js';
+import { rateLimited } from '../http/request.js';
+import { clientAddress } from '../http/clientAddress.js';
 import type { Logger } from '../util/logger.js';
 import { LiveSubscriptions } from './liveSubscriptions.js';
 import {
@@ -34,6 +38,9 @@ export interface GatewaySettings extends KeySpace {
   maxBackpressureBytes: number;
   /** Page size of log reads while catching up. */
   readBatch: number;
+  /** Client messages allowed per 10 s per socket (0: no limit). */
+  messagesPer10s: number;
+  clientIpHeader: string | undefined;
 }
 
 interface SocketData {
@@ -49,6 +56,8 @@ interface SocketData {
   /** Cursor given at connect (only until the first sync). */
   startCursor: Cursor | undefined;
   closed: boolean;
+  /** Client-message rate limit, created on the first message. */
+  messages: TokenBucket | undefined;
 }
 
 type Socket = WebSocket<SocketData>;
@@ -58,18 +67,19 @@ export interface GatewayStats {
   eventsSent: number;
   slowConsumersClosed: number;
   tokensExpired: number;
+  rateLimited: number;
 }
 
 export class Gateway {
   private readonly sockets = new Set<Socket>();
   private readonly live: LiveSubscriptions<Socket>;
   private sweepTimer: NodeJS.Timeout | undefined;
-  readonly stats: GatewayStats = { open: 0, eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0 };
+  readonly stats: GatewayStats = { open: 0, eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0 };
 
   constructor(
     subscriber: Redis,
     private readonly eventLog: EventLog,
-    private readonly verify: TokenVerifier,
+    private readonly auth: AuthGuard,
     private readonly logger: Logger,
     private readonly settings: GatewaySettings,
   ) {
@@ -103,54 +113,55 @@ export class Gateway {
         const rawCursor = query.get('cursor');
         const { encoding, protocol } = negotiate(protocols);
 
-        const reject = (status: string, detail: string) => {
+        const remoteAddress = clientAddress(res, req, this.settings.clientIpHeader);
+        const reject = (err: ApiError) => {
           if (aborted) return;
           res.cork(() => {
-            res
-              .writeStatus(status)
-              .writeHeader('content-type', 'application/problem+json')
-              .end(JSON.stringify({ type: 'about:blank', title: status.slice(4), status: Number(status.slice(0, 3)), detail, code: status.startsWith('401') ? 'unauthorized' : 'invalid_request' }));
+            res.writeStatus(`${err.status} ${errorCatalogue[err.code].title}`).writeHeader('content-type', 'application/problem+json');
+            for (const [k, v] of Object.entries(err.headers)) res.writeHeader(k, v);
+            res.end(problemBody(err));
           });
         };
         const startCursor = rawCursor ? decodeCursor(rawCursor) : undefined;
         if (rawCursor && !startCursor) {
-          reject('400 Bad Request', 'cursor: not a cursor issued by this server');
+          reject(new ApiError('invalid_request', 'cursor: not a cursor issued by this server'));
           return;
         }
         if (!token) {
-          reject('401 Unauthorized', 'missing token; send "Authorization: Bearer <token>" or ?access_token=');
+          reject(new ApiError('unauthorized', 'missing token; send "Authorization: Bearer <token>" or ?access_token='));
           return;
         }
-        Promise.resolve()
-          .then(() => this.verify(token))
-          .then(
-            (principal) => {
-              if (aborted) return;
-              if (principal.expiresAtMs <= Date.now()) {
-                reject('401 Unauthorized', 'token expired');
-                return;
-              }
-              const data: SocketData = {
-                userId: principal.userId,
-                installationId: principal.installationId,
-                expiresAtMs: principal.expiresAtMs,
-                encoding,
-                epoch: '',
-                lastId: '0-0',
-                pending: [],
-                startCursor,
-                closed: false,
-              };
-              res.cork(() => res.upgrade(data, key, protocol, extensions, context));
-            },
-            (err: unknown) => {
-              if (err instanceof AuthError) reject('401 Unauthorized', err.message);
-              else {
-                this.logger.error({ err }, 'signaling upgrade failed');
-                reject('500 Internal Server Error', 'internal error');
-              }
-            },
-          );
+        checkToken(this.auth, token, remoteAddress).then(
+          (result) => {
+            if (aborted) return;
+            if (!result.ok) {
+              reject(
+                result.kind === 'rate_limited'
+                  ? rateLimited('too many failed authentications from this address', result.retryAfterMs)
+                  : new ApiError('unauthorized', result.detail),
+              );
+              return;
+            }
+            const principal = result.principal;
+            const data: SocketData = {
+              userId: principal.userId,
+              installationId: principal.installationId,
+              expiresAtMs: principal.expiresAtMs,
+              encoding,
+              epoch: '',
+              lastId: '0-0',
+              pending: [],
+              startCursor,
+              closed: false,
+              messages: undefined,
+            };
+            res.cork(() => res.upgrade(data, key, protocol, extensions, context));
+          },
+          (err: unknown) => {
+            this.logger.error({ err }, 'signaling upgrade failed');
+            reject(new ApiError('internal', 'internal error'));
+          },
+        );
       },
       open: (ws) => {
         this.sockets.add(ws);
@@ -159,6 +170,16 @@ export class Gateway {
       },
       message: (ws, message, isBinary) => {
         const data = ws.getUserData();
+        if (this.settings.messagesPer10s > 0) {
+          // Created on the first message, so idle sockets carry no bucket.
+          data.messages ??= new TokenBucket({ limit: this.settings.messagesPer10s, windowMs: 10_000 });
+          if (!data.messages.take().allowed) {
+            this.stats.rateLimited++;
+            data.closed = true;
+            ws.end(CLOSE.rateLimited, 'too many messages; reconnect after a pause');
+            return;
+          }
+        }
         const msg = decodeClientMessage(data.encoding, message, isBinary);
         if (!msg) {
           this.send(ws, { type: 'error', code: 'bad_message', detail: 'expected {"type":"ping"}' });

@@ -1,6 +1,7 @@
 import type { Config } from '../config/config.js';
 import type { CallStore } from '../calls/store.js';
-import type { TokenVerifier } from '../auth/verifier.js';
+import type { AuthGuard } from '../auth/guard.js';
+import type { RedisRateLimiter } from '../limits/rateLimiter.js';
 import type { PushRegistry } from '../push/registry.js';
 import type { EventLog } from '../events/eventLog.js';
 
@@ -8,7 +9,9 @@ import type { EventLog } from '../events/eventLog.js';
 export interface ApiDeps {
   config: Config;
   calls: CallStore;
-  verify: TokenVerifier;
+  auth: AuthGuard;
+  /** Per-user call creation and per-installation push-token writes (undefined: no limit). */
+  limits: { callCreates: RedisRateLimiter | undefined; pushTokenWrites: RedisRateLimiter | undefined };
   pushRegistry: PushRegistry;
   eventLog: EventLog;
 }

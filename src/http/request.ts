@@ -1,22 +1,24 @@
 import type { z } from 'zod';
 import { ApiError } from './errors.js';
 import type { RequestContext } from './router.js';
-import { bearerToken, type TokenVerifier } from '../auth/verifier.js';
-import { AuthError, type Principal } from '../auth/principal.js';
+import { bearerToken } from '../auth/verifier.js';
+import type { Principal } from '../auth/principal.js';
+import { checkToken, type AuthGuard } from '../auth/guard.js';
 
-/** Verifies the bearer token of a request; 401 with a precise detail otherwise. */
-export async function authenticate(ctx: RequestContext, verify: TokenVerifier): Promise<Principal> {
+/** Verifies the bearer token of a request; 401 with a precise detail, or 429 for an address over its failure limit. */
+export async function authenticate(ctx: RequestContext, guard: AuthGuard): Promise<Principal> {
   if (ctx.authorization === '') throw unauthorized('missing Authorization header; send "Authorization: Bearer <token>"');
   const token = bearerToken(ctx.authorization);
   if (!token) throw unauthorized('Authorization header must use the Bearer scheme');
-  try {
-    const principal = await verify(token);
-    if (principal.expiresAtMs <= Date.now()) throw new AuthError('token expired');
-    return principal;
-  } catch (err) {
-    if (err instanceof AuthError) throw unauthorized(err.message);
-    throw err;
-  }
+  const result = await checkToken(guard, token, ctx.remoteAddress);
+  if (result.ok) return result.principal;
+  if (result.kind === 'rate_limited') throw rateLimited('too many failed authentications from this address', result.retryAfterMs);
+  throw unauthorized(result.detail);
+}
+
+/** 429 with `retry-after` in whole seconds (at least 1). */
+export function rateLimited(detail: string, retryAfterMs: number): ApiError {
+  return new ApiError('rate_limited', detail, {}, { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
 }
 
 function unauthorized(detail: string): ApiError {

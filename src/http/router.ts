@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { ApiError, problemBody } from './errors.js';
+import { clientAddress } from './clientAddress.js';
 
 /**
  * The one layer that touches raw uWS HTTP objects. It copies what handlers need from `req`
@@ -48,6 +49,8 @@ export interface RouterOptions {
   onError: (err: unknown, ctx: RequestContext) => void;
   /** Maps an error thrown by a handler to an ApiError when it knows it (e.g. Redis down). */
   classifyError?: (err: unknown) => ApiError | undefined;
+  /** CLIENT_IP_HEADER: where the client address is when behind a proxy. */
+  clientIpHeader?: string | undefined;
   /** Requests being handled right now (graceful shutdown waits for it to reach 0). */
   inFlight?: { count: number };
 }
@@ -97,7 +100,7 @@ export function problemReply(err: ApiError): Reply {
   return { status: err.status, body: problemBody(err), contentType: 'application/problem+json', headers: err.headers };
 }
 
-function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number): RequestContext {
+function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number, clientIpHeader?: string): RequestContext {
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
   const incomingId = req.getHeader('x-request-id');
@@ -109,7 +112,7 @@ function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number)
     authorization: req.getHeader('authorization'),
     contentType: req.getHeader('content-type'),
     requestId: /^[A-Za-z0-9._:-]{1,128}$/.test(incomingId) ? incomingId : randomUUID(),
-    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+    remoteAddress: clientAddress(res, req, clientIpHeader),
     body: undefined,
   };
 }
@@ -153,7 +156,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
       res.onAborted(() => {
         state.aborted = true;
       });
-      const ctx = captureContext(res, req, paramCount);
+      const ctx = captureContext(res, req, paramCount, opts.clientIpHeader);
       const declared = Number(req.getHeader('content-length') || '0');
       if (opts.inFlight) opts.inFlight.count++;
       const finish = (reply: Reply, closeConnection = false) => {

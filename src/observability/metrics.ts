@@ -27,12 +27,6 @@ export class Metrics {
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25],
     registers: [this.registry],
   });
-  readonly rateLimited = new Counter({
-    name: 'rate_limited_total',
-    help: 'Requests or messages refused by an abuse limit',
-    labelNames: ['limit'] as const,
-    registers: [this.registry],
-  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });

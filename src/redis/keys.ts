@@ -45,8 +45,9 @@ export const keys = {
   /** The callId of the user's accepted call, if any (busy detection; kept by the relay). */
   activeCall: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:active`,
   /** Fixed-window rate-limit counters. */
-  rateLimit: (ks: KeySpace, scope: 'create' | 'pushToken', id: string) =>
-    scope === 'create' ? `${ks.prefix}:{u:${id}}:rl:create` : `${ks.prefix}:rl:pushToken:${id}`,
+  callCreateLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:create`,
+  pushTokenWriteLimit: (ks: KeySpace, userId: string, installationId: string) =>
+    `${ks.prefix}:{u:${userId}}:rl:push:${installationId}`,
   eventLog: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:log`,
   eventLogMeta: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:logmeta`,
   /** Pub/Sub channel gateways subscribe to for a user's live events. */

@@ -38,7 +38,9 @@ function installExitHook(): void {
 /**
  * Starts a server with PORT=0, HOST=127.0.0.1, LOG_LEVEL=info, the test JWT secret and `env`
  * (which must carry REDIS_URL). Configuration variables inherited from the outer environment are
- * dropped so that only what a test sets applies.
+ * dropped so that only what a test sets applies. The abuse limits are off unless a test sets
+ * them: every test client shares 127.0.0.1, and suites create many calls and bad tokens on purpose
+ * (test/integration/abuse-limits.test.ts covers the limits).
  */
 export async function startServer(env: Record<string, string>): Promise<TestServer> {
   if (!env.REDIS_URL) throw new Error('startServer: REDIS_URL is required');
@@ -52,6 +54,10 @@ export async function startServer(env: Record<string, string>): Promise<TestServ
     HOST: '127.0.0.1',
     AUTH_JWT_SECRET: TEST_JWT_SECRET,
     LOG_LEVEL: 'info',
+    RATE_CALL_CREATES_PER_MIN: '0',
+    RATE_PUSH_TOKEN_WRITES_PER_HOUR: '0',
+    RATE_WS_MESSAGES_PER_10S: '0',
+    RATE_AUTH_FAILURES_PER_MIN: '0',
     ...env,
   });
 

@@ -12,7 +12,7 @@ export function answerCallRoute(deps: ApiDeps): Route {
     method: 'post',
     pattern: '/v1/calls/:id/answer',
     handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.verify);
+      const me = await authenticate(ctx, deps.auth);
       const callId = parseParam('id', ctx.params[0]!, opaqueId);
       const body = parseJsonBody(ctx, answerCallBody);
       if (body.installationId !== me.installationId) {

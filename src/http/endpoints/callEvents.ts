@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Route } from '../router.js';
 import { authenticate } from '../request.js';
 import { ApiError } from '../errors.js';
-import type { TokenVerifier } from '../../auth/verifier.js';
+import type { AuthGuard } from '../../auth/guard.js';
 import type { EventLog } from '../../events/eventLog.js';
 import { decodeCursor } from '../../events/cursor.js';
 
@@ -13,12 +13,12 @@ const limitSchema = z.coerce.number().int().min(1).max(500);
  * the next cursor. Without a cursor: no history, `nextCursor` at the head. A cursor older than
  * the log's retention, or from before a reset, gets an explicit gap.
  */
-export function callEventsRoute(deps: { verify: TokenVerifier; eventLog: EventLog }): Route {
+export function callEventsRoute(deps: { auth: AuthGuard; eventLog: EventLog }): Route {
   return {
     method: 'get',
     pattern: '/v1/call-events',
     handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.verify);
+      const me = await authenticate(ctx, deps.auth);
       const q = new URLSearchParams(ctx.query);
       const rawCursor = q.get('cursor');
       const cursor = rawCursor ? decodeCursor(rawCursor) : undefined;

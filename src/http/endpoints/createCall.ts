@@ -1,6 +1,7 @@
 import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
-import { authenticate, parseJsonBody } from '../request.js';
+import { authenticate, parseJsonBody, rateLimited } from '../request.js';
+import { keys } from '../../redis/keys.js';
 import { createCallBody } from '../schemas.js';
 import { ApiError } from '../errors.js';
 import { fingerprint } from '../../calls/store.js';
@@ -13,9 +14,13 @@ export function createCallRoute(deps: ApiDeps): Route {
     method: 'post',
     pattern: '/v1/calls',
     handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.verify);
+      const me = await authenticate(ctx, deps.auth);
       const body = parseJsonBody(ctx, createCallBody);
       if (body.calleeUserId === me.userId) throw new ApiError('invalid_request', 'calleeUserId: you cannot call yourself');
+      if (deps.limits.callCreates) {
+        const d = await deps.limits.callCreates.hit(keys.callCreateLimit(deps.calls.settings, me.userId));
+        if (!d.allowed) throw rateLimited('too many calls created by this user; retry later', d.retryAfterMs);
+      }
       const outcome = await deps.calls.create({
         callId: body.callId,
         callerUserId: me.userId,

@@ -11,7 +11,7 @@ export function endCallRoute(deps: ApiDeps): Route {
     method: 'post',
     pattern: '/v1/calls/:id/end',
     handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.verify);
+      const me = await authenticate(ctx, deps.auth);
       const callId = parseParam('id', ctx.params[0]!, opaqueId);
       const body = parseJsonBody(ctx, endCallBody);
       const outcome = await deps.calls.end({

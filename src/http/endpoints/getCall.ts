@@ -10,7 +10,7 @@ export function getCallRoute(deps: ApiDeps): Route {
     method: 'get',
     pattern: '/v1/calls/:id',
     handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.verify);
+      const me = await authenticate(ctx, deps.auth);
       const callId = parseParam('id', ctx.params[0]!, opaqueId);
       return callReply(await deps.calls.read(callId, me.userId), me.userId);
     },

@@ -20,7 +20,7 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
     method: 'post',
     pattern: '/v1/calls/:id/media-session',
     handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.verify);
+      const me = await authenticate(ctx, deps.auth);
       const callId = parseParam('id', ctx.params[0]!, opaqueId);
       const body = parseJsonBody(ctx, mediaSessionBody, true);
       let outcome: Outcome = await deps.calls.read(callId, me.userId);

@@ -1,6 +1,7 @@
 import type { ApiDeps } from '../deps.js';
 import type { RequestContext, Route } from '../router.js';
-import { authenticate, parseJsonBody, parseParam } from '../request.js';
+import { authenticate, parseJsonBody, parseParam, rateLimited } from '../request.js';
+import { keys } from '../../redis/keys.js';
 import { principalId, pushTokenBody, pushTokenKind } from '../schemas.js';
 import { ApiError } from '../errors.js';
 import { tokenSuffix } from '../../push/registry.js';
@@ -24,7 +25,7 @@ export function putPushTokenRoute(deps: ApiDeps): Route {
     method: 'put',
     pattern: PATTERN,
     handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.verify);
+      const me = await authenticate(ctx, deps.auth);
       const { installationId, kind } = target(ctx, me);
       const body = parseJsonBody(ctx, pushTokenBody);
       if (kind === 'iosVoip' && body.iosEnvironment === undefined) {
@@ -35,6 +36,10 @@ export function putPushTokenRoute(deps: ApiDeps): Route {
       }
       if (kind === 'iosVoip' && !/^[0-9a-fA-F]{64,200}$/.test(body.token)) {
         throw new ApiError('invalid_request', 'token: an iosVoip token is the device token in hexadecimal (at least 64 digits)');
+      }
+      if (deps.limits.pushTokenWrites) {
+        const d = await deps.limits.pushTokenWrites.hit(keys.pushTokenWriteLimit(deps.calls.settings, me.userId, installationId));
+        if (!d.allowed) throw rateLimited('too many push token writes from this installation; retry later', d.retryAfterMs);
       }
       const saved = await deps.pushRegistry.register({
         userId: me.userId,
@@ -65,7 +70,7 @@ export function deletePushTokenRoute(deps: ApiDeps): Route {
     method: 'del',
     pattern: PATTERN,
     handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.verify);
+      const me = await authenticate(ctx, deps.auth);
       const { installationId, kind } = target(ctx, me);
       await deps.pushRegistry.remove(me.userId, installationId, kind);
       return { status: 204 };

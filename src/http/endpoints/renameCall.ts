@@ -15,7 +15,7 @@ export function renameCallRoute(deps: ApiDeps): Route {
     method: 'post',
     pattern: '/v1/calls/:id/rename',
     handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.verify);
+      const me = await authenticate(ctx, deps.auth);
       const callId = parseParam('id', ctx.params[0]!, opaqueId);
       const body = parseJsonBody(ctx, renameCallBody);
       const displayName = displayNameFor(body.displayName);

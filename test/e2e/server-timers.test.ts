@@ -1,0 +1,91 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startStack, type Stack } from '../support/stack.js';
+import { getCall, uid } from '../support/fixtures.js';
+import { TEST_JWT_SECRET, claims, hmacJwt, tokenFor } from '../support/tokens.js';
+import { connect, upgradeStatus, UpgradeRejected } from '../support/ws-client.js';
+import { Sockets, createCall, endedAt, expectEnded, expectInvited, online, settle, user } from './helpers.js';
+
+/**
+ * What the server does on its own, without any request: the ring timer ends an unanswered call
+ * (spec 3 "server timer at expiresAtMs") and tells both sides; a socket whose session token
+ * expires is closed with 4001.
+ */
+
+let stack: Stack;
+let url: string;
+const sockets = new Sockets();
+
+beforeAll(async () => {
+  stack = await startStack({ RING_TIMEOUT_MS: '1000' });
+  url = stack.url;
+});
+
+afterEach(async () => {
+  await sockets.closeAll();
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('ring timeout', () => {
+  it('an unanswered call ends by the server’s timer: every installation of both sides gets unanswered, with no request made', async () => {
+    const [a1, a2] = sockets.add(await online(user(url, 2), url)) as [any, any];
+    const [b1, b2] = sockets.add(await online(user(url, 2), url)) as [any, any];
+    const call = await createCall(a1, b1.userId);
+    expect(call.snapshot.expiresAtMs - call.snapshot.createdAtMs).toBe(1000);
+
+    // No request touches the call from here on: only the server's timer can end it.
+    const [ea1, ea2, eb1, eb2] = await settle(
+      [
+        [a1, 1],
+        [a2, 1],
+        [b1, 2],
+        [b2, 2],
+      ],
+      10_000,
+    );
+    expectInvited(eb1![0]!, call);
+    const forCaller = ea1![0]!;
+    const forCallee = eb1![1]!;
+    expect(forCaller.type).toBe('call.ended');
+    expect(forCaller.reason).toBe('unanswered');
+    expect(forCallee.reason).toBe('unanswered');
+    expect(forCaller.occurredAtMs as number).toBeGreaterThanOrEqual(call.snapshot.expiresAtMs as number);
+    expect(ea2![0]).toEqual(forCaller);
+    expect(eb2![1]).toEqual(forCallee);
+    expect(forCaller.eventId).not.toBe(forCallee.eventId);
+
+    // The stored call agrees with what was sent.
+    const snap = await getCall(a1, call.callId);
+    expect(snap.json.state).toBe('ended');
+    expect(snap.json.endReason).toBe('unanswered');
+    expectEnded(forCaller, 'unanswered', endedAt(snap.json));
+    expectEnded(forCallee, 'unanswered', endedAt(snap.json));
+  });
+});
+
+describe('session token expiry', () => {
+  it('a socket whose token expires is closed with 4001, not before the expiry; the expired token is then refused', async () => {
+    const id = { userId: uid('user'), installationId: uid('inst') };
+    const c = claims(id, 2);
+    const token = hmacJwt('HS256', TEST_JWT_SECRET, c);
+    const ws = sockets.track(await connect(url, token, { name: 'short-lived' }));
+    const expiresAtMs = (c.exp as number) * 1000;
+
+    const closed = await ws.closed;
+    const closedAt = Date.now();
+    expect(closed.code).toBe(4001);
+    expect(closedAt).toBeGreaterThanOrEqual(expiresAtMs);
+    // Generous bound: the sweep runs every second.
+    expect(closedAt - expiresAtMs).toBeLessThan(5000);
+
+    const again = await upgradeStatus(url, token);
+    expect(again).toBeInstanceOf(UpgradeRejected);
+    expect((again as UpgradeRejected).status).toBe(401);
+
+    // The device resumes with a fresh token and its last cursor.
+    const fresh = sockets.track(await connect(url, tokenFor(id), { cursor: ws.lastCursor!, name: 'fresh' }));
+    expect(fresh.frames.map((f) => f.type)).toEqual(['synced']);
+  }, 15_000);
+});

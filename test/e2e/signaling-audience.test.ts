@@ -1,0 +1,243 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startStack, type Stack } from '../support/stack.js';
+import { answer, end } from '../support/fixtures.js';
+import {
+  Sockets,
+  acceptedAt,
+  createCall,
+  endedAt,
+  expectAccepted,
+  expectEnded,
+  expectInvited,
+  online,
+  settle,
+  user,
+} from './helpers.js';
+
+/**
+ * Who receives what (spec section 3, README "Who receives what"), over real WebSockets: every
+ * user has several installations online, and for each transition each installation must get
+ * exactly its events (payloads exactly as spec 2.5 / 2.6) and nothing else within a quiet period.
+ * The ring timeout is in server-timers.test.ts (it needs a short RING_TIMEOUT_MS).
+ */
+
+let stack: Stack;
+let url: string;
+const sockets = new Sockets();
+
+beforeAll(async () => {
+  stack = await startStack();
+  url = stack.url;
+});
+
+afterEach(async () => {
+  await sockets.closeAll();
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+/** Caller with two installations (the first one places calls), callee with `calleeDevices`. */
+async function parties(calleeDevices = 2) {
+  const [a1, a2] = sockets.add(await online(user(url, 2, 'Alice Caller'), url));
+  const callees = sockets.add(await online(user(url, calleeDevices), url));
+  return { a1: a1!, a2: a2!, callees };
+}
+
+describe('signaling audience per transition', () => {
+  it('create: every callee installation gets call.invited; the caller’s installations get nothing', async () => {
+    const { a1, a2, callees } = await parties(2);
+    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
+
+    const call = await createCall(a1, b1.userId, { video: true });
+
+    const [e1, e2] = await settle([
+      [b1, 1],
+      [b2, 1],
+      [a1, 0],
+      [a2, 0],
+    ]);
+    expectInvited(e1![0]!, call);
+    expect(e1![0]!.video).toBe(true);
+    expect(e1![0]!.displayName).toBe('Alice Caller');
+    expect(e1![0]!.handle).toBe(`app:${encodeURIComponent(a1.userId)}`);
+    // The same log entry reaches both installations: same payload, same cursor.
+    expect(e2![0]).toEqual(e1![0]);
+    expect(b2.ws.eventFrames()[0]!.cursor).toBe(b1.ws.eventFrames()[0]!.cursor);
+  });
+
+  it('answer: caller’s installations get call.accepted; the callee’s other installations (also one that got 409) get answeredElsewhere; the winner gets nothing', async () => {
+    const { a1, a2, callees } = await parties(3);
+    const [b1, b2, b3] = callees as [(typeof callees)[0], (typeof callees)[0], (typeof callees)[0]];
+    const call = await createCall(a1, b1.userId);
+    await Promise.all([b1, b2, b3].map((b) => b.ws.waitForEvents(1)));
+
+    const won = await answer(b1, call.callId);
+    expect(won.status, won.text).toBe(200);
+    // b2 tries too and loses: it must still be told to stop ringing (spec 6 rule 3).
+    const lost = await answer(b2, call.callId);
+    expect(lost.status, lost.text).toBe(409);
+    expect(lost.json.code).toBe('answer_conflict');
+
+    const [ea1, ea2, eb1, eb2, eb3] = await settle([
+      [a1, 1],
+      [a2, 1],
+      [b1, 1],
+      [b2, 2],
+      [b3, 2],
+    ]);
+    expectAccepted(ea1![0]!, won.json);
+    expect(ea1![0]!.answeredByInstallationId).toBe(b1.installationId);
+    expect(ea2![0]).toEqual(ea1![0]);
+    expect(eb1!.map((e) => e.type)).toEqual(['call.invited']);
+    for (const events of [eb2!, eb3!]) {
+      expectInvited(events[0]!, call);
+      expectEnded(events[1]!, 'answeredElsewhere', acceptedAt(won.json));
+    }
+    expect(eb3![1]).toEqual(eb2![1]);
+    // Each audience's event has its own identity.
+    expect(ea1![0]!.eventId).not.toBe(eb2![1]!.eventId);
+  });
+
+  it('caller cancels before the answer: every callee installation gets callerCancelled; the caller’s installations get nothing', async () => {
+    const { a1, a2, callees } = await parties(2);
+    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
+    const call = await createCall(a1, b1.userId);
+    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+
+    const cancelled = await end(a1, call.callId, 'localHangup');
+    expect(cancelled.status, cancelled.text).toBe(200);
+    expect(cancelled.json.state).toBe('ended');
+
+    const [eb1, eb2] = await settle([
+      [b1, 2],
+      [b2, 2],
+      [a1, 0],
+      [a2, 0],
+    ]);
+    expectEnded(eb1![1]!, 'callerCancelled', endedAt(cancelled.json));
+    expect(eb2![1]).toEqual(eb1![1]);
+  });
+
+  it('callee declines: the caller’s installations and the callee’s other installations get declined; the declining installation gets nothing', async () => {
+    const { a1, a2, callees } = await parties(2);
+    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
+    const call = await createCall(a1, b1.userId);
+    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+
+    const declined = await end(b1, call.callId, 'declined');
+    expect(declined.status, declined.text).toBe(200);
+
+    const [ea1, ea2, eb1, eb2] = await settle([
+      [a1, 1],
+      [a2, 1],
+      [b1, 1],
+      [b2, 2],
+    ]);
+    expectEnded(ea1![0]!, 'declined', endedAt(declined.json));
+    expect(ea2![0]).toEqual(ea1![0]);
+    expect(eb1!.map((e) => e.type)).toEqual(['call.invited']);
+    expectEnded(eb2![1]!, 'declined', endedAt(declined.json));
+    expect(eb2![1]!.eventId).not.toBe(ea1![0]!.eventId);
+  });
+
+  it('callee’s localHangup while ringing is a decline for everyone else', async () => {
+    const { a1, a2, callees } = await parties(2);
+    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
+    const call = await createCall(a1, b1.userId);
+    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+
+    const ended = await end(b2, call.callId, 'localHangup');
+    expect(ended.status, ended.text).toBe(200);
+
+    const [ea1, , , eb1] = await settle([
+      [a1, 1],
+      [a2, 1],
+      [b2, 1],
+      [b1, 2],
+    ]);
+    expectEnded(ea1![0]!, 'declined', endedAt(ended.json));
+    expectEnded(eb1![1]!, 'declined', endedAt(ended.json));
+  });
+
+  it('caller hangs up after the answer: only the answering installation gets remoteEnded', async () => {
+    const { a1, a2, callees } = await parties(2);
+    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
+    const call = await createCall(a1, b1.userId);
+    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const won = await answer(b2, call.callId);
+    expect(won.status, won.text).toBe(200);
+    await settle([
+      [a1, 1],
+      [a2, 1],
+      [b1, 2],
+      [b2, 1],
+    ]);
+
+    const hungUp = await end(a1, call.callId, 'localHangup');
+    expect(hungUp.status, hungUp.text).toBe(200);
+    expect(hungUp.json.state).toBe('ended');
+
+    const [eb2] = await settle([
+      [b2, 2],
+      [b1, 2],
+      [a1, 1],
+      [a2, 1],
+    ]);
+    expectEnded(eb2![1]!, 'remoteEnded', endedAt(hungUp.json));
+    // b1 saw only its invitation and answeredElsewhere.
+    expect(b1.ws.events().map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
+  });
+
+  it('callee hangs up after the answer: the caller’s installations get remoteEnded; no callee installation gets anything', async () => {
+    const { a1, a2, callees } = await parties(2);
+    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
+    const call = await createCall(a1, b1.userId);
+    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const won = await answer(b1, call.callId);
+    expect(won.status, won.text).toBe(200);
+    await settle([
+      [a1, 1],
+      [a2, 1],
+      [b1, 1],
+      [b2, 2],
+    ]);
+
+    const hungUp = await end(b1, call.callId, 'localHangup');
+    expect(hungUp.status, hungUp.text).toBe(200);
+    expect(hungUp.json.state).toBe('ended');
+
+    const [ea1, ea2] = await settle([
+      [a1, 2],
+      [a2, 2],
+      [b1, 1],
+      [b2, 2],
+    ]);
+    expectEnded(ea1![1]!, 'remoteEnded', endedAt(hungUp.json));
+    expect(ea2![1]).toEqual(ea1![1]);
+  });
+
+  it('an end request that changes nothing (echo reason, or a repeat) sends no event', async () => {
+    const { a1, a2, callees } = await parties(2);
+    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
+    const call = await createCall(a1, b1.userId);
+    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+
+    // An echo of a backend-decided end never changes a call (spec 3, last paragraph).
+    const echo = await end(b1, call.callId, 'answeredElsewhere');
+    expect(echo.status, echo.text).toBe(200);
+    expect(echo.json.state).toBe('ringing');
+    const cancelled = await end(a1, call.callId, 'localHangup');
+    expect(cancelled.status).toBe(200);
+    const again = await end(a1, call.callId, 'localHangup');
+    expect(again.status).toBe(200);
+
+    await settle([
+      [b1, 2],
+      [b2, 2],
+      [a1, 0],
+      [a2, 0],
+    ]);
+  });
+});
