@@ -81,6 +81,13 @@ export class CallingClient {
     });
   }
 
+  rename(callId: string, input: { displayName: string; operationId?: string }): Promise<CallSnapshot> {
+    return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/rename`, {
+      displayName: input.displayName,
+      operationId: input.operationId ?? globalThis.crypto.randomUUID(),
+    });
+  }
+
   getCall(callId: string): Promise<CallSnapshot> {
     return this.request('GET', `/v1/calls/${encodeURIComponent(callId)}`);
   }
