@@ -223,7 +223,12 @@ export async function startServer(
     onResponse: (ctx, route, status, startedAt) => {
       const method = ctx.method.toUpperCase();
       metrics.httpRequests.inc({ route, method, status: String(status) });
-      metrics.httpDuration.observe({ route, method }, (performance.now() - startedAt) / 1000);
+      const seconds = (performance.now() - startedAt) / 1000;
+      metrics.httpDuration.observe({ route, method }, seconds);
+      // One line per request at debug; server-side failures also at warn. Never headers or bodies.
+      const line = { requestId: ctx.requestId, method, route, status, ms: Math.round(seconds * 1e4) / 10 };
+      if (status >= 500) logger.warn(line, 'request failed');
+      else logger.debug(line, 'request');
     },
     onError: (err, ctx) => logger.error({ err, requestId: ctx.requestId, path: ctx.path }, 'request failed'),
     classifyError: (err) =>
