@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REPO_ROOT } from '../support/server.js';
+import { configSchema } from '../../src/config/config.js';
+
+/**
+ * Issue 2 items 1-3: the quick start (`--dev` with an embedded Redis and printed tokens), the
+ * configuration check that names the bad variable, and the refusal to run on uWebSockets.js's
+ * slow `ws` fallback.
+ */
+
+interface Run {
+  code: number | null;
+  output: string;
+}
+
+/** Runs `node --import tsx src/main.ts [args]` with only the given config variables. */
+function runMain(env: Record<string, string>, args: string[] = [], untilOutput?: RegExp, timeoutMs = 30_000) {
+  const childEnv: Record<string, string> = {};
+  const configKeys = new Set(Object.keys(configSchema.shape));
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !configKeys.has(k)) childEnv[k] = v;
+  Object.assign(childEnv, env);
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], { cwd: REPO_ROOT, env: childEnv });
+  let output = '';
+  const onData = (d: Buffer) => {
+    output += d.toString();
+  };
+  child.stdout.on('data', onData);
+  child.stderr.on('data', onData);
+  const exited = new Promise<Run>((resolve) => child.on('exit', (code) => resolve({ code, output })));
+  const matched = untilOutput
+    ? new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no ${untilOutput} in output:\n${output}`)), timeoutMs);
+        const check = () => {
+          if (untilOutput.test(output)) {
+            clearTimeout(timer);
+            resolve(output);
+          }
+        };
+        child.stdout.on('data', check);
+        child.stderr.on('data', check);
+      })
+    : undefined;
+  return { child, exited, matched, output: () => output };
+}
+
+describe('start-up', () => {
+  it('a bad configuration value stops the process with exit code 2 and names the variable', async () => {
+    const { code, output } = await runMain({ PORT: 'eighty', RING_TIMEOUT_MS: '90000', AUTH_JWT_SECRET: 'x'.repeat(40), REDIS_URL: 'redis://127.0.0.1:1' }).exited;
+    expect(code).toBe(2);
+    expect(output).toMatch(/invalid configuration/);
+    expect(output).toMatch(/PORT: /);
+    expect(output).toMatch(/RING_TIMEOUT_MS: Too big/);
+  });
+
+  it('without a verification key and without --dev it refuses to start, naming AUTH_JWT_SECRET', async () => {
+    const { code, output } = await runMain({ REDIS_URL: 'redis://127.0.0.1:1' }).exited;
+    expect(code).toBe(2);
+    expect(output).toMatch(/AUTH_JWT_SECRET: set one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY or AUTH_JWKS_URL/);
+  });
+
+  it('refuses to run on the uWebSockets.js ws fallback unless allowed', async () => {
+    const { code, output } = await runMain({ UWS_USE_FALLBACK: '1', AUTH_JWT_SECRET: 'x'.repeat(40), REDIS_URL: 'redis://127.0.0.1:1' }).exited;
+    expect(code).toBe(1);
+    expect(output).toMatch(/uWebSockets\.js native binary did not load/);
+    expect(output).toMatch(/ALLOW_UWS_FALLBACK=true/);
+  });
+
+  it('quick start: --dev without REDIS_URL starts an embedded redis-server, prints working tokens, and stops it on SIGTERM', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'quickstart-'));
+    try {
+      const run = runMain({ PORT: '0', HOST: '127.0.0.1', EMBEDDED_REDIS_DIR: join(dir, 'redis') }, ['--dev'], /BOB=\S+/);
+      const out = await run.matched!;
+      const port = Number(/"port":(\d+)/.exec(out)?.[1]);
+      const redisPort = Number(/"redis":"redis:\/\/127\.0\.0\.1:(\d+)"/.exec(out)?.[1]);
+      const alice = /ALICE=(\S+)/.exec(out)?.[1];
+      expect(port).toBeGreaterThan(0);
+      expect(redisPort).toBeGreaterThan(0);
+      expect(redisPort).not.toBe(6379);
+      const res = await fetch(`http://127.0.0.1:${port}/v1/calls`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${alice}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ callId: crypto.randomUUID(), calleeUserId: 'bob', operationId: crypto.randomUUID() }),
+      });
+      expect(res.status).toBe(201);
+      expect((await res.json()).caller).toEqual({ userId: 'alice', displayName: 'Alice', handle: 'app:alice' });
+      // Append-only persistence in the data directory.
+      expect(existsSync(join(dir, 'redis', 'appendonlydir'))).toBe(true);
+      run.child.kill('SIGTERM');
+      expect((await run.exited).code).toBe(0);
+      // The embedded Redis is gone with it.
+      const probe = await fetch(`http://127.0.0.1:${redisPort}`).then(
+        () => 'open',
+        (err: Error & { cause?: { code?: string } }) => err.cause?.code ?? 'error',
+      );
+      expect(probe).toBe('ECONNREFUSED');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
