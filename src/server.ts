@@ -259,6 +259,9 @@ export async function startServer(
       uWS.us_listen_socket_close(listenSocket as never);
       while (inFlight.count > 0) await new Promise((r) => setTimeout(r, 10));
       for (const close of closers) await close();
+      // Requests that came in on kept-alive connections meanwhile are answered too; closing the
+      // app in the same tick as this check cuts off none whose handler already started.
+      while (inFlight.count > 0) await new Promise((r) => setTimeout(r, 10));
       (app as unknown as { close?: () => void }).close?.();
       await redis.quit().catch(() => redis.disconnect());
     },

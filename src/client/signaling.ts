@@ -18,6 +18,12 @@ interface MinimalWebSocket {
   close(code?: number, reason?: string): void;
 }
 type WebSocketCtor = new (url: string, protocols?: string | string[], options?: unknown) => MinimalWebSocket;
+/**
+ * What the `WebSocket` option accepts: the browser's WebSocket or the `ws` package's class. Kept
+ * loose on purpose: their handler and options types differ from MinimalWebSocket's in ways that
+ * do not matter at run time, and strict TypeScript would otherwise refuse `ws`.
+ */
+type AnyWebSocketClass = new (url: string, protocols?: string | string[], options?: any) => object;
 
 export interface SignalingOptions {
   /** ws:// or wss:// base, e.g. ws://127.0.0.1:8080 */
@@ -25,7 +31,7 @@ export interface SignalingOptions {
   token: string | (() => string | Promise<string>);
   cursor?: string;
   encoding?: 'json' | 'msgpack';
-  WebSocket?: WebSocketCtor;
+  WebSocket?: AnyWebSocketClass;
   /** Extra constructor options for the `ws` package (e.g. localAddress). */
   wsOptions?: unknown;
   onEvent: (event: EventPayload, cursor: string) => void;
@@ -49,6 +55,7 @@ export class SignalingClient {
   private readonly seen = new Set<string>();
   private lastCursor: string | undefined;
   private openedResolve: (() => void) | undefined;
+  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly opts: SignalingOptions) {
     this.lastCursor = opts.cursor;
@@ -69,6 +76,9 @@ export class SignalingClient {
 
   stop(): void {
     this.stopped = true;
+    // A reconnect may be scheduled (backoff) or under way (awaiting the token): cancel both.
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = undefined;
     this.ws?.close(1000, 'client stopped');
   }
 
@@ -77,8 +87,9 @@ export class SignalingClient {
   }
 
   private async connect(): Promise<void> {
-    const Ctor = this.opts.WebSocket ?? (globalThis as unknown as { WebSocket: WebSocketCtor }).WebSocket;
+    const Ctor = (this.opts.WebSocket ?? (globalThis as unknown as { WebSocket: WebSocketCtor }).WebSocket) as WebSocketCtor;
     const token = typeof this.opts.token === 'function' ? await this.opts.token() : this.opts.token;
+    if (this.stopped) return;
     const q = new URLSearchParams({ access_token: token });
     if (this.lastCursor) q.set('cursor', this.lastCursor);
     const protocol = this.opts.encoding === 'msgpack' ? 'calling.v1.msgpack' : 'calling.v1.json';
@@ -91,7 +102,10 @@ export class SignalingClient {
       this.opts.onClose?.(ev.code, ev.reason);
       if (this.stopped || this.opts.reconnect === false) return;
       const delay = Math.min(this.opts.maxBackoffMs ?? 10_000, 100 * 2 ** this.attempt++) * (0.5 + Math.random() / 2);
-      setTimeout(() => void this.connect(), delay);
+      this.reconnectTimer = setTimeout(() => {
+        this.reconnectTimer = undefined;
+        void this.connect();
+      }, delay);
     };
   }
 

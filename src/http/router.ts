@@ -153,18 +153,31 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
     app[route.method](route.pattern, (res, req) => {
       const startedAt = performance.now();
       const state: ResponseState = { aborted: false, done: false };
+      // Counted in flight until answered, or until the client goes away before its handler
+      // started (an abandoned upload never completes its body: it must not hold up shutdown).
+      let counted = false;
+      let handlerStarted = false;
+      const release = () => {
+        if (counted && opts.inFlight) opts.inFlight.count--;
+        counted = false;
+      };
       res.onAborted(() => {
         state.aborted = true;
+        if (!handlerStarted) release();
       });
       const ctx = captureContext(res, req, paramCount, opts.clientIpHeader);
       const declared = Number(req.getHeader('content-length') || '0');
-      if (opts.inFlight) opts.inFlight.count++;
+      if (opts.inFlight) {
+        opts.inFlight.count++;
+        counted = true;
+      }
       const finish = (reply: Reply, closeConnection = false) => {
-        if (opts.inFlight) opts.inFlight.count--;
+        release();
         send(res, state, ctx, reply, closeConnection);
         opts.onResponse?.(ctx, route.pattern, reply.status, startedAt);
       };
       const run = () => {
+        handlerStarted = true;
         let result: Promise<Reply> | Reply;
         try {
           result = route.handler(ctx);

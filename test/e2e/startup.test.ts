@@ -86,7 +86,7 @@ describe('start-up', () => {
         body: JSON.stringify({ callId: crypto.randomUUID(), calleeUserId: 'bob', operationId: crypto.randomUUID() }),
       });
       expect(res.status).toBe(201);
-      expect((await res.json()).caller).toEqual({ userId: 'alice', displayName: 'Alice', handle: 'app:alice' });
+      expect(((await res.json()) as { caller: unknown }).caller).toEqual({ userId: 'alice', displayName: 'Alice', handle: 'app:alice' });
       // Append-only persistence in the data directory.
       expect(existsSync(join(dir, 'redis', 'appendonlydir'))).toBe(true);
       run.child.kill('SIGTERM');

@@ -1,0 +1,453 @@
+import { createHmac, randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
+import WebSocket from 'ws';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CallingClient, ProblemError, SignalingClient, type EventPayload, type SignalingOptions } from '../../src/client/index.js';
+import { eventSchema } from '../../src/events/payloadSchemas.js';
+import { mintToken } from '../../src/auth/devTokens.js';
+import { startStack, type Stack } from '../support/stack.js';
+import type { TestServer } from '../support/server.js';
+import { TEST_JWT_SECRET, tokenFor, type Identity } from '../support/tokens.js';
+import { sleep, uid } from '../support/fixtures.js';
+
+/**
+ * The project's typed client (src/client) against real server processes: CallingClient for the
+ * HTTP API and SignalingClient (with `ws` as its WebSocket) for the events, through a whole call;
+ * then SignalingClient's automatic resume across a gateway restart, its eventId deduplication
+ * against frames the server really repeats, the msgpack encoding, and stop().
+ */
+
+const TURN_URL = 'turn:127.0.0.1:3478';
+const TURN_SECRET = 'turn-secret-for-the-client-tests';
+const MEDIA_ENV = { TURN_URLS: TURN_URL, TURN_SECRET };
+const WAIT_MS = 10_000;
+const QUIET_MS = 400;
+
+let stack: Stack;
+let A: TestServer;
+/** Process B listens on a fixed port so that it can be restarted where its clients reconnect. */
+let B: TestServer;
+let bPort: number;
+const clients: SignalingClient[] = [];
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+async function startB(): Promise<TestServer> {
+  // A port just released can be briefly unavailable: retry a few times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await stack.addServer({ ...MEDIA_ENV, PORT: String(bPort) });
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await sleep(500);
+    }
+  }
+}
+
+beforeAll(async () => {
+  stack = await startStack(MEDIA_ENV);
+  A = stack.servers[0]!;
+  bPort = await freePort();
+  B = await startB();
+});
+
+afterEach(() => {
+  for (const c of clients.splice(0)) c.stop();
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const wsUrl = (server: { port: number }) => `ws://127.0.0.1:${server.port}`;
+
+interface Party extends Identity {
+  token: string;
+}
+
+function party(userId: string, installationId: string, name?: string): Party {
+  const id: Identity = { userId, installationId, ...(name !== undefined ? { name } : {}) };
+  return { ...id, token: tokenFor(id) };
+}
+
+function http(server: { url: string }, p: Party): CallingClient {
+  return new CallingClient({ baseUrl: server.url, token: p.token });
+}
+
+/** What a SignalingClient reported through its callbacks. */
+class Recorder {
+  readonly events: { event: EventPayload; cursor: string }[] = [];
+  readonly synced: string[] = [];
+  readonly closes: { code: number; reason: string }[] = [];
+  readonly gaps: string[] = [];
+
+  constructor(readonly name: string) {}
+
+  payloads(): EventPayload[] {
+    return this.events.map((e) => e.event);
+  }
+
+  shape(): string[] {
+    return this.payloads().map((e) => `${e.type}/${e.callId}${'reason' in e ? `/${e.reason}` : ''}`);
+  }
+
+  async until(what: string, done: () => boolean, timeoutMs = WAIT_MS): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!done()) {
+      if (Date.now() > deadline) throw new Error(`${this.name}: ${what} not reached in ${timeoutMs} ms; events ${JSON.stringify(this.shape())}, closes ${JSON.stringify(this.closes)}`);
+      await sleep(20);
+    }
+  }
+
+  waitForEvents(n: number, timeoutMs = WAIT_MS): Promise<void> {
+    return this.until(`${n} events`, () => this.events.length >= n, timeoutMs);
+  }
+
+  /** No eventId was delivered twice, and every payload is a valid event. */
+  expectClean(): void {
+    const ids = this.payloads().map((e) => e.eventId);
+    expect(new Set(ids).size, `${this.name} delivered a repeated eventId: ${JSON.stringify(ids)}`).toBe(ids.length);
+    for (const e of this.payloads()) expect(() => eventSchema.parse(e), JSON.stringify(e)).not.toThrow();
+  }
+}
+
+type Ctor = NonNullable<SignalingOptions['WebSocket']>;
+
+async function online(
+  server: { port: number },
+  p: Party,
+  opts: Partial<Omit<SignalingOptions, 'onEvent'>> = {},
+): Promise<{ client: SignalingClient; rec: Recorder }> {
+  const rec = new Recorder(p.installationId);
+  const client = new SignalingClient({
+    url: wsUrl(server),
+    token: p.token,
+    WebSocket, // the `ws` package's class, as is
+    maxBackoffMs: 400,
+    onEvent: (event, cursor) => rec.events.push({ event, cursor }),
+    onSynced: (cursor) => rec.synced.push(cursor),
+    onClose: (code, reason) => rec.closes.push({ code, reason }),
+    onGap: (reason) => rec.gaps.push(reason),
+    ...opts,
+  });
+  clients.push(client);
+  await client.start();
+  return { client, rec };
+}
+
+/** A `ws` WebSocket that records every frame it receives and every URL it was opened with. */
+function capturingWebSocket() {
+  const opened: string[] = [];
+  const frames: { data: Buffer; isBinary: boolean }[] = [];
+  /** When set, the next connection asks for this cursor instead of the client's own. */
+  const rewind: { cursor: string | undefined } = { cursor: undefined };
+  class CapturingWebSocket extends WebSocket {
+    constructor(url: string, protocols?: string | string[], options?: WebSocket.ClientOptions) {
+      let target = url;
+      if (rewind.cursor !== undefined) {
+        const u = new URL(url);
+        u.searchParams.set('cursor', rewind.cursor);
+        target = u.toString();
+        rewind.cursor = undefined;
+      }
+      opened.push(target);
+      super(target, protocols, options);
+      this.on('message', (data, isBinary) => {
+        frames.push({ data: Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer), isBinary });
+      });
+    }
+  }
+  return { Ctor: CapturingWebSocket as Ctor, opened, frames, rewind };
+}
+
+function problemOf(err: unknown): ProblemError {
+  expect(err).toBeInstanceOf(ProblemError);
+  return err as ProblemError;
+}
+
+describe('a whole call through CallingClient and SignalingClient', () => {
+  it('create, invite, answer (one winner), media session, rename, hang-up', async () => {
+    const alice = party(uid('alice'), uid('alice-phone'), 'Alice');
+    const bobId = uid('bob');
+    const bobPhone = party(bobId, `${bobId}-phone`);
+    const bobTablet = party(bobId, `${bobId}-tablet`);
+    const aliceApi = http(A, alice);
+    const phoneApi = http(B, bobPhone);
+    const tabletApi = http(A, bobTablet);
+
+    const startCursor = (await phoneApi.callEvents()).nextCursor;
+    const a = await online(A, alice);
+    const phone = await online(B, bobPhone); // the callee's phone talks to the other process
+    const tablet = await online(A, bobTablet);
+    for (const s of [a, phone, tablet]) expect(s.rec.synced).toHaveLength(1);
+
+    // Create (and an idempotent retry of the same request).
+    const callId = randomUUID();
+    const operationId = uid('op');
+    const created = await aliceApi.createCall({ calleeUserId: bobId, callId, video: true, operationId });
+    expect(created).toMatchObject({
+      callId,
+      state: 'ringing',
+      revision: '1',
+      video: true,
+      calleeUserId: bobId,
+      caller: { userId: alice.userId, displayName: 'Alice', handle: `app:${encodeURIComponent(alice.userId)}` },
+    });
+    expect(await aliceApi.createCall({ calleeUserId: bobId, callId, video: true, operationId })).toEqual(created);
+
+    // Both callee installations are invited.
+    await Promise.all([phone.rec.waitForEvents(1), tablet.rec.waitForEvents(1)]);
+    for (const s of [phone, tablet]) {
+      expect(s.rec.payloads()[0]).toMatchObject({
+        type: 'call.invited',
+        callId,
+        revision: '1',
+        displayName: 'Alice',
+        handle: created.caller.handle,
+        video: true,
+        expiresAtMs: created.expiresAtMs,
+      });
+    }
+
+    // The phone answers; the caller hears call.accepted, the tablet answeredElsewhere.
+    const answered = await phoneApi.answer(callId, { installationId: bobPhone.installationId, expectedRevision: '1' });
+    expect(answered).toMatchObject({ callId, state: 'accepted', revision: '2', answeredByInstallationId: bobPhone.installationId });
+    await Promise.all([a.rec.waitForEvents(1), tablet.rec.waitForEvents(2)]);
+    expect(a.rec.payloads()[0]).toMatchObject({ type: 'call.accepted', callId, revision: '2', answeredByInstallationId: bobPhone.installationId });
+    expect(tablet.rec.payloads()[1]).toMatchObject({ type: 'call.ended', callId, reason: 'answeredElsewhere' });
+
+    // A second device answering loses with a typed problem carrying the winner's snapshot.
+    const lost = problemOf(await tabletApi.answer(callId, { installationId: bobTablet.installationId }).catch((e: unknown) => e));
+    expect(lost.code).toBe('answer_conflict');
+    expect(lost.status).toBe(409);
+    expect(lost.message).toMatch(/^409 answer_conflict: /);
+    expect(lost.problem.snapshot).toMatchObject({ callId, state: 'accepted', answeredByInstallationId: bobPhone.installationId });
+
+    // Media sessions for the two parties in the call (TURN REST credentials), none for the tablet.
+    for (const [api, who] of [
+      [aliceApi, alice],
+      [phoneApi, bobPhone],
+    ] as const) {
+      const media = await api.mediaSession(callId);
+      expect(media.expiresAtMs).toBeGreaterThan(Date.now());
+      expect(media.iceServers).toHaveLength(1);
+      const [turn] = media.iceServers;
+      expect(turn!.urls).toEqual([TURN_URL]);
+      expect(turn!.username).toBe(`${media.expiresAtMs / 1000}:${who.userId}`);
+      expect(turn!.credential).toBe(createHmac('sha1', TURN_SECRET).update(turn!.username!).digest('base64'));
+    }
+    expect(problemOf(await tabletApi.mediaSession(callId).catch((e: unknown) => e)).code).toBe('answer_conflict');
+
+    // Rename: only the answering installation is told.
+    const renamed = await aliceApi.rename(callId, { displayName: 'Alice (work)' });
+    expect(renamed).toMatchObject({ revision: '3', caller: { displayName: 'Alice (work)' } });
+    await phone.rec.waitForEvents(2);
+    expect(phone.rec.payloads()[1]).toMatchObject({ type: 'call.renamed', callId, revision: '3', displayName: 'Alice (work)' });
+
+    // Hang-up: the caller ends, the callee hears remoteEnded.
+    const ended = await aliceApi.end(callId, { reason: 'localHangup' });
+    expect(ended).toMatchObject({ callId, state: 'ended', endReason: 'localHangup' });
+    await phone.rec.waitForEvents(3);
+    expect(phone.rec.payloads()[2]).toMatchObject({ type: 'call.ended', callId, reason: 'remoteEnded' });
+    expect(await phoneApi.getCall(callId)).toMatchObject({ state: 'ended', endReason: 'remoteEnded' });
+
+    // Nothing more, nothing twice; the phone saw exactly what its log holds.
+    await sleep(QUIET_MS);
+    expect(a.rec.shape()).toEqual([`call.accepted/${callId}`]);
+    expect(phone.rec.shape()).toEqual([`call.invited/${callId}`, `call.renamed/${callId}`, `call.ended/${callId}/remoteEnded`]);
+    expect(tablet.rec.shape()).toEqual([`call.invited/${callId}`, `call.ended/${callId}/answeredElsewhere`]);
+    for (const s of [a, phone, tablet]) {
+      s.rec.expectClean();
+      expect(s.rec.closes).toEqual([]);
+      expect(s.client.cursor).toBe(s.rec.events.at(-1)?.cursor ?? s.rec.synced[0]);
+    }
+    const page = await phoneApi.callEvents(startCursor);
+    expect(page.gap).toBeUndefined();
+    expect(page.events).toEqual(phone.rec.payloads());
+    expect(page.nextCursor).toBe(phone.client.cursor);
+
+    // Other problems come typed too.
+    const missing = problemOf(await aliceApi.getCall(randomUUID()).catch((e: unknown) => e));
+    expect([missing.status, missing.code]).toEqual([404, 'not_found']);
+  });
+
+  it('push tokens through the client: register (token never echoed) and remove', async () => {
+    const p = party(uid('user'), uid('inst'));
+    const api = http(A, p);
+    const token = 'ab'.repeat(32);
+    const reg = await api.putPushToken(p.installationId, 'iosVoip', { token, appId: 'com.example.calls', iosEnvironment: 'development' });
+    expect(reg).toMatchObject({ installationId: p.installationId, kind: 'iosVoip', appId: 'com.example.calls', iosEnvironment: 'development' });
+    expect(JSON.stringify(reg)).not.toContain(token);
+    expect(token.endsWith(reg.tokenSuffix)).toBe(true);
+    await expect(api.deletePushToken(p.installationId, 'iosVoip')).resolves.toBeUndefined();
+    expect(problemOf(await api.putPushToken(uid('other'), 'iosVoip', { token, appId: 'x', iosEnvironment: 'production' }).catch((e: unknown) => e)).code).toBe(
+      'forbidden',
+    );
+  });
+});
+
+describe('SignalingClient automatic resume', () => {
+  it('reconnects by itself when its gateway restarts on the same port, and gets the missed events exactly once', async () => {
+    const caller = party(uid('caller'), uid('caller-phone'));
+    const callee = party(uid('callee'), uid('callee-phone'));
+    const callerApi = http(A, caller);
+    const calleeApiA = http(A, callee);
+    const cap = capturingWebSocket();
+    const c = await online(B, callee, { WebSocket: cap.Ctor });
+
+    // One event while connected.
+    const c0 = await callerApi.createCall({ calleeUserId: callee.userId });
+    await c.rec.waitForEvents(1);
+    const cursorBefore = c.client.cursor!;
+    expect(cursorBefore).toBe(c.rec.events[0]!.cursor);
+
+    // B goes away: the client is told 1001 and starts retrying.
+    await B.stop();
+    await c.rec.until('the 1001 close', () => c.rec.closes.length >= 1);
+    expect(c.rec.closes[0]).toEqual({ code: 1001, reason: 'server shutting down; reconnect with your cursor' });
+
+    // Meanwhile, through A: the call is cancelled, another rings and is cancelled, a third rings.
+    await callerApi.end(c0.callId, { reason: 'localHangup' });
+    const c1 = await callerApi.createCall({ calleeUserId: callee.userId });
+    await callerApi.end(c1.callId, { reason: 'failed' });
+    const c2 = await callerApi.createCall({ calleeUserId: callee.userId });
+    let missed: EventPayload[] = [];
+    for (const deadline = Date.now() + WAIT_MS; missed.length < 4 && Date.now() < deadline; await sleep(50)) {
+      const page = await calleeApiA.callEvents(cursorBefore);
+      missed = page.events;
+    }
+    expect(missed.map((e) => `${e.type}/${e.callId}${'reason' in e ? `/${e.reason}` : ''}`)).toEqual([
+      `call.ended/${c0.callId}/callerCancelled`,
+      `call.invited/${c1.callId}`,
+      `call.ended/${c1.callId}/callerCancelled`,
+      `call.invited/${c2.callId}`,
+    ]);
+    expect(c.rec.events).toHaveLength(1);
+    const attemptsWhileDown = cap.opened.length;
+
+    // B comes back on the same port: the client reconnects with its cursor and catches up.
+    B = await startB();
+    await c.rec.until('resynced', () => c.rec.synced.length >= 2);
+    await c.rec.waitForEvents(5);
+    expect(cap.opened.length).toBeGreaterThan(attemptsWhileDown);
+    // The reconnect asked for the events after the last one it processed.
+    expect(new URL(cap.opened.at(-1)!).searchParams.get('cursor')).toBe(cursorBefore);
+
+    // Live again after the replay.
+    const c3 = await callerApi.createCall({ calleeUserId: callee.userId });
+    await c.rec.waitForEvents(6);
+    await sleep(QUIET_MS);
+    c.rec.expectClean();
+    expect(c.rec.payloads()).toEqual([c.rec.payloads()[0], ...missed, c.rec.payloads()[5]]);
+    expect(c.rec.payloads()[5]).toMatchObject({ type: 'call.invited', callId: c3.callId });
+    // The failed attempts in between were abnormal closes (no server), not reported as events.
+    expect(c.rec.closes.slice(1).every((x) => x.code === 1006)).toBe(true);
+    expect(c.client.cursor).toBe(c.rec.events.at(-1)!.cursor);
+  }, 60_000);
+
+  it('delivers each eventId once even when the server really sends it again (reconnect with an older cursor)', async () => {
+    const caller = party(uid('caller'), uid('caller-phone'));
+    const callee = party(uid('callee'), uid('callee-phone'));
+    const callerApi = http(A, caller);
+    const calleeApi = http(A, callee);
+    const oldCursor = (await calleeApi.callEvents()).nextCursor;
+    const cap = capturingWebSocket();
+
+    // The first session token expires in a few seconds: the gateway closes with 4001 and the
+    // client reconnects with a fresh token from the token function.
+    let tokensIssued = 0;
+    const token = () =>
+      mintToken(TEST_JWT_SECRET, { sub: callee.userId, iid: callee.installationId, ttlSeconds: tokensIssued++ === 0 ? 4 : 3600 });
+    const c = await online(A, callee, { WebSocket: cap.Ctor, token, cursor: oldCursor });
+
+    const c1 = await callerApi.createCall({ calleeUserId: callee.userId });
+    await callerApi.end(c1.callId, { reason: 'localHangup' });
+    const c2 = await callerApi.createCall({ calleeUserId: callee.userId });
+    await c.rec.waitForEvents(3);
+    const firstThree = c.rec.payloads().map((e) => e.eventId);
+
+    // The next connection asks for everything after the old cursor: the server replays the
+    // three events the client already delivered.
+    cap.rewind.cursor = oldCursor;
+    await c.rec.until('the 4001 close and the reconnect', () => c.rec.synced.length >= 2, 15_000);
+    expect(c.rec.closes[0]).toEqual({ code: 4001, reason: 'token expired; reconnect with a fresh token and your cursor' });
+    expect(tokensIssued).toBeGreaterThanOrEqual(2);
+    expect(new URL(cap.opened[1]!).searchParams.get('cursor')).toBe(oldCursor);
+
+    const c3 = await callerApi.createCall({ calleeUserId: callee.userId });
+    await c.rec.waitForEvents(4);
+    await sleep(QUIET_MS);
+
+    // The socket really received the first three twice…
+    const received = cap.frames
+      .map((f) => JSON.parse(f.data.toString('utf8')) as { type: string; event?: EventPayload })
+      .filter((f) => f.type === 'event')
+      .map((f) => f.event!.eventId);
+    for (const id of firstThree) expect(received.filter((r) => r === id), id).toHaveLength(2);
+    // …and onEvent was called once per eventId, in log order.
+    c.rec.expectClean();
+    expect(c.rec.shape()).toEqual([
+      `call.invited/${c1.callId}`,
+      `call.ended/${c1.callId}/callerCancelled`,
+      `call.invited/${c2.callId}`,
+      `call.invited/${c3.callId}`,
+    ]);
+  }, 60_000);
+
+  it('stop() during the reconnect backoff stops it for good', async () => {
+    const callee = party(uid('callee'), uid('callee-phone'));
+    const cap = capturingWebSocket();
+    const c = await online(B, callee, { WebSocket: cap.Ctor, maxBackoffMs: 1_000 });
+    await B.stop();
+    await c.rec.until('the 1001 close', () => c.rec.closes.length >= 1);
+    // Stopped while a reconnect is scheduled.
+    c.client.stop();
+    const opened = cap.opened.length;
+    B = await startB();
+    await sleep(2_500);
+    expect(cap.opened.length, `connections opened after stop(): ${JSON.stringify(cap.opened.slice(opened))}`).toBe(opened);
+    expect(c.rec.synced).toHaveLength(1);
+    const metrics = await (await fetch(`${B.url}/metrics`)).text();
+    expect(metrics).toMatch(/^ws_open_sockets 0$/m);
+  }, 60_000);
+});
+
+describe('SignalingClient encodings', () => {
+  it('msgpack frames decode to the same events as JSON', async () => {
+    const caller = party(uid('caller'), uid('caller-phone'));
+    const calleeId = uid('callee');
+    const viaJson = party(calleeId, `${calleeId}-json`);
+    const viaMsgpack = party(calleeId, `${calleeId}-msgpack`);
+    const jsonCap = capturingWebSocket();
+    const packCap = capturingWebSocket();
+    const j = await online(A, viaJson, { WebSocket: jsonCap.Ctor });
+    const m = await online(B, viaMsgpack, { WebSocket: packCap.Ctor, encoding: 'msgpack' });
+
+    const callerApi = http(A, caller);
+    const call = await callerApi.createCall({ calleeUserId: calleeId, video: false });
+    await callerApi.rename(call.callId, { displayName: 'Renamed caller' });
+    await callerApi.end(call.callId, { reason: 'localHangup' });
+    await Promise.all([j.rec.waitForEvents(3), m.rec.waitForEvents(3)]);
+    await sleep(QUIET_MS);
+
+    expect(m.rec.payloads()).toEqual(j.rec.payloads());
+    expect(m.rec.shape()).toEqual([`call.invited/${call.callId}`, `call.renamed/${call.callId}`, `call.ended/${call.callId}/callerCancelled`]);
+    m.rec.expectClean();
+    // On the wire: binary frames for msgpack, text frames for JSON.
+    expect(packCap.frames.length).toBeGreaterThanOrEqual(4);
+    expect(packCap.frames.every((f) => f.isBinary)).toBe(true);
+    expect(jsonCap.frames.every((f) => !f.isBinary)).toBe(true);
+    // Both clients keep a cursor the HTTP log accepts.
+    const page = await http(A, viaMsgpack).callEvents(m.client.cursor);
+    expect(page.events).toEqual([]);
+  });
+});

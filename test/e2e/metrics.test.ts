@@ -1,0 +1,295 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStack, type Stack } from '../support/stack.js';
+import { api } from '../support/http.js';
+import { answer, device, end, sleep, uid } from '../support/fixtures.js';
+import { closeAll, connect, quietPeriod, type SignalingClient } from '../support/ws-client.js';
+
+/**
+ * GET /metrics end to end: the Prometheus text of a real server process, parsed here (not with
+ * prom-client), scraped before and after a full call lifecycle with both parties online, and the
+ * liveness / readiness endpoints next to it.
+ */
+
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+interface Exposition {
+  samples: Sample[];
+  /** `# TYPE name type` lines. */
+  types: Map<string, string>;
+  /** `# HELP name text` lines. */
+  help: Map<string, string>;
+}
+
+/** Parses the Prometheus text exposition format (0.0.4): `name{l="v",…} value [timestamp]`. */
+function parseExposition(text: string): Exposition {
+  const samples: Sample[] = [];
+  const types = new Map<string, string>();
+  const help = new Map<string, string>();
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (line === '') continue;
+    if (line.startsWith('#')) {
+      const m = /^#\s+(TYPE|HELP)\s+([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(.*)$/.exec(line);
+      if (m?.[1] === 'TYPE') types.set(m[2]!, m[3]!);
+      else if (m?.[1] === 'HELP') help.set(m[2]!, m[3]!);
+      continue;
+    }
+    const nameMatch = /^[a-zA-Z_:][a-zA-Z0-9_:]*/.exec(line);
+    if (!nameMatch) throw new Error(`not a sample line: ${line}`);
+    const name = nameMatch[0];
+    let i = name.length;
+    const labels: Record<string, string> = {};
+    if (line[i] === '{') {
+      i++;
+      for (;;) {
+        while (line[i] === ' ' || line[i] === ',') i++;
+        if (line[i] === '}') {
+          i++;
+          break;
+        }
+        const lm = /^([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"/.exec(line.slice(i));
+        if (!lm) throw new Error(`bad label at ${i} in: ${line}`);
+        i += lm[0].length;
+        let value = '';
+        for (;;) {
+          const ch = line[i];
+          if (ch === undefined) throw new Error(`unterminated label value in: ${line}`);
+          i++;
+          if (ch === '"') break;
+          if (ch === '\\') {
+            const next = line[i++];
+            value += next === 'n' ? '\n' : (next ?? '');
+          } else {
+            value += ch;
+          }
+        }
+        labels[lm[1]!] = value;
+      }
+    }
+    const rest = line.slice(i).trim().split(/\s+/);
+    const valueText = rest[0] ?? '';
+    // Like Prometheus (Go's ParseFloat), special values in any case: prom-client writes `Nan`.
+    const special: Record<string, number> = { '+inf': Infinity, inf: Infinity, '-inf': -Infinity, nan: NaN };
+    const lower = valueText.toLowerCase();
+    const value = lower in special ? special[lower]! : Number(valueText);
+    if (valueText === '' || (Number.isNaN(value) && lower !== 'nan')) throw new Error(`bad value in: ${line}`);
+    samples.push({ name, labels, value });
+  }
+  return { samples, types, help };
+}
+
+/** Samples named `name` whose labels include all of `labels`. */
+function find(e: Exposition, name: string, labels: Record<string, string> = {}): Sample[] {
+  return e.samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+}
+
+/** The single sample `name{labels}`'s value; 0 when absent (a counter not yet incremented). */
+function value(e: Exposition, name: string, labels: Record<string, string> = {}): number {
+  const found = find(e, name, labels);
+  expect(found.length, `${name}${JSON.stringify(labels)} matches ${found.length} samples`).toBeLessThanOrEqual(1);
+  return found[0]?.value ?? 0;
+}
+
+async function scrape(url: string): Promise<Exposition> {
+  const res = await fetch(`${url}/metrics`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+  return parseExposition(await res.text());
+}
+
+async function scrapeUntil(url: string, done: (e: Exposition) => boolean, what: string, timeoutMs = 10_000): Promise<Exposition> {
+  const deadline = Date.now() + timeoutMs;
+  let last = await scrape(url);
+  while (!done(last)) {
+    if (Date.now() > deadline) throw new Error(`metrics: ${what} not reached within ${timeoutMs} ms`);
+    await sleep(50);
+    last = await scrape(url);
+  }
+  return last;
+}
+
+let stack: Stack;
+const sockets: SignalingClient[] = [];
+
+beforeAll(async () => {
+  stack = await startStack();
+});
+
+afterAll(async () => {
+  await closeAll(sockets);
+  await stack?.stop();
+});
+
+describe('the exposition parser', () => {
+  it('reads names, escaped labels, special values and comments', () => {
+    const e = parseExposition(
+      [
+        '# HELP x_total Something',
+        '# TYPE x_total counter',
+        'x_total{a="1",b="q\\"uo\\\\te",c="line\\nbreak"} 3',
+        'y 4.5e-3',
+        'n Nan',
+        'z_bucket{le="+Inf"} +Inf 1700000000000',
+        '',
+      ].join('\n'),
+    );
+    expect(e.types.get('x_total')).toBe('counter');
+    expect(e.help.get('x_total')).toBe('Something');
+    expect(e.samples).toEqual([
+      { name: 'x_total', labels: { a: '1', b: 'q"uo\\te', c: 'line\nbreak' }, value: 3 },
+      { name: 'y', labels: {}, value: 0.0045 },
+      { name: 'n', labels: {}, value: NaN },
+      { name: 'z_bucket', labels: { le: '+Inf' }, value: Infinity },
+    ]);
+  });
+});
+
+describe('GET /healthz and /readyz', () => {
+  it('a running server with Redis up is alive and ready', async () => {
+    const health = await api(stack.url).get('/healthz');
+    expect(health.status).toBe(200);
+    expect(health.json).toEqual({ status: 'ok' });
+    const ready = await api(stack.url).get('/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.json).toEqual({ status: 'ready', redis: true, accepting: true });
+  });
+});
+
+describe('GET /metrics', () => {
+  it('the counters, histograms and gauges move with a full call lifecycle', async () => {
+    const caller = device(stack.url, uid('caller'), uid('caller-phone'), 'Caller');
+    const callee = device(stack.url, uid('callee'), uid('callee-phone'));
+    const base = await scrape(stack.url);
+    const wsBefore = value(base, 'ws_open_sockets');
+
+    // Declared types: counters, histograms, gauges.
+    for (const [name, type] of [
+      ['http_requests_total', 'counter'],
+      ['http_request_duration_seconds', 'histogram'],
+      ['redis_script_duration_seconds', 'histogram'],
+      ['relay_changes_total', 'counter'],
+      ['ws_events_sent_total', 'counter'],
+      ['ws_open_sockets', 'gauge'],
+      ['outbox_pending_entries', 'gauge'],
+      ['queue_timers_waiting', 'gauge'],
+      ['queue_push_waiting', 'gauge'],
+    ] as const) {
+      expect(base.types.get(name), name).toBe(type);
+    }
+    // Default process metrics are there too.
+    expect(find(base, 'process_cpu_user_seconds_total').length).toBe(1);
+
+    // Both parties online, and one push token registered (no push provider configured).
+    const callerWs = await connect(stack.url, caller.token, { name: 'caller' });
+    const calleeWs = await connect(stack.url, callee.token, { name: 'callee' });
+    sockets.push(callerWs, calleeWs);
+    const reg = await callee.api.put(`/v1/installations/${callee.installationId}/push-tokens/androidPush`, {
+      token: `fcm-${randomUUID()}`,
+      appId: 'com.example.calls',
+    });
+    expect(reg.status, reg.text).toBe(200);
+
+    // create → answer → end (the caller hangs up: the callee hears remoteEnded).
+    const callId = randomUUID();
+    const created = await caller.api.post('/v1/calls', { callId, calleeUserId: callee.userId, operationId: uid('op') });
+    expect(created.status, created.text).toBe(201);
+    await calleeWs.waitForEvents(1, 5000);
+    const answered = await answer(callee, callId);
+    expect(answered.status, answered.text).toBe(200);
+    await callerWs.waitForEvents(1, 5000);
+    const ended = await end(caller, callId, 'localHangup');
+    expect(ended.status, ended.text).toBe(200);
+    await calleeWs.waitForEvents(2, 5000);
+    await quietPeriod(300);
+    expect(callerWs.events().map((e) => e.type)).toEqual(['call.accepted']);
+    expect(calleeWs.events().map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/remoteEnded']);
+
+    const after = await scrapeUntil(
+      stack.url,
+      (e) => value(e, 'relay_changes_total') - value(base, 'relay_changes_total') >= 3 && value(e, 'outbox_pending_entries') === 0,
+      'three changes relayed and an empty outbox',
+    );
+    const delta = (name: string, labels: Record<string, string> = {}) => value(after, name, labels) - value(base, name, labels);
+
+    // HTTP: one request per route with its status, and one latency observation each.
+    expect(delta('http_requests_total', { route: '/v1/calls', method: 'POST', status: '201' })).toBe(1);
+    expect(delta('http_requests_total', { route: '/v1/calls/:id/answer', method: 'POST', status: '200' })).toBe(1);
+    expect(delta('http_requests_total', { route: '/v1/calls/:id/end', method: 'POST', status: '200' })).toBe(1);
+    expect(delta('http_requests_total', { route: '/v1/installations/:id/push-tokens/:kind', method: 'PUT', status: '200' })).toBe(1);
+    for (const [route, method] of [
+      ['/v1/calls', 'POST'],
+      ['/v1/calls/:id/answer', 'POST'],
+      ['/v1/calls/:id/end', 'POST'],
+    ] as const) {
+      expect(delta('http_request_duration_seconds_count', { route, method }), route).toBe(1);
+      expect(delta('http_request_duration_seconds_sum', { route, method }), route).toBeGreaterThan(0);
+      // The +Inf bucket equals the count, and buckets are cumulative.
+      const buckets = find(after, 'http_request_duration_seconds_bucket', { route, method });
+      expect(buckets.length).toBeGreaterThan(1);
+      const inf = buckets.find((b) => b.labels.le === '+Inf')!;
+      expect(inf.value).toBe(value(after, 'http_request_duration_seconds_count', { route, method }));
+      const byLe = buckets.map((b) => b.value);
+      expect([...byLe].sort((a, b) => a - b)).toEqual(byLe);
+    }
+    // The scrapes themselves are counted under their own route.
+    expect(value(after, 'http_requests_total', { route: '/metrics', method: 'GET', status: '200' })).toBeGreaterThanOrEqual(1);
+
+    // Redis scripts: one run of each state-changing script.
+    for (const script of ['createCall', 'answerCall', 'endCall', 'registerPushToken']) {
+      expect(delta('redis_script_duration_seconds_count', { script }), script).toBe(1);
+      expect(delta('redis_script_duration_seconds_sum', { script }), script).toBeGreaterThan(0);
+    }
+    // Two sockets synced (and the relay/gateway read logs): readEvents ran.
+    expect(delta('redis_script_duration_seconds_count', { script: 'readEvents' })).toBeGreaterThanOrEqual(2);
+
+    // Relay: exactly the three changes, and the outbox is drained.
+    expect(delta('relay_changes_total')).toBe(3);
+    expect(value(after, 'outbox_pending_entries')).toBe(0);
+
+    // Gateway: every event frame the two sockets received was counted, and they are both open.
+    const received = callerWs.events().length + calleeWs.events().length;
+    expect(received).toBe(3);
+    expect(delta('ws_events_sent_total')).toBe(received);
+    expect(value(after, 'ws_open_sockets')).toBe(wsBefore + 2);
+
+    // Queues are reported (the ring timer was planned, then the call ended).
+    expect(find(after, 'queue_timers_waiting')).toHaveLength(1);
+    expect(value(after, 'queue_timers_waiting')).toBeGreaterThanOrEqual(0);
+    expect(find(after, 'queue_push_waiting')).toHaveLength(1);
+
+    // Closing the sockets brings the gauge back.
+    await closeAll([callerWs, calleeWs]);
+    await scrapeUntil(stack.url, (e) => value(e, 'ws_open_sockets') === wsBefore, 'ws_open_sockets back to its start value', 5000);
+  });
+
+  it('ws_open_sockets equals the number of connected sockets', async () => {
+    const base = value(await scrape(stack.url), 'ws_open_sockets');
+    const d = device(stack.url);
+    const opened: SignalingClient[] = [];
+    for (let i = 1; i <= 3; i++) {
+      const ws = await connect(stack.url, device(stack.url, d.userId).token, { name: `s${i}` });
+      opened.push(ws);
+      sockets.push(ws);
+      expect(value(await scrape(stack.url), 'ws_open_sockets')).toBe(base + i);
+    }
+    await closeAll(opened);
+    await scrapeUntil(stack.url, (e) => value(e, 'ws_open_sockets') === base, 'ws_open_sockets back down', 5000);
+  });
+
+  it('a process reports only the metrics of the roles it runs', async () => {
+    const apiOnly = await stack.addServer({ ROLES: 'api' });
+    const e = await scrape(apiOnly.url);
+    expect(e.types.get('http_requests_total')).toBe('counter');
+    expect(find(e, 'outbox_pending_entries')).toHaveLength(1);
+    for (const name of ['ws_open_sockets', 'ws_events_sent_total', 'relay_changes_total', 'queue_timers_waiting']) {
+      expect(e.types.has(name), name).toBe(false);
+      expect(find(e, name), name).toEqual([]);
+    }
+    expect((await api(apiOnly.url).get('/readyz')).status).toBe(200);
+  });
+});
