@@ -197,8 +197,7 @@ export async function startServer(
       ...ks,
       batchSize: config.RELAY_BATCH_SIZE,
       blockMs: 1000,
-      claimIdleMs: config.RELAY_CLAIM_IDLE_MS,
-      claimIntervalMs: Math.max(100, Math.floor(config.RELAY_CLAIM_IDLE_MS / 2)),
+      leaseMs: config.RELAY_CLAIM_IDLE_MS,
     });
     await relay.start();
     const r = relay;

@@ -58,7 +58,10 @@ export const configSchema = z
     EVENT_LOG_MAX_LEN: int(1000, 10, 1_000_000),
     EVENT_LOG_MAX_AGE_MS: int(24 * 3600_000, 10_000),
     RELAY_BATCH_SIZE: int(256, 1, 10_000),
-    /** An outbox entry read but not acknowledged for this long (its relay died) is claimed. */
+    /**
+     * Relay shard lease: a relay that died loses its shards after this long; the relay taking a
+     * shard over processes the entries the dead one read but never acknowledged.
+     */
     RELAY_CLAIM_IDLE_MS: int(10_000, 100),
     WS_IDLE_TIMEOUT_S: int(60, 8, 960),
     WS_MAX_MESSAGE_BYTES: int(4096, 256, 1024 * 1024),

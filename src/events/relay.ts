@@ -6,13 +6,19 @@ import { parseChange, type CallChange } from './change.js';
 import { deliveriesFor, type Delivery } from './audience.js';
 import type { EventLog } from './eventLog.js';
 import type { Logger } from '../util/logger.js';
+import { runScript } from '../redis/scripts.js';
 
 /**
  * The outbox relay: reads the call shards' outbox streams through a consumer group, writes every
  * change's events into the audience's event logs (which also notifies the gateways), hands the
  * change to the other handlers (pushes, timers), then acknowledges and deletes the entries.
- * Entries a crashed relay read but never acknowledged are claimed after `claimIdleMs`.
- * Delivery is at least once: a redelivered change produces the same event IDs.
+ *
+ * Each shard is read by one relay at a time, under a lease (lua/holdShardLease.lua): a call's
+ * changes all live in one shard, so they reach the event logs in the order they happened even
+ * with several relays running. Relays share the shards evenly (each aims at ceil(shards / live
+ * relays), counted from heartbeats). A relay that dies loses its leases after `leaseMs`; the
+ * relay taking a shard over first claims and processes the entries the previous holder read but
+ * never acknowledged. Delivery is at least once: a redelivered change produces the same event IDs.
  */
 
 export type ChangeHandler = (changes: readonly CallChange[]) => Promise<void>;
@@ -20,18 +26,24 @@ export type ChangeHandler = (changes: readonly CallChange[]) => Promise<void>;
 export interface RelayOptions extends KeySpace {
   batchSize: number;
   blockMs: number;
-  claimIdleMs: number;
-  claimIntervalMs: number;
+  /** Lease duration: how long a dead relay's shards wait before another relay takes them. */
+  leaseMs: number;
 }
 
 export const RELAY_GROUP = 'relay';
 
+type Entry = [id: string, fields: string[] | null];
+
 export class OutboxRelay {
   private running = false;
   private loop: Promise<void> | undefined;
-  private claimTimer: NodeJS.Timeout | undefined;
   readonly consumer = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   private readonly streamKeys: string[];
+  /** Shards this relay holds the lease of. */
+  private readonly owned = new Set<number>();
+  /** Shards whose entries pending for this consumer must be processed before new ones. */
+  private readonly pendingFirst = new Set<number>();
+  private lastLeaseCheck = 0;
   /** Changes relayed since start (metrics). */
   relayed = 0;
 
@@ -55,76 +67,154 @@ export class OutboxRelay {
       }
     }
     this.running = true;
+    await this.manageLeases();
     this.loop = this.readLoop();
-    this.claimTimer = setInterval(() => void this.claimAbandoned(), this.opts.claimIntervalMs);
   }
 
   async stop(): Promise<void> {
     this.running = false;
-    if (this.claimTimer) clearInterval(this.claimTimer);
-    // Unblock the pending XREADGROUP; entries it read but did not process stay pending and are
-    // claimed by another relay (or this one after a restart).
+    // Unblock the pending XREADGROUP. A batch being processed finishes first (the loop awaits it).
     this.blocking.disconnect();
     await this.loop?.catch(() => {});
+    // Hand the shards over at once instead of after the lease runs out.
+    await Promise.all(
+      [...this.owned].map((shard) =>
+        runScript(this.redis, 'holdShardLease', [keys.shardLease(this.opts, shard)], [this.consumer, String(this.opts.leaseMs), '1']),
+      ),
+    ).catch(() => {});
+    await this.redis.hdel(keys.relays(this.opts), this.consumer).catch(() => {});
+    this.owned.clear();
+  }
+
+  /** Shards currently held (tests, metrics). */
+  shards(): number[] {
+    return [...this.owned].sort((a, b) => a - b);
   }
 
   private async readLoop(): Promise<void> {
-    const ids = this.streamKeys.map(() => '>');
     while (this.running) {
-      let reply: [string, [string, string[]][]][] | null;
       try {
-        reply = (await this.blocking.xreadgroup(
+        if (Date.now() - this.lastLeaseCheck >= this.leaseCheckMs()) await this.manageLeases();
+        if (this.pendingFirst.size > 0) {
+          await this.processPending();
+          continue;
+        }
+        if (this.owned.size === 0) {
+          await sleep(this.leaseCheckMs());
+          continue;
+        }
+        const shards = this.shards();
+        const reply = (await this.blocking.xreadgroup(
           'GROUP', RELAY_GROUP, this.consumer,
           'COUNT', this.opts.batchSize,
-          'BLOCK', this.opts.blockMs,
-          'STREAMS', ...this.streamKeys, ...ids,
-        )) as [string, [string, string[]][]][] | null;
+          // Wake up in time to renew the leases.
+          'BLOCK', Math.max(1, Math.min(this.opts.blockMs, this.leaseCheckMs())),
+          'STREAMS', ...shards.map((i) => this.streamKeys[i]!), ...shards.map(() => '>'),
+        )) as [string, Entry[]][] | null;
+        for (const [key, entries] of reply ?? []) await this.processOrRetry(key, entries);
       } catch (err) {
         if (!this.running) return;
         this.logger.warn({ err: (err as Error).message }, 'relay read failed; retrying');
         await sleep(500);
-        continue;
-      }
-      if (!reply) continue;
-      for (const [key, entries] of reply) {
-        await this.processEntries(key, entries).catch((err: unknown) => {
-          // Not acknowledged: the entries stay pending and are claimed again later.
-          this.logger.error({ err, stream: key }, 'relay failed to process a batch');
-        });
       }
     }
   }
 
-  /** Claims entries another consumer read but did not acknowledge within claimIdleMs. */
-  async claimAbandoned(): Promise<number> {
+  /**
+   * How often leases are renewed and rebalanced: well within the lease, and at least every
+   * second so a shard another relay gave up is picked up within a second.
+   */
+  private leaseCheckMs(): number {
+    return Math.max(1, Math.min(1000, Math.floor(this.opts.leaseMs / 3)));
+  }
+
+  /** Processes a batch; on failure its entries stay pending and are retried before newer ones. */
+  private async processOrRetry(key: string, entries: Entry[]): Promise<void> {
+    try {
+      await this.processEntries(key, entries);
+    } catch (err) {
+      this.pendingFirst.add(this.streamKeys.indexOf(key));
+      this.logger.error({ err, stream: key }, 'relay failed to process a batch; retrying');
+      await sleep(200);
+    }
+  }
+
+  /** Entries pending for this consumer (claimed, or failed before): oldest first. */
+  private async processPending(): Promise<void> {
+    for (const shard of [...this.pendingFirst].sort((a, b) => a - b)) {
+      const key = this.streamKeys[shard]!;
+      const reply = (await this.redis.xreadgroup(
+        'GROUP', RELAY_GROUP, this.consumer, 'COUNT', this.opts.batchSize, 'STREAMS', key, '0',
+      )) as [string, Entry[]][] | null;
+      const entries = reply?.[0]?.[1] ?? [];
+      if (entries.length === 0) this.pendingFirst.delete(shard);
+      else await this.processOrRetry(key, entries);
+    }
+  }
+
+  /** Renews held leases, releases extras and takes free shards, aiming at an even share. */
+  private async manageLeases(): Promise<void> {
+    const now = Date.now();
+    this.lastLeaseCheck = now;
+    const relaysKey = keys.relays(this.opts);
+    await this.redis.hset(relaysKey, this.consumer, String(now));
+    const beats = await this.redis.hgetall(relaysKey);
+    let live = 0;
+    for (const [consumer, beat] of Object.entries(beats)) {
+      if (Number(beat) >= now - 3 * this.opts.leaseMs) live++;
+      else await this.redis.hdel(relaysKey, consumer);
+    }
+    const target = Math.ceil(this.opts.shards / Math.max(1, live));
+    const lease = (shard: number, release: boolean) =>
+      runScript(this.redis, 'holdShardLease', [keys.shardLease(this.opts, shard)], [this.consumer, String(this.opts.leaseMs), release ? '1' : '0']);
+
+    for (const shard of this.shards()) {
+      if ((await lease(shard, false)) !== 1) {
+        this.owned.delete(shard);
+        this.pendingFirst.delete(shard);
+        this.logger.warn({ shard }, 'relay lost its lease on an outbox shard');
+      }
+    }
+    // Between batches, so nothing of a released shard is in flight here.
+    for (const shard of this.shards().reverse()) {
+      if (this.owned.size <= target) break;
+      await lease(shard, true);
+      this.owned.delete(shard);
+      this.pendingFirst.delete(shard);
+    }
+    for (let shard = 0; shard < this.opts.shards && this.owned.size < target; shard++) {
+      if (this.owned.has(shard) || (await lease(shard, false)) !== 1) continue;
+      this.owned.add(shard);
+      await this.takeOver(shard);
+    }
+  }
+
+  /** Claims every entry of the shard still pending for another consumer (its relay died). */
+  private async takeOver(shard: number): Promise<void> {
+    const key = this.streamKeys[shard]!;
+    let cursor = '0-0';
     let claimed = 0;
-    for (const key of this.streamKeys) {
-      try {
-        const [, entries] = (await this.redis.xautoclaim(
-          key, RELAY_GROUP, this.consumer, this.opts.claimIdleMs, '0-0', 'COUNT', this.opts.batchSize,
-        )) as [string, [string, string[] | null][]];
-        // Entries deleted meanwhile come back as null: acknowledge them away.
-        const live = entries.filter((e): e is [string, string[]] => Array.isArray(e[1]));
-        const gone = entries.filter((e) => !Array.isArray(e[1])).map((e) => e[0]);
-        if (gone.length) await this.redis.xack(key, RELAY_GROUP, ...gone);
-        if (live.length) {
-          claimed += live.length;
-          this.logger.warn({ stream: key, count: live.length }, 'relay claimed abandoned outbox entries');
-          await this.processEntries(key, live);
-        }
-      } catch (err) {
-        if (this.running) this.logger.error({ err, stream: key }, 'relay claim failed');
-      }
-    }
-    return claimed;
+    do {
+      const [next, ids] = (await this.redis.xautoclaim(key, RELAY_GROUP, this.consumer, 0, cursor, 'COUNT', 1000, 'JUSTID')) as [
+        string,
+        string[],
+      ];
+      claimed += ids.length;
+      cursor = next;
+    } while (cursor !== '0-0');
+    // Process what is pending (for this consumer now) before anything new.
+    this.pendingFirst.add(shard);
+    if (claimed > 0) this.logger.warn({ shard, claimed }, 'relay took over unacknowledged outbox entries');
   }
 
-  private async processEntries(key: string, entries: [string, string[]][]): Promise<void> {
+  private async processEntries(key: string, entries: Entry[]): Promise<void> {
     const shard = this.streamKeys.indexOf(key);
     const changes: CallChange[] = [];
     const ids: string[] = [];
     for (const [id, fields] of entries) {
       ids.push(id);
+      // Deleted while pending (already relayed by a relay that died before acknowledging).
+      if (!fields) continue;
       try {
         changes.push(parseChange(id, shard, fields));
       } catch (err) {

@@ -31,6 +31,10 @@ export const keys = {
     `${ks.prefix}:${callShardTag(ks, callId)}:op:${userId.length}:${userId}:${operationId}`,
   outboxForCall: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:outbox`,
   outboxForShard: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:outbox`,
+  /** Which relay reads a shard's outbox right now. */
+  shardLease: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:relay-lease`,
+  /** Heartbeats of the running relays (consumer → last beat, ms), for sharing the shards. */
+  relays: (ks: KeySpace) => `${ks.prefix}:relays`,
 
   /** Binds a user's operationId to one (action, callId): catches reuse across calls. */
   operationBinding: (ks: KeySpace, userId: string, operationId: string) =>

@@ -33,6 +33,7 @@ export const scriptDefinitions = {
   hitRateLimit: { file: 'hitRateLimit.lua', numberOfKeys: 1 },
   renameCall: { file: 'renameCall.lua', numberOfKeys: 3 },
   clearActiveCall: { file: 'clearActiveCall.lua', numberOfKeys: 1 },
+  holdShardLease: { file: 'holdShardLease.lua', numberOfKeys: 1 },
 } as const;
 
 export type ScriptName = keyof typeof scriptDefinitions;

@@ -73,7 +73,7 @@ describe('relay crash between read and acknowledge', () => {
       return pending[0] === 0 && left.length === 0;
     }, 10_000);
     expect(await stack.redis.xlen(OUTBOX)).toBe(0);
-    expect(worker.logs()).toContain('relay claimed abandoned outbox entries');
+    expect(worker.logs()).toContain('relay took over unacknowledged outbox entries');
 
     // Exactly once on this socket (a claim must not double-deliver on top of a normal read).
     await new Promise((r) => setTimeout(r, 300));
