@@ -20,18 +20,30 @@ export function pushEnqueuer(registry: PushRegistry, queues: Queues, enabled: Pr
   };
 }
 
-/** Relay handler: one delayed expiry job per new call, at its expiresAtMs. */
+const timerJobId = (callId: string) => `expire.${jobIdPart(callId)}`;
+
+/**
+ * Relay handler: one delayed expiry job per new call, at its expiresAtMs; removed again when the
+ * call stops ringing first (answer, cancel, decline), which costs one script instead of running
+ * a job that would find nothing to do. The job ending the call itself is running and stays.
+ */
 export function timerEnqueuer(queues: Queues): ChangeHandler {
   return async (changes) => {
     const created = changes.filter((c) => c.kind === 'created');
-    if (created.length === 0) return;
-    const now = Date.now();
-    await queues.timers.addBulk(
-      created.map((c) => ({
-        name: 'expire',
-        data: { callId: c.call.callId },
-        opts: { jobId: `expire.${jobIdPart(c.call.callId)}`, delay: Math.max(0, c.call.expiresAtMs - now) },
-      })),
+    const stoppedRinging = changes.filter(
+      (c) => (c.kind === 'answered' || (c.kind === 'ended' && c.call.acceptedAtMs === undefined)) && c.call.endedBy !== 'system',
     );
+    const now = Date.now();
+    await Promise.all([
+      created.length > 0 &&
+        queues.timers.addBulk(
+          created.map((c) => ({
+            name: 'expire',
+            data: { callId: c.call.callId },
+            opts: { jobId: timerJobId(c.call.callId), delay: Math.max(0, c.call.expiresAtMs - now) },
+          })),
+        ),
+      ...stoppedRinging.map((c) => queues.timers.remove(timerJobId(c.call.callId))),
+    ]);
   };
 }

@@ -10,7 +10,8 @@ import type { PushTokenKind } from '../http/schemas.js';
  *         Completed jobs are dropped at once and failed ones kept briefly (bounded), because
  *         at thousands of calls per second kept jobs would fill Redis.
  * timers: one delayed job per call at its expiresAtMs, ID'd by callId (so at most one per
- *         call). Harmless when the call ended first: expireCall.lua then does nothing.
+ *         call), removed when the call stops ringing first; one that fires anyway is harmless
+ *         (expireCall.lua then does nothing).
  */
 
 export const PUSH_QUEUE = 'push';
