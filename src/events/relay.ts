@@ -7,18 +7,22 @@ import { deliveriesFor, type Delivery } from './audience.js';
 import type { EventLog } from './eventLog.js';
 import type { Logger } from '../util/logger.js';
 import { runScript } from '../redis/scripts.js';
+import { compareStreamIds } from './cursor.js';
 
 /**
  * The outbox relay: reads the call shards' outbox streams through a consumer group, writes every
  * change's events into the audience's event logs (which also notifies the gateways), hands the
  * change to the other handlers (pushes, timers), then acknowledges and deletes the entries.
  *
- * Each shard is read by one relay at a time, under a lease (lua/holdShardLease.lua): a call's
- * changes all live in one shard, so they reach the event logs in the order they happened even
- * with several relays running. Relays share the shards evenly (each aims at ceil(shards / live
- * relays), counted from heartbeats). A relay that dies loses its leases after `leaseMs`; the
- * relay taking a shard over first claims and processes the entries the previous holder read but
- * never acknowledged. Delivery is at least once: a redelivered change produces the same event IDs.
+ * Each shard is read by one relay at a time, under a lease (lua/holdShardLease.lua), and one
+ * relay holds them all while it lives; the others stand by. Each read merges the shards' entries
+ * in stream-ID (Redis time) order, so every user's event log follows the order in which the
+ * changes happened, across calls too. (Sharing shards between relays would scale the relay but
+ * lose that order; Redis saturates long before one relay does.) A relay that dies loses its
+ * leases after `leaseMs`; the standby that takes a shard over first claims and processes the
+ * entries the dead one read but never acknowledged. If two relays ever hold shards at once, the
+ * one holding fewer gives them up. Delivery is at least once: a redelivered change produces the
+ * same event IDs.
  */
 
 export type ChangeHandler = (changes: readonly CallChange[]) => Promise<void>;
@@ -82,7 +86,6 @@ export class OutboxRelay {
         runScript(this.redis, 'holdShardLease', [keys.shardLease(this.opts, shard)], [this.consumer, String(this.opts.leaseMs), '1']),
       ),
     ).catch(() => {});
-    await this.redis.hdel(keys.relays(this.opts), this.consumer).catch(() => {});
     this.owned.clear();
   }
 
@@ -111,7 +114,7 @@ export class OutboxRelay {
           'BLOCK', Math.max(1, Math.min(this.opts.blockMs, this.leaseCheckMs())),
           'STREAMS', ...shards.map((i) => this.streamKeys[i]!), ...shards.map(() => '>'),
         )) as [string, Entry[]][] | null;
-        for (const [key, entries] of reply ?? []) await this.processOrRetry(key, entries);
+        if (reply) await this.processOrRetry(reply);
       } catch (err) {
         if (!this.running) return;
         this.logger.warn({ err: (err as Error).message }, 'relay read failed; retrying');
@@ -128,13 +131,13 @@ export class OutboxRelay {
     return Math.max(1, Math.min(1000, Math.floor(this.opts.leaseMs / 3)));
   }
 
-  /** Processes a batch; on failure its entries stay pending and are retried before newer ones. */
-  private async processOrRetry(key: string, entries: Entry[]): Promise<void> {
+  /** Processes a read; on failure its entries stay pending and are retried before newer ones. */
+  private async processOrRetry(streams: [string, Entry[]][]): Promise<void> {
     try {
-      await this.processEntries(key, entries);
+      await this.processEntries(streams);
     } catch (err) {
-      this.pendingFirst.add(this.streamKeys.indexOf(key));
-      this.logger.error({ err, stream: key }, 'relay failed to process a batch; retrying');
+      for (const [key] of streams) this.pendingFirst.add(this.streamKeys.indexOf(key));
+      this.logger.error({ err }, 'relay failed to process a batch; retrying');
       await sleep(200);
     }
   }
@@ -148,42 +151,47 @@ export class OutboxRelay {
       )) as [string, Entry[]][] | null;
       const entries = reply?.[0]?.[1] ?? [];
       if (entries.length === 0) this.pendingFirst.delete(shard);
-      else await this.processOrRetry(key, entries);
+      else await this.processOrRetry([[key, entries]]);
     }
   }
 
-  /** Renews held leases, releases extras and takes free shards, aiming at an even share. */
+  /**
+   * Renews this relay's leases and takes the free shards while no other relay holds any; gives
+   * all of its shards up when another relay holds more (ties: the smaller name keeps them).
+   */
   private async manageLeases(): Promise<void> {
-    const now = Date.now();
-    this.lastLeaseCheck = now;
-    const relaysKey = keys.relays(this.opts);
-    await this.redis.hset(relaysKey, this.consumer, String(now));
-    const beats = await this.redis.hgetall(relaysKey);
-    let live = 0;
-    for (const [consumer, beat] of Object.entries(beats)) {
-      if (Number(beat) >= now - 3 * this.opts.leaseMs) live++;
-      else await this.redis.hdel(relaysKey, consumer);
-    }
-    const target = Math.ceil(this.opts.shards / Math.max(1, live));
+    this.lastLeaseCheck = Date.now();
     const lease = (shard: number, release: boolean) =>
       runScript(this.redis, 'holdShardLease', [keys.shardLease(this.opts, shard)], [this.consumer, String(this.opts.leaseMs), release ? '1' : '0']);
+    const p = this.redis.pipeline();
+    for (let shard = 0; shard < this.opts.shards; shard++) p.get(keys.shardLease(this.opts, shard));
+    const holders = ((await p.exec()) ?? []).map(([, v]) => (typeof v === 'string' ? v : null));
 
     for (const shard of this.shards()) {
-      if ((await lease(shard, false)) !== 1) {
+      if (holders[shard] !== this.consumer || (await lease(shard, false)) !== 1) {
         this.owned.delete(shard);
         this.pendingFirst.delete(shard);
         this.logger.warn({ shard }, 'relay lost its lease on an outbox shard');
       }
     }
-    // Between batches, so nothing of a released shard is in flight here.
-    for (const shard of this.shards().reverse()) {
-      if (this.owned.size <= target) break;
-      await lease(shard, true);
-      this.owned.delete(shard);
-      this.pendingFirst.delete(shard);
+    const others = new Map<string, number>();
+    for (const h of holders) if (h && h !== this.consumer) others.set(h, (others.get(h) ?? 0) + 1);
+    if (this.owned.size > 0) {
+      for (const [other, count] of others) {
+        if (count > this.owned.size || (count === this.owned.size && other < this.consumer)) {
+          // Between batches, so nothing of these shards is in flight here.
+          for (const shard of this.shards()) await lease(shard, true);
+          this.owned.clear();
+          this.pendingFirst.clear();
+          this.logger.info({ other }, 'relay stands by: another relay holds the outbox shards');
+          return;
+        }
+      }
+    } else if (others.size > 0) {
+      return; // another relay is active: stand by
     }
-    for (let shard = 0; shard < this.opts.shards && this.owned.size < target; shard++) {
-      if (this.owned.has(shard) || (await lease(shard, false)) !== 1) continue;
+    for (let shard = 0; shard < this.opts.shards; shard++) {
+      if (holders[shard] !== null || this.owned.has(shard) || (await lease(shard, false)) !== 1) continue;
       this.owned.add(shard);
       await this.takeOver(shard);
     }
@@ -207,12 +215,19 @@ export class OutboxRelay {
     if (claimed > 0) this.logger.warn({ shard, claimed }, 'relay took over unacknowledged outbox entries');
   }
 
-  private async processEntries(key: string, entries: Entry[]): Promise<void> {
-    const shard = this.streamKeys.indexOf(key);
+  /**
+   * Relays the entries of one read, merged across shards in stream-ID order (the Redis time of
+   * each change), then acknowledges and deletes them.
+   */
+  private async processEntries(streams: [string, Entry[]][]): Promise<void> {
+    const merged: { key: string; shard: number; id: string; fields: string[] | null }[] = [];
+    for (const [key, entries] of streams) {
+      const shard = this.streamKeys.indexOf(key);
+      for (const [id, fields] of entries) merged.push({ key, shard, id, fields });
+    }
+    merged.sort((a, b) => compareStreamIds(a.id, b.id) || a.shard - b.shard);
     const changes: CallChange[] = [];
-    const ids: string[] = [];
-    for (const [id, fields] of entries) {
-      ids.push(id);
+    for (const { key, shard, id, fields } of merged) {
       // Deleted while pending (already relayed by a relay that died before acknowledging).
       if (!fields) continue;
       try {
@@ -224,7 +239,12 @@ export class OutboxRelay {
     }
     await this.deliver(changes);
     for (const handle of this.handlers) await handle(changes);
-    await this.redis.multi().xack(key, RELAY_GROUP, ...ids).xdel(key, ...ids).exec();
+    const ack = this.redis.multi();
+    for (const [key, entries] of streams) {
+      const ids = entries.map(([id]) => id);
+      ack.xack(key, RELAY_GROUP, ...ids).xdel(key, ...ids);
+    }
+    await ack.exec();
     this.relayed += changes.length;
   }
 

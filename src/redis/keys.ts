@@ -33,8 +33,6 @@ export const keys = {
   outboxForShard: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:outbox`,
   /** Which relay reads a shard's outbox right now. */
   shardLease: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:relay-lease`,
-  /** Heartbeats of the running relays (consumer → last beat, ms), for sharing the shards. */
-  relays: (ks: KeySpace) => `${ks.prefix}:relays`,
 
   /** Binds a user's operationId to one (action, callId): catches reuse across calls. */
   operationBinding: (ks: KeySpace, userId: string, operationId: string) =>
