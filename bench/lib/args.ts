@@ -1,0 +1,155 @@
+/** Command-line options and the sizes of each mode. */
+
+export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'storm', 'idle', 'timers', 'compare'] as const;
+export type ScenarioId = (typeof ALL_SCENARIOS)[number];
+
+export interface Sizes {
+  mode: 'quick' | 'full';
+  micro: { timeMs: number };
+  ceilings: { redisMs: number; httpMs: number; httpConcurrency: number; rawSockets: number };
+  lifecycle: {
+    pairsPerGenerator: number;
+    /** First rate of the search; 0: 15 % of this run's Redis-bound ceiling (100 to 2,000/s). */
+    startRate: number;
+    factor: number;
+    stepMs: number;
+    maxSteps: number;
+    bisections: number;
+    sustainedMs: number;
+    halfGoalMs: number;
+    /** A lifecycle not finished after this long is an error. */
+    timeoutMs: number;
+  };
+  storm: { devices: number; rate: number; durationMs: number; pairsPerGenerator: number };
+  idle: { sockets: number; holdMs: number };
+  timers: { calls: number; rate: number; ringTimeoutMs: number; sampleSockets: number };
+  compare: { sockets: number; concurrency: number; throughputMs: number; latencyMs: number };
+}
+
+const QUICK: Sizes = {
+  mode: 'quick',
+  micro: { timeMs: 150 },
+  ceilings: { redisMs: 3000, httpMs: 2000, httpConcurrency: 64, rawSockets: 5000 },
+  lifecycle: { pairsPerGenerator: 600, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000 },
+  storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
+  idle: { sockets: 4000, holdMs: 1000 },
+  timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300 },
+  compare: { sockets: 500, concurrency: 64, throughputMs: 1500, latencyMs: 1500 },
+};
+
+const FULL: Sizes = {
+  mode: 'full',
+  micro: { timeMs: 1000 },
+  ceilings: { redisMs: 10_000, httpMs: 10_000, httpConcurrency: 128, rawSockets: 100_000 },
+  lifecycle: { pairsPerGenerator: 1500, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000 },
+  storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
+  idle: { sockets: 100_000, holdMs: 30_000 },
+  timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000 },
+  compare: { sockets: 10_000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000 },
+};
+
+export interface Options {
+  sizes: Sizes;
+  scenarios: ScenarioId[];
+  generators: number;
+  /** Target an existing deployment instead of starting one. */
+  url?: string;
+  redis?: string;
+  secret?: string;
+  cpuProf: boolean;
+  /** Do not start the fake push providers (the server then runs without push). */
+  noPush: boolean;
+  /** Open-loop p99 limit for the rate search, ms. */
+  p99LimitMs: number;
+}
+
+export function usage(): string {
+  return `usage: npm run bench -- [--quick | --full] [--scenarios ${ALL_SCENARIOS.join(',')}]
+                      [--generators N] [--url http://host:port --redis redis://host:port --secret S]
+                      [--cpu-prof] [--no-push] [--set group.size=N ...]
+  --quick        small sizes, under two minutes (default)
+  --full         the goal sizes: 60 s sustained, 100k idle sockets, 100k pending timers
+  --url/--redis  target an existing deployment (and its Redis, for the ceiling); --secret (or
+                 BENCH_JWT_SECRET) is its AUTH_JWT_SECRET, to mint session tokens
+  --generators N fork N load generator processes and merge their histograms (default 1)
+  --cpu-prof     write V8 CPU profiles of the bench's server processes to bench/results/profiles/
+  --no-push      run the server without push (no fake providers): shows what push costs
+  --set g.k=N    override one size of the mode, e.g. --set lifecycle.sustainedMs=30000 --set idle.sockets=50000`;
+}
+
+export function parseArgs(argv: readonly string[]): Options {
+  let sizes = QUICK;
+  let scenarios: ScenarioId[] = [...ALL_SCENARIOS];
+  let generators = 1;
+  const sets: string[] = [];
+  const o: Partial<Options> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const value = () => {
+      const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value`);
+      return v;
+    };
+    const name = a.split('=')[0];
+    switch (name) {
+      case '--quick':
+        sizes = QUICK;
+        break;
+      case '--full':
+        sizes = FULL;
+        break;
+      case '--scenarios': {
+        const list = value().split(',').map((x) => x.trim()).filter(Boolean);
+        for (const x of list) if (!(ALL_SCENARIOS as readonly string[]).includes(x)) throw new Error(`unknown scenario ${x}`);
+        scenarios = list as ScenarioId[];
+        break;
+      }
+      case '--generators':
+        generators = Math.max(1, Number(value()) | 0);
+        break;
+      case '--url':
+        o.url = value().replace(/\/$/, '');
+        break;
+      case '--redis':
+        o.redis = value();
+        break;
+      case '--secret':
+        o.secret = value();
+        break;
+      case '--set':
+        sets.push(value());
+        break;
+      case '--cpu-prof':
+        o.cpuProf = true;
+        break;
+      case '--no-push':
+        o.noPush = true;
+        break;
+      case '--help':
+      case '-h':
+        throw new Error(usage());
+      default:
+        throw new Error(`unknown option ${a}\n${usage()}`);
+    }
+  }
+  // e.g. --set storm.rate=100: override one size of the chosen mode.
+  for (const set of sets) {
+    const [path, v] = set.split('=');
+    const [group, key] = (path ?? '').split('.');
+    const target = (sizes as unknown as Record<string, Record<string, unknown>>)[group ?? ''];
+    if (!target || !key || !(key in target) || v === undefined || !Number.isFinite(Number(v))) throw new Error(`--set ${set}: not a numeric size`);
+    sizes = { ...sizes, [group!]: { ...target, [key]: Number(v) } } as Sizes;
+  }
+  if (o.url && !o.redis) throw new Error('--url needs --redis (the Redis-bound ceiling and timer checks read it)');
+  return {
+    sizes,
+    scenarios,
+    generators,
+    cpuProf: o.cpuProf ?? false,
+    noPush: o.noPush ?? false,
+    p99LimitMs: 50,
+    ...(o.url ? { url: o.url } : {}),
+    ...(o.redis ? { redis: o.redis } : {}),
+    ...(o.secret ? { secret: o.secret } : {}),
+  };
+}

@@ -1,0 +1,289 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { cpus } from 'node:os';
+import { Redis } from 'ioredis';
+import type { Options } from './args.js';
+import { configSchema } from '../../src/config/config.js';
+import { REPO_ROOT, startRedis, startServer, type ListeningProcess, type RedisProcess, type Started } from './processes.js';
+import { CpuMeter, cpuMs, machineCpu } from './procstat.js';
+import { sleep } from './clock.js';
+import { GeneratorPool } from './generators.js';
+import type { HistogramSummary, SerializedHistogram } from './histogram.js';
+import { HistogramSet } from './histogram.js';
+import { runTag } from './users.js';
+
+/**
+ * Everything the scenarios share: the Redis and the main server under test (started here, or
+ * given with --url/--redis), the fake push providers, the ceilings measured in this run, and the
+ * progress output.
+ */
+
+export interface ServerTarget {
+  label: string;
+  baseUrl: string;
+  wsBase: string;
+  /** Known when this run started the process (for RSS and CPU readings). */
+  pid?: number;
+}
+
+export interface Ceilings {
+  /** Redis-bound lifecycles/s by variant (bench/workers/redisCeiling.ts). */
+  redis?: {
+    /** The ceiling used for ratios: lifecycles/s at which Redis's CPU is saturated. */
+    lifecycle: number;
+    lifecycleNoTimer: number;
+    create: number;
+    /** Throughput the pipelining client reached (lower when the client, not Redis, was the limit). */
+    measured: { lifecycle: number; lifecycleNoTimer: number; create: number };
+    redisCpuShare: number;
+    clientCpuShare: number;
+  };
+  /** Raw uWebSockets.js HTTP requests/s (bench/ceilings/uwsHello.ts). */
+  http?: { requestsPerSecond: number; generatorBound: boolean };
+  /** Raw uWebSockets.js memory per idle WebSocket, bytes. */
+  rawWsBytesPerSocket?: number;
+}
+
+export interface PushState {
+  /** Whether the server under test was given the fake providers' settings. */
+  configured: boolean;
+  /** Why push is not measured, when it is not. */
+  reason?: string;
+  env?: Record<string, string>;
+  bundleId?: string;
+  androidAppId?: string;
+}
+
+export interface PushCollect {
+  hist: Record<string, SerializedHistogram>;
+  statuses: Record<string, number>;
+  unmatched: number;
+}
+
+export class BenchContext {
+  readonly tag = runTag();
+  readonly secret: string;
+  readonly selfHosted: boolean;
+  redisUrl = '';
+  redisProc: RedisProcess | undefined;
+  main!: ServerTarget;
+  mainProc: ListeningProcess | undefined;
+  readonly ceilings: Ceilings = {};
+  /** Figures one scenario finds and a later one sizes itself by. */
+  readonly findings: { sustainedLifecycleRate?: number; idleBytesPerSocket?: number } = {};
+  push: PushState = { configured: false, reason: 'push not set up' };
+  private pushFakes: GeneratorPool | undefined;
+  private readonly extra: Started[] = [];
+  private info: Redis | undefined;
+  readonly profileDir: string | undefined;
+  readonly startedAt = Date.now();
+
+  constructor(readonly opts: Options) {
+    this.selfHosted = !opts.url;
+    this.secret = opts.secret ?? process.env.BENCH_JWT_SECRET ?? (this.selfHosted ? `bench-${randomBytes(24).toString('hex')}` : '');
+    if (!this.secret) throw new Error('--url needs --secret (or BENCH_JWT_SECRET): the AUTH_JWT_SECRET of the target, to mint session tokens');
+    this.profileDir = opts.cpuProf ? join(REPO_ROOT, 'bench/results/profiles') : undefined;
+    if (this.profileDir) mkdirSync(this.profileDir, { recursive: true });
+  }
+
+  log(line: string): void {
+    process.stdout.write(`${line}\n`);
+  }
+
+  /** Starts (or attaches to) Redis, the fake push providers and the main server. */
+  async start(): Promise<void> {
+    if (this.selfHosted) {
+      this.redisProc = await startRedis();
+      this.redisUrl = this.redisProc.url;
+      this.log(`redis-server ${this.redisUrl} (pid ${this.redisProc.pid}, --save '' --appendonly no)`);
+      await this.startPushFakes();
+      this.mainProc = await this.startServer('server', {});
+      this.main = this.targetOf(this.mainProc);
+      this.detectPushWiring(this.mainProc.logs());
+      this.log(`server ${this.main.baseUrl} (pid ${this.mainProc.pid}); push: ${this.push.configured ? 'fake APNs + FCM' : `not measured: ${this.push.reason}`}`);
+    } else {
+      this.redisUrl = this.opts.redis!;
+      const u = new URL(this.opts.url!);
+      this.main = { label: 'server', baseUrl: this.opts.url!, wsBase: `${u.protocol === 'https:' ? 'wss' : 'ws'}://${u.host}` };
+      this.push = { configured: false, reason: 'targeting an existing deployment: its push providers are not ours to watch' };
+      this.log(`target ${this.main.baseUrl}, redis ${this.redisUrl}`);
+    }
+    this.info = new Redis(this.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 });
+    this.info.on('error', () => {});
+    await this.info.connect();
+  }
+
+  targetOf(p: ListeningProcess): ServerTarget {
+    return { label: p.label, baseUrl: p.url, wsBase: p.url.replace(/^http/, 'ws'), pid: p.pid };
+  }
+
+  /** Starts one more real server process on the bench's Redis (self-hosted runs only). */
+  async startServer(label: string, env: Record<string, string>): Promise<ListeningProcess> {
+    if (!this.selfHosted) throw new Error(`${label}: cannot start servers when targeting --url`);
+    const p = await startServer({
+      label,
+      redisUrl: this.redisUrl,
+      secret: this.secret,
+      env: { ...BENCH_LIMITS, ...(this.push.configured ? this.push.env : {}), ...env },
+      ...(this.profileDir ? { cpuProfDir: this.profileDir } : {}),
+    });
+    if (label !== 'server') this.extra.push(p);
+    return p;
+  }
+
+  async stopServer(p: Started): Promise<void> {
+    await p.stop();
+    const i = this.extra.indexOf(p);
+    if (i >= 0) this.extra.splice(i, 1);
+  }
+
+  track(p: Started): void {
+    this.extra.push(p);
+  }
+
+  // ---------- push fakes ----------
+
+  private async startPushFakes(): Promise<void> {
+    if (this.opts.noPush) {
+      this.push = { configured: false, reason: 'disabled with --no-push' };
+      return;
+    }
+    try {
+      this.pushFakes = await GeneratorPool.start(1, 'pushFakes', () => ({}));
+      const info = this.pushFakes.setupInfo[0] as { env: Record<string, string>; bundleId: string; androidAppId: string };
+      this.push = { configured: true, env: info.env, bundleId: info.bundleId, androidAppId: info.androidAppId };
+    } catch (err) {
+      this.push = { configured: false, reason: `the fake providers did not start: ${(err as Error).message.split('\n')[0]}` };
+    }
+  }
+
+  /** The server says at start when it runs without push senders. */
+  private detectPushWiring(logs: string): void {
+    if (!this.push.configured) return;
+    if (/push is not configured/.test(logs)) {
+      this.push = { ...this.push, configured: false, reason: 'push unconfigured (the server started without push senders: "push is not configured")' };
+    }
+  }
+
+  get pushFakePid(): number | undefined {
+    return this.pushFakes?.pids()[0];
+  }
+
+  /** Tells the fakes which generator (UDP port) to announce the pushes of each `<tag>.<gen>` to. */
+  async routePush(routes: Record<string, number>): Promise<void> {
+    if (this.pushFakes && this.push.configured) await this.pushFakes.run(() => ({ op: 'route', routes }));
+  }
+
+  /** The push latencies the fakes saw since the last collect (and resets them). */
+  async collectPush(): Promise<PushCollect | undefined> {
+    if (!this.pushFakes) return undefined;
+    const [out] = await this.pushFakes.run<PushCollect>(() => ({ op: 'collect' }));
+    return out?.result;
+  }
+
+  // ---------- measurements shared by scenarios ----------
+
+  async redisInfoText(): Promise<string> {
+    return this.info!.info();
+  }
+
+  /** Per-command call counts and time from INFO commandstats (commands run inside scripts included). */
+  async commandStats(): Promise<Record<string, { calls: number; usec: number }>> {
+    const text = await this.info!.info('commandstats');
+    const out: Record<string, { calls: number; usec: number }> = {};
+    for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) out[m[1]!] = { calls: Number(m[2]), usec: Number(m[3]) };
+    return out;
+  }
+
+  /** Redis's own CPU seconds (user + sys) and memory, from INFO (works for any Redis). */
+  async redisInfo(): Promise<{ cpuSec: number; usedMemory: number; clients: number }> {
+    const text = await this.info!.info();
+    const num = (k: string) => Number(new RegExp(`^${k}:([\\d.]+)`, 'm').exec(text)?.[1] ?? NaN);
+    return { cpuSec: num('used_cpu_user') + num('used_cpu_sys'), usedMemory: num('used_memory'), clients: num('connected_clients') };
+  }
+
+  /** Starts measuring CPU of the server processes, Redis and the machine. */
+  async cpuWindow(extraPids: Record<string, number | undefined> = {}): Promise<() => Promise<CpuShares>> {
+    const meter = new CpuMeter({ server: this.main.pid, 'push fakes': this.pushFakePid, ...extraPids }).begin();
+    const r0 = await this.redisInfo();
+    const m0 = machineCpu();
+    const t0 = performance.now();
+    return async () => {
+      const shares = meter.end();
+      const r1 = await this.redisInfo();
+      const m1 = machineCpu();
+      const wall = (performance.now() - t0) / 1000;
+      shares.redis = (r1.cpuSec - r0.cpuSec) / wall;
+      const machine = (m1.busy - m0.busy) / Math.max(1, m1.total - m0.total);
+      const ours = Object.values(shares).reduce((a, b) => a + b, 0);
+      return { processes: shares, machineBusy: machine, otherCores: Math.max(0, machine * cpus().length - ours), remoteTarget: !this.selfHosted };
+    };
+  }
+
+  /**
+   * Waits until a server process is idle again (under 10 % of a core for half a second), so a
+   * backlog left by an overloaded step does not spill into the next one. Returns how long it took.
+   */
+  async waitIdle(pid: number | undefined, maxMs: number): Promise<number> {
+    if (pid === undefined) return 0;
+    const t0 = performance.now();
+    let quiet = 0;
+    let last = cpuMs(pid) ?? 0;
+    while (performance.now() - t0 < maxMs) {
+      await sleep(250);
+      const now = cpuMs(pid) ?? 0;
+      quiet = now - last < 25 ? quiet + 1 : 0;
+      last = now;
+      if (quiet >= 2) break;
+    }
+    return performance.now() - t0;
+  }
+
+  /**
+   * Loopback source addresses for `sockets` client sockets: each address has ~28k ephemeral
+   * ports, and each use (`block`) gets its own addresses so that ports still in TIME_WAIT from
+   * an earlier phase do not slow down binding either.
+   */
+  localAddresses(sockets: number, block: number): string[] {
+    // Binding a source port gets slower the more ports of that address are taken (the kernel
+    // searches the range): a few thousand sockets per address keep connecting fast.
+    const n = Math.min(250, Math.max(1, Math.ceil(sockets / 2500)));
+    return Array.from({ length: n }, (_, i) => `127.0.${block}.${i + 1}`);
+  }
+
+  async close(): Promise<void> {
+    for (const p of [...this.extra].reverse()) await p.stop().catch(() => {});
+    await this.mainProc?.stop().catch(() => {});
+    await this.pushFakes?.close().catch(() => {});
+    this.info?.disconnect();
+    await this.redisProc?.stop().catch(() => {});
+  }
+}
+
+/**
+ * The abuse limits of the servers the bench starts, raised far above what a bench user does (a
+ * few users make thousands of calls a minute here); the limiters still run, so their cost is
+ * measured. Only variables this version of the config knows are set.
+ */
+export const BENCH_LIMITS: Record<string, string> = Object.fromEntries(
+  Object.entries({ RATE_CALL_CREATES_PER_MIN: '100000000', RATE_PUSH_TOKEN_WRITES_PER_HOUR: '100000000' }).filter(([k]) => k in configSchema.shape),
+);
+
+export interface CpuShares {
+  /** Share of one core per process over the window (1 = one full core). */
+  processes: Record<string, number>;
+  /** Share of the whole machine (all cores) that was busy. */
+  machineBusy: number;
+  /** Cores used by processes this run did not start or does not watch (other work on the machine). */
+  otherCores: number;
+  /** Targeting --url: the server's CPU is among the other processes'. */
+  remoteTarget: boolean;
+}
+
+/** Merges the generators' serialised histograms of one run. */
+export function mergeHists(list: readonly Record<string, SerializedHistogram>[], order?: readonly string[]): Record<string, HistogramSummary> {
+  const set = new HistogramSet();
+  for (const h of list) set.mergeSerialized(h);
+  return set.summaries(order);
+}

@@ -1,0 +1,85 @@
+import WebSocket from 'ws';
+import type { EventPayload } from '../../src/events/payloads.js';
+import { nowMs } from './clock.js';
+
+/**
+ * One device's signaling socket for the generators: the wire format of docs/signaling.md and of
+ * the typed client (src/client/signaling.ts), with the `ws` package so that a source address can
+ * be chosen (many loopback addresses get past one address's ephemeral ports). No automatic
+ * reconnect: a bench must see every close.
+ */
+
+export interface DeviceSocketOptions {
+  /** ws:// base, e.g. ws://127.0.0.1:8080 */
+  wsBase: string;
+  token: string;
+  localAddress?: string;
+  onEvent?: (event: EventPayload, atMs: number) => void;
+  onClose?: (code: number) => void;
+  connectTimeoutMs?: number;
+}
+
+export interface DeviceSocket {
+  ws: WebSocket;
+  close(): void;
+}
+
+/** Opens the socket and resolves once the server said `synced` (live from there). */
+export function openDeviceSocket(o: DeviceSocketOptions): Promise<DeviceSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${o.wsBase}/v1/signaling?access_token=${encodeURIComponent(o.token)}`, 'calling.v1.json', {
+      perMessageDeflate: false,
+      ...(o.localAddress ? { localAddress: o.localAddress } : {}),
+    });
+    let synced = false;
+    const timer = setTimeout(() => {
+      if (!synced) {
+        ws.terminate();
+        reject(new Error('signaling connect timed out'));
+      }
+    }, o.connectTimeoutMs ?? 30_000);
+    ws.on('message', (data, isBinary) => {
+      const at = nowMs();
+      if (isBinary) return;
+      let frame: { type?: string; event?: EventPayload };
+      try {
+        frame = JSON.parse(String(data)) as typeof frame;
+      } catch {
+        return;
+      }
+      if (frame.type === 'event' && frame.event) o.onEvent?.(frame.event, at);
+      else if (frame.type === 'synced' && !synced) {
+        synced = true;
+        clearTimeout(timer);
+        resolve({ ws, close: () => ws.close(1000) });
+      }
+    });
+    ws.on('error', (err) => {
+      if (!synced) {
+        clearTimeout(timer);
+        reject(err);
+      }
+    });
+    ws.on('close', (code) => {
+      if (!synced) {
+        clearTimeout(timer);
+        reject(new Error(`signaling socket closed before synced (${code})`));
+      } else o.onClose?.(code);
+    });
+  });
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    for (;;) {
+      const i = next++;
+      if (i >= items.length) return;
+      out[i] = await fn(items[i]!, i);
+    }
+  });
+  await Promise.all(workers);
+  return out;
+}

@@ -1,0 +1,91 @@
+import { BenchContext } from './lib/context.js';
+import { parseArgs, type ScenarioId } from './lib/args.js';
+import { collectMeta, printSummary, writeResults } from './lib/output.js';
+import { profilesSection } from './lib/profile.js';
+import type { ScenarioResult } from './lib/report.js';
+import { microScenario } from './scenarios/micro.js';
+import { ceilingsScenario } from './scenarios/ceilings.js';
+import { lifecycleScenario } from './scenarios/lifecycle.js';
+import { stormScenario } from './scenarios/storm.js';
+import { idleScenario } from './scenarios/idle.js';
+import { timersScenario } from './scenarios/timers.js';
+import { compareScenario } from './scenarios/compare.js';
+
+/**
+ * `npm run bench -- [--quick | --full] [...]`: starts its own Redis and server (or targets
+ * --url/--redis), measures the limits of this machine (Redis-bound and raw uWS ceilings), runs
+ * the scenarios, prints progress and a table, and writes bench/results/<time>.json, <time>.md
+ * and latest.md. See bench/README.md.
+ */
+
+const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) => Promise<ScenarioResult> }> = {
+  micro: { title: 'microbenchmarks', run: microScenario },
+  ceilings: { title: 'ceilings (Redis-bound, raw uWS HTTP)', run: ceilingsScenario },
+  lifecycle: { title: 'full lifecycle, open loop', run: lifecycleScenario },
+  storm: { title: 'answer storms', run: stormScenario },
+  idle: { title: 'idle connections', run: idleScenario },
+  timers: { title: 'ring timers', run: timersScenario },
+  compare: { title: 'event delivery vs Socket.IO', run: compareScenario },
+};
+/** Ceilings first: every other scenario's ratios need them. */
+const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'storm', 'timers', 'idle', 'compare'];
+
+async function main(): Promise<void> {
+  let opts;
+  try {
+    opts = parseArgs(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const t0 = performance.now();
+  const ctx = new BenchContext(opts);
+  ctx.log(`bench: ${opts.sizes.mode} mode, scenarios ${opts.scenarios.join(', ')}, ${opts.generators} generator process(es)`);
+  const results: ScenarioResult[] = [];
+  try {
+    await ctx.start();
+    const watchdogMs = opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000;
+    for (const id of ORDER.filter((s) => opts.scenarios.includes(s))) {
+      const s = SCENARIOS[id];
+      const ts = performance.now();
+      ctx.log(`\n== ${s.title} ==`);
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        const r = await Promise.race([
+          s.run(ctx),
+          new Promise<never>((_, rej) => (timer = setTimeout(() => rej(new Error(`scenario did not finish within ${watchdogMs / 1000} s`)), watchdogMs))),
+        ]);
+        results.push(r);
+        for (const h of r.headlines) ctx.log(`  => ${h.metric}: ${h.value}${h.ratio ? ` (${h.ratio} of ${h.ceiling})` : ''}`);
+      } catch (err) {
+        const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
+        ctx.log(`  !! ${id} failed: ${message.split('\n')[0]}`);
+        results.push({ id, title: s.title, headlines: [], goals: [], markdown: 'This scenario failed to run in this run (error above).', data: null, error: message });
+      } finally {
+        clearTimeout(timer);
+      }
+      ctx.log(`  (${((performance.now() - ts) / 1000).toFixed(1)} s)`);
+    }
+  } finally {
+    const durationS = (performance.now() - t0) / 1000;
+    const meta = await collectMeta(ctx, durationS).catch(() => undefined);
+    await ctx.close();
+    if (ctx.profileDir) {
+      // The servers write their profiles when they exit (above).
+      const prof = profilesSection(ctx.profileDir, ctx.startedAt);
+      results.push({ id: 'profiles', title: 'CPU profiles of the server processes (--cpu-prof)', headlines: [], goals: [], markdown: prof.markdown, data: prof.data });
+    }
+    if (meta) {
+      printSummary(results, (l) => ctx.log(l));
+      const files = writeResults(meta, results, ctx.ceilings);
+      ctx.log(`\nwrote ${files.json}\n      ${files.md}\n      ${files.latest}`);
+      ctx.log(`total ${durationS.toFixed(1)} s`);
+    }
+  }
+  process.exit(results.some((r) => r.error) ? 1 : 0);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,182 @@
+import { cpus } from 'node:os';
+import type { BenchContext, CpuShares } from '../lib/context.js';
+import { mergeHists } from '../lib/context.js';
+import { GeneratorPool, generatorCpu } from '../lib/generators.js';
+import type { HistogramSummary } from '../lib/histogram.js';
+import { nowMs } from '../lib/clock.js';
+import { fmtNum, fmtPct } from '../lib/report.js';
+import type { CallsResult, CallsSetup } from '../workers/calls.js';
+import { countInto } from '../lib/waiter.js';
+
+/** Starts the generators of call lifecycles and points the fake push providers at them. */
+export async function startCallsPool(ctx: BenchContext, pairsPerGenerator: number, devices: number): Promise<GeneratorPool> {
+  const pool = await GeneratorPool.start(ctx.opts.generators, 'calls', (i) => setupFor(ctx, i, pairsPerGenerator, devices));
+  const infos = pool.setupInfo as { udpPort: number; route: string }[];
+  await ctx.routePush(Object.fromEntries(infos.filter((i) => i.udpPort).map((i) => [i.route, i.udpPort])));
+  return pool;
+}
+
+export function setupFor(ctx: BenchContext, gen: number, pairs: number, devices: number): CallsSetup {
+  return {
+    baseUrl: ctx.main.baseUrl,
+    wsBase: ctx.main.wsBase,
+    secret: ctx.secret,
+    tag: `${ctx.tag}${devices > 1 ? 's' : 'l'}`,
+    gen,
+    pairs,
+    devices,
+    ...(ctx.push.configured ? { push: { bundleId: ctx.push.bundleId!, androidAppId: ctx.push.androidAppId! } } : {}),
+  };
+}
+
+/** One open-loop step of call lifecycles (or answer storms) across the generators, merged. */
+
+export const STEP_ORDER = [
+  'create',
+  'invite (ws)',
+  'push: APNs invite',
+  'push: FCM invite',
+  'answer',
+  'answer → accepted (ws)',
+  'answer → answeredElsewhere (ws)',
+  'end',
+  'end → ended (ws)',
+  'lifecycle',
+];
+
+export interface StepResult {
+  label: string;
+  targetRate: number;
+  durationMs: number;
+  started: number;
+  completed: number;
+  /** Completed lifecycles per second over the step (first start to last finish). */
+  achievedRate: number;
+  errors: Record<string, number>;
+  anomalies: Record<string, number>;
+  answers: Record<string, number>;
+  latency: Record<string, HistogramSummary>;
+  push: { statuses: Record<string, number> } | undefined;
+  generator: { maxShare: number; totalShare: number; bound: boolean; perProcess: number[]; maxLagMs: number };
+  cpu: CpuShares;
+  /** What one completed lifecycle cost: CPU ms per process, Redis commands by name. */
+  cost: { cpuMsPerLifecycle: Record<string, number>; redisCommandsPerLifecycle: Record<string, number>; redisCallsPerLifecycle: number };
+  /** Worst p99 over the steps (not the whole lifecycle), and which step. */
+  worstP99: { step: string; ms: number };
+  pass: boolean;
+  boundBy: string;
+}
+
+export async function runCallStep(
+  ctx: BenchContext,
+  pool: GeneratorPool,
+  p: { label: string; rate: number; durationMs: number; p99LimitMs: number; timeoutMs?: number; settleMaxMs?: number },
+): Promise<StepResult> {
+  const waited = await ctx.waitIdle(ctx.main.pid, p.settleMaxMs ?? 20_000);
+  if (waited > 1500) ctx.log(`    (waited ${(waited / 1000).toFixed(1)} s for the server to finish the previous backlog)`);
+  await ctx.collectPush(); // drop what belongs to earlier steps
+  const stopCpu = await ctx.cpuWindow(Object.fromEntries(pool.pids().map((pid, i) => [`generator ${i}`, pid])));
+  const stats0 = await ctx.commandStats();
+  const t0 = performance.now();
+  const startAtMs = nowMs() + 250;
+  let lastPrint = 0;
+  const live = new Map<number, { started: number; completed: number; errors: number; inflight: number }>();
+  const outs = await pool.run<CallsResult>(
+    () => ({ label: p.label, rate: p.rate / pool.size, durationMs: p.durationMs, startAtMs, timeoutMs: p.timeoutMs ?? 10_000 }),
+    (i, data) => {
+      live.set(i, data as { started: number; completed: number; errors: number; inflight: number });
+      const now = Date.now();
+      if (now - lastPrint < 900) return;
+      lastPrint = now;
+      const t = [...live.values()].reduce((a, b) => ({ started: a.started + b.started, completed: a.completed + b.completed, errors: a.errors + b.errors, inflight: a.inflight + b.inflight }));
+      ctx.log(`    ${p.label}: t=${((nowMs() - startAtMs) / 1000).toFixed(0)}s started=${fmtNum(t.started)} done=${fmtNum(t.completed)} errors=${t.errors} in-flight=${t.inflight}`);
+    },
+  );
+  const cpu = await stopCpu();
+  const wallMs = performance.now() - t0;
+  const stats1 = await ctx.commandStats();
+  const push = await ctx.collectPush();
+  const results = outs.map((o) => o.result);
+  const errors: Record<string, number> = {};
+  const anomalies: Record<string, number> = {};
+  const answers: Record<string, number> = {};
+  for (const r of results) {
+    for (const [k, v] of Object.entries(r.errors)) countInto(errors, k, v);
+    for (const [k, v] of Object.entries(r.anomalies)) countInto(anomalies, k, v);
+    for (const [k, v] of Object.entries(r.answers)) countInto(answers, k, v);
+  }
+  if (push) for (const [k, v] of Object.entries(push.statuses)) if (!/ 200$| signal /.test(k)) countInto(errors, `push ${k}`, v);
+  const latency = mergeHists([...results.map((r) => r.hist), ...(push ? [push.hist] : [])], STEP_ORDER);
+  const started = results.reduce((a, r) => a + r.started, 0);
+  const completed = results.reduce((a, r) => a + r.completed, 0);
+  const spanMs = Math.max(...results.map((r) => r.spanMs), 1);
+  const gen = generatorCpu(outs);
+  const worst = Object.entries(latency)
+    .filter(([k]) => k !== 'lifecycle')
+    .reduce((w, [k, s]) => (s.p99 > w.ms ? { step: k, ms: s.p99 } : w), { step: '', ms: 0 });
+  const errorCount = Object.values(errors).reduce((a, b) => a + b, 0);
+  const per = Math.max(1, completed);
+  const cpuMsPerLifecycle = Object.fromEntries(Object.entries(cpu.processes).map(([k, share]) => [k, (share * wallMs) / per]));
+  const redisCommandsPerLifecycle: Record<string, number> = {};
+  let redisCalls = 0;
+  for (const [cmd, v] of Object.entries(stats1)) {
+    const d = v.calls - (stats0[cmd]?.calls ?? 0);
+    if (d <= 0 || cmd === 'info') continue;
+    redisCommandsPerLifecycle[cmd] = d / per;
+    redisCalls += d;
+  }
+  const pass = errorCount === 0 && completed === started && worst.ms < p.p99LimitMs;
+  const res: StepResult = {
+    label: p.label,
+    targetRate: p.rate,
+    durationMs: p.durationMs,
+    started,
+    completed,
+    achievedRate: (completed * 1000) / Math.max(spanMs, p.durationMs),
+    errors,
+    anomalies,
+    answers,
+    latency,
+    push: push ? { statuses: push.statuses } : undefined,
+    generator: { ...gen, maxLagMs: Math.max(...results.map((r) => r.maxLagMs)) },
+    cpu,
+    cost: { cpuMsPerLifecycle, redisCommandsPerLifecycle, redisCallsPerLifecycle: redisCalls / per },
+    worstP99: worst,
+    pass,
+    boundBy: '',
+  };
+  res.boundBy = describeBound(cpu, gen.bound, gen.maxShare);
+  return res;
+}
+
+/** Names the resource that bounds a run, from the CPU readings taken during it. */
+export function describeBound(cpu: CpuShares, generatorBound: boolean, generatorShare: number): string {
+  const s = cpu.processes;
+  const parts = Object.entries(s)
+    .filter(([, v]) => v > 0.005)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${fmtPct(v)}`);
+  const disturbed = cpu.otherCores > 0.2 ? `; DISTURBED: processes this run did not start${cpu.remoteTarget ? ' (the --url target among them, if it runs here)' : ''} used ${fmtPct(cpu.otherCores)} of a core` : '';
+  const shares = `CPU: ${parts.join(', ')}; machine ${fmtPct(cpu.machineBusy)} of ${cpus().length} cores${disturbed}`;
+  if (generatorBound) return `GENERATOR-BOUND (a generator used ${fmtPct(generatorShare)} of a core); ${shares}`;
+  const server = Object.entries(s).filter(([k]) => !k.startsWith('generator') && k !== 'redis' && k !== 'push fakes').sort((a, b) => b[1] - a[1])[0];
+  if (server && server[1] >= 0.9) return `server process CPU (${server[0]} ${fmtPct(server[1])} of a core: its JavaScript thread is saturated); ${shares}`;
+  if ((s.redis ?? 0) >= 0.9) return `Redis CPU (${fmtPct(s.redis ?? 0)} of a core); ${shares}`;
+  if (cpu.machineBusy >= 0.9) return `machine CPU (all cores busy: server, Redis and generators share them); ${shares}`;
+  return `no single CPU saturated; ${shares}`;
+}
+
+/** One line on what a lifecycle cost in a step, and the rate each process's CPU would allow. */
+export function costSummary(s: StepResult): string {
+  const cpu = Object.entries(s.cost.cpuMsPerLifecycle)
+    .filter(([, ms]) => ms > 0.001)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, ms]) => `${k} ${ms.toFixed(2)} ms (≤ ${fmtNum(1000 / ms)}/s on one core)`)
+    .join(', ');
+  const cmds = Object.entries(s.cost.redisCommandsPerLifecycle)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 14)
+    .map(([k, n]) => `${k} ${n.toFixed(1)}`)
+    .join(', ');
+  return `CPU per lifecycle: ${cpu}. Redis commands per lifecycle: ${s.cost.redisCallsPerLifecycle.toFixed(1)} (counted by INFO commandstats, commands inside scripts included): ${cmds}.`;
+}

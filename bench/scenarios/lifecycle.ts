@@ -1,0 +1,208 @@
+import type { BenchContext } from '../lib/context.js';
+import { errorList, fmtMs, fmtNum, fmtPct, fmtRate, latencyTable, mdTable, ratio, type Goal, type ScenarioResult } from '../lib/report.js';
+import { costSummary, runCallStep, startCallsPool, type StepResult } from './callSteps.js';
+
+/**
+ * Full lifecycles at target arrival rates (open loop): a search for the highest rate with zero
+ * errors and every step's p99 under the limit, a sustained run at that rate, and a run at half
+ * the goal rate for the answer-to-`call.accepted` latency goal.
+ */
+
+export const GOAL_RATE = 2500;
+export const GOAL_SUSTAIN_MS = 60_000;
+export const GOAL_ACCEPTED_P99_MS = 5;
+
+export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResult> {
+  const z = ctx.opts.sizes.lifecycle;
+  const limit = ctx.opts.p99LimitMs;
+  const pool = await startCallsPool(ctx, z.pairsPerGenerator, 1);
+  const steps: StepResult[] = [];
+  const step = async (label: string, rate: number, durationMs: number) => {
+    ctx.log(`  ${label}: ${fmtRate(rate)} for ${durationMs / 1000} s`);
+    const r = await runCallStep(ctx, pool, { label, rate, durationMs, p99LimitMs: limit, timeoutMs: z.timeoutMs });
+    steps.push(r);
+    ctx.log(
+      `  ${label}: ${r.pass ? 'PASS' : 'FAIL'} ${fmtRate(r.achievedRate)} done ${fmtNum(r.completed)}/${fmtNum(r.started)}, ` +
+        `worst p99 ${fmtMs(r.worstP99.ms)} (${r.worstP99.step}), errors ${errorList(r.errors)}; ${r.boundBy}`,
+    );
+    return r;
+  };
+  try {
+    // Search: grow the rate until a step fails (or, when the first fails, halve it until one
+    // passes), then bisect between the last pass and the first fail.
+    let best = 0;
+    let fail = 0;
+    let rate = z.startRate || Math.round(Math.min(2000, Math.max(100, (ctx.ceilings.redis?.lifecycle ?? 1000) * 0.15)));
+    for (let i = 0; i < z.maxSteps; i++) {
+      const r = await step(`search ${i + 1}`, rate, z.stepMs);
+      if (r.pass) {
+        best = rate;
+        if (fail) break;
+        rate = Math.round(rate * z.factor);
+      } else {
+        fail = rate;
+        if (best) break;
+        rate = Math.max(10, Math.round(rate / 2));
+      }
+    }
+    for (let i = 0; i < z.bisections && fail > 0 && best > 0 && fail - best > best * 0.08; i++) {
+      const mid = Math.round((best + fail) / 2);
+      const r = await step(`bisect ${i + 1}`, mid, z.stepMs);
+      if (r.pass) best = mid;
+      else fail = mid;
+    }
+    if (best === 0) best = Math.max(10, Math.round(rate / 2));
+
+    const full = ctx.opts.sizes.mode === 'full';
+    let sustained = await step('sustained', best, z.sustainedMs);
+    if (!sustained.pass) sustained = await step('sustained (retry at 80%)', Math.max(5, Math.round(best * 0.8)), z.sustainedMs);
+    // What later scenarios size themselves by: the sustained rate, or the best search step's.
+    ctx.findings.sustainedLifecycleRate = sustained.pass ? sustained.achievedRate : Math.min(best, sustained.targetRate);
+    // Beyond what it sustains, the system only piles up a backlog: a quick run reports the goal
+    // as missed by construction (and the latency at the sustained rate); a full run measures a
+    // short burst anyway.
+    const overloaded = sustained.targetRate < (GOAL_RATE / 2) * 0.8;
+    let half: StepResult | undefined;
+    if (!overloaded) half = await step('half goal rate', GOAL_RATE / 2, z.halfGoalMs);
+    else if (full) half = await step('half goal rate (beyond the sustained rate: short burst)', GOAL_RATE / 2, Math.min(z.halfGoalMs, 2000));
+    if (half && !half.pass) await ctx.waitIdle(ctx.main.pid, 60_000);
+    return report(ctx, steps, sustained, half, fail);
+  } finally {
+    await pool.close();
+  }
+}
+
+function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, half: StepResult | undefined, failedAt: number): ScenarioResult {
+  const redisCeiling = ctx.ceilings.redis?.lifecycle;
+  const httpCeiling = ctx.ceilings.http?.requestsPerSecond;
+  const sustainedRate = sustained.pass ? sustained.achievedRate : 0;
+  const accepted = half?.latency['answer → accepted (ws)'];
+  const acceptedAtSustained = sustained.latency['answer → accepted (ws)'];
+  const notRun = `not run: the highest sustained rate (${fmtRate(sustained.targetRate)}) is far below ${fmtNum(GOAL_RATE / 2)}/s, where the system would only pile up a backlog; answer → accepted p99 at ${fmtRate(sustained.targetRate)} is ${fmtMs(acceptedAtSustained?.p99 ?? NaN)}`;
+  const quick = ctx.opts.sizes.mode === 'quick';
+  const pushNote = ctx.push.configured ? '' : `Push step: not measured: ${ctx.push.reason}.`;
+  // What stops a higher rate: the lowest failing step above the sustained one.
+  const above = steps.filter((s) => !s.pass && s.targetRate > sustained.targetRate).sort((a, b) => a.targetRate - b.targetRate)[0];
+  const c = sustained.cost.cpuMsPerLifecycle;
+  const limit =
+    (above
+      ? `At ${fmtRate(above.targetRate)} ${above.worstP99.step} p99 reached ${fmtMs(above.worstP99.ms)}${Object.keys(above.errors).length ? ` with errors (${errorList(above.errors)})` : ''}; ${above.boundBy}. `
+      : '') +
+    `Per lifecycle: ${c.server !== undefined ? `server ${c.server.toFixed(2)} ms CPU (one core allows ≤ ${fmtNum(1000 / c.server)}/s), ` : ''}Redis ${(c.redis ?? NaN).toFixed(2)} ms, ` +
+    `${fmtNum(sustained.cost.redisCallsPerLifecycle)} Redis commands`;
+
+  const goals: Goal[] = [
+    {
+      goal: `≥ ${fmtNum(GOAL_RATE)} full lifecycles/s sustained ${GOAL_SUSTAIN_MS / 1000} s, no errors`,
+      target: `${fmtNum(GOAL_RATE)}/s for ${GOAL_SUSTAIN_MS / 1000} s`,
+      measured: `${fmtRate(sustained.achievedRate)} for ${sustained.durationMs / 1000} s at target ${fmtRate(sustained.targetRate)}, errors: ${errorList(sustained.errors)}`,
+      status: sustained.pass && sustained.achievedRate >= GOAL_RATE * 0.99 ? 'MET' : 'MISSED',
+      atGoalSize: sustained.durationMs >= GOAL_SUSTAIN_MS,
+      note: `${sustained.durationMs < GOAL_SUSTAIN_MS ? `quick run sustains ${sustained.durationMs / 1000} s (--full: 60 s). ` : ''}${limit}`,
+    },
+    {
+      goal: '≥ half of the Redis-bound ceiling',
+      target: redisCeiling ? `≥ ${fmtRate(redisCeiling / 2)} (ceiling ${fmtRate(redisCeiling)})` : '0.5× ceiling',
+      measured: redisCeiling ? `${ratio(sustainedRate, redisCeiling)} of the ceiling` : 'ceiling not measured in this run',
+      status: redisCeiling === undefined ? 'NOT MEASURED' : sustainedRate >= redisCeiling / 2 ? 'MET' : 'MISSED',
+      atGoalSize: sustained.durationMs >= GOAL_SUSTAIN_MS,
+      note: `Bound: ${sustained.boundBy}`,
+    },
+    {
+      goal: `answer → call.accepted p99 < ${GOAL_ACCEPTED_P99_MS} ms at ${fmtNum(GOAL_RATE / 2)}/s`,
+      target: `< ${GOAL_ACCEPTED_P99_MS} ms`,
+      measured: !half ? notRun : accepted ? `p99 ${fmtMs(accepted.p99)} (p50 ${fmtMs(accepted.p50)}) at ${fmtRate(half.achievedRate)} of ${fmtRate(half.targetRate)}, errors: ${errorList(half.errors)}` : 'no sample',
+      status: half && accepted && accepted.count > 0 && Object.keys(half.errors).length === 0 && accepted.p99 < GOAL_ACCEPTED_P99_MS ? 'MET' : 'MISSED',
+      atGoalSize: !quick,
+      note: half ? `${quick ? `quick run: ${half.durationMs / 1000} s. ` : ''}Bound: ${half.boundBy}` : `Bound: ${sustained.boundBy}`,
+    },
+  ];
+
+  const worstNonPush = (s: StepResult) =>
+    Object.entries(s.latency)
+      .filter(([k]) => k !== 'lifecycle' && !k.startsWith('push'))
+      .reduce((w, [k, v]) => (v.p99 > w.ms ? { step: k, ms: v.p99 } : w), { step: '', ms: 0 });
+  const passWithoutPush = steps.filter((s) => Object.keys(s.errors).length === 0 && s.completed === s.started && worstNonPush(s).ms < ctx.opts.p99LimitMs);
+  const bestWithoutPush = passWithoutPush.reduce((b, s) => Math.max(b, s.targetRate), 0);
+  const stepRows = steps.map((s) => [
+    s.label,
+    fmtRate(s.targetRate),
+    fmtRate(s.achievedRate),
+    `${fmtNum(s.completed)}/${fmtNum(s.started)}`,
+    fmtMs(s.latency['create']?.p99 ?? NaN),
+    fmtMs(s.latency['answer → accepted (ws)']?.p99 ?? NaN),
+    `${fmtMs(s.worstP99.ms)} (${s.worstP99.step})`,
+    fmtMs(worstNonPush(s).ms),
+    errorList(s.errors),
+    fmtPct(s.generator.maxShare) + (s.generator.bound ? ' GENERATOR-BOUND' : ''),
+    s.pass ? 'pass' : 'FAIL',
+  ]);
+
+  const md = [
+    `Open loop: lifecycle starts are scheduled at fixed intervals from the target rate and every latency is measured from the scheduled start (no coordinated omission). ` +
+      `Each lifecycle: create → \`call.invited\` on the callee's socket${ctx.push.configured ? ' and a push at the fake APNs/FCM' : ''} → the callee answers → \`call.accepted\` on the caller's socket → the caller ends → \`call.ended\` on the callee's socket ` +
+      `(the caller's own end is confirmed by its HTTP response: the audience rules never echo a device's own action back to it). ` +
+      `A step passes with zero errors, every lifecycle complete and every step's p99 under ${ctx.opts.p99LimitMs} ms. ${pushNote}`,
+    '',
+    mdTable(['step', 'target', 'achieved', 'done', 'create p99', 'answer→accepted p99', 'worst step p99', 'worst p99 without the push legs', 'errors', 'generator CPU', 'result'], stepRows),
+    '',
+    ctx.push.configured
+      ? `Without the push legs in the p99 criterion (HTTP and WebSocket steps only), the highest passing step was ${bestWithoutPush ? fmtRate(bestWithoutPush) : 'none'}.`
+      : '',
+    '',
+    `**Highest passing rate**: ${fmtRate(sustained.targetRate)}${failedAt ? ` (failed at ${fmtRate(failedAt)})` : ''}. ` +
+      `**Sustained**: ${fmtRate(sustained.achievedRate)} for ${sustained.durationMs / 1000} s, ${sustained.pass ? 'passing' : 'FAILING'}; errors: ${errorList(sustained.errors)}.`,
+    '',
+    `Ratios: ${ratio(sustainedRate, redisCeiling)} of the Redis-bound ceiling (${redisCeiling ? fmtRate(redisCeiling) : 'n/a'} lifecycles/s); ` +
+      `${ratio(sustainedRate * 3, httpCeiling)} of the raw uWS HTTP ceiling (${httpCeiling ? fmtRate(httpCeiling) : 'n/a'} requests/s; a lifecycle makes 3 HTTP requests).`,
+    '',
+    `What limits the rate: ${limit}.`,
+    '',
+    `CPU during the sustained run: ${sustained.boundBy}.`,
+    '',
+    `Cost (sustained run): ${costSummary(sustained)}`,
+    '',
+    `### Per-step latency, sustained run (${fmtRate(sustained.targetRate)})`,
+    '',
+    latencyTable(sustained.latency),
+    '',
+    `### Per-step latency at half the goal rate (${fmtNum(GOAL_RATE / 2)}/s)`,
+    '',
+    half ? latencyTable(half.latency) : `${notRun[0]!.toUpperCase()}${notRun.slice(1)}.`,
+    '',
+    `Anomalies (events that were duplicated or unexpected; not errors unless listed above): sustained ${errorList(sustained.anomalies)}${half ? `; half rate ${errorList(half.anomalies)}` : ''}.`,
+    sustained.push ? `\nPush provider answers (sustained): ${errorList(sustained.push.statuses)}.` : '',
+  ].join('\n');
+
+  return {
+    id: 'lifecycle',
+    title: 'Full call lifecycle (open loop)',
+    headlines: [
+      {
+        metric: 'sustained lifecycles/s (0 errors, p99 < 50 ms)',
+        value: sustained.pass
+          ? `${fmtRate(sustainedRate)} for ${sustained.durationMs / 1000} s`
+          : `none: ${fmtRate(sustained.targetRate)} for ${sustained.durationMs / 1000} s failed (worst p99 ${fmtMs(sustained.worstP99.ms)}, ${sustained.worstP99.step}; errors: ${errorList(sustained.errors)})`,
+        ceiling: redisCeiling ? `Redis-bound ${fmtRate(redisCeiling)}` : 'n/a',
+        ratio: ratio(sustainedRate, redisCeiling),
+        bound: limit,
+      },
+      {
+        metric: 'HTTP requests/s in the sustained run',
+        value: fmtRate(sustainedRate * 3),
+        ceiling: httpCeiling ? `raw uWS ${fmtRate(httpCeiling)}` : 'n/a',
+        ratio: ratio(sustainedRate * 3, httpCeiling),
+      },
+      {
+        metric: `answer → call.accepted p99 at ${fmtNum(GOAL_RATE / 2)}/s`,
+        value: half && accepted ? fmtMs(accepted.p99) : `not run (below ${fmtNum(GOAL_RATE / 2)}/s); ${fmtMs(acceptedAtSustained?.p99 ?? NaN)} at ${fmtRate(sustained.targetRate)}`,
+        ceiling: `goal ${GOAL_ACCEPTED_P99_MS} ms`,
+        ratio: half && accepted ? `${(accepted.p99 / GOAL_ACCEPTED_P99_MS).toFixed(2)}× goal` : 'n/a',
+        bound: half?.boundBy ?? sustained.boundBy,
+      },
+    ],
+    goals,
+    markdown: md,
+    data: { steps, sustained: sustained.label, half: half?.label, failedAt },
+  };
+}

@@ -1,0 +1,171 @@
+import { Redis } from 'ioredis';
+import type { BenchContext } from '../lib/context.js';
+import { mergeHists } from '../lib/context.js';
+import { GeneratorPool, generatorCpu } from '../lib/generators.js';
+import { Histogram } from '../lib/histogram.js';
+import { nowMs } from '../lib/clock.js';
+import { keys } from '../../src/redis/keys.js';
+import type { ListeningProcess } from '../lib/processes.js';
+import { errorList, fmtMs, fmtNum, fmtRate, latencyTable, ratio, type ScenarioResult } from '../lib/report.js';
+import type { TimersResult, TimersSetup } from '../workers/timers.js';
+import { describeBound } from './callSteps.js';
+
+/**
+ * Ring timers: many ringing calls nobody answers expire as `unanswered`. Lateness is measured
+ * twice: at the callee's socket for a sample (event arrival − expiresAtMs, what a phone sees),
+ * and for every call from its hash (endedAtMs − expiresAtMs, both Redis time: when the expiry
+ * was committed). The peak number of calls pending at once comes from the same hashes.
+ */
+
+export const GOAL_TIMERS_PENDING = 100_000;
+export const GOAL_LATENESS_P99_MS = 250;
+
+export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult> {
+  const z = ctx.opts.sizes.timers;
+  const prefix = ctx.selfHosted ? `tm${ctx.tag}` : 'cb';
+  let server: ListeningProcess | undefined;
+  if (ctx.selfHosted) server = await ctx.startServer('timers-server', { RING_TIMEOUT_MS: String(z.ringTimeoutMs), REDIS_PREFIX: prefix });
+  const target = server ? ctx.targetOf(server) : ctx.main;
+  const gens = ctx.opts.generators;
+  const pool = await GeneratorPool.start(gens, 'timers', (i) => ({
+    baseUrl: target.baseUrl,
+    wsBase: target.wsBase,
+    secret: ctx.secret,
+    tag: ctx.tag,
+    gen: i,
+    sampleCallees: Math.ceil(z.sampleSockets / gens),
+    callers: 200,
+  }) satisfies TimersSetup);
+  try {
+    const perGen = Math.ceil(z.calls / gens);
+    const sampleEvery = Math.max(1, Math.floor(z.calls / (z.sampleSockets * 2)));
+    ctx.log(`  ${fmtNum(z.calls)} calls, ring timeout ${z.ringTimeoutMs} ms, ${fmtNum(z.sampleSockets)} callee sockets (every ${sampleEvery}th call)`);
+    const stopCpu = await ctx.cpuWindow({ 'timers server': target.pid, ...Object.fromEntries(pool.pids().map((p, i) => [`generator ${i}`, p])) });
+    let lastPrint = 0;
+    const outs = await pool.run<TimersResult>(
+      () => ({ count: perGen, concurrency: 48, sampleEvery, startAtMs: nowMs() + 200, graceMs: 5000 }),
+      (_i, d) => {
+        if (Date.now() - lastPrint < 1500) return;
+        lastPrint = Date.now();
+        const p = d as { created: number; delivered: number };
+        ctx.log(`    created ${fmtNum(p.created)} (generator ${_i}), ended events seen ${fmtNum(p.delivered)}`);
+      },
+    );
+    const cpu = await stopCpu();
+    const results = outs.map((o) => o.result);
+    const errors: Record<string, number> = {};
+    for (const r of results) for (const [k, v] of Object.entries(r.errors)) errors[k] = (errors[k] ?? 0) + v;
+    const delivered = mergeHists(results.map((r) => r.hist));
+    const created = results.reduce((a, r) => a + r.created, 0);
+    const createRate = (created * 1000) / Math.max(...results.map((r) => r.createMs));
+
+    const commit = await readCommits(ctx.redisUrl, prefix, results.flatMap((r) => r.calls), z.ringTimeoutMs);
+    for (const [k, v] of Object.entries(commit.errors)) errors[k] = (errors[k] ?? 0) + v;
+    const gen = generatorCpu(outs);
+    const bound = describeBound(cpu, gen.bound, gen.maxShare);
+    const d = Object.values(delivered)[0];
+    const c = commit.hist.summary();
+    ctx.log(`  ${fmtNum(created)} created at ${fmtRate(createRate)}, peak pending ${fmtNum(commit.peakPending)}; lateness p99 at socket ${fmtMs(d?.p99 ?? NaN)}, committed ${fmtMs(c.p99)}; errors ${errorList(errors)}`);
+    const expiryRate = commit.expiryRate;
+    const redisCreate = ctx.ceilings.redis?.create;
+    const atGoalSize = commit.peakPending >= GOAL_TIMERS_PENDING;
+    const met = d !== undefined && d.count > 0 && d.p99 < GOAL_LATENESS_P99_MS && Object.keys(errors).length === 0;
+    const md = [
+      `${fmtNum(created)} ringing calls nobody answers (created closed-loop, 48 in flight per generator, at ${fmtRate(createRate)}), ring timeout ${z.ringTimeoutMs} ms` +
+        `${server ? ` (a dedicated server process, RING_TIMEOUT_MS=${z.ringTimeoutMs}, REDIS_PREFIX=${prefix})` : ''}. ` +
+        `**Peak pending at once: ${fmtNum(commit.peakPending)}** (from the calls' createdAtMs and endedAtMs). ` +
+        `Expiries committed at up to ${fmtRate(expiryRate)} (busiest second).`,
+      '',
+      '| lateness | count | p50 | p95 | p99 | max |',
+      '| --- | --- | --- | --- | --- | --- |',
+      ...Object.entries(delivered).map(([k, s]) => `| ${k} (sample with sockets) | ${fmtNum(s.count)} | ${fmtMs(s.p50)} | ${fmtMs(s.p95)} | ${fmtMs(s.p99)} | ${fmtMs(s.max)} |`),
+      `| endedAtMs − expiresAtMs (every call, committed in Redis) | ${fmtNum(c.count)} | ${fmtMs(c.p50)} | ${fmtMs(c.p95)} | ${fmtMs(c.p99)} | ${fmtMs(c.max)} |`,
+      '',
+      `Errors: ${errorList(errors)}.${Object.keys(errors).some((k) => k.includes('429')) ? ' (429: the target\'s per-user create limit, RATE_CALL_CREATES_PER_MIN, answered; raise it on a server under load test.)' : ''}`,
+      '',
+      `Ratio: expiry throughput ${ratio(expiryRate, redisCreate)} of the Redis-bound create ceiling (${redisCreate ? fmtRate(redisCreate) : 'n/a'}; an expiry costs about what a create does: one call script and one event per side).`,
+      '',
+      `Bound: ${bound}. The expiry path: a BullMQ delayed job per call (added by the relay), promoted when due, taken by the timer worker (TIMER_CONCURRENCY), which runs expireCall.lua; the relay then appends \`call.ended\` to both users' logs.`,
+      '',
+      latencyTable(delivered),
+    ].join('\n');
+    return {
+      id: 'timers',
+      title: 'Ring timers',
+      headlines: [
+        {
+          metric: `unanswered lateness p99 at the callee (${fmtNum(commit.peakPending)} pending)`,
+          value: `${fmtMs(d?.p99 ?? NaN)} (p50 ${fmtMs(d?.p50 ?? NaN)}); committed p99 ${fmtMs(c.p99)}`,
+          ceiling: `goal ${GOAL_LATENESS_P99_MS} ms`,
+          ratio: d ? `${(d.p99 / GOAL_LATENESS_P99_MS).toFixed(2)}× goal` : 'n/a',
+          bound,
+        },
+        {
+          metric: 'expiries/s (busiest second)',
+          value: fmtRate(expiryRate),
+          ceiling: redisCreate ? `Redis-bound create ${fmtRate(redisCreate)}` : 'n/a',
+          ratio: ratio(expiryRate, redisCreate),
+        },
+      ],
+      goals: [
+        {
+          goal: `timer lateness p99 < ${GOAL_LATENESS_P99_MS} ms with ${fmtNum(GOAL_TIMERS_PENDING)} pending`,
+          target: `< ${GOAL_LATENESS_P99_MS} ms`,
+          measured: `p99 ${fmtMs(d?.p99 ?? NaN)} at the callee, ${fmtMs(c.p99)} committed, with ${fmtNum(commit.peakPending)} pending at peak; errors: ${errorList(errors)}`,
+          status: met ? 'MET' : 'MISSED',
+          atGoalSize,
+          note: bound,
+        },
+      ],
+      markdown: md,
+      data: { created, createRate, peakPending: commit.peakPending, expiryRate, delivered, committed: c, errors, cpu, generator: gen },
+    };
+  } finally {
+    await pool.close();
+    if (server) await ctx.stopServer(server);
+  }
+}
+
+/** Reads every call's hash: commit lateness, peak pending and expiry throughput. */
+async function readCommits(redisUrl: string, prefix: string, calls: [string, number][], ringTimeoutMs: number) {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
+  const ks = { prefix, shards: 8 };
+  const hist = new Histogram();
+  const errors: Record<string, number> = {};
+  const events: [number, number][] = [];
+  const perSecond = new Map<number, number>();
+  try {
+    for (let i = 0; i < calls.length; i += 2000) {
+      const p = redis.pipeline();
+      for (const [callId] of calls.slice(i, i + 2000)) p.hmget(keys.call(ks, callId), 'state', 'endReason', 'createdAtMs', 'expiresAtMs', 'endedAtMs');
+      const res = (await p.exec()) ?? [];
+      for (const [err, v] of res) {
+        const [state, reason, created, expires, ended] = (v ?? []) as (string | null)[];
+        if (err || !state) {
+          errors['call hash missing'] = (errors['call hash missing'] ?? 0) + 1;
+          continue;
+        }
+        if (state !== 'ended' || reason !== 'unanswered') {
+          const k = `call not expired (state ${state}, reason ${reason ?? '-'})`;
+          errors[k] = (errors[k] ?? 0) + 1;
+          continue;
+        }
+        const endedAt = Number(ended);
+        hist.recordMs(endedAt - Number(expires));
+        events.push([Number(created ?? Number(expires) - ringTimeoutMs), 1], [endedAt, -1]);
+        const sec = Math.floor(endedAt / 1000);
+        perSecond.set(sec, (perSecond.get(sec) ?? 0) + 1);
+      }
+    }
+  } finally {
+    redis.disconnect();
+  }
+  events.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
+  let pending = 0;
+  let peakPending = 0;
+  for (const [, delta] of events) {
+    pending += delta;
+    peakPending = Math.max(peakPending, pending);
+  }
+  return { hist, errors, peakPending, expiryRate: Math.max(0, ...perSecond.values()) };
+}

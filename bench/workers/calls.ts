@@ -1,0 +1,336 @@
+import { randomUUID } from 'node:crypto';
+import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import type { EventPayload } from '../../src/events/payloads.js';
+import { nowMs, sleep } from '../lib/clock.js';
+import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
+import { JsonHttp } from '../lib/http.js';
+import { openLoop } from '../lib/openLoop.js';
+import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
+import { device, type Device } from '../lib/users.js';
+import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
+import type { Task } from './tasks.js';
+
+/**
+ * Full call lifecycles, open loop, each between a caller and a callee with `devices` devices,
+ * every device with its signaling socket:
+ *   create (caller, HTTP) → `call.invited` on each callee socket (and a push at the fake
+ *   providers, measured there) → each callee device answers as soon as it rings → exactly one
+ *   200, the others 409 `answer_conflict` → `call.accepted` on the caller's socket and
+ *   `call.ended answeredElsewhere` on the losing devices → the caller hangs up → the answering
+ *   device gets `call.ended remoteEnded` (the caller learns from its own HTTP response: the
+ *   audience rules, src/events/audience.ts, never echo a device's own action back to it).
+ * With devices = 1 this is the plain lifecycle; with more it is the answer storm.
+ * When push is set up, each callee device has a push token (iOS VoIP or Android, alternately)
+ * and rings only once both its `call.invited` and its push (announced by the fake providers
+ * over UDP) arrived, so a push is never skipped by the server as "already answered".
+ */
+
+export interface CallsSetup {
+  baseUrl: string;
+  wsBase: string;
+  secret: string;
+  tag: string;
+  gen: number;
+  pairs: number;
+  devices: number;
+  /** Register a push token for every callee device (alternating iOS VoIP and Android). */
+  push?: { bundleId: string; androidAppId: string };
+  connections?: number;
+  localAddress?: string;
+}
+
+export interface CallsRun {
+  label: string;
+  rate: number;
+  durationMs: number;
+  startAtMs: number;
+  /** A lifecycle not done after this long counts as a timeout error. */
+  timeoutMs: number;
+}
+
+export interface CallsResult {
+  label: string;
+  started: number;
+  completed: number;
+  errors: Record<string, number>;
+  anomalies: Record<string, number>;
+  hist: Record<string, SerializedHistogram>;
+  /** From the first scheduled start to the last lifecycle finished. */
+  spanMs: number;
+  maxLagMs: number;
+  /** Answers by HTTP status (storms). */
+  answers: Record<string, number>;
+}
+
+interface Pair {
+  caller: Device;
+  calleeUserId: string;
+  devices: Device[];
+  /** In a lifecycle now. */
+  busy: boolean;
+  /** When its last lifecycle finished (ms). */
+  freedAt: number;
+}
+
+/**
+ * Pairs are taken first-in first-out, so each pair rests as long as possible between two calls:
+ * the server marks a callee busy until the relay has processed the previous call's end, and a
+ * new call to a busy callee would (rightly) not ring.
+ */
+const PAIR_REST_MS = 250;
+
+/** The in-flight state of one call, fed by the socket handlers. */
+class CallState {
+  readonly invited: Waiter[];
+  readonly pushed: Waiter[];
+  readonly elsewhere: Waiter[];
+  readonly ended: Waiter[];
+  readonly accepted = new Waiter();
+  constructor(
+    readonly callId: string,
+    readonly startedAt: number,
+    devices: number,
+  ) {
+    this.invited = Array.from({ length: devices }, () => new Waiter());
+    this.pushed = Array.from({ length: devices }, () => new Waiter());
+    this.elsewhere = Array.from({ length: devices }, () => new Waiter());
+    this.ended = Array.from({ length: devices }, () => new Waiter());
+  }
+  failAll(err: Error): void {
+    for (const w of [...this.invited, ...this.pushed, ...this.elsewhere, ...this.ended, this.accepted]) w.fail(err);
+  }
+
+  /** Fails every awaited event that has not arrived, naming it. */
+  fail(timeoutMs: number): void {
+    const why = (what: string) => new BenchFailure(`timeout: no ${what} within ${timeoutMs} ms`);
+    this.invited.forEach((w) => w.fail(why('call.invited')));
+    this.pushed.forEach((w) => w.fail(why('push at the fake provider')));
+    this.elsewhere.forEach((w) => w.fail(why('call.ended answeredElsewhere')));
+    this.ended.forEach((w) => w.fail(why('call.ended remoteEnded')));
+    this.accepted.fail(why('call.accepted'));
+  }
+}
+
+export function createTask(): Task {
+  let s: CallsSetup;
+  let http: JsonHttp;
+  const pairs: Pair[] = [];
+  const sockets: DeviceSocket[] = [];
+  const active = new Map<string, CallState>();
+  let anomalies: Record<string, number> = {};
+  let closes = 0;
+  let udp: UdpSocket | undefined;
+  /** Push token → device index within its pair. */
+  const deviceOfToken = new Map<string, number>();
+
+  const onCallerEvent = (ev: EventPayload, at: number) => {
+    const st = active.get(ev.callId);
+    if (!st) return countInto(anomalies, `caller:${ev.type}:unknown-call`);
+    if (ev.type === 'call.accepted') {
+      if (!st.accepted.fire(at)) countInto(anomalies, 'caller:call.accepted:duplicate');
+    } else if (ev.type === 'call.ended') {
+      // The call ended on the server's side (e.g. busy: the callee was still in a call).
+      st.failAll(new BenchFailure(`caller got call.ended ${ev.reason}`));
+    } else countInto(anomalies, `caller:${ev.type}:unexpected`);
+  };
+
+  const onCalleeEvent = (k: number) => (ev: EventPayload, at: number) => {
+    const st = active.get(ev.callId);
+    if (!st) return countInto(anomalies, `callee:${ev.type}:unknown-call`);
+    let fresh = true;
+    if (ev.type === 'call.invited') fresh = st.invited[k]!.fire(at);
+    else if (ev.type === 'call.ended' && ev.reason === 'answeredElsewhere') fresh = st.elsewhere[k]!.fire(at);
+    else if (ev.type === 'call.ended' && ev.reason === 'remoteEnded') fresh = st.ended[k]!.fire(at);
+    else return countInto(anomalies, `callee:${ev.type}:${'reason' in ev ? ev.reason : ''}:unexpected`);
+    if (!fresh) countInto(anomalies, `callee:${ev.type}:duplicate`);
+  };
+
+  return {
+    async setup(raw) {
+      s = raw as CallsSetup;
+      http = new JsonHttp(s.baseUrl, { connections: s.connections ?? 32, timeoutMs: 10_000, ...(s.localAddress ? { localAddress: s.localAddress } : {}) });
+      for (let p = 0; p < s.pairs; p++) {
+        const base = `${s.tag}-g${s.gen}-p${p}`;
+        const calleeUserId = `${base}-callee`;
+        pairs.push({
+          caller: device(s.secret, `${base}-caller`, `${base}-caller-phone`, 'Bench Caller'),
+          calleeUserId,
+          devices: Array.from({ length: s.devices }, (_, k) => device(s.secret, calleeUserId, `${calleeUserId}-d${k}`)),
+          busy: false,
+          freedAt: 0,
+        });
+      }
+      const conns: { d: Device; onEvent: (ev: EventPayload, at: number) => void }[] = [];
+      for (const p of pairs) {
+        conns.push({ d: p.caller, onEvent: onCallerEvent });
+        p.devices.forEach((d, k) => conns.push({ d, onEvent: onCalleeEvent(k) }));
+      }
+      sockets.push(
+        ...(await mapLimit(conns, 64, (c) =>
+          openDeviceSocket({
+            wsBase: s.wsBase,
+            token: c.d.token,
+            onEvent: c.onEvent,
+            onClose: () => closes++,
+            ...(s.localAddress ? { localAddress: s.localAddress } : {}),
+          }),
+        )),
+      );
+      let registered = 0;
+      let udpPort = 0;
+      if (s.push) {
+        udp = createSocket('udp4');
+        udp.on('message', (msg) => {
+          const text = msg.toString();
+          const nl = text.indexOf('\n');
+          const st = active.get(text.slice(0, nl));
+          const k = deviceOfToken.get(text.slice(nl + 1));
+          if (!st || k === undefined) return countInto(anomalies, 'push:unknown-call');
+          if (!st.pushed[k]!.fire(nowMs())) countInto(anomalies, 'push:duplicate');
+        });
+        await new Promise<void>((res) => udp!.bind(0, '127.0.0.1', () => res()));
+        udpPort = udp.address().port;
+        const push = s.push;
+        const regs = pairs.flatMap((p, pi) => p.devices.map((d, k) => ({ d, ios: (pi + k) % 2 === 0 })));
+        await mapLimit(regs, 32, async ({ d, ios }) => {
+          const kind = ios ? 'iosVoip' : 'androidPush';
+          const token = ios ? Buffer.from(d.installationId).toString('hex').padEnd(64, '0') : `fcm-${d.installationId}`;
+          deviceOfToken.set(token, Number(/-d(\d+)$/.exec(d.installationId)![1]));
+          const body = ios ? { token, appId: push.bundleId, iosEnvironment: 'production' } : { token, appId: push.androidAppId };
+          const r = await http.request('PUT', `/v1/installations/${encodeURIComponent(d.installationId)}/push-tokens/${kind}`, d.token, body);
+          if (r.status !== 200) throw new Error(`push token registration failed: ${r.status} ${r.text}`);
+          registered++;
+        });
+      }
+      return { sockets: sockets.length, pushTokens: registered, udpPort, route: `${s.tag}.${s.gen}` };
+    },
+
+    async run(raw, progress) {
+      const r = raw as CallsRun;
+      const hist = new HistogramSet();
+      const errors: Record<string, number> = {};
+      const answers: Record<string, number> = {};
+      anomalies = {};
+      const closesBefore = closes;
+      let started = 0;
+      let completed = 0;
+      let lastDone = r.startAtMs;
+      const running = new Set<Promise<void>>();
+      const queue = [...pairs];
+
+      const lifecycle = async (seq: number, sched: number): Promise<void> => {
+        const pair = queue.shift() ?? pairs[seq % pairs.length]!;
+        if (pair.busy || sched - pair.freedAt < PAIR_REST_MS) countInto(anomalies, 'generator: pair reused without rest (raise pairsPerGenerator)');
+        pair.busy = true;
+        // The scheduled time rides in the callId so the push fakes can time the push leg.
+        const callId = `${s.tag}.${s.gen}.${seq}.${Math.round(sched * 1000)}`;
+        const st = new CallState(callId, sched, pair.devices.length);
+        active.set(callId, st);
+        try {
+          const created = await http.post('/v1/calls', pair.caller.token, { callId, calleeUserId: pair.calleeUserId, operationId: randomUUID(), video: false });
+          if (created.status !== 201) throw new BenchFailure(`create: HTTP ${created.status}`);
+          hist.get('create').recordMs(nowMs() - sched);
+
+          let firstAnswerAt = Infinity;
+          const outcomes = await Promise.all(
+            pair.devices.map(async (d, k) => {
+              const invitedAt = await st.invited[k]!.wait();
+              hist.get('invite (ws)').recordMs(invitedAt - sched);
+              // A lone device rings once the push reached it too (its latency is timed by the
+              // fakes). In a storm every device answers on its invitation at once instead: the
+              // server rightly skips the pushes of a call answered meanwhile.
+              if (s.push && pair.devices.length === 1) await st.pushed[k]!.wait();
+              const t0 = nowMs();
+              firstAnswerAt = Math.min(firstAnswerAt, t0);
+              const res = await http.post(`/v1/calls/${callId}/answer`, d.token, { installationId: d.installationId, operationId: randomUUID() });
+              hist.get('answer').recordMs(nowMs() - t0);
+              countInto(answers, String(res.status));
+              return { k, res };
+            }),
+          );
+          const winners = outcomes.filter((o) => o.res.status === 200);
+          if (winners.length !== 1) throw new BenchFailure(`answer: ${winners.length} winners (statuses ${outcomes.map((o) => o.res.status).join(',')})`);
+          for (const o of outcomes) {
+            if (o.res.status === 200) continue;
+            if (o.res.status !== 409 || !o.res.text.includes('"answer_conflict"') || !o.res.text.includes('"snapshot"')) {
+              throw new BenchFailure(`answer: loser got HTTP ${o.res.status} without answer_conflict + snapshot`);
+            }
+          }
+          const winner = winners[0]!.k;
+
+          const acceptedAt = await st.accepted.wait();
+          hist.get('answer → accepted (ws)').recordMs(acceptedAt - firstAnswerAt);
+          for (let k = 0; k < pair.devices.length; k++) {
+            if (k === winner) continue;
+            hist.get('answer → answeredElsewhere (ws)').recordMs((await st.elsewhere[k]!.wait()) - firstAnswerAt);
+          }
+
+          const tEnd = nowMs();
+          const ended = await http.post(`/v1/calls/${callId}/end`, pair.caller.token, { reason: 'localHangup', operationId: randomUUID() });
+          if (ended.status !== 200) throw new BenchFailure(`end: HTTP ${ended.status}`);
+          hist.get('end').recordMs(nowMs() - tEnd);
+          const endedAt = await st.ended[winner]!.wait();
+          hist.get('end → ended (ws)').recordMs(endedAt - tEnd);
+
+          const done = nowMs();
+          hist.get('lifecycle').recordMs(done - sched);
+          lastDone = Math.max(lastDone, done);
+          completed++;
+        } catch (err) {
+          countInto(errors, err instanceof BenchFailure ? err.key : `exception: ${(err as Error).message.slice(0, 80)}`);
+        } finally {
+          if (pair.busy) queue.push(pair);
+          pair.busy = false;
+          pair.freedAt = nowMs();
+          // Let late duplicates (or missing-event checks) be seen for a moment before forgetting the call.
+          setTimeout(() => active.delete(callId), 2000).unref();
+        }
+      };
+
+      // One sweeper instead of a timer per lifecycle: fail whatever is too old.
+      const sweeper = setInterval(() => {
+        const limit = nowMs() - r.timeoutMs;
+        for (const st of active.values()) if (st.startedAt < limit) st.fail(r.timeoutMs);
+      }, 250);
+      const ticker = setInterval(() => progress({ label: r.label, started, completed, errors: sum(errors), inflight: running.size }), 1000);
+
+      const { maxLagMs } = await openLoop(r.rate, r.durationMs, r.startAtMs, (seq, sched) => {
+        started++;
+        const p = lifecycle(seq, sched);
+        running.add(p);
+        void p.finally(() => running.delete(p));
+      });
+      // Drain, but not for ever: whatever is still running after the timeout (plus a margin)
+      // counts as an error and is left behind.
+      const drainDeadline = nowMs() + r.timeoutMs + 2000;
+      while (running.size > 0 && nowMs() < drainDeadline) await Promise.race([...running, sleep(100)]);
+      if (running.size > 0) countInto(errors, 'timeout: still running after the drain deadline', running.size);
+      clearInterval(sweeper);
+      clearInterval(ticker);
+      await sleep(200); // late duplicates
+      const closed = closes - closesBefore;
+      if (closed > 0) countInto(errors, 'signaling socket closed', closed);
+      return {
+        label: r.label,
+        started,
+        completed,
+        errors,
+        anomalies,
+        hist: hist.serialize(),
+        spanMs: lastDone - r.startAtMs,
+        maxLagMs,
+        answers,
+      } satisfies CallsResult;
+    },
+
+    async teardown() {
+      udp?.close();
+      for (const so of sockets) so.close();
+      await http?.close();
+    },
+  };
+}
+
+function sum(m: Record<string, number>): number {
+  return Object.values(m).reduce((a, b) => a + b, 0);
+}

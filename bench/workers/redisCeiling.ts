@@ -1,0 +1,250 @@
+import type { ChainableCommander, Redis } from 'ioredis';
+import { connectRedis } from '../../src/redis/connection.js';
+import { keys, type KeySpace } from '../../src/redis/keys.js';
+import {
+  answerCallKeysArgs,
+  createCallKeysArgs,
+  endCallKeysArgs,
+  fingerprint,
+  type ScriptCall,
+  type StoreSettings,
+} from '../../src/calls/store.js';
+import { EventLog } from '../../src/events/eventLog.js';
+import { deliveriesFor } from '../../src/events/audience.js';
+import type { CallChange } from '../../src/events/change.js';
+import type { CallRecord } from '../../src/calls/model.js';
+import { RELAY_GROUP } from '../../src/events/relay.js';
+import { createQueues, jobIdPart, type Queues } from '../../src/push/queues.js';
+import { countInto } from '../lib/waiter.js';
+import { nowMs, sleepUntil } from '../lib/clock.js';
+import type { Task } from './tasks.js';
+
+/**
+ * The Redis-bound ceiling: the Redis work of one call lifecycle, pipelined from a separate client
+ * with no HTTP, no WebSocket and no server in between, using the project's own scripts with keys
+ * and arguments from the project's own builders (src/calls/store.ts, src/events/eventLog.ts):
+ *   per mutation (create, answer, end): the operation binding SET NX GET + the call script;
+ *   per create: the callee's active-call GET (busy check, CALL_WAITING off);
+ *   per change: the relay's appendEvents per audience user (XADD + PUBLISH to subscribed
+ *   channels), its XREADGROUP of the outbox and XACK + XDEL, and the active-call markers
+ *   (SET when answered, clearActiveCall.lua when ended);
+ *   per created call: the BullMQ delayed ring-timer job (the project's queue settings).
+ * Variants: `lifecycle`, `lifecycle-no-timer` (to show the timer job's share) and `create`
+ * (create + invitation delivery only: the Redis work behind one delivered event).
+ * Not included: the ring-timer job firing later (after RING_TIMEOUT_MS) and push jobs.
+ */
+
+export type CeilingVariant = 'lifecycle' | 'lifecycle-no-timer' | 'create';
+
+export interface CeilingSetup {
+  redisUrl: string;
+  prefix: string;
+  users: number;
+  ringTimeoutMs: number;
+}
+
+export interface CeilingRun {
+  variant: CeilingVariant;
+  durationMs: number;
+  startAtMs: number;
+  batch: number;
+  lanes: number;
+}
+
+export interface CeilingResult {
+  variant: CeilingVariant;
+  lifecycles: number;
+  perSecond: number;
+  commandsPerLifecycle: number;
+  errors: Record<string, number>;
+  wallMs: number;
+  published: number;
+}
+
+export function createTask(): Task {
+  let s: CeilingSetup;
+  let redis: Redis;
+  let sub: Redis;
+  let queues: Queues;
+  let queueConn: Redis;
+  let ks: KeySpace;
+  let store: StoreSettings;
+  let eventLog: EventLog;
+  let streamKeys: string[];
+  let published = 0;
+  let seq = 0;
+
+  return {
+    async setup(raw) {
+      s = raw as CeilingSetup;
+      ks = { prefix: s.prefix, shards: 8 };
+      store = { ...ks, ringTimeoutMs: s.ringTimeoutMs, retentionMs: 24 * 3600_000, operationTtlMs: 24 * 3600_000, callWaiting: false };
+      redis = connectRedis(s.redisUrl, 'commands', 'bench-ceiling');
+      await redis.connect();
+      // Only its appendTo (pipelined appendEvents with the project's arguments) is used here.
+      eventLog = new EventLog(redis, { ...ks, maxLen: 1000, maxAgeMs: 24 * 3600_000, metaTtlMs: 7 * 24 * 3600_000 });
+      sub = connectRedis(s.redisUrl, 'subscriber', 'bench-ceiling');
+      await sub.connect();
+      // The gateways' side: every user's live channel has a subscriber, so PUBLISH really fans out.
+      const channels: string[] = [];
+      for (let u = 0; u < s.users; u++) channels.push(keys.liveChannel(ks, `caller${u}`), keys.liveChannel(ks, `callee${u}`));
+      for (let i = 0; i < channels.length; i += 500) await sub.subscribe(...channels.slice(i, i + 500));
+      sub.on('message', () => published++);
+      queueConn = connectRedis(s.redisUrl, 'blocking', 'bench-ceiling-queues');
+      queues = createQueues(queueConn, s.prefix);
+      streamKeys = Array.from({ length: ks.shards }, (_, i) => keys.outboxForShard(ks, i));
+      for (const key of streamKeys) {
+        await redis.xgroup('CREATE', key, RELAY_GROUP, '0', 'MKSTREAM').catch((e: Error) => {
+          if (!e.message.includes('BUSYGROUP')) throw e;
+        });
+      }
+      return { channels: channels.length };
+    },
+
+    async run(raw) {
+      const r = raw as CeilingRun;
+      const errors: Record<string, number> = {};
+      let done = 0;
+      let commands = 0;
+      published = 0;
+      await sleepUntil(r.startAtMs);
+      const t0 = nowMs();
+      const deadline = t0 + r.durationMs;
+
+      const lane = async (laneNo: number) => {
+        const consumer = `bench-${process.pid}-${laneNo}`;
+        while (nowMs() < deadline) {
+          const n = r.batch;
+          const p = redis.pipeline();
+          let cmds = 0;
+          const calls: CallRecord[] = [];
+          for (let i = 0; i < n; i++) {
+            const call = syntheticCall(`cl${process.pid}.${seq++}`, seq % s.users);
+            calls.push(call);
+            cmds += addLifecycle(p, call, r.variant);
+          }
+          const results = (await p.exec()) ?? [];
+          for (const [err, reply] of results) {
+            if (err) countInto(errors, `redis: ${err.message.slice(0, 60)}`);
+            else if (Array.isArray(reply) && reply[0] === 'error') countInto(errors, `script: ${String(reply[1])}`);
+          }
+          // The relay: read the outbox entries these changes wrote, acknowledge and delete them.
+          const read = (await redis.xreadgroup(
+            'GROUP', RELAY_GROUP, consumer, 'COUNT', 10_000, 'STREAMS', ...streamKeys, ...streamKeys.map(() => '>'),
+          )) as [string, [string, string[]][]][] | null;
+          cmds++;
+          if (read) {
+            // As the relay does: one MULTI (XACK + XDEL) per stream batch.
+            await Promise.all(
+              read
+                .filter(([, entries]) => entries.length > 0)
+                .map(([key, entries]) => {
+                  const ids = entries.map((e) => e[0]);
+                  cmds += 4;
+                  return redis.multi().xack(key, RELAY_GROUP, ...ids).xdel(key, ...ids).exec();
+                }),
+            );
+          }
+          if (r.variant !== 'lifecycle-no-timer') {
+            await queues.timers.addBulk(
+              calls.map((c) => ({ name: 'expire', data: { callId: c.callId }, opts: { jobId: `expire.${jobIdPart(c.callId)}`, delay: s.ringTimeoutMs } })),
+            );
+            cmds += n; // one addDelayedJob script per job
+          }
+          done += n;
+          commands += cmds;
+        }
+      };
+      await Promise.all(Array.from({ length: r.lanes }, (_, i) => lane(i)));
+      const wallMs = nowMs() - t0;
+      return {
+        variant: r.variant,
+        lifecycles: done,
+        perSecond: (done * 1000) / wallMs,
+        commandsPerLifecycle: done ? commands / done : 0,
+        errors,
+        wallMs,
+        published,
+      } satisfies CeilingResult;
+    },
+
+    async teardown() {
+      await queues?.timers.close();
+      await queues?.push.close();
+      queueConn?.disconnect();
+      sub?.disconnect();
+      redis?.disconnect();
+    },
+  };
+
+  /** Adds one lifecycle's commands (in causal order) to the pipeline; returns how many. */
+  function addLifecycle(p: ChainableCommander, call: CallRecord, variant: CeilingVariant): number {
+    const caller = call.callerUserId;
+    const callee = call.calleeUserId;
+    const winner = `${callee}-d0`;
+    let n = 0;
+    const mutate = (userId: string, action: string, c: ScriptCall, script: 'createCall' | 'answerCall' | 'endCall') => {
+      const op = `${call.callId}.${action}`;
+      p.set(keys.operationBinding(ks, userId, op), fingerprint(action, [call.callId]), 'PX', store.operationTtlMs, 'NX', 'GET');
+      (p as unknown as Record<string, (...a: string[]) => void>)[script]!(...c.keys, ...c.args);
+      n += 2;
+    };
+    const relay = (change: CallChange) => {
+      const byUser = new Map<string, ReturnType<typeof deliveriesFor>>();
+      for (const d of deliveriesFor(change)) byUser.set(d.userId, [...(byUser.get(d.userId) ?? []), d]);
+      for (const [userId, list] of byUser) {
+        eventLog.appendTo(p, userId, list);
+        n++;
+      }
+    };
+    const now = Date.now();
+    const script = p as unknown as Record<string, (...a: string[]) => void>;
+    // Busy detection (CALL_WAITING off, the default): the callee's active-call marker.
+    p.get(keys.activeCall(ks, callee));
+    n++;
+    mutate(caller, 'create', createCallKeysArgs(store, {
+      callId: call.callId,
+      callerUserId: caller,
+      callerInstallationId: call.callerInstallationId,
+      callerDisplayName: call.callerDisplayName,
+      callerHandle: call.callerHandle,
+      calleeUserId: callee,
+      video: false,
+      operationId: `${call.callId}.create`,
+      fingerprint: fingerprint('create', [call.callId, callee, false]),
+    }), 'createCall');
+    relay({ entryId: '0-0', shard: 0, kind: 'created', atMs: now, call });
+    if (variant === 'create') return n;
+    const fpA = fingerprint('answer', [call.callId, winner, null]);
+    mutate(callee, 'answer', answerCallKeysArgs(store, { callId: call.callId, userId: callee, installationId: winner, expectedRevision: undefined, operationId: `${call.callId}.answer`, fingerprint: fpA }), 'answerCall');
+    const accepted: CallRecord = { ...call, state: 'accepted', revision: '2', answeredByInstallationId: winner, acceptedAtMs: now };
+    relay({ entryId: '0-0', shard: 0, kind: 'answered', atMs: now, call: accepted });
+    // The relay's active-call indexer: both parties are busy while the call is accepted.
+    for (const u of [caller, callee]) p.set(keys.activeCall(ks, u), call.callId, 'PX', store.retentionMs);
+    n += 2;
+    const fpE = fingerprint('end', [call.callId, 'localHangup']);
+    mutate(caller, 'end', endCallKeysArgs(store, { callId: call.callId, userId: caller, installationId: call.callerInstallationId, reason: 'localHangup', operationId: `${call.callId}.end`, fingerprint: fpE }), 'endCall');
+    const ended: CallRecord = { ...accepted, state: 'ended', revision: '3', endedAtMs: now, endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: call.callerInstallationId };
+    relay({ entryId: '0-0', shard: 0, kind: 'ended', atMs: now, call: ended });
+    for (const u of [caller, callee]) script.clearActiveCall!(keys.activeCall(ks, u), call.callId);
+    n += 2;
+    return n;
+  }
+
+  function syntheticCall(callId: string, u: number): CallRecord {
+    const now = Date.now();
+    return {
+      callId,
+      state: 'ringing',
+      revision: '1',
+      callerUserId: `caller${u}`,
+      callerInstallationId: `caller${u}-phone`,
+      callerDisplayName: 'Bench Caller',
+      callerHandle: `app:caller${u}`,
+      calleeUserId: `callee${u}`,
+      video: false,
+      createdAtMs: now,
+      expiresAtMs: now + s.ringTimeoutMs,
+    };
+  }
+}
