@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import type { EventPayload } from '../../src/events/payloads.js';
+import { CallingClient } from '../../src/client/index.js';
 import { nowMs, sleep } from '../lib/clock.js';
 import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
 import { JsonHttp } from '../lib/http.js';
@@ -196,9 +197,15 @@ export function createTask(): Task {
           const kind = ios ? 'iosVoip' : 'androidPush';
           const token = ios ? Buffer.from(d.installationId).toString('hex').padEnd(64, '0') : `fcm-${d.installationId}`;
           deviceOfToken.set(token, Number(/-d(\d+)$/.exec(d.installationId)![1]));
-          const body = ios ? { token, appId: push.bundleId, iosEnvironment: 'production' } : { token, appId: push.androidAppId };
-          const r = await http.request('PUT', `/v1/installations/${encodeURIComponent(d.installationId)}/push-tokens/${kind}`, d.token, body);
-          if (r.status !== 200) throw new Error(`push token registration failed: ${r.status} ${r.text}`);
+          // Set-up goes through the project's typed client (the measured traffic uses a raw
+          // undici pool so the figures are the server's, not the client's).
+          const client = new CallingClient({ baseUrl: s.baseUrl, token: d.token });
+          const body = ios
+            ? { token, appId: push.bundleId, iosEnvironment: 'production' as const }
+            : { token, appId: push.androidAppId };
+          await client.putPushToken(d.installationId, kind, body).catch((err: unknown) => {
+            throw new Error(`push token registration failed: ${(err as Error).message}`);
+          });
           registered++;
         });
       }
