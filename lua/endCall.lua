@@ -30,6 +30,7 @@ local fingerprint = ARGV[6]
 
 --@include "fmtInt"
 --@include "nowMs"
+--@include "callParties"
 --@include "appendOutbox"
 --@include "endCallNow"
 --@include "expireIfDue"
@@ -38,10 +39,8 @@ local fingerprint = ARGV[6]
 local replay = replayOperation(opKey, fingerprint)
 if replay then return replay end
 
-local callerUserId, calleeUserId = unpack(redis.call('HMGET', callKey, 'callerUserId', 'calleeUserId'))
-if not callerUserId or (userId ~= callerUserId and userId ~= calleeUserId) then
-  return { 'error', 'not_found' }
-end
+local callerUserId, calleeUserId = callParties(callKey, userId)
+if not callerUserId then return { 'error', 'not_found' } end
 
 local now = nowMs()
 expireIfDue(callKey, outboxKey, now, retentionMs)

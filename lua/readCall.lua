@@ -14,13 +14,12 @@ local userId, retentionMs = ARGV[1], tonumber(ARGV[2])
 
 --@include "fmtInt"
 --@include "nowMs"
+--@include "callParties"
 --@include "appendOutbox"
 --@include "endCallNow"
 --@include "expireIfDue"
 
-local callerUserId, calleeUserId = unpack(redis.call('HMGET', callKey, 'callerUserId', 'calleeUserId'))
-if not callerUserId or (userId ~= callerUserId and userId ~= calleeUserId) then
-  return { 'error', 'not_found' }
-end
+local callerUserId, calleeUserId = callParties(callKey, userId)
+if not callerUserId then return { 'error', 'not_found' } end
 expireIfDue(callKey, outboxKey, nowMs(), retentionMs)
 return { 'ok', redis.call('HGETALL', callKey) }
