@@ -62,7 +62,7 @@ export const configSchema = z
      * Relay shard lease: a relay that died loses its shards after this long; the relay taking a
      * shard over processes the entries the dead one read but never acknowledged.
      */
-    RELAY_CLAIM_IDLE_MS: int(3_000, 100),
+    RELAY_CLAIM_IDLE_MS: int(5_000, 100),
     WS_IDLE_TIMEOUT_S: int(60, 8, 960),
     WS_MAX_MESSAGE_BYTES: int(4096, 256, 1024 * 1024),
     /** Bytes a socket may have queued before it counts as a slow consumer and is closed (4008). */
