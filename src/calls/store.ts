@@ -204,7 +204,10 @@ export class CallStore {
       this.bindOperation(i.callerUserId, i.operationId, i.fingerprint),
       this.redis.get(keys.activeCall(this.settings, i.calleeUserId)),
     ]);
-    const call = createCallKeysArgs(this.settings, i, active !== null);
+    // The marker is kept by the relay, a moment behind the calls: it counts only while the call it
+    // names is still accepted (so a user who just hung up is not busy).
+    const busy = active !== null && (await this.redis.hget(keys.call(this.settings, active), 'state')) === 'accepted';
+    const call = createCallKeysArgs(this.settings, i, busy);
     return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', call, binding);
   }
 

@@ -49,12 +49,12 @@ describe('busy', () => {
     expect(await stack.redis.exists(`cb:q:{timers}:expire.${callId}`)).toBe(0);
   });
 
-  it('after the busy call ends, the user can be called again', async () => {
+  it('right after the busy call ends, the user can be called again (the marker lags; the call state decides)', async () => {
     const url = stack.url;
     const first = await acceptedCall(url);
     await waitUntilBusy('cb', first.callee.userId);
     expect((await end(first.caller, first.callId, 'localHangup')).status).toBe(200);
-    for (let i = 0; i < 100 && (await stack.redis.exists(`cb:{u:${first.callee.userId}}:active`)); i++) await sleep(20);
+    // No waiting for the relay to clear the marker.
     const again = await ringingCall(url, device(url), first.callee);
     expect(again.created.json.state).toBe('ringing');
   });
