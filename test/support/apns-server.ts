@@ -9,7 +9,8 @@ import {
   type ServerHttp2Session,
 } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
+import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
+import { bearerToken, decodeUnverified, plainHeaders, readBody, type Body, type DecodedJwt } from './fakeHttp.js';
 
 /**
  * A fake Apple Push Notification service for VoIP pushes over cleartext HTTP/2 (h2c).
@@ -53,10 +54,7 @@ export interface ApnsScriptedResponse {
   delayMs?: number;
 }
 
-export interface ApnsDecodedJwt {
-  header: ProtectedHeaderParameters;
-  payload: JWTPayload;
-}
+export type ApnsDecodedJwt = DecodedJwt;
 
 export interface ApnsRecordedRequest {
   method: string;
@@ -339,45 +337,10 @@ function send(res: Http2ServerResponse, reply: Reply, apnsId: string): void {
   res.end(JSON.stringify(body));
 }
 
-function bearerToken(authorization: string | undefined): string | null {
-  // APNs takes the scheme in any case; our spec writes it "bearer".
-  return /^bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? null;
-}
 
-function decodeUnverified(jwt: string): ApnsDecodedJwt | null {
-  try {
-    return { header: decodeProtectedHeader(jwt), payload: decodeJwt(jwt) };
-  } catch {
-    return null;
-  }
-}
 
-// Helpers shared in spirit with fcm-server.ts (kept per file so each fake stands alone).
 
-interface Body {
-  text: string;
-  tooLarge: boolean;
-}
 
-/** Reads the whole body but keeps at most `limit` bytes, so an oversized one cannot eat memory. */
-async function readBody(req: AsyncIterable<Buffer>, limit: number): Promise<Body> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += chunk.length;
-    if (size <= limit) chunks.push(chunk);
-  }
-  return { text: size <= limit ? Buffer.concat(chunks).toString('utf8') : '', tooLarge: size > limit };
-}
-
-function plainHeaders(headers: IncomingHttpHeaders): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (name.startsWith(':') || value === undefined) continue;
-    out[name] = Array.isArray(value) ? value.join(', ') : value;
-  }
-  return out;
-}
 
 function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;

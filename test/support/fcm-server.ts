@@ -6,6 +6,7 @@ import { createServer as createHttp2Server, type ServerHttp2Session } from 'node
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
+import { bearerToken, decodeUnverified, plainHeaders, readBody, type Body, type DecodedJwt } from './fakeHttp.js';
 
 /**
  * A fake Firebase Cloud Messaging HTTP v1 API with its OAuth 2.0 token endpoint, on one
@@ -64,10 +65,7 @@ export interface FcmScriptedResponse {
 
 export type FcmTokenState = 'unregistered' | 'invalid' | 'valid';
 
-export interface FcmDecodedJwt {
-  header: ProtectedHeaderParameters;
-  payload: JWTPayload;
-}
+export type FcmDecodedJwt = DecodedJwt;
 
 export interface FcmRecordedMessage {
   method: string;
@@ -587,44 +585,10 @@ function send(res: AnyResponse, reply: Reply): void {
   res.end(JSON.stringify(reply.body));
 }
 
-function bearerToken(authorization: string | undefined): string | null {
-  return /^bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? null;
-}
 
-function decodeUnverified(jwt: string): FcmDecodedJwt | null {
-  try {
-    return { header: decodeProtectedHeader(jwt), payload: decodeJwt(jwt) };
-  } catch {
-    return null;
-  }
-}
 
-// Helpers shared in spirit with apns-server.ts (kept per file so each fake stands alone).
 
-interface Body {
-  text: string;
-  tooLarge: boolean;
-}
 
-/** Reads the whole body but keeps at most `limit` bytes, so an oversized one cannot eat memory. */
-async function readBody(req: AsyncIterable<Buffer>, limit: number): Promise<Body> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += chunk.length;
-    if (size <= limit) chunks.push(chunk);
-  }
-  return { text: size <= limit ? Buffer.concat(chunks).toString('utf8') : '', tooLarge: size > limit };
-}
-
-function plainHeaders(headers: IncomingHttpHeaders): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (name.startsWith(':') || value === undefined) continue;
-    out[name] = Array.isArray(value) ? value.join(', ') : value;
-  }
-  return out;
-}
 
 function parseJson(text: string): unknown {
   try {
