@@ -237,8 +237,9 @@ export class OutboxRelay {
         this.logger.error({ err: (err as Error).message, stream: key, id }, 'dropping malformed outbox entry');
       }
     }
+    // Events first (devices are waiting on them), then the independent side effects together.
     await this.deliver(changes);
-    for (const handle of this.handlers) await handle(changes);
+    await Promise.all(this.handlers.map((handle) => handle(changes)));
     const ack = this.redis.multi();
     for (const [key, entries] of streams) {
       const ids = entries.map(([id]) => id);
