@@ -10,7 +10,18 @@ import {
 } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
-import { bearerToken, decodeUnverified, plainHeaders, readBody, type Body, type DecodedJwt } from './fakeHttp.js';
+import {
+  bearerToken,
+  decodeUnverified,
+  isObject,
+  parseJson,
+  parseJsonOrText,
+  plainHeaders,
+  readBody,
+  waitForCount,
+  type Body,
+  type DecodedJwt,
+} from './fakeHttp.js';
 
 /**
  * A fake Apple Push Notification service for VoIP pushes over cleartext HTTP/2 (h2c).
@@ -344,41 +355,4 @@ function send(res: Http2ServerResponse, reply: Reply, apnsId: string): void {
 
 function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
-function parseJsonOrText(text: string): unknown {
-  if (text === '') return undefined;
-  return parseJson(text) ?? text;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function waitForCount<T>(events: EventEmitter, items: T[], n: number, timeoutMs: number, what: string): Promise<T[]> {
-  return new Promise((resolve, reject) => {
-    const check = (): void => {
-      if (items.length < n) return;
-      cleanup();
-      resolve(items.slice());
-    };
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`waited ${timeoutMs} ms for ${n} ${what}, got ${items.length}`));
-    }, timeoutMs);
-    const cleanup = (): void => {
-      clearTimeout(timer);
-      events.off('change', check);
-    };
-    events.on('change', check);
-    check();
-  });
 }

@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import { decodeJwt, decodeProtectedHeader, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
 
@@ -46,4 +47,41 @@ export function plainHeaders(headers: IncomingHttpHeaders): Record<string, strin
     out[name] = Array.isArray(value) ? value.join(', ') : value;
   }
   return out;
+}
+
+export function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+export function parseJsonOrText(text: string): unknown {
+  if (text === '') return undefined;
+  return parseJson(text) ?? text;
+}
+
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function waitForCount<T>(events: EventEmitter, items: T[], n: number, timeoutMs: number, what: string): Promise<T[]> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      if (items.length < n) return;
+      cleanup();
+      resolve(items.slice());
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`waited ${timeoutMs} ms for ${n} ${what}, got ${items.length}`));
+    }, timeoutMs);
+    const cleanup = (): void => {
+      clearTimeout(timer);
+      events.off('change', check);
+    };
+    events.on('change', check);
+    check();
+  });
 }

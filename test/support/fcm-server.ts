@@ -6,7 +6,18 @@ import { createServer as createHttp2Server, type ServerHttp2Session } from 'node
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
-import { bearerToken, decodeUnverified, plainHeaders, readBody, type Body, type DecodedJwt } from './fakeHttp.js';
+import {
+  bearerToken,
+  decodeUnverified,
+  isObject,
+  parseJson,
+  parseJsonOrText,
+  plainHeaders,
+  readBody,
+  waitForCount,
+  type Body,
+  type DecodedJwt,
+} from './fakeHttp.js';
 
 /**
  * A fake Firebase Cloud Messaging HTTP v1 API with its OAuth 2.0 token endpoint, on one
@@ -583,46 +594,4 @@ function oauthError(status: number, error: string, description: string): Reply {
 function send(res: AnyResponse, reply: Reply): void {
   res.writeHead(reply.status, { ...reply.headers, 'content-type': 'application/json; charset=UTF-8' });
   res.end(JSON.stringify(reply.body));
-}
-
-
-
-
-
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
-function parseJsonOrText(text: string): unknown {
-  if (text === '') return undefined;
-  return parseJson(text) ?? text;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function waitForCount<T>(events: EventEmitter, items: T[], n: number, timeoutMs: number, what: string): Promise<T[]> {
-  return new Promise((resolve, reject) => {
-    const check = (): void => {
-      if (items.length < n) return;
-      cleanup();
-      resolve(items.slice());
-    };
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`waited ${timeoutMs} ms for ${n} ${what}, got ${items.length}`));
-    }, timeoutMs);
-    const cleanup = (): void => {
-      clearTimeout(timer);
-      events.off('change', check);
-    };
-    events.on('change', check);
-    check();
-  });
 }
