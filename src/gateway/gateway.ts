@@ -63,7 +63,6 @@ interface SocketData {
 type Socket = WebSocket<SocketData>;
 
 export interface GatewayStats {
-  open: number;
   eventsSent: number;
   slowConsumersClosed: number;
   tokensExpired: number;
@@ -74,7 +73,7 @@ export class Gateway {
   private readonly sockets = new Set<Socket>();
   private readonly live: LiveSubscriptions<Socket>;
   private sweepTimer: NodeJS.Timeout | undefined;
-  readonly stats: GatewayStats = { open: 0, eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0 };
+  readonly stats: GatewayStats = { eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0 };
 
   constructor(
     subscriber: Redis,
@@ -165,7 +164,6 @@ export class Gateway {
       },
       open: (ws) => {
         this.sockets.add(ws);
-        this.stats.open++;
         void this.start(ws);
       },
       message: (ws, message, isBinary) => {
@@ -187,13 +185,11 @@ export class Gateway {
         }
         this.send(ws, { type: 'pong' });
       },
-      drain: () => {},
       close: (ws) => {
         const data = ws.getUserData();
         data.closed = true;
         data.pending = undefined;
         this.sockets.delete(ws);
-        this.stats.open--;
         this.live.remove(data.userId, ws);
       },
     });
@@ -309,8 +305,8 @@ export class Gateway {
     // Close before the buffer goes over the limit: past it uWS drops every send, the close
     // frame included, and the device would see an abnormal close (1006) instead of 4008.
     const buffered = ws.getBufferedAmount();
-    const size = typeof frame === 'string' ? Buffer.byteLength(frame) : frame.byteLength;
-    if (buffered > 0 && buffered + size > this.settings.maxBackpressureBytes) {
+    // The frame's size matters only when something is already queued (the usual case is not).
+    if (buffered > 0 && buffered + (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.byteLength) > this.settings.maxBackpressureBytes) {
       data.closed = true;
       this.stats.slowConsumersClosed++;
       ws.end(CLOSE.slowConsumer, 'slow consumer; reconnect and resume from your cursor');
