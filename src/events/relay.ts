@@ -48,6 +48,13 @@ export class OutboxRelay {
   /** Shards whose entries pending for this consumer must be processed before new ones. */
   private readonly pendingFirst = new Set<number>();
   private lastLeaseCheck = 0;
+  /**
+   * Side effects (pushes, timers, busy markers) and acknowledgements of the batches whose events
+   * were already delivered, oldest first. The read loop goes on delivering the next batches'
+   * events meanwhile, so devices do not wait behind BullMQ; the effects of one batch start after
+   * the previous batch's finished, so they keep outbox order too.
+   */
+  private effects: Promise<void>[] = [];
   /** Changes relayed since start (metrics). */
   relayed = 0;
 
@@ -80,6 +87,7 @@ export class OutboxRelay {
     // Unblock the pending XREADGROUP. A batch being processed finishes first (the loop awaits it).
     this.blocking.disconnect();
     await this.loop?.catch(() => {});
+    await this.settleEffects();
     // Hand the shards over at once instead of after the lease runs out.
     await Promise.all(
       [...this.owned].map((shard) =>
@@ -97,8 +105,14 @@ export class OutboxRelay {
   private async readLoop(): Promise<void> {
     while (this.running) {
       try {
-        if (Date.now() - this.lastLeaseCheck >= this.leaseCheckMs()) await this.manageLeases();
+        if (Date.now() - this.lastLeaseCheck >= this.leaseCheckMs()) {
+          // Leases may be given up: nothing of this relay's may still be in flight then.
+          await this.settleEffects();
+          await this.manageLeases();
+        }
         if (this.pendingFirst.size > 0) {
+          // Pending entries include those whose effects are still running: let them finish.
+          await this.settleEffects();
           await this.processPending();
           continue;
         }
@@ -133,13 +147,34 @@ export class OutboxRelay {
 
   /** Processes a read; on failure its entries stay pending and are retried before newer ones. */
   private async processOrRetry(streams: [string, Entry[]][]): Promise<void> {
-    try {
-      await this.processEntries(streams);
-    } catch (err) {
+    const failed = async (err: unknown) => {
       for (const [key] of streams) this.pendingFirst.add(this.streamKeys.indexOf(key));
       this.logger.error({ err }, 'relay failed to process a batch; retrying');
       await sleep(200);
+    };
+    let changes: CallChange[];
+    try {
+      changes = this.parseEntries(streams);
+      // Events first: devices are waiting on them.
+      await this.deliver(changes);
+    } catch (err) {
+      await failed(err);
+      return;
     }
+    const previous = this.effects.at(-1) ?? Promise.resolve();
+    this.effects.push(
+      previous
+        .then(() => this.applyEffects(streams, changes))
+        .catch(failed)
+        .finally(() => void this.effects.shift()),
+    );
+    // Bounded: at most a few batches' effects in flight behind the events.
+    if (this.effects.length > MAX_BATCHES_IN_EFFECTS) await this.effects[0];
+  }
+
+  /** Waits until the effects of every delivered batch are done (or failed and marked pending). */
+  private async settleEffects(): Promise<void> {
+    while (this.effects.length > 0) await this.effects.at(-1);
   }
 
   /** Entries pending for this consumer (claimed, or failed before): oldest first. */
@@ -215,11 +250,8 @@ export class OutboxRelay {
     if (claimed > 0) this.logger.warn({ shard, claimed }, 'relay took over unacknowledged outbox entries');
   }
 
-  /**
-   * Relays the entries of one read, merged across shards in stream-ID order (the Redis time of
-   * each change), then acknowledges and deletes them.
-   */
-  private async processEntries(streams: [string, Entry[]][]): Promise<void> {
+  /** The changes of one read, merged across shards in stream-ID order (the Redis time of each). */
+  private parseEntries(streams: [string, Entry[]][]): CallChange[] {
     const merged: { key: string; shard: number; id: string; fields: string[] | null }[] = [];
     for (const [key, entries] of streams) {
       const shard = this.streamKeys.indexOf(key);
@@ -237,8 +269,11 @@ export class OutboxRelay {
         this.logger.error({ err: (err as Error).message, stream: key, id }, 'dropping malformed outbox entry');
       }
     }
-    // Events first (devices are waiting on them), then the independent side effects together.
-    await this.deliver(changes);
+    return changes;
+  }
+
+  /** Runs the side-effect handlers of a delivered batch together, then acknowledges and deletes it. */
+  private async applyEffects(streams: [string, Entry[]][], changes: readonly CallChange[]): Promise<void> {
     await Promise.all(this.handlers.map((handle) => handle(changes)));
     const ack = this.redis.multi();
     for (const [key, entries] of streams) {
@@ -267,6 +302,9 @@ export class OutboxRelay {
     if (failed) throw failed[0];
   }
 }
+
+/** How many delivered batches may wait for their side effects before reading stops. */
+const MAX_BATCHES_IN_EFFECTS = 4;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
