@@ -195,15 +195,21 @@ export class CallStore {
     return outcome;
   }
 
-  async create(i: CreateInput): Promise<Outcome> {
-    if (this.settings.callWaiting) {
-      return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', createCallKeysArgs(this.settings, i));
-    }
-    // One round trip for the operation binding and the busy check.
-    const [binding, active] = await Promise.all([
+  /**
+   * Creates a call. `admitted` (the caller's rate limit, already sent) is awaited together with
+   * the operation binding and the busy check, so a create costs two round trips; when it says no,
+   * nothing is created and a binding this request made is undone.
+   */
+  async create(i: CreateInput, admitted: Promise<boolean> = Promise.resolve(true)): Promise<Outcome | { kind: 'not_admitted' }> {
+    const [binding, active, admit] = await Promise.all([
       this.bindOperation(i.callerUserId, i.operationId, i.fingerprint),
-      this.redis.get(keys.activeCall(this.settings, i.calleeUserId)),
+      this.settings.callWaiting ? null : this.redis.get(keys.activeCall(this.settings, i.calleeUserId)),
+      admitted,
     ]);
+    if (!admit) {
+      if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, i.callerUserId, i.operationId));
+      return { kind: 'not_admitted' };
+    }
     // The marker is kept by the relay, a moment behind the calls: it counts only while the call it
     // names is still accepted (so a user who just hung up is not busy).
     const busy = active !== null && (await this.redis.hget(keys.call(this.settings, active), 'state')) === 'accepted';

@@ -69,15 +69,18 @@ export function startPushWorker(connection: ConnectionOptions, redisPrefix: stri
 async function processPush(job: Job<PushJob>, deps: PushWorkerDeps, count: (p: string, r: string) => void): Promise<string> {
   const d = job.data;
   const provider = d.kind === 'iosVoip' ? 'apns' : 'fcm';
-  const reg = await deps.registry.get(d.userId, d.installationId, d.kind);
+  // One round trip: both reads share the client's auto-pipeline.
+  const [reg, outcome] = await Promise.all([
+    deps.registry.get(d.userId, d.installationId, d.kind),
+    d.t === 'invite' ? deps.calls.read(d.callId, d.userId) : undefined,
+  ]);
   if (!reg) return skip('no-registration');
 
   let payload: object;
   let deadlineMs: number;
   const now = Date.now();
   if (d.t === 'invite') {
-    const outcome = await deps.calls.read(d.callId, d.userId);
-    if (outcome.kind === 'failure') return skip('call-gone');
+    if (!outcome || outcome.kind === 'failure') return skip('call-gone');
     const call = outcome.call;
     if (call.state !== 'ringing') return skip('not-ringing');
     if (call.expiresAtMs - now < 1000) return skip('expired');

@@ -84,25 +84,21 @@ export class PushRegistry {
     return parseRegistration(userId, installationId, kind, h);
   }
 
-  /** Every registration of a user (the fan-out list for invitations). */
+  /**
+   * Every registration of a user (the fan-out list for invitations). Plain commands, not a
+   * pipeline: lists started in the same tick (the relay looks up a whole batch's users at once)
+   * share the client's auto-pipeline, so a batch costs two round trips in all.
+   */
   async list(userId: string): Promise<PushRegistration[]> {
     const members = await this.redis.smembers(keys.devices(this.ks, userId));
-    if (members.length === 0) return [];
-    const pipeline = this.redis.pipeline();
-    const parsed = members.map((m) => {
-      const [installationId = '', kind = ''] = m.split('\n');
-      pipeline.hgetall(keys.pushRegistration(this.ks, userId, installationId, kind));
-      return { installationId, kind };
-    });
-    const replies = (await pipeline.exec()) ?? [];
-    const out: PushRegistration[] = [];
-    replies.forEach(([err, h], i) => {
-      const m = parsed[i]!;
-      if (err || (m.kind !== 'iosVoip' && m.kind !== 'androidPush')) return;
-      const reg = parseRegistration(userId, m.installationId, m.kind, h as Record<string, string>);
-      if (reg) out.push(reg);
-    });
-    return out;
+    const regs = await Promise.all(
+      members.map((m) => {
+        const [installationId = '', kind = ''] = m.split('\n');
+        if (kind !== 'iosVoip' && kind !== 'androidPush') return undefined;
+        return this.get(userId, installationId, kind);
+      }),
+    );
+    return regs.filter((r): r is PushRegistration => r !== undefined);
   }
 }
 

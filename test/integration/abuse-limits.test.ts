@@ -28,8 +28,14 @@ describe('abuse limits', () => {
     const caller = device(stack.url);
     const create = () => caller.api.post('/v1/calls', { callId: randomUUID(), calleeUserId: uid('callee'), operationId: uid('op') });
     for (let i = 0; i < 3; i++) expect((await create()).status).toBe(201);
-    const refused = await create();
+    // The refused request changes nothing: no call, and its operationId stays unused.
+    const refusedOp = uid('op');
+    const refusedCallId = randomUUID();
+    const refused = await caller.api.post('/v1/calls', { callId: refusedCallId, calleeUserId: uid('callee'), operationId: refusedOp });
     expectProblem(refused, 'rate_limited', 'too many calls created by this user; retry later');
+    expect(await stack.redis.keys(`*${refusedOp}*`)).toEqual([]);
+    expect(await stack.redis.keys(`*${refusedCallId}*`)).toEqual([]);
+    expect((await caller.api.get(`/v1/calls/${refusedCallId}`)).status).toBe(404);
     expect(retryAfter(refused.headers)).toBeGreaterThanOrEqual(1);
     expect(retryAfter(refused.headers)).toBeLessThanOrEqual(60);
     const other = device(stack.url);

@@ -17,21 +17,25 @@ export function createCallRoute(deps: ApiDeps): Route {
       const me = await authenticate(ctx, deps.auth);
       const body = parseJsonBody(ctx, createCallBody);
       if (body.calleeUserId === me.userId) throw new ApiError('invalid_request', 'calleeUserId: you cannot call yourself');
-      if (deps.limits.callCreates) {
-        const d = await deps.limits.callCreates.hit(keys.callCreateLimit(deps.calls.settings, me.userId));
-        if (!d.allowed) throw rateLimited('too many calls created by this user; retry later', d.retryAfterMs);
+      // Sent now, so it shares a round trip with the store's first reads.
+      const hit = deps.limits.callCreates?.hit(keys.callCreateLimit(deps.calls.settings, me.userId));
+      const outcome = await deps.calls.create(
+        {
+          callId: body.callId,
+          callerUserId: me.userId,
+          callerInstallationId: me.installationId,
+          callerDisplayName: displayNameFor(me.name),
+          callerHandle: handleFor(deps.config.HANDLE_SCHEME, me.userId),
+          calleeUserId: body.calleeUserId,
+          video: body.video,
+          operationId: body.operationId,
+          fingerprint: fingerprint('create', [body.callId, body.calleeUserId, body.video]),
+        },
+        hit?.then((d) => d.allowed),
+      );
+      if (outcome.kind === 'not_admitted') {
+        throw rateLimited('too many calls created by this user; retry later', (await hit!).retryAfterMs);
       }
-      const outcome = await deps.calls.create({
-        callId: body.callId,
-        callerUserId: me.userId,
-        callerInstallationId: me.installationId,
-        callerDisplayName: displayNameFor(me.name),
-        callerHandle: handleFor(deps.config.HANDLE_SCHEME, me.userId),
-        calleeUserId: body.calleeUserId,
-        video: body.video,
-        operationId: body.operationId,
-        fingerprint: fingerprint('create', [body.callId, body.calleeUserId, body.video]),
-      });
       return callReply(outcome, me.userId);
     },
   };
