@@ -61,12 +61,18 @@ export interface Options {
   noPush: boolean;
   /** Open-loop p99 limit for the rate search, ms. */
   p99LimitMs: number;
+  /**
+   * How the self-hosted server runs: `split` (default) as two processes, one with the api and
+   * gateway roles and one with the worker role (relay, push, timers), so it can use two cores
+   * like the docker-compose deployment; `single`: one process with every role.
+   */
+  topology: 'split' | 'single';
 }
 
 export function usage(): string {
   return `usage: npm run bench -- [--quick | --full] [--scenarios ${ALL_SCENARIOS.join(',')}]
                       [--generators N] [--url http://host:port --redis redis://host:port --secret S]
-                      [--cpu-prof] [--no-push] [--set group.size=N ...]
+                      [--cpu-prof] [--no-push] [--topology split|single] [--set group.size=N ...]
   --quick        small sizes, under two minutes (default)
   --full         the goal sizes: 60 s sustained, 100k idle sockets, 100k pending timers
   --url/--redis  target an existing deployment (and its Redis, for the ceiling); --secret (or
@@ -74,6 +80,8 @@ export function usage(): string {
   --generators N fork N load generator processes and merge their histograms (default 1)
   --cpu-prof     write V8 CPU profiles of the bench's server processes to bench/results/profiles/
   --no-push      run the server without push (no fake providers): shows what push costs
+  --topology T   split (default): the server as two processes, ROLES=api,gateway and
+                 ROLES=worker; single: one process with every role
   --set g.k=N    override one size of the mode, e.g. --set lifecycle.sustainedMs=30000 --set idle.sockets=50000`;
 }
 
@@ -125,6 +133,12 @@ export function parseArgs(argv: readonly string[]): Options {
       case '--no-push':
         o.noPush = true;
         break;
+      case '--topology': {
+        const t = value();
+        if (t !== 'split' && t !== 'single') throw new Error(`--topology ${t}: split or single`);
+        o.topology = t;
+        break;
+      }
       case '--help':
       case '-h':
         throw new Error(usage());
@@ -148,6 +162,7 @@ export function parseArgs(argv: readonly string[]): Options {
     cpuProf: o.cpuProf ?? false,
     noPush: o.noPush ?? false,
     p99LimitMs: 50,
+    topology: o.topology ?? 'split',
     ...(o.url ? { url: o.url } : {}),
     ...(o.redis ? { redis: o.redis } : {}),
     ...(o.secret ? { secret: o.secret } : {}),

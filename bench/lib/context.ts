@@ -69,6 +69,8 @@ export class BenchContext {
   redisProc: RedisProcess | undefined;
   main!: ServerTarget;
   mainProc: ListeningProcess | undefined;
+  /** The worker-role process of a split topology (relay, push, timers). */
+  workerProc: ListeningProcess | undefined;
   readonly ceilings: Ceilings = {};
   /** Figures one scenario finds and a later one sizes itself by. */
   readonly findings: { sustainedLifecycleRate?: number; idleBytesPerSocket?: number } = {};
@@ -98,10 +100,12 @@ export class BenchContext {
       this.redisUrl = this.redisProc.url;
       this.log(`redis-server ${this.redisUrl} (pid ${this.redisProc.pid}, --save '' --appendonly no)`);
       await this.startPushFakes();
-      this.mainProc = await this.startServer('server', {});
+      const split = this.opts.topology === 'split';
+      this.mainProc = await this.startServer('server', split ? { ROLES: 'api,gateway' } : {});
+      if (split) this.workerProc = await this.startServer('server-worker', { ROLES: 'worker' });
       this.main = this.targetOf(this.mainProc);
       this.detectPushWiring(this.mainProc.logs());
-      this.log(`server ${this.main.baseUrl} (pid ${this.mainProc.pid}); push: ${this.push.configured ? 'fake APNs + FCM' : `not measured: ${this.push.reason}`}`);
+      this.log(`server ${this.main.baseUrl} (pid ${this.mainProc.pid}${this.workerProc ? `; worker process pid ${this.workerProc.pid}` : ''}); push: ${this.push.configured ? 'fake APNs + FCM' : `not measured: ${this.push.reason}`}`);
     } else {
       this.redisUrl = this.opts.redis!;
       const u = new URL(this.opts.url!);
@@ -205,7 +209,7 @@ export class BenchContext {
 
   /** Starts measuring CPU of the server processes, Redis and the machine. */
   async cpuWindow(extraPids: Record<string, number | undefined> = {}): Promise<() => Promise<CpuShares>> {
-    const meter = new CpuMeter({ server: this.main.pid, 'push fakes': this.pushFakePid, ...extraPids }).begin();
+    const meter = new CpuMeter({ server: this.main.pid, 'server worker': this.workerProc?.pid, 'push fakes': this.pushFakePid, ...extraPids }).begin();
     const r0 = await this.redisInfo();
     const m0 = machineCpu();
     const t0 = performance.now();
@@ -222,18 +226,20 @@ export class BenchContext {
   }
 
   /**
-   * Waits until a server process is idle again (under 10 % of a core for half a second), so a
-   * backlog left by an overloaded step does not spill into the next one. Returns how long it took.
+   * Waits until the server processes are idle again (each under 10 % of a core for half a
+   * second), so a backlog left by an overloaded step does not spill into the next one. Returns
+   * how long it took. Without pids: the main server and, in a split topology, its worker.
    */
-  async waitIdle(pid: number | undefined, maxMs: number): Promise<number> {
-    if (pid === undefined) return 0;
+  async waitIdle(maxMs: number, pids: (number | undefined)[] = [this.main.pid, this.workerProc?.pid]): Promise<number> {
+    const watched = pids.filter((p): p is number => p !== undefined);
+    if (watched.length === 0) return 0;
     const t0 = performance.now();
     let quiet = 0;
-    let last = cpuMs(pid) ?? 0;
+    let last = watched.map((p) => cpuMs(p) ?? 0);
     while (performance.now() - t0 < maxMs) {
       await sleep(250);
-      const now = cpuMs(pid) ?? 0;
-      quiet = now - last < 25 ? quiet + 1 : 0;
+      const now = watched.map((p) => cpuMs(p) ?? 0);
+      quiet = now.every((ms, i) => ms - last[i]! < 25) ? quiet + 1 : 0;
       last = now;
       if (quiet >= 2) break;
     }
@@ -255,6 +261,7 @@ export class BenchContext {
   async close(): Promise<void> {
     for (const p of [...this.extra].reverse()) await p.stop().catch(() => {});
     await this.mainProc?.stop().catch(() => {});
+    await this.workerProc?.stop().catch(() => {});
     await this.pushFakes?.close().catch(() => {});
     this.info?.disconnect();
     await this.redisProc?.stop().catch(() => {});

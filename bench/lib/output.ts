@@ -22,6 +22,7 @@ export interface RunMeta {
   target: string;
   redisLaunch: string;
   push: string;
+  topology: string;
 }
 
 function sh(cmd: string, args: string[]): string {
@@ -55,6 +56,11 @@ export async function collectMeta(ctx: BenchContext, durationS: number): Promise
     target: ctx.selfHosted ? 'self-hosted: this run started Redis and the servers' : `${ctx.opts.url} (Redis ${ctx.opts.redis})`,
     redisLaunch: ctx.selfHosted ? "own spawn of redis-server with --save '' --appendonly no (no persistence; startEmbeddedRedis would enable AOF)" : 'given',
     push: ctx.push.configured ? 'fake APNs (h2c) + fake FCM (test/support), in their own process' : `not measured: ${ctx.push.reason}`,
+    topology: !ctx.selfHosted
+      ? 'the target deployment'
+      : ctx.opts.topology === 'split'
+        ? 'split: two server processes, ROLES=api,gateway and ROLES=worker (relay, push, timers), as docker-compose.yml deploys them'
+        : 'single: one server process with every role',
   };
 }
 
@@ -108,6 +114,7 @@ function markdown(meta: RunMeta, results: readonly ScenarioResult[]): string {
         ['load generators', `${meta.generators} process(es)`],
         ['target', meta.target],
         ['push', meta.push],
+        ['server topology', meta.topology],
       ],
     ),
     '',

@@ -72,7 +72,7 @@ export async function runCallStep(
   pool: GeneratorPool,
   p: { label: string; rate: number; durationMs: number; p99LimitMs: number; timeoutMs?: number; settleMaxMs?: number },
 ): Promise<StepResult> {
-  const waited = await ctx.waitIdle(ctx.main.pid, p.settleMaxMs ?? 20_000);
+  const waited = await ctx.waitIdle(p.settleMaxMs ?? 20_000);
   if (waited > 1500) ctx.log(`    (waited ${(waited / 1000).toFixed(1)} s for the server to finish the previous backlog)`);
   await ctx.collectPush(); // drop what belongs to earlier steps
   const stopCpu = await ctx.cpuWindow(Object.fromEntries(pool.pids().map((pid, i) => [`generator ${i}`, pid])));

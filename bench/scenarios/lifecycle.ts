@@ -1,3 +1,4 @@
+import { cpus } from 'node:os';
 import type { BenchContext } from '../lib/context.js';
 import { errorList, fmtMs, fmtNum, fmtPct, fmtRate, latencyTable, mdTable, ratio, type Goal, type ScenarioResult } from '../lib/report.js';
 import { costSummary, runCallStep, startCallsPool, type StepResult } from './callSteps.js';
@@ -65,7 +66,7 @@ export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResu
     let half: StepResult | undefined;
     if (!overloaded) half = await step('half goal rate', GOAL_RATE / 2, z.halfGoalMs);
     else if (full) half = await step('half goal rate (beyond the sustained rate: short burst)', GOAL_RATE / 2, Math.min(z.halfGoalMs, 2000));
-    if (half && !half.pass) await ctx.waitIdle(ctx.main.pid, 60_000);
+    if (half && !half.pass) await ctx.waitIdle(60_000);
     return report(ctx, steps, sustained, half, fail);
   } finally {
     await pool.close();
@@ -88,8 +89,8 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
     (above
       ? `At ${fmtRate(above.targetRate)} ${above.worstP99.step} p99 reached ${fmtMs(above.worstP99.ms)}${Object.keys(above.errors).length ? ` with errors (${errorList(above.errors)})` : ''}; ${above.boundBy}. `
       : '') +
-    `Per lifecycle: ${c.server !== undefined ? `server ${c.server.toFixed(2)} ms CPU (one core allows ≤ ${fmtNum(1000 / c.server)}/s), ` : ''}Redis ${(c.redis ?? NaN).toFixed(2)} ms, ` +
-    `${fmtNum(sustained.cost.redisCallsPerLifecycle)} Redis commands`;
+    `Per lifecycle: ${serverCost(c)}Redis ${(c.redis ?? NaN).toFixed(2)} ms, ` +
+    `${fmtNum(sustained.cost.redisCallsPerLifecycle)} Redis commands. ${machineBound(c, ctx.selfHosted)}`;
 
   const goals: Goal[] = [
     {
@@ -205,4 +206,24 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
     markdown: md,
     data: { steps, sustained: sustained.label, half: half?.label, failedAt },
   };
+}
+
+/** CPU per lifecycle of each server process, and the rate one core would allow it. */
+function serverCost(c: Record<string, number>): string {
+  const parts = (['server', 'server worker'] as const)
+    .filter((k) => c[k] !== undefined && c[k]! > 0)
+    .map((k) => `${k} ${c[k]!.toFixed(2)} ms CPU (one core allows ≤ ${fmtNum(1000 / c[k]!)}/s)`);
+  return parts.length ? `${parts.join(', ')}, ` : '';
+}
+
+/**
+ * The rate this machine's cores allow when every process the bench measured (server processes,
+ * Redis, generators, push fakes) spends what it spent per lifecycle: what bounds the goal on one
+ * machine, whatever the server does.
+ */
+function machineBound(c: Record<string, number>, selfHosted: boolean): string {
+  if (!selfHosted) return '';
+  const total = Object.values(c).reduce((a, b) => a + b, 0);
+  if (!(total > 0)) return '';
+  return `All measured processes together: ${total.toFixed(2)} ms CPU per lifecycle, so ${cpus().length} cores allow ≤ ${fmtNum((cpus().length * 1000) / total)}/s.`;
 }

@@ -24,7 +24,13 @@ export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult>
   const z = ctx.opts.sizes.timers;
   const prefix = ctx.selfHosted ? `tm${ctx.tag}` : 'cb';
   let server: ListeningProcess | undefined;
-  if (ctx.selfHosted) server = await ctx.startServer('timers-server', { RING_TIMEOUT_MS: String(z.ringTimeoutMs), REDIS_PREFIX: prefix });
+  let worker: ListeningProcess | undefined;
+  if (ctx.selfHosted) {
+    const env = { RING_TIMEOUT_MS: String(z.ringTimeoutMs), REDIS_PREFIX: prefix };
+    const split = ctx.opts.topology === 'split';
+    server = await ctx.startServer('timers-server', split ? { ...env, ROLES: 'api,gateway' } : env);
+    if (split) worker = await ctx.startServer('timers-worker', { ...env, ROLES: 'worker' });
+  }
   const target = server ? ctx.targetOf(server) : ctx.main;
   const gens = ctx.opts.generators;
   const pool = await GeneratorPool.start(gens, 'timers', (i) => ({
@@ -40,7 +46,7 @@ export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult>
     const perGen = Math.ceil(z.calls / gens);
     const sampleEvery = Math.max(1, Math.floor(z.calls / (z.sampleSockets * 2)));
     ctx.log(`  ${fmtNum(z.calls)} calls, ring timeout ${z.ringTimeoutMs} ms, ${fmtNum(z.sampleSockets)} callee sockets (every ${sampleEvery}th call)`);
-    const stopCpu = await ctx.cpuWindow({ 'timers server': target.pid, ...Object.fromEntries(pool.pids().map((p, i) => [`generator ${i}`, p])) });
+    const stopCpu = await ctx.cpuWindow({ 'timers server': target.pid, 'timers worker': worker?.pid, ...Object.fromEntries(pool.pids().map((p, i) => [`generator ${i}`, p])) });
     let lastPrint = 0;
     const outs = await pool.run<TimersResult>(
       () => ({ count: perGen, concurrency: 48, sampleEvery, startAtMs: nowMs() + 200, graceMs: 5000 }),
@@ -72,7 +78,7 @@ export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult>
     const met = d !== undefined && d.count > 0 && d.p99 < GOAL_LATENESS_P99_MS && Object.keys(errors).length === 0;
     const md = [
       `${fmtNum(created)} ringing calls nobody answers (created closed-loop, 48 in flight per generator, at ${fmtRate(createRate)}), ring timeout ${z.ringTimeoutMs} ms` +
-        `${server ? ` (a dedicated server process, RING_TIMEOUT_MS=${z.ringTimeoutMs}, REDIS_PREFIX=${prefix})` : ''}. ` +
+        `${server ? ` (dedicated server process${worker ? 'es: api+gateway and worker' : ''}, RING_TIMEOUT_MS=${z.ringTimeoutMs}, REDIS_PREFIX=${prefix})` : ''}. ` +
         `**Peak pending at once: ${fmtNum(commit.peakPending)}** (from the calls' createdAtMs and endedAtMs). ` +
         `Expiries committed at up to ${fmtRate(expiryRate)} (busiest second).`,
       '',
@@ -123,6 +129,7 @@ export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult>
   } finally {
     await pool.close();
     if (server) await ctx.stopServer(server);
+    if (worker) await ctx.stopServer(worker);
   }
 }
 
