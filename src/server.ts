@@ -67,7 +67,7 @@ export async function startServer(
   const redis = connectRedis(redisUrl, 'commands', 'calling-backend');
   await redis.connect();
   // Load every script once up front so the first requests do not pay for it.
-  await Promise.all([...scriptSources().values()].map((lua) => redis.script('LOAD', lua)));
+  await Promise.all(scriptSources().map((lua) => redis.script('LOAD', lua)));
 
   const ks = { prefix: config.REDIS_PREFIX, shards: config.CALL_SHARDS };
   const deps: ApiDeps = {

@@ -78,7 +78,7 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
     '### Redis-bound ceiling',
     '',
     'A separate ioredis client pipelines exactly the Redis work of one lifecycle, with the project\'s own scripts and key/argument builders ' +
-      '(`createCallKeysArgs`, `answerCallKeysArgs`, `endCallKeysArgs`, `EventLog.appendTo`, `deliveriesFor`, `createQueues`): per mutation the operation-binding ' +
+      '(`createCallKeysArgs`, `answerCallKeysArgs`, `endCallKeysArgs`, `EventLog.appendCall`, `deliveriesFor`, `createQueues`): per mutation the operation-binding ' +
       '`SET NX GET` and the call script; per create the callee\'s active-call `GET` (busy check); per change the relay\'s `appendEvents` per audience user ' +
       '(XADD + PUBLISH to subscribed channels), the outbox `XREADGROUP` and `XACK`+`XDEL`, and the active-call markers (`SET` on answer, `clearActiveCall` on end); ' +
       'per call the BullMQ delayed ring-timer job (variant `lifecycle`). Batches of 40 lifecycles, 4 in flight. No HTTP, WebSocket or server in between: what Redis alone allows. ' +

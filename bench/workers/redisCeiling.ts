@@ -1,6 +1,7 @@
 import type { ChainableCommander, Redis } from 'ioredis';
 import { connectRedis } from '../../src/redis/connection.js';
 import { keys, type KeySpace } from '../../src/redis/keys.js';
+import { pipelineScript, scriptSources } from '../../src/redis/scripts.js';
 import {
   answerCallKeysArgs,
   createCallKeysArgs,
@@ -81,7 +82,8 @@ export function createTask(): Task {
       store = { ...ks, ringTimeoutMs: s.ringTimeoutMs, retentionMs: 24 * 3600_000, operationTtlMs: 24 * 3600_000, callWaiting: false };
       redis = connectRedis(s.redisUrl, 'commands', 'bench-ceiling');
       await redis.connect();
-      // Only its appendTo (pipelined appendEvents with the project's arguments) is used here.
+      await Promise.all(scriptSources().map((lua) => redis.script('LOAD', lua)));
+      // Only its appendCall (appendEvents with the project's arguments) is used here.
       eventLog = new EventLog(redis, { ...ks, maxLen: 1000, maxAgeMs: 24 * 3600_000, metaTtlMs: 7 * 24 * 3600_000 });
       sub = connectRedis(s.redisUrl, 'subscriber', 'bench-ceiling');
       await sub.connect();
@@ -186,19 +188,19 @@ export function createTask(): Task {
     const mutate = (userId: string, action: string, c: ScriptCall, script: 'createCall' | 'answerCall' | 'endCall') => {
       const op = `${call.callId}.${action}`;
       p.set(keys.operationBinding(ks, userId, op), fingerprint(action, [call.callId]), 'PX', store.operationTtlMs, 'NX', 'GET');
-      (p as unknown as Record<string, (...a: string[]) => void>)[script]!(...c.keys, ...c.args);
+      pipelineScript(p, script, c.keys, c.args);
       n += 2;
     };
     const relay = (change: CallChange) => {
       const byUser = new Map<string, ReturnType<typeof deliveriesFor>>();
       for (const d of deliveriesFor(change)) byUser.set(d.userId, [...(byUser.get(d.userId) ?? []), d]);
       for (const [userId, list] of byUser) {
-        eventLog.appendTo(p, userId, list);
+        const c = eventLog.appendCall(userId, list);
+        pipelineScript(p, 'appendEvents', c.keys, c.args);
         n++;
       }
     };
     const now = Date.now();
-    const script = p as unknown as Record<string, (...a: string[]) => void>;
     // Busy detection (CALL_WAITING off, the default): the callee's active-call marker.
     p.get(keys.activeCall(ks, callee));
     n++;
@@ -226,7 +228,7 @@ export function createTask(): Task {
     mutate(caller, 'end', endCallKeysArgs(store, { callId: call.callId, userId: caller, installationId: call.callerInstallationId, reason: 'localHangup', operationId: `${call.callId}.end`, fingerprint: fpE }), 'endCall');
     const ended: CallRecord = { ...accepted, state: 'ended', revision: '3', endedAtMs: now, endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: call.callerInstallationId };
     relay({ entryId: '0-0', shard: 0, kind: 'ended', atMs: now, call: ended });
-    for (const u of [caller, callee]) script.clearActiveCall!(keys.activeCall(ks, u), call.callId);
+    for (const u of [caller, callee]) pipelineScript(p, 'clearActiveCall', [keys.activeCall(ks, u)], [call.callId]);
     n += 2;
     return n;
   }

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import type { ChangeHandler } from '../events/relay.js';
+import { runScript } from '../redis/scripts.js';
 
 /**
  * Relay handler keeping each user's active-call marker (busy detection): set for both parties
@@ -9,21 +10,16 @@ import type { ChangeHandler } from '../events/relay.js';
  */
 export function activeCallIndexer(redis: Redis, ks: KeySpace, retentionMs: number): ChangeHandler {
   return async (changes) => {
-    const p = redis.pipeline();
-    let n = 0;
+    // Issued in one turn: the client's auto-pipeline sends them in one write.
+    const writes: Promise<unknown>[] = [];
     for (const { kind, call } of changes) {
       const parties = [call.callerUserId, call.calleeUserId];
       if (kind === 'answered') {
-        for (const u of parties) p.set(keys.activeCall(ks, u), call.callId, 'PX', retentionMs);
-        n += 2;
+        for (const u of parties) writes.push(redis.set(keys.activeCall(ks, u), call.callId, 'PX', retentionMs));
       } else if (kind === 'ended' && call.acceptedAtMs !== undefined) {
-        for (const u of parties) (p as unknown as Record<string, (...a: string[]) => void>).clearActiveCall!(keys.activeCall(ks, u), call.callId);
-        n += 2;
+        for (const u of parties) writes.push(runScript(redis, 'clearActiveCall', [keys.activeCall(ks, u)], [call.callId]));
       }
     }
-    if (n === 0) return;
-    const results = (await p.exec()) ?? [];
-    const failed = results.find(([err]) => err);
-    if (failed) throw failed[0];
+    await Promise.all(writes);
   };
 }

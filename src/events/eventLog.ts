@@ -1,4 +1,4 @@
-import type { Redis, Cluster, ChainableCommander } from 'ioredis';
+import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { encodeCursor, newEpoch, type Cursor } from './cursor.js';
@@ -36,24 +36,21 @@ export class EventLog {
     readonly settings: EventLogSettings,
   ) {}
 
-  /** Adds the append of one user's deliveries to a pipeline (the relay batches them). */
-  appendTo(pipeline: ChainableCommander, userId: string, deliveries: readonly Delivery[]): void {
+  /** The appendEvents.lua call for one user's deliveries. */
+  appendCall(userId: string, deliveries: readonly Delivery[]): { keys: string[]; args: string[] } {
     const s = this.settings;
     const args: string[] = [keys.liveChannel(s, userId), String(s.maxLen), String(s.maxAgeMs), String(s.metaTtlMs), newEpoch()];
     for (const d of deliveries) args.push(JSON.stringify(d.payload), d.only ?? '', d.except ?? '');
-    (pipeline as unknown as Record<string, (...a: string[]) => void>).appendEvents!(
-      keys.eventLog(s, userId),
-      keys.eventLogMeta(s, userId),
-      ...args,
-    );
+    return { keys: [keys.eventLog(s, userId), keys.eventLogMeta(s, userId)], args };
   }
 
+  /**
+   * Appends one user's deliveries. The relay appends a whole batch's users in one turn, so the
+   * client's auto-pipeline sends them in one write.
+   */
   async append(userId: string, deliveries: readonly Delivery[]): Promise<void> {
-    const p = this.redis.pipeline();
-    this.appendTo(p, userId, deliveries);
-    const res = await p.exec();
-    const err = res?.[0]?.[0];
-    if (err) throw err;
+    const c = this.appendCall(userId, deliveries);
+    await runScript(this.redis, 'appendEvents', c.keys, c.args);
   }
 
   /**

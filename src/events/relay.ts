@@ -294,12 +294,7 @@ export class OutboxRelay {
         else byUser.set(d.userId, [d]);
       }
     }
-    if (byUser.size === 0) return;
-    const pipeline = this.redis.pipeline();
-    for (const [userId, list] of byUser) this.eventLog.appendTo(pipeline, userId, list);
-    const results = (await pipeline.exec()) ?? [];
-    const failed = results.find(([err]) => err);
-    if (failed) throw failed[0];
+    await Promise.all([...byUser].map(([userId, list]) => this.eventLog.append(userId, list)));
   }
 }
 

@@ -1,5 +1,4 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import { registerScripts } from './scripts.js';
 
 /**
  * Redis connections. Separate connections serve commands, subscriptions and blocking reads
@@ -21,7 +20,6 @@ export function connectRedis(url: string, role: ConnectionRole, name: string): R
     lazyConnect: true,
   };
   const client = new Redis(url, options);
-  if (role === 'commands') registerScripts(client);
   // Errors are reported by whoever awaits the commands; an 'error' listener keeps ioredis from
   // printing every reconnect attempt as an unhandled error event.
   client.on('error', () => {});

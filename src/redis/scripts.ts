@@ -1,12 +1,18 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Redis, Cluster } from 'ioredis';
+import type { Redis, Cluster, ChainableCommander } from 'ioredis';
 
 /**
  * Loads `lua/*.lua`, inlining `--@include "name"` lines with `lua/includes/name.lua` (each at
- * most once per script), and registers every script on an ioredis client with defineCommand,
- * which runs EVALSHA and falls back to EVAL when Redis lost its script cache.
+ * most once per script), and runs them with EVALSHA, falling back to EVAL when Redis lost its
+ * script cache (restart, SCRIPT FLUSH).
+ *
+ * Not ioredis's defineCommand: a client with defined commands copies every one of them into each
+ * pipeline it creates, and with auto-pipelining that is one pipeline per event-loop turn, a
+ * measurable share of the server's CPU at high call rates. Plain EVALSHA calls issued in the
+ * same turn share one auto-pipelined write all the same.
  */
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -49,37 +55,55 @@ export function loadScriptSource(file: string, dir = LUA_DIR): string {
   return expand(readFileSync(join(dir, file), 'utf8'));
 }
 
-let sources: Map<ScriptName, string> | undefined;
+let sources: Map<ScriptName, { lua: string; sha: string }> | undefined;
 
-export function scriptSources(): Map<ScriptName, string> {
+function compiled(): Map<ScriptName, { lua: string; sha: string }> {
   if (!sources) {
     sources = new Map();
     for (const [name, def] of Object.entries(scriptDefinitions) as [ScriptName, { file: string }][]) {
-      sources.set(name, loadScriptSource(def.file));
+      const lua = loadScriptSource(def.file);
+      sources.set(name, { lua, sha: createHash('sha1').update(lua).digest('hex') });
     }
   }
   return sources;
 }
 
-export function registerScripts(client: Redis | Cluster): void {
-  for (const [name, lua] of scriptSources()) {
-    client.defineCommand(name, { lua, numberOfKeys: scriptDefinitions[name].numberOfKeys });
-  }
+/** Every script's source (to SCRIPT LOAD them up front). */
+export function scriptSources(): string[] {
+  return [...compiled().values()].map((s) => s.lua);
 }
 
 /** Receives each script's round-trip time (set once by the server for its metrics). */
 export const scriptObserver: { observe?: (name: ScriptName, seconds: number) => void } = {};
 
-/** Executes a registered script by name: keys then args, as defineCommand expects. */
+/** Executes a script by name: keys then args (all keys in one hash slot on a cluster). */
 export async function runScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
-  const fn = (client as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[name];
-  if (!fn) throw new Error(`script ${name} is not registered on this client`);
   const observe = scriptObserver.observe;
-  if (!observe) return fn.call(client, ...keys, ...args);
+  if (!observe) return evalScript(client, name, keys, args);
   const started = performance.now();
   try {
-    return await fn.call(client, ...keys, ...args);
+    return await evalScript(client, name, keys, args);
   } finally {
     observe(name, (performance.now() - started) / 1000);
+  }
+}
+
+/**
+ * Adds a script call to an explicit pipeline or transaction as EVALSHA (no fallback there: load
+ * the scripts first, as the server does at start with scriptSources()).
+ */
+export function pipelineScript(p: ChainableCommander, name: ScriptName, keys: string[], args: (string | number)[]): void {
+  p.evalsha(compiled().get(name)!.sha, keys.length, ...keys, ...args);
+}
+
+async function evalScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+  const script = compiled().get(name)!;
+  if (keys.length !== scriptDefinitions[name].numberOfKeys) throw new Error(`script ${name} takes ${scriptDefinitions[name].numberOfKeys} keys, got ${keys.length}`);
+  try {
+    return await client.evalsha(script.sha, keys.length, ...keys, ...args);
+  } catch (err) {
+    if (!String((err as Error).message).startsWith('NOSCRIPT')) throw err;
+    // EVAL also puts the script back into Redis's cache for the next EVALSHA.
+    return client.eval(script.lua, keys.length, ...keys, ...args);
   }
 }

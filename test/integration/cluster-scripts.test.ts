@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { startRedisCluster } from '../support/redis-server.js';
-import { registerScripts } from '../../src/redis/scripts.js';
 import { CallStore, fingerprint } from '../../src/calls/store.js';
 import { EventLog } from '../../src/events/eventLog.js';
 import { PushRegistry } from '../../src/push/registry.js';
@@ -21,7 +20,6 @@ const ks = { prefix: 'cb', shards: 8 };
 beforeAll(async () => {
   cluster = await startRedisCluster(3);
   client = new Cluster(cluster.nodes, { enableAutoPipelining: true });
-  registerScripts(client);
 });
 afterAll(async () => {
   client?.disconnect();
