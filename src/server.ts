@@ -159,7 +159,7 @@ export async function startServer(
     const blocking = connectRedis(redisUrl, 'blocking', 'calling-backend');
     await blocking.connect();
     // BullMQ needs connections that retry for ever (maxRetriesPerRequest: null).
-    const queueConnection = connectRedis(redisUrl, 'blocking', 'calling-backend-queues');
+    const queueConnection = connectRedis(redisUrl, 'queues', 'calling-backend-queues');
     const queues = createQueues(queueConnection, config.REDIS_PREFIX);
     const senders: PushSenders = createPushSenders(config, logger);
     const enabled = { iosVoip: senders.apns !== undefined, androidPush: senders.fcm !== undefined };

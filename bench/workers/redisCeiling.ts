@@ -92,7 +92,7 @@ export function createTask(): Task {
       for (let u = 0; u < s.users; u++) channels.push(keys.liveChannel(ks, `caller${u}`), keys.liveChannel(ks, `callee${u}`));
       for (let i = 0; i < channels.length; i += 500) await sub.subscribe(...channels.slice(i, i + 500));
       sub.on('message', () => published++);
-      queueConn = connectRedis(s.redisUrl, 'blocking', 'bench-ceiling-queues');
+      queueConn = connectRedis(s.redisUrl, 'queues', 'bench-ceiling-queues');
       queues = createQueues(queueConn, s.prefix);
       streamKeys = Array.from({ length: ks.shards }, (_, i) => keys.outboxForShard(ks, i));
       for (const key of streamKeys) {

@@ -275,12 +275,14 @@ export class OutboxRelay {
   /** Runs the side-effect handlers of a delivered batch together, then acknowledges and deletes it. */
   private async applyEffects(streams: [string, Entry[]][], changes: readonly CallChange[]): Promise<void> {
     await Promise.all(this.handlers.map((handle) => handle(changes)));
-    const ack = this.redis.multi();
+    // Plain commands, not MULTI (both are idempotent): they share the auto-pipelined write of
+    // whatever else this turn sends.
+    const acks: Promise<unknown>[] = [];
     for (const [key, entries] of streams) {
       const ids = entries.map(([id]) => id);
-      ack.xack(key, RELAY_GROUP, ...ids).xdel(key, ...ids);
+      acks.push(this.redis.xack(key, RELAY_GROUP, ...ids), this.redis.xdel(key, ...ids));
     }
-    await ack.exec();
+    await Promise.all(acks);
     this.relayed += changes.length;
   }
 

@@ -1,10 +1,11 @@
 import { Redis, type RedisOptions } from 'ioredis';
 
 /**
- * Redis connections. Separate connections serve commands, subscriptions and blocking reads
- * (a blocked or subscribed connection cannot serve anything else).
+ * Redis connections. Separate connections serve commands, subscriptions, blocking reads (a
+ * blocked or subscribed connection cannot serve anything else) and BullMQ (`queues`: it needs
+ * connections that retry for ever, and duplicates this one for its own blocking reads).
  */
-export type ConnectionRole = 'commands' | 'subscriber' | 'blocking';
+export type ConnectionRole = 'commands' | 'subscriber' | 'blocking' | 'queues';
 
 export function connectRedis(url: string, role: ConnectionRole, name: string): Redis {
   const options: RedisOptions = {
@@ -15,7 +16,10 @@ export function connectRedis(url: string, role: ConnectionRole, name: string): R
     // While disconnected, commands fail at once instead of waiting in a queue: the API answers
     // 503 immediately and the client retries (its operationId makes that safe).
     enableOfflineQueue: role !== 'commands',
-    enableAutoPipelining: role === 'commands',
+    // Commands issued in one event-loop turn go out in one write: on loopback or a LAN a write
+    // costs far more CPU than encoding the command. (BullMQ's blocking connections inherit it
+    // harmlessly: they send one command at a time.)
+    enableAutoPipelining: role === 'commands' || role === 'queues',
     ...(role === 'commands' ? { commandTimeout: 5_000 } : {}),
     lazyConnect: true,
   };
