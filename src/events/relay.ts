@@ -25,7 +25,14 @@ import { compareStreamIds } from './cursor.js';
  * same event IDs.
  */
 
-export type ChangeHandler = (changes: readonly CallChange[]) => Promise<void>;
+/**
+ * A side effect of a batch of changes, run after the batch's events were delivered. `prefetch`,
+ * if any, is called as the delivery starts, to send the reads the handler will need in the same
+ * write as the event-log appends (its result must come back through the handler itself).
+ */
+export type ChangeHandler = ((changes: readonly CallChange[]) => Promise<void>) & {
+  prefetch?: (changes: readonly CallChange[]) => void;
+};
 
 export interface RelayOptions extends KeySpace {
   batchSize: number;
@@ -155,6 +162,7 @@ export class OutboxRelay {
     let changes: CallChange[];
     try {
       changes = this.parseEntries(streams);
+      for (const handler of this.handlers) handler.prefetch?.(changes);
       // Events first: devices are waiting on them.
       await this.deliver(changes);
     } catch (err) {
