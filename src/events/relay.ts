@@ -112,11 +112,7 @@ export class OutboxRelay {
   private async readLoop(): Promise<void> {
     while (this.running) {
       try {
-        if (Date.now() - this.lastLeaseCheck >= this.leaseCheckMs()) {
-          // Leases may be given up: nothing of this relay's may still be in flight then.
-          await this.settleEffects();
-          await this.manageLeases();
-        }
+        if (Date.now() - this.lastLeaseCheck >= this.leaseCheckMs()) await this.manageLeases();
         if (this.pendingFirst.size > 0) {
           // Pending entries include those whose effects are still running: let them finish.
           await this.settleEffects();
@@ -206,24 +202,28 @@ export class OutboxRelay {
     this.lastLeaseCheck = Date.now();
     const lease = (shard: number, release: boolean) =>
       runScript(this.redis, 'holdShardLease', [keys.shardLease(this.opts, shard)], [this.consumer, String(this.opts.leaseMs), release ? '1' : '0']);
-    const p = this.redis.pipeline();
-    for (let shard = 0; shard < this.opts.shards; shard++) p.get(keys.shardLease(this.opts, shard));
-    const holders = ((await p.exec()) ?? []).map(([, v]) => (typeof v === 'string' ? v : null));
+    // One round trip (auto-pipelined): who holds each shard, and the renewal of this relay's.
+    const owned = this.shards();
+    const [holders, renewed] = await Promise.all([
+      Promise.all(Array.from({ length: this.opts.shards }, (_, shard) => this.redis.get(keys.shardLease(this.opts, shard)))),
+      Promise.all(owned.map((shard) => lease(shard, false))),
+    ]);
 
-    for (const shard of this.shards()) {
-      if (holders[shard] !== this.consumer || (await lease(shard, false)) !== 1) {
+    owned.forEach((shard, i) => {
+      if (holders[shard] !== this.consumer || renewed[i] !== 1) {
         this.owned.delete(shard);
         this.pendingFirst.delete(shard);
         this.logger.warn({ shard }, 'relay lost its lease on an outbox shard');
       }
-    }
+    });
     const others = new Map<string, number>();
     for (const h of holders) if (h && h !== this.consumer) others.set(h, (others.get(h) ?? 0) + 1);
     if (this.owned.size > 0) {
       for (const [other, count] of others) {
         if (count > this.owned.size || (count === this.owned.size && other < this.consumer)) {
-          // Between batches, so nothing of these shards is in flight here.
-          for (const shard of this.shards()) await lease(shard, true);
+          // Nothing of these shards may be in flight when they are handed over.
+          await this.settleEffects();
+          await Promise.all(this.shards().map((shard) => lease(shard, true)));
           this.owned.clear();
           this.pendingFirst.clear();
           this.logger.info({ other }, 'relay stands by: another relay holds the outbox shards');
