@@ -163,6 +163,7 @@ export async function startServer(
     const queues = createQueues(queueConnection, config.REDIS_PREFIX);
     const senders: PushSenders = createPushSenders(config, logger);
     const enabled = { iosVoip: senders.apns !== undefined, androidPush: senders.fcm !== undefined };
+    await warnOnCoarseRedisHz(redis, logger);
     const timerWorker = startTimerWorker(queueConnection, config.REDIS_PREFIX, config.TIMER_CONCURRENCY, deps.calls);
     const pushWorker = startPushWorker(queueConnection, config.REDIS_PREFIX, config.PUSH_CONCURRENCY, {
       calls: deps.calls,
@@ -265,4 +266,17 @@ export async function startServer(
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/**
+ * Ring timers are BullMQ delayed jobs, and a worker waits for the next one in a blocking read
+ * whose timeout Redis only notices `hz` times a second: with Redis's default hz 10 an unanswered
+ * call can end up to 100 ms late. Said once at start (README "Redis settings").
+ */
+async function warnOnCoarseRedisHz(redis: Redis, logger: Logger): Promise<void> {
+  const info = await redis.info('server').catch(() => '');
+  const hz = Number(/^hz:(\d+)/m.exec(info)?.[1] ?? NaN);
+  if (hz < 50) {
+    logger.warn({ hz }, `Redis runs with hz ${hz}: ring timers may fire up to ${Math.round(1000 / hz)} ms late; run Redis with hz 100`);
+  }
 }

@@ -54,7 +54,7 @@ export async function collectMeta(ctx: BenchContext, durationS: number): Promise
     openFilesLimit: sh('sh', ['-c', 'ulimit -n']) + ' (soft) / ' + sh('sh', ['-c', 'ulimit -Hn']) + ' (hard)',
     generators: ctx.opts.generators,
     target: ctx.selfHosted ? 'self-hosted: this run started Redis and the servers' : `${ctx.opts.url} (Redis ${ctx.opts.redis})`,
-    redisLaunch: ctx.selfHosted ? "own spawn of redis-server with --save '' --appendonly no (no persistence; startEmbeddedRedis would enable AOF)" : 'given',
+    redisLaunch: ctx.selfHosted ? "own spawn of redis-server with --save '' --appendonly no --hz 100 (no persistence; startEmbeddedRedis would enable AOF)" : 'given',
     push: ctx.push.configured ? 'fake APNs (h2c) + fake FCM (test/support), in their own process' : `not measured: ${ctx.push.reason}`,
     topology: !ctx.selfHosted
       ? 'the target deployment'

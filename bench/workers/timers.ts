@@ -9,7 +9,7 @@ import { countInto } from '../lib/waiter.js';
 import type { Task } from './tasks.js';
 
 /**
- * Ring timers: creates many calls nobody answers (closed loop, `concurrency` creates in flight),
+ * Ring timers: creates many calls nobody answers (paced at `rate`, at most `concurrency` in flight),
  * a sample of them to callees whose signaling socket is connected, and times the
  * `call.ended unanswered` each sampled callee receives against the call's expiresAtMs. The
  * scenario reads every call's commit time from Redis afterwards.
@@ -26,6 +26,9 @@ export interface TimersSetup {
 }
 export interface TimersRun {
   count: number;
+  /** Creates per second (paced: the expiries then come at that rate too, not in bursts). */
+  rate: number;
+  /** At most this many creates in flight. */
   concurrency: number;
   sampleEvery: number;
   startAtMs: number;
@@ -95,6 +98,7 @@ export function createTask(): Task {
           for (;;) {
             const i = next++;
             if (i >= r.count) return;
+            await sleepUntil(t0 + (i * 1000) / r.rate);
             const sample = i % r.sampleEvery === 0 && callees.length > 0;
             const callee = sample ? callees[(i / r.sampleEvery) % callees.length]!.userId : `${s.tag}-tn${s.gen}-${i}`;
             const callId = `${s.tag}-t${s.gen}-${i}`;

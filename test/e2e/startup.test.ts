@@ -3,7 +3,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REPO_ROOT } from '../support/server.js';
+import { REPO_ROOT, startServer } from '../support/server.js';
+import { startRedis } from '../support/redis-server.js';
 import { configSchema } from '../../src/config/config.js';
 
 /**
@@ -99,6 +100,20 @@ describe('start-up', () => {
       expect(probe).toBe('ECONNREFUSED');
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("warns at start when Redis's hz would make ring timers up to 100 ms late, and not with hz 100", async () => {
+    for (const hz of [10, 100]) {
+      const redis = await startRedis({ hz });
+      const server = await startServer({ REDIS_URL: redis.url, ROLES: 'worker' });
+      try {
+        const warned = /Redis runs with hz 10: ring timers may fire up to 100 ms late; run Redis with hz 100/.test(server.logs());
+        expect(warned).toBe(hz === 10);
+      } finally {
+        await server.stop();
+        await redis.stop();
+      }
     }
   });
 });
