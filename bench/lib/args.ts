@@ -9,6 +9,8 @@ export interface Sizes {
   ceilings: { redisMs: number; httpMs: number; httpConcurrency: number; rawSockets: number };
   lifecycle: {
     pairsPerGenerator: number;
+    /** Unmeasured warm-up before the search (JIT, provider sessions, pools). */
+    warmupMs: number;
     /** First rate of the search; 0: 15 % of this run's Redis-bound ceiling (100 to 2,000/s). */
     startRate: number;
     factor: number;
@@ -30,7 +32,7 @@ const QUICK: Sizes = {
   mode: 'quick',
   micro: { timeMs: 150 },
   ceilings: { redisMs: 3000, httpMs: 2000, httpConcurrency: 64, rawSockets: 5000 },
-  lifecycle: { pairsPerGenerator: 600, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000 },
+  lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000 },
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300 },
@@ -41,7 +43,7 @@ const FULL: Sizes = {
   mode: 'full',
   micro: { timeMs: 1000 },
   ceilings: { redisMs: 10_000, httpMs: 10_000, httpConcurrency: 128, rawSockets: 100_000 },
-  lifecycle: { pairsPerGenerator: 1500, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000 },
+  lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000 },
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000 },

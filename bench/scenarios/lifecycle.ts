@@ -29,6 +29,11 @@ export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResu
     return r;
   };
   try {
+    // Warm-up, not measured: JIT compilation, HTTP/2 sessions to the providers, the FCM access
+    // token and connection pools would otherwise land in the first measured step's tail.
+    const warmRate = Math.min(100, Math.max(10, Math.round((z.startRate || 200) / 4)));
+    ctx.log(`  warm-up (not measured): ${fmtRate(warmRate)} for ${z.warmupMs / 1000} s`);
+    await runCallStep(ctx, pool, { label: 'warm-up', rate: warmRate, durationMs: z.warmupMs, p99LimitMs: limit, timeoutMs: z.timeoutMs });
     // Search: grow the rate until a step fails (or, when the first fails, halve it until one
     // passes), then bisect between the last pass and the first fail.
     let best = 0;

@@ -58,10 +58,12 @@ export class OutboxRelay {
   /**
    * Side effects (pushes, timers, busy markers) and acknowledgements of the batches whose events
    * were already delivered, oldest first. The read loop goes on delivering the next batches'
-   * events meanwhile, so devices do not wait behind BullMQ; the effects of one batch start after
-   * the previous batch's finished, so they keep outbox order too.
+   * events meanwhile, so devices do not wait behind BullMQ. Each handler runs the batches one
+   * after another, in outbox order, but independently of the other handlers (pushes do not wait
+   * for timer removals); a batch is acknowledged once all of its handlers are done.
    */
-  private effects: Promise<void>[] = [];
+  private readonly effects = new Set<Promise<void>>();
+  private readonly handlerTails: Promise<unknown>[];
   /** Changes relayed since start (metrics). */
   relayed = 0;
 
@@ -74,6 +76,7 @@ export class OutboxRelay {
     private readonly opts: RelayOptions,
   ) {
     this.streamKeys = Array.from({ length: opts.shards }, (_, i) => keys.outboxForShard(opts, i));
+    this.handlerTails = handlers.map(() => Promise.resolve());
   }
 
   async start(): Promise<void> {
@@ -165,20 +168,24 @@ export class OutboxRelay {
       await failed(err);
       return;
     }
-    const previous = this.effects.at(-1) ?? Promise.resolve();
-    this.effects.push(
-      previous
-        .then(() => this.applyEffects(streams, changes))
-        .catch(failed)
-        .finally(() => void this.effects.shift()),
-    );
+    const runs = this.handlers.map((handle, i) => {
+      const run = this.handlerTails[i]!.then(() => handle(changes));
+      // A failed batch is retried as a whole later; it does not hold this handler's next batches.
+      this.handlerTails[i] = run.catch(() => {});
+      return run;
+    });
+    const done: Promise<void> = Promise.all(runs)
+      .then(() => this.acknowledge(streams, changes))
+      .catch(failed)
+      .finally(() => this.effects.delete(done));
+    this.effects.add(done);
     // Bounded: at most a few batches' effects in flight behind the events.
-    if (this.effects.length > MAX_BATCHES_IN_EFFECTS) await this.effects[0];
+    if (this.effects.size > MAX_BATCHES_IN_EFFECTS) await this.effects.values().next().value;
   }
 
   /** Waits until the effects of every delivered batch are done (or failed and marked pending). */
   private async settleEffects(): Promise<void> {
-    while (this.effects.length > 0) await this.effects.at(-1);
+    while (this.effects.size > 0) await Promise.all(this.effects);
   }
 
   /** Entries pending for this consumer (claimed, or failed before): oldest first. */
@@ -280,9 +287,8 @@ export class OutboxRelay {
     return changes;
   }
 
-  /** Runs the side-effect handlers of a delivered batch together, then acknowledges and deletes it. */
-  private async applyEffects(streams: [string, Entry[]][], changes: readonly CallChange[]): Promise<void> {
-    await Promise.all(this.handlers.map((handle) => handle(changes)));
+  /** Acknowledges and deletes a batch whose events and side effects are done. */
+  private async acknowledge(streams: [string, Entry[]][], changes: readonly CallChange[]): Promise<void> {
     // Plain commands, not MULTI (both are idempotent): they share the auto-pipelined write of
     // whatever else this turn sends.
     const acks: Promise<unknown>[] = [];

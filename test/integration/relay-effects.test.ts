@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import type { Redis } from 'ioredis';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { connectRedis } from '../../src/redis/connection.js';
+import { scriptSources } from '../../src/redis/scripts.js';
+import { keys } from '../../src/redis/keys.js';
+import { CallStore, fingerprint } from '../../src/calls/store.js';
+import { EventLog } from '../../src/events/eventLog.js';
+import { OutboxRelay, RELAY_GROUP, type ChangeHandler } from '../../src/events/relay.js';
+import type { CallChange } from '../../src/events/change.js';
+import { createLogger } from '../../src/util/logger.js';
+
+/**
+ * The relay's side effects run behind the event deliveries: a failing handler gets its batches
+ * again (nothing is acknowledged before every handler is done; the handlers tolerate that late,
+ * out-of-order retry), and a slow handler holds back neither the events nor another handler.
+ */
+
+const ks = { prefix: 'rx', shards: 4 };
+let server: RedisServer;
+let redis: Redis;
+let blocking: Redis;
+let calls: CallStore;
+let eventLog: EventLog;
+const logger = createLogger('fatal', new Writable({ write: (_c, _e, cb) => cb() }));
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = connectRedis(server.url, 'commands', 'test');
+  blocking = connectRedis(server.url, 'blocking', 'test');
+  await Promise.all([redis.connect(), blocking.connect()]);
+  await Promise.all(scriptSources().map((lua) => redis.script('LOAD', lua)));
+  calls = new CallStore(redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: false });
+  eventLog = new EventLog(redis, { ...ks, maxLen: 100, maxAgeMs: 60_000, metaTtlMs: 600_000 });
+});
+afterAll(async () => {
+  redis?.disconnect();
+  blocking?.disconnect();
+  await server?.stop();
+});
+
+async function createCall(callerUserId: string): Promise<string> {
+  const callId = randomUUID();
+  await calls.create({
+    callId,
+    callerUserId,
+    callerInstallationId: `${callerUserId}-phone`,
+    callerDisplayName: 'Caller',
+    callerHandle: `app:${callerUserId}`,
+    calleeUserId: `${callerUserId}-callee`,
+    video: false,
+    operationId: `op-${callId}`,
+    fingerprint: fingerprint('create', [callId, `${callerUserId}-callee`, false]),
+  });
+  return callId;
+}
+
+async function waitFor(check: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function outboxSettled(): Promise<boolean> {
+  for (let shard = 0; shard < ks.shards; shard++) {
+    const key = keys.outboxForShard(ks, shard);
+    const [len, pending] = await Promise.all([redis.xlen(key), redis.xpending(key, RELAY_GROUP)]);
+    if (len !== 0 || (pending as [number])[0] !== 0) return false;
+  }
+  return true;
+}
+
+describe('relay side effects', () => {
+  it('a failing handler gets its batches again, and nothing is acknowledged before it succeeded', async () => {
+    const seen = new Set<string>();
+    let failing = true;
+    let failures = 0;
+    const flaky: ChangeHandler = async (changes: readonly CallChange[]) => {
+      if (failing) {
+        failures++;
+        throw new Error('handler failing');
+      }
+      for (const c of changes) seen.add(c.call.callId);
+    };
+    const relay = new OutboxRelay(redis, blocking.duplicate(), eventLog, [flaky], logger, { ...ks, batchSize: 64, blockMs: 100, leaseMs: 3000 });
+    await relay.start();
+    try {
+      const user = `u${randomUUID().slice(0, 8)}`;
+      const ids: string[] = [];
+      for (let i = 0; i < 6; i++) ids.push(await createCall(user));
+      await waitFor(() => failures >= 3);
+      // Still failing: every change is still in the outbox, unacknowledged.
+      expect(await outboxSettled()).toBe(false);
+      failing = false;
+      await waitFor(() => ids.every((id) => seen.has(id)));
+      await waitFor(outboxSettled);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it('a slow handler holds back neither the events nor the other handlers', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const fast: string[] = [];
+    const slow: ChangeHandler = async () => {
+      await gate;
+    };
+    const quick: ChangeHandler = async (changes) => {
+      for (const c of changes) fast.push(c.call.callId);
+    };
+    const relay = new OutboxRelay(redis, blocking.duplicate(), eventLog, [slow, quick], logger, { ...ks, batchSize: 1, blockMs: 100, leaseMs: 3000 });
+    await relay.start();
+    try {
+      const user = `u${randomUUID().slice(0, 8)}`;
+      const first = await createCall(user);
+      const second = await createCall(user);
+      // Both calls' events are in the callee's log and the quick handler saw both, while the
+      // slow one still holds the first batch.
+      await waitFor(() => fast.includes(first) && fast.includes(second));
+      const log = await redis.xrange(keys.eventLog(ks, `${user}-callee`), '-', '+');
+      expect(log.map(([, fields]) => JSON.parse(fields[1]!).callId).sort()).toEqual([first, second].sort());
+      expect(await outboxSettled()).toBe(false);
+      release();
+      await waitFor(outboxSettled);
+    } finally {
+      release();
+      await relay.stop();
+    }
+  });
+});
