@@ -36,7 +36,7 @@ const QUICK: Sizes = {
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300 },
-  compare: { sockets: 500, concurrency: 64, throughputMs: 1500, latencyMs: 1500 },
+  compare: { sockets: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000 },
 };
 
 const FULL: Sizes = {

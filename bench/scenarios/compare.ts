@@ -145,7 +145,7 @@ function report(ctx: BenchContext, ours: SystemFigures, sio: SystemFigures): Sce
   const md = [
     `Same workload for both: ${fmtNum(ours.sockets)} users, each with one authenticated socket (same HS256 session JWT, verified by the project's verifier) on process B; ` +
       `events are posted over HTTP to process A and reach the socket on B through the same Redis. ` +
-      `**calling-backend**: the real path, \`POST /v1/calls\` on A (ROLES=api,worker) → createCall.lua → outbox → relay → appendEvents.lua (event log + PUBLISH) → gateway B (ROLES=gateway) → \`call.invited\`. ` +
+      `**calling-backend**: the real path of an event: every user has an accepted call (set up first); each event is \`POST /v1/calls/{id}/rename\` on A (ROLES=api,worker) → renameCall.lua (call state, revision, idempotency record and outbox entry, atomically) → relay → appendEvents.lua (per-user event log + PUBLISH) → gateway B (ROLES=gateway) → \`call.renamed\`. A rename is the lightest change that produces an event (a call creation also pays for its ring timer and busy check, which are not event delivery); unlike Socket.IO's, each event is stored and can be resumed by cursor. ` +
       `**Socket.IO 4 + @socket.io/redis-adapter** (\`bench/socketio/server.ts\`): \`POST /v1/events\` on A → \`io.to('user:<id>').emit()\` → adapter PUBLISH → B → socket (websocket transport only). ` +
       `Note the asymmetry: the calling backend also stores the call, keeps every event in a resumable per-user log and schedules the ring timer; Socket.IO only forwards (an event is lost if the socket is down).`,
     '',

@@ -14,8 +14,12 @@ import type { Task } from './tasks.js';
  * The event-delivery workload, the same for both systems: N users, each with one authenticated
  * socket on process B; events for users are posted over HTTP to process A and must arrive on the
  * user's socket on B, through Redis.
- *  - calling: the real path. `POST /v1/calls` on A (the API) → createCall.lua → outbox → relay
- *    (on A) → appendEvents.lua (event log + PUBLISH) → gateway B → `call.invited` on the socket.
+ *  - calling: the real path of an event. Set-up gives every user an accepted call (created by a
+ *    caller, answered by the user's device). Each event is `POST /v1/calls/{id}/rename` on A (the
+ *    API) → renameCall.lua (state, revision, idempotency record, outbox, atomically) → relay (on
+ *    A) → appendEvents.lua (event log + PUBLISH) → gateway B → `call.renamed` on the socket. A
+ *    rename is the lightest change that produces an event: a call creation would also pay for
+ *    its ring timer and busy check, which are not event delivery.
  *  - socketio: `POST /v1/events` on A → `io.to('user:<id>').emit()` → Redis adapter → B → socket.
  * Each delivery is timed from sending the HTTP request to the event's arrival.
  */
@@ -50,6 +54,8 @@ export function createTask(): Task {
   let http: JsonHttp;
   let receivers: Device[] = [];
   let callers: Device[] = [];
+  /** calling: each receiver's accepted call. */
+  let callIds: string[] = [];
   const sockets: (DeviceSocket | IoSocket)[] = [];
   const waiting = new Map<string, { w: Waiter; at: number }>();
   let seq = 0;
@@ -66,11 +72,21 @@ export function createTask(): Task {
       await mapLimit(receivers, 64, async (d, i) => {
         const localAddress = s.localAddresses[i % s.localAddresses.length]!;
         if (s.system === 'calling') {
-          sockets.push(await openDeviceSocket({ wsBase, token: d.token, localAddress, onEvent: (ev: EventPayload, at) => ev.type === 'call.invited' && arrived(ev.callId, at) }));
+          sockets.push(await openDeviceSocket({ wsBase, token: d.token, localAddress, onEvent: (ev: EventPayload, at) => ev.type === 'call.renamed' && arrived(ev.displayName, at) }));
         } else {
           sockets.push(await openIo(s.socketUrl, d.token, localAddress, (ev, at) => arrived(String(ev.eventId), at)));
         }
       });
+      if (s.system === 'calling') {
+        callIds = receivers.map((_, i) => `${s.tag}-dcall${s.gen}-${i}`);
+        await mapLimit(receivers, 32, async (d, i) => {
+          const caller = callers[i % callers.length]!;
+          const created = await http.post('/v1/calls', caller.token, { callId: callIds[i], calleeUserId: d.userId, operationId: randomUUID(), video: false });
+          if (created.status !== 201) throw new Error(`set-up: create answered HTTP ${created.status}`);
+          const answered = await http.post(`/v1/calls/${callIds[i]}/answer`, d.token, { installationId: d.installationId, operationId: randomUUID() });
+          if (answered.status !== 200) throw new Error(`set-up: answer answered HTTP ${answered.status}`);
+        });
+      }
       return { sockets: sockets.length };
     },
 
@@ -84,7 +100,8 @@ export function createTask(): Task {
 
       const deliver = async (from: number): Promise<void> => {
         const i = seq++;
-        const to = receivers[i % receivers.length]!;
+        const n = i % receivers.length;
+        const to = receivers[n]!;
         const key = `${s.tag}.${s.gen}.${i}`;
         const w = new Waiter();
         waiting.set(key, { w, at: from });
@@ -93,9 +110,9 @@ export function createTask(): Task {
           const t0 = nowMs();
           const res =
             s.system === 'calling'
-              ? await http.post('/v1/calls', callers[i % callers.length]!.token, { callId: key, calleeUserId: to.userId, operationId: randomUUID(), video: false })
+              ? await http.post(`/v1/calls/${callIds[n]}/rename`, callers[n % callers.length]!.token, { displayName: key, operationId: randomUUID() })
               : await http.post('/v1/events', callers[i % callers.length]!.token, { toUserId: to.userId, event: invitationLike(key) });
-          if (res.status !== 201 && res.status !== 202) throw new BenchFailure(`publish: HTTP ${res.status}`);
+          if (res.status !== 200 && res.status !== 202) throw new BenchFailure(`publish: HTTP ${res.status}`);
           hist.get('publish (HTTP)').recordMs(nowMs() - t0);
           const at = await w.wait();
           hist.get('delivery (send → socket)').recordMs(at - from);
