@@ -41,6 +41,8 @@ export interface Ceilings {
   };
   /** Raw uWebSockets.js HTTP requests/s (bench/ceilings/uwsHello.ts). */
   http?: { requestsPerSecond: number; generatorBound: boolean };
+  /** CPU one unpipelined Redis round trip (PING) costs on this machine, client and Redis, µs. */
+  roundTrip?: { clientUs: number; redisUs: number };
   /** Raw uWebSockets.js memory per idle WebSocket, bytes. */
   rawWsBytesPerSocket?: number;
 }
@@ -201,10 +203,16 @@ export class BenchContext {
   }
 
   /** Redis's own CPU seconds (user + sys) and memory, from INFO (works for any Redis). */
-  async redisInfo(): Promise<{ cpuSec: number; usedMemory: number; clients: number }> {
+  async redisInfo(): Promise<{ cpuSec: number; usedMemory: number; clients: number; readsProcessed: number }> {
     const text = await this.info!.info();
     const num = (k: string) => Number(new RegExp(`^${k}:([\\d.]+)`, 'm').exec(text)?.[1] ?? NaN);
-    return { cpuSec: num('used_cpu_user') + num('used_cpu_sys'), usedMemory: num('used_memory'), clients: num('connected_clients') };
+    return {
+      cpuSec: num('used_cpu_user') + num('used_cpu_sys'),
+      usedMemory: num('used_memory'),
+      clients: num('connected_clients'),
+      // Read events on client connections: one per batch of commands a client sent at once.
+      readsProcessed: num('total_reads_processed'),
+    };
   }
 
   /** Starts measuring CPU of the server processes, Redis and the machine. */

@@ -60,7 +60,13 @@ export interface StepResult {
   generator: { maxShare: number; totalShare: number; bound: boolean; perProcess: number[]; maxLagMs: number };
   cpu: CpuShares;
   /** What one completed lifecycle cost: CPU ms per process, Redis commands by name. */
-  cost: { cpuMsPerLifecycle: Record<string, number>; redisCommandsPerLifecycle: Record<string, number>; redisCallsPerLifecycle: number };
+  cost: {
+    cpuMsPerLifecycle: Record<string, number>;
+    redisCommandsPerLifecycle: Record<string, number>;
+    redisCallsPerLifecycle: number;
+    /** Batches of commands Redis read from its clients (INFO total_reads_processed): round trips. */
+    redisRoundTripsPerLifecycle: number;
+  };
   /** Worst p99 over the steps (not the whole lifecycle), and which step. */
   worstP99: { step: string; ms: number };
   pass: boolean;
@@ -77,6 +83,7 @@ export async function runCallStep(
   await ctx.collectPush(); // drop what belongs to earlier steps
   const stopCpu = await ctx.cpuWindow(Object.fromEntries(pool.pids().map((pid, i) => [`generator ${i}`, pid])));
   const stats0 = await ctx.commandStats();
+  const reads0 = (await ctx.redisInfo()).readsProcessed;
   const t0 = performance.now();
   const startAtMs = nowMs() + 250;
   let lastPrint = 0;
@@ -95,6 +102,7 @@ export async function runCallStep(
   const cpu = await stopCpu();
   const wallMs = performance.now() - t0;
   const stats1 = await ctx.commandStats();
+  const reads1 = (await ctx.redisInfo()).readsProcessed;
   const push = await ctx.collectPush();
   const results = outs.map((o) => o.result);
   const errors: Record<string, number> = {};
@@ -140,7 +148,7 @@ export async function runCallStep(
     push: push ? { statuses: push.statuses } : undefined,
     generator: { ...gen, maxLagMs: Math.max(...results.map((r) => r.maxLagMs)) },
     cpu,
-    cost: { cpuMsPerLifecycle, redisCommandsPerLifecycle, redisCallsPerLifecycle: redisCalls / per },
+    cost: { cpuMsPerLifecycle, redisCommandsPerLifecycle, redisCallsPerLifecycle: redisCalls / per, redisRoundTripsPerLifecycle: (reads1 - reads0) / per },
     worstP99: worst,
     pass,
     boundBy: '',
@@ -178,5 +186,8 @@ export function costSummary(s: StepResult): string {
     .slice(0, 14)
     .map(([k, n]) => `${k} ${n.toFixed(1)}`)
     .join(', ');
-  return `CPU per lifecycle: ${cpu}. Redis commands per lifecycle: ${s.cost.redisCallsPerLifecycle.toFixed(1)} (counted by INFO commandstats, commands inside scripts included): ${cmds}.`;
+  return (
+    `CPU per lifecycle: ${cpu}. Redis commands per lifecycle: ${s.cost.redisCallsPerLifecycle.toFixed(1)} (counted by INFO commandstats, commands inside scripts included): ${cmds}. ` +
+    `Redis round trips per lifecycle (batches of commands read, INFO total_reads_processed): ${s.cost.redisRoundTripsPerLifecycle.toFixed(1)}.`
+  );
 }

@@ -1,3 +1,5 @@
+import { connect } from 'node:net';
+import { once } from 'node:events';
 import type { BenchContext } from '../lib/context.js';
 import { GeneratorPool, generatorCpu } from '../lib/generators.js';
 import { Histogram } from '../lib/histogram.js';
@@ -91,6 +93,27 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
     '',
   );
 
+  // ---- one round trip ----
+  const rt = await roundTripCost(ctx, z.redisMs / 6);
+  ctx.ceilings.roundTrip = rt;
+  data.roundTrip = rt;
+  ctx.log(`  one Redis round trip (PING, not pipelined): ${rt.clientUs.toFixed(0)} µs of client CPU + ${rt.redisUs.toFixed(0)} µs of Redis CPU`);
+  headlines.push({
+    metric: 'CPU per unpipelined Redis round trip (client + Redis)',
+    value: `${rt.clientUs.toFixed(0)} µs + ${rt.redisUs.toFixed(0)} µs`,
+    ceiling: 'itself',
+    ratio: '1.00×',
+    bound: `on this machine a round trip's cost is mostly the kernel's (loopback TCP write and wake-up on both sides): ${fmtNum(1e6 / (rt.clientUs + rt.redisUs))} round trips/s per core in all`,
+  });
+  md.push(
+    '### Cost of one Redis round trip',
+    '',
+    `One client sends \`PING\` and waits for the answer, ${fmtNum(rt.count)} times on a raw socket: ${rt.clientUs.toFixed(1)} µs of its CPU and ` +
+      `${rt.redisUs.toFixed(1)} µs of Redis's per round trip. The server pays this for every batch of commands it cannot pipeline with others ` +
+      '(the lifecycle report counts them per lifecycle from Redis\'s `total_reads_processed`).',
+    '',
+  );
+
   // ---- raw uWS HTTP ----
   if (ctx.selfHosted) {
     const hello = await startHelper('uws-hello', 'bench/ceilings/uwsHello.ts', {});
@@ -134,4 +157,33 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
   }
 
   return { id: 'ceilings', title: 'Limits of this machine (ceilings)', headlines, goals: [], markdown: md.join('\n'), data };
+}
+
+/** CPU of one unpipelined round trip: sequential PINGs on a raw socket from this process. */
+async function roundTripCost(ctx: BenchContext, durationMs: number): Promise<{ clientUs: number; redisUs: number; count: number }> {
+  const url = new URL(ctx.redisUrl);
+  const socket = connect(Number(url.port || 6379), url.hostname);
+  await once(socket, 'connect');
+  socket.setNoDelay(true);
+  try {
+    const r0 = await ctx.redisInfo();
+    const c0 = process.cpuUsage();
+    const end = performance.now() + durationMs;
+    let count = 0;
+    await new Promise<void>((resolve, reject) => {
+      socket.on('error', reject);
+      socket.on('data', (chunk: Buffer) => {
+        // One '+PONG\r\n' per reply; a reply never spans two reads at this size, but count bytes to be safe.
+        count += Math.floor(chunk.length / 7);
+        if (performance.now() < end) socket.write('PING\r\n');
+        else resolve();
+      });
+      socket.write('PING\r\n');
+    });
+    const c = process.cpuUsage(c0);
+    const r1 = await ctx.redisInfo();
+    return { clientUs: (c.user + c.system) / count, redisUs: ((r1.cpuSec - r0.cpuSec) * 1e6) / count, count };
+  } finally {
+    socket.destroy();
+  }
 }

@@ -99,7 +99,8 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
       ? `At ${fmtRate(above.targetRate)} ${above.worstP99.step} p99 reached ${fmtMs(above.worstP99.ms)}${Object.keys(above.errors).length ? ` with errors (${errorList(above.errors)})` : ''}; ${above.boundBy}. `
       : '') +
     `Per lifecycle: ${serverCost(c)}Redis ${(c.redis ?? NaN).toFixed(2)} ms, ` +
-    `${fmtNum(sustained.cost.redisCallsPerLifecycle)} Redis commands. ${machineBound(c, ctx.selfHosted)}`;
+    `${fmtNum(sustained.cost.redisCallsPerLifecycle)} Redis commands in ${fmtNum(sustained.cost.redisRoundTripsPerLifecycle, 1)} round trips` +
+    `${roundTripCost(sustained.cost.redisRoundTripsPerLifecycle, ctx.ceilings.roundTrip)}. ${machineBound(c, ctx.selfHosted)}`;
 
   const goals: Goal[] = [
     {
@@ -235,4 +236,11 @@ function machineBound(c: Record<string, number>, selfHosted: boolean): string {
   const total = Object.values(c).reduce((a, b) => a + b, 0);
   if (!(total > 0)) return '';
   return `All measured processes together: ${total.toFixed(2)} ms CPU per lifecycle, so ${cpus().length} cores allow ≤ ${fmtNum((cpus().length * 1000) / total)}/s.`;
+}
+
+/** What the round trips alone cost, at the per-round-trip CPU measured in this run's ceilings. */
+function roundTripCost(roundTrips: number, rt: { clientUs: number; redisUs: number } | undefined): string {
+  if (!rt || !(roundTrips > 0)) return '';
+  const ms = (roundTrips * (rt.clientUs + rt.redisUs)) / 1000;
+  return ` (at the ${(rt.clientUs + rt.redisUs).toFixed(0)} µs of CPU one round trip costs here, ${ms.toFixed(2)} ms per lifecycle in round trips alone)`;
 }
