@@ -4,7 +4,7 @@ import { loadUws } from './http/uws.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
 import { ApiError } from './http/errors.js';
 import { connectRedis, isRedisUnavailable } from './redis/connection.js';
-import { scriptObserver, scriptSources } from './redis/scripts.js';
+import { loadScripts, scriptObserver } from './redis/scripts.js';
 import { createTokenVerifier } from './auth/verifier.js';
 import { FailureCounter, RedisRateLimiter } from './limits/rateLimiter.js';
 import { CallStore } from './calls/store.js';
@@ -66,8 +66,7 @@ export async function startServer(
   const uWS = loadUws(config.ALLOW_UWS_FALLBACK);
   const redis = connectRedis(redisUrl, 'commands', 'calling-backend');
   await redis.connect();
-  // Load every script once up front so the first requests do not pay for it.
-  await Promise.all(scriptSources().map((lua) => redis.script('LOAD', lua)));
+  await loadScripts(redis);
 
   const ks = { prefix: config.REDIS_PREFIX, shards: config.CALL_SHARDS };
   const deps: ApiDeps = {

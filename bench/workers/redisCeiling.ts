@@ -1,7 +1,7 @@
 import type { ChainableCommander, Redis } from 'ioredis';
 import { connectRedis } from '../../src/redis/connection.js';
 import { keys, type KeySpace } from '../../src/redis/keys.js';
-import { pipelineScript, scriptSources } from '../../src/redis/scripts.js';
+import { loadScripts, pipelineScript } from '../../src/redis/scripts.js';
 import {
   answerCallKeysArgs,
   createCallKeysArgs,
@@ -82,7 +82,7 @@ export function createTask(): Task {
       store = { ...ks, ringTimeoutMs: s.ringTimeoutMs, retentionMs: 24 * 3600_000, operationTtlMs: 24 * 3600_000, callWaiting: false };
       redis = connectRedis(s.redisUrl, 'commands', 'bench-ceiling');
       await redis.connect();
-      await Promise.all(scriptSources().map((lua) => redis.script('LOAD', lua)));
+      await loadScripts(redis);
       // Only its appendCall (appendEvents with the project's arguments) is used here.
       eventLog = new EventLog(redis, { ...ks, maxLen: 1000, maxAgeMs: 24 * 3600_000, metaTtlMs: 7 * 24 * 3600_000 });
       sub = connectRedis(s.redisUrl, 'subscriber', 'bench-ceiling');

@@ -4,13 +4,14 @@ import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { connectRedis } from '../../src/redis/connection.js';
-import { scriptSources } from '../../src/redis/scripts.js';
+import { loadScripts } from '../../src/redis/scripts.js';
 import { keys } from '../../src/redis/keys.js';
 import { CallStore, fingerprint } from '../../src/calls/store.js';
 import { EventLog } from '../../src/events/eventLog.js';
 import { OutboxRelay, RELAY_GROUP, type ChangeHandler } from '../../src/events/relay.js';
 import type { CallChange } from '../../src/events/change.js';
 import { createLogger } from '../../src/util/logger.js';
+import { waitUntil } from '../e2e/helpers.js';
 
 /**
  * The relay's side effects run behind the event deliveries: a failing handler gets its batches
@@ -31,7 +32,7 @@ beforeAll(async () => {
   redis = connectRedis(server.url, 'commands', 'test');
   blocking = connectRedis(server.url, 'blocking', 'test');
   await Promise.all([redis.connect(), blocking.connect()]);
-  await Promise.all(scriptSources().map((lua) => redis.script('LOAD', lua)));
+  await loadScripts(redis);
   calls = new CallStore(redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: false });
   eventLog = new EventLog(redis, { ...ks, maxLen: 100, maxAgeMs: 60_000, metaTtlMs: 600_000 });
 });
@@ -55,14 +56,6 @@ async function createCall(callerUserId: string): Promise<string> {
     fingerprint: fingerprint('create', [callId, `${callerUserId}-callee`, false]),
   });
   return callId;
-}
-
-async function waitFor(check: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 async function outboxSettled(): Promise<boolean> {
@@ -92,12 +85,12 @@ describe('relay side effects', () => {
       const user = `u${randomUUID().slice(0, 8)}`;
       const ids: string[] = [];
       for (let i = 0; i < 6; i++) ids.push(await createCall(user));
-      await waitFor(() => failures >= 3);
+      await waitUntil('three failed handler runs', () => failures >= 3, 10_000);
       // Still failing: every change is still in the outbox, unacknowledged.
       expect(await outboxSettled()).toBe(false);
       failing = false;
-      await waitFor(() => ids.every((id) => seen.has(id)));
-      await waitFor(outboxSettled);
+      await waitUntil('every change handled', () => ids.every((id) => seen.has(id)), 10_000);
+      await waitUntil('the outbox acknowledged and emptied', outboxSettled, 10_000);
     } finally {
       await relay.stop();
     }
@@ -121,12 +114,12 @@ describe('relay side effects', () => {
       const second = await createCall(user);
       // Both calls' events are in the callee's log and the quick handler saw both, while the
       // slow one still holds the first batch.
-      await waitFor(() => fast.includes(first) && fast.includes(second));
+      await waitUntil('the quick handler saw both calls', () => fast.includes(first) && fast.includes(second), 10_000);
       const log = await redis.xrange(keys.eventLog(ks, `${user}-callee`), '-', '+');
       expect(log.map(([, fields]) => JSON.parse(fields[1]!).callId).sort()).toEqual([first, second].sort());
       expect(await outboxSettled()).toBe(false);
       release();
-      await waitFor(outboxSettled);
+      await waitUntil('the outbox acknowledged and emptied', outboxSettled, 10_000);
     } finally {
       release();
       await relay.stop();

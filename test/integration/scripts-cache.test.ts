@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { runScript, scriptSources } from '../../src/redis/scripts.js';
+import { loadScripts, runScript } from '../../src/redis/scripts.js';
 
 /**
  * Scripts run by EVALSHA; when Redis lost its script cache (a restart without the server
@@ -20,7 +20,7 @@ afterAll(async () => {
 
 describe('script cache', () => {
   it('a script runs after SCRIPT FLUSH and is cached again for the next EVALSHA', async () => {
-    await Promise.all(scriptSources().map((lua) => redis.script('LOAD', lua)));
+    await loadScripts(redis);
     await redis.script('FLUSH');
     const key = 'limit:test';
     expect(await runScript(redis, 'hitRateLimit', [key], ['5', '60000'])).toEqual([1, expect.any(Number)]);
