@@ -9,6 +9,7 @@ import { jobIdPart, type Queues } from './queues.js';
  * The registrations it needs are read while the batch's events are delivered (prefetch).
  */
 export function pushEnqueuer(registry: PushRegistry, queues: Queues, enabled: ProvidersEnabled, dedupTtlMs: number): ChangeHandler {
+  if (!enabled.iosVoip && !enabled.androidPush) return async () => {};
   const prefetched = new WeakMap<readonly CallChange[], Promise<Map<string, PushRegistration[]>>>();
   const lookUp = async (changes: readonly CallChange[]) => {
     const users = new Set<string>();
@@ -18,7 +19,6 @@ export function pushEnqueuer(registry: PushRegistry, queues: Queues, enabled: Pr
     return regs;
   };
   const handler: ChangeHandler = async (changes) => {
-    if (!enabled.iosVoip && !enabled.androidPush) return;
     const early = prefetched.get(changes);
     prefetched.delete(changes);
     const regs = await (early ?? lookUp(changes));
@@ -29,7 +29,6 @@ export function pushEnqueuer(registry: PushRegistry, queues: Queues, enabled: Pr
     );
   };
   handler.prefetch = (changes) => {
-    if (!enabled.iosVoip && !enabled.androidPush) return;
     const p = lookUp(changes);
     // A batch whose delivery fails never runs its effects: its lookup's failure is not news.
     p.catch(() => {});
