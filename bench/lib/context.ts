@@ -102,9 +102,9 @@ export class BenchContext {
       this.redisUrl = this.redisProc.url;
       this.log(`redis-server ${this.redisUrl} (pid ${this.redisProc.pid}, --save '' --appendonly no)`);
       await this.startPushFakes();
-      const split = this.opts.topology === 'split';
-      this.mainProc = await this.startServer('server', split ? { ROLES: 'api,gateway' } : {});
-      if (split) this.workerProc = await this.startServer('server-worker', { ROLES: 'worker' });
+      const { server, worker } = await this.startDeployment('server', {});
+      this.mainProc = server;
+      this.workerProc = worker;
       this.main = this.targetOf(this.mainProc);
       this.detectPushWiring(this.mainProc.logs());
       this.log(`server ${this.main.baseUrl} (pid ${this.mainProc.pid}${this.workerProc ? `; worker process pid ${this.workerProc.pid}` : ''}); push: ${this.push.configured ? 'fake APNs + FCM' : `not measured: ${this.push.reason}`}`);
@@ -136,6 +136,16 @@ export class BenchContext {
     });
     if (label !== 'server') this.extra.push(p);
     return p;
+  }
+
+  /**
+   * Starts the server as --topology says: one process with every role, or (split) an
+   * `api,gateway` process plus a `worker` process (`<label>-worker`) with the same settings.
+   */
+  async startDeployment(label: string, env: Record<string, string>): Promise<{ server: ListeningProcess; worker?: ListeningProcess }> {
+    if (this.opts.topology !== 'split') return { server: await this.startServer(label, env) };
+    const server = await this.startServer(label, { ...env, ROLES: 'api,gateway' });
+    return { server, worker: await this.startServer(`${label}-worker`, { ...env, ROLES: 'worker' }) };
   }
 
   async stopServer(p: Started): Promise<void> {

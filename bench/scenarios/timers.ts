@@ -28,12 +28,7 @@ export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult>
   const prefix = ctx.selfHosted ? `tm${ctx.tag}` : 'cb';
   let server: ListeningProcess | undefined;
   let worker: ListeningProcess | undefined;
-  if (ctx.selfHosted) {
-    const env = { RING_TIMEOUT_MS: String(z.ringTimeoutMs), REDIS_PREFIX: prefix };
-    const split = ctx.opts.topology === 'split';
-    server = await ctx.startServer('timers-server', split ? { ...env, ROLES: 'api,gateway' } : env);
-    if (split) worker = await ctx.startServer('timers-worker', { ...env, ROLES: 'worker' });
-  }
+  if (ctx.selfHosted) ({ server, worker } = await ctx.startDeployment('timers-server', { RING_TIMEOUT_MS: String(z.ringTimeoutMs), REDIS_PREFIX: prefix }));
   const target = server ? ctx.targetOf(server) : ctx.main;
   const gens = ctx.opts.generators;
   const pool = await GeneratorPool.start(gens, 'timers', (i) => ({
