@@ -4,6 +4,7 @@
   KEYS[1] callKey
   KEYS[2] opKey
   KEYS[3] outboxKey
+  KEYS[4] ringingKey  the shard's ring index (the answered call leaves it)
 
   ARGV[1] userId              the requesting user (from the session)
   ARGV[2] installationId      the answering installation (equals the session's)
@@ -19,7 +20,7 @@
         'revision_conflict' (409)  expectedRevision differs from the ringing call's revision
     { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' }
 ]]
-local callKey, opKey, outboxKey = KEYS[1], KEYS[2], KEYS[3]
+local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local userId, installationId, expectedRevision = ARGV[1], ARGV[2], ARGV[3]
 local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
@@ -27,10 +28,9 @@ local fingerprint = ARGV[6]
 --@include "fmtInt"
 --@include "nowMs"
 --@include "callParties"
---@include "appendOutbox"
---@include "endCallNow"
 --@include "expireIfDue"
 --@include "operationRecord"
+--@include "appendOutbox"
 
 local replay = replayOperation(opKey, fingerprint)
 if replay then return replay end
@@ -40,9 +40,10 @@ if not callerUserId then return { 'error', 'not_found' } end
 if userId ~= calleeUserId then return { 'error', 'forbidden' } end
 
 local now = nowMs()
-expireIfDue(callKey, outboxKey, now, retentionMs)
+expireIfDue(callKey, outboxKey, ringingKey, now, retentionMs)
 
-local state, revision, winner = unpack(redis.call('HMGET', callKey, 'state', 'revision', 'answeredByInstallationId'))
+local state, revision, winner, callId =
+  unpack(redis.call('HMGET', callKey, 'state', 'revision', 'answeredByInstallationId', 'callId'))
 if state == 'accepted' and winner == installationId then
   -- The same installation answering again (new operationId): it is still the winner.
   return recordOperation(opKey, fingerprint, 'ok', 200, redis.call('HGETALL', callKey), operationTtlMs)
@@ -61,5 +62,6 @@ redis.call('HSET', callKey,
 redis.call('HINCRBY', callKey, 'revision', 1)
 -- An accepted call is kept for the retention period from its answer (ending it restarts that).
 redis.call('PEXPIRE', callKey, retentionMs)
+redis.call('ZREM', ringingKey, callId)
 local fields = appendOutbox(outboxKey, callKey, 'answered', now)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

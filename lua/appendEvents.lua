@@ -1,67 +1,122 @@
 --[[
-  Appends events to one user's event log, trims it by length and age, and publishes each event
-  to the user's live channel for the gateways, atomically (the live message carries the entry
-  ID and the previous one, so a gateway notices when it missed a message).
+  Appends relayed events to one user's event log, trims it by length and age, and publishes each
+  new entry on the user's live channel (sharded Pub/Sub) for the gateways, atomically. The live
+  message carries the entry ID and the previous one, so a gateway notices when it missed one.
 
   KEYS[1] logKey      the user's event stream
-  KEYS[2] metaKey     hash: epoch, last (last entry ID), trimmed (newest entry ID trimmed away)
+  KEYS[2] metaKey     hash: epoch; last (last entry ID); trimmed (newest entry ID trimmed away);
+                      n (entries in the log); agedAt (ms of the last age check); and per outbox
+                      shard `s<shard>`, the last outbox entry whose events were appended here
 
-  ARGV[1] channel     the user's live Pub/Sub channel
+  ARGV[1] channel     the user's live channel (shares the user's hash tag)
   ARGV[2] maxLen      maximum number of entries kept
-  ARGV[3] maxAgeMs    entries older than this are trimmed
+  ARGV[3] maxAgeMs    entries older than this are trimmed (checked every ageCheckMs)
   ARGV[4] metaTtlMs   how long the epoch outlives the last append
   ARGV[5] newEpoch    the epoch to use when the log has none yet
-  ARGV[6..] triples   payload JSON, only-installation ('' = any), except-installation ('' = none)
+  ARGV[6] shardField  `s<shard>`: the outbox shard all these events come from
+  ARGV[7] ageCheckMs  how often age trimming and the keys' expiry are renewed
+  ARGV[8..] quads     outbox entry ID, payload JSON, only-installation ('' = any),
+                      except-installation ('' = none); in outbox order
+
+  Exactly once per outbox entry: the relay may hand the same outbox entry over again (a retried
+  batch, a crash between this append and its acknowledgement, a Redis restart), and an entry not
+  newer than the shard's `s<shard>` mark is skipped. A shard's entries reach a user in outbox
+  order, so the mark only grows.
+
+  Trimming is exact by length and records the newest entry it removed (`trimmed`), so
+  readEvents.lua can tell a cursor that lost events from one that did not. Age trimming and the
+  keys' expiry are renewed at most every ageCheckMs (the common append costs no more than its
+  writes); the log's expiry always stays at least maxAgeMs ahead of its last append. When the
+  previous append is older than maxAgeMs, or the log was lost as a whole, everything before this
+  append counts as trimmed.
 
   Live message: "<epoch>\n<previous id>\n<id>\n<only>\n<except>\n<payload>".
-  Trimming is exact and records the newest entry it removed in the meta hash (`trimmed`), so
-  readEvents.lua can tell a cursor that lost events from one that did not: Redis does not track
-  trimmed IDs itself (XINFO's max-deleted-entry-id only follows XDEL).
-  Returns { epoch, lastId }.
+  Returns { epoch, lastId, appended }.
 ]]
 local logKey, metaKey = KEYS[1], KEYS[2]
 local channel, maxLen, maxAgeMs = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local metaTtlMs, newEpoch = tonumber(ARGV[4]), ARGV[5]
+local metaTtlMs, newEpoch, shardField, ageCheckMs = tonumber(ARGV[4]), ARGV[5], ARGV[6], tonumber(ARGV[7])
 
 --@include "fmtInt"
---@include "nowMs"
---@include "logEpoch"
 --@include "streamIds"
 
-local epoch, last = logEpoch(metaKey, newEpoch, metaTtlMs)
--- The newest entry removed by retention. A log that expired as a whole lost everything up to
--- `last`, which then counts as trimmed too.
-local trimmed
-if last ~= '0-0' and redis.call('EXISTS', logKey) == 0 then trimmed = last end
-for i = 6, #ARGV, 3 do
-  local payload, only, except = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local id
+local epoch, last, mark, count, agedAt = unpack(redis.call('HMGET', metaKey, 'epoch', 'last', shardField, 'n', 'agedAt'))
+local fresh = not epoch
+if fresh then epoch, last = newEpoch, '0-0' end
+count, agedAt = tonumber(count) or 0, tonumber(agedAt) or 0
+local previous = last
+local firstNew
+local appended = 0
+-- The log lost as a whole (expired, evicted, deleted) although it had entries: they count as
+-- trimmed. Noticed by the first XADD, which does not create a missing stream.
+local lost = false
+local function add(create, payload, only, except)
+  local head = create and { 'XADD', logKey } or { 'XADD', logKey, 'NOMKSTREAM' }
+  head[#head + 1] = '*'
+  head[#head + 1] = 'p'
+  head[#head + 1] = payload
   if only ~= '' then
-    id = redis.call('XADD', logKey, '*', 'p', payload, 'o', only)
+    head[#head + 1], head[#head + 2] = 'o', only
   elseif except ~= '' then
-    id = redis.call('XADD', logKey, '*', 'p', payload, 'x', except)
-  else
-    id = redis.call('XADD', logKey, '*', 'p', payload)
+    head[#head + 1], head[#head + 2] = 'x', except
   end
-  redis.call('PUBLISH', channel, epoch .. '\n' .. last .. '\n' .. id .. '\n' .. only .. '\n' .. except .. '\n' .. payload)
-  last = id
+  return redis.call(unpack(head))
 end
+for i = 8, #ARGV, 4 do
+  local entryId, payload, only, except = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  if not mark or streamIdLess(mark, entryId) then
+    local id = add(firstNew ~= nil, payload, only, except)
+    if not id then
+      lost = previous ~= '0-0'
+      id = add(true, payload, only, except)
+    end
+    redis.call('SPUBLISH', channel, epoch .. '\n' .. last .. '\n' .. id .. '\n' .. only .. '\n' .. except .. '\n' .. payload)
+    firstNew = firstNew or id
+    last, mark = id, entryId
+    appended = appended + 1
+  end
+end
+if appended == 0 then return { epoch, last, 0 } end
 
--- Retention: by length, then by age; remember the newest entry removed.
-local excess = redis.call('XLEN', logKey) - maxLen
-if excess > 0 then
-  local doomed = redis.call('XRANGE', logKey, '-', '+', 'COUNT', excess)
-  if not trimmed or streamIdLess(trimmed, doomed[#doomed][1]) then trimmed = doomed[#doomed][1] end
-  redis.call('XTRIM', logKey, 'MAXLEN', maxLen)
+-- Redis's time of this append, from the ID XADD gave the newest entry.
+local now = parseStreamId(last)
+local trimmed
+local meta = { 'last', last, shardField, mark }
+if fresh then
+  meta[#meta + 1], meta[#meta + 2] = 'epoch', epoch
 end
-local minId = fmtInt(nowMs() - maxAgeMs)
-local aged = redis.call('XREVRANGE', logKey, '(' .. minId, '-', 'COUNT', 1)
-if #aged > 0 then
-  if not trimmed or streamIdLess(trimmed, aged[1][1]) then trimmed = aged[1][1] end
-  redis.call('XTRIM', logKey, 'MINID', minId)
+if lost then
+  trimmed, count, agedAt = previous, appended, 0
+elseif previous ~= '0-0' and now - parseStreamId(previous) > maxAgeMs then
+  -- Everything before this append is past the age limit.
+  redis.call('XTRIM', logKey, 'MINID', firstNew)
+  trimmed, count, agedAt = previous, appended, 0
+else
+  count = count + appended
+  if count > maxLen then
+    local doomed = redis.call('XRANGE', logKey, '-', '+', 'COUNT', count - maxLen)
+    trimmed = doomed[#doomed][1]
+    redis.call('XTRIM', logKey, 'MAXLEN', maxLen)
+    count = maxLen
+  end
 end
-if trimmed then redis.call('HSET', metaKey, 'trimmed', trimmed) end
-redis.call('HSET', metaKey, 'last', last)
-redis.call('PEXPIRE', logKey, maxAgeMs)
-redis.call('PEXPIRE', metaKey, metaTtlMs)
-return { epoch, last }
+if now - agedAt >= ageCheckMs then
+  local minId = fmtInt(now - maxAgeMs)
+  local aged = redis.call('XREVRANGE', logKey, '(' .. minId, '-', 'COUNT', 1)
+  if #aged > 0 then
+    if not trimmed or streamIdLess(trimmed, aged[1][1]) then trimmed = aged[1][1] end
+    redis.call('XTRIM', logKey, 'MINID', minId)
+  end
+  count = redis.call('XLEN', logKey)
+  -- Renewed at least every ageCheckMs while appends go on, so never due within maxAgeMs of one.
+  redis.call('PEXPIRE', logKey, maxAgeMs + ageCheckMs)
+  redis.call('PEXPIRE', metaKey, metaTtlMs + ageCheckMs)
+  agedAt = now
+end
+if trimmed then
+  meta[#meta + 1], meta[#meta + 2] = 'trimmed', trimmed
+end
+meta[#meta + 1], meta[#meta + 2] = 'n', count
+meta[#meta + 1], meta[#meta + 2] = 'agedAt', fmtInt(agedAt)
+redis.call('HSET', metaKey, unpack(meta))
+return { epoch, last, appended }

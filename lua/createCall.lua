@@ -4,6 +4,8 @@
   KEYS[1] callKey     the call hash
   KEYS[2] opKey       this operation's idempotency record
   KEYS[3] outboxKey   the call shard's outbox stream
+  KEYS[4] ringingKey  the call shard's ring index (sorted set: callId by expiresAtMs), read by
+                      the ring sweeps (lua/expireDue.lua)
 
   ARGV[1]  callId
   ARGV[2]  callerUserId
@@ -24,7 +26,7 @@
     { 'fresh' | 'replay', code, status, fields }  code 'ok' (status 201); fields = HGETALL
     { 'error', 'idempotency_conflict' | 'call_exists' }
 ]]
-local callKey, opKey, outboxKey = KEYS[1], KEYS[2], KEYS[3]
+local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local callId, callerUserId, callerInstallationId = ARGV[1], ARGV[2], ARGV[3]
 local callerDisplayName, callerHandle, calleeUserId = ARGV[4], ARGV[5], ARGV[6]
 local video = ARGV[7]
@@ -60,10 +62,12 @@ redis.call('HSET', callKey,
 local fields
 if busy then
   -- Born ended: revision 2, one `ended` change in the outbox and no `created` (nothing rings).
-  fields = endCallNow(callKey, outboxKey, now, 'busy', 'system', '', retentionMs)
+  fields = endCallNow(callKey, outboxKey, ringingKey, callId, now, 'busy', 'system', '', retentionMs)
 else
   -- Kept through the ring window and then for the retention period, even if nothing ends it.
   redis.call('PEXPIRE', callKey, ringTimeoutMs + retentionMs)
+  -- Its ring timer: the sweeps end it as `unanswered` once due, unless it stops ringing first.
+  redis.call('ZADD', ringingKey, now + ringTimeoutMs, callId)
   fields = appendOutbox(outboxKey, callKey, 'created', now)
 end
 return recordOperation(opKey, fingerprint, 'ok', 201, fields, operationTtlMs)

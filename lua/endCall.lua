@@ -4,6 +4,7 @@
   KEYS[1] callKey
   KEYS[2] opKey
   KEYS[3] outboxKey
+  KEYS[4] ringingKey  the shard's ring index (a call that stops ringing leaves it)
 
   ARGV[1] userId
   ARGV[2] installationId
@@ -23,16 +24,13 @@
     { 'fresh' | 'replay', 'ok', 200, fields }
     { 'error', 'not_found' | 'idempotency_conflict' }
 ]]
-local callKey, opKey, outboxKey = KEYS[1], KEYS[2], KEYS[3]
+local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local userId, installationId, reason = ARGV[1], ARGV[2], ARGV[3]
 local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
 
---@include "fmtInt"
 --@include "nowMs"
 --@include "callParties"
---@include "appendOutbox"
---@include "endCallNow"
 --@include "expireIfDue"
 --@include "operationRecord"
 
@@ -43,10 +41,10 @@ local callerUserId, calleeUserId = callParties(callKey, userId)
 if not callerUserId then return { 'error', 'not_found' } end
 
 local now = nowMs()
-expireIfDue(callKey, outboxKey, now, retentionMs)
+expireIfDue(callKey, outboxKey, ringingKey, now, retentionMs)
 
-local state, callerInstallationId, winner =
-  unpack(redis.call('HMGET', callKey, 'state', 'callerInstallationId', 'answeredByInstallationId'))
+local state, callerInstallationId, winner, callId =
+  unpack(redis.call('HMGET', callKey, 'state', 'callerInstallationId', 'answeredByInstallationId', 'callId'))
 local side = (userId == callerUserId) and 'caller' or 'callee'
 
 local function unchanged()
@@ -65,5 +63,5 @@ elseif side == 'callee' and reason == 'localHangup' then
   reason = 'declined'
 end
 
-local fields = endCallNow(callKey, outboxKey, now, reason, side, installationId, retentionMs)
+local fields = endCallNow(callKey, outboxKey, ringingKey, callId, now, reason, side, installationId, retentionMs)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

@@ -3,23 +3,21 @@
 
   KEYS[1] callKey
   KEYS[2] outboxKey
+  KEYS[3] ringingKey  the shard's ring index (lazy expiry takes a due call out of it)
 
   ARGV[1] userId
   ARGV[2] retentionMs
 
   Returns { 'ok', fields } or { 'error', 'not_found' } (also for non-members).
 ]]
-local callKey, outboxKey = KEYS[1], KEYS[2]
+local callKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3]
 local userId, retentionMs = ARGV[1], tonumber(ARGV[2])
 
---@include "fmtInt"
 --@include "nowMs"
 --@include "callParties"
---@include "appendOutbox"
---@include "endCallNow"
 --@include "expireIfDue"
 
 local callerUserId, calleeUserId = callParties(callKey, userId)
 if not callerUserId then return { 'error', 'not_found' } end
-expireIfDue(callKey, outboxKey, nowMs(), retentionMs)
+expireIfDue(callKey, outboxKey, ringingKey, nowMs(), retentionMs)
 return { 'ok', redis.call('HGETALL', callKey) }

@@ -5,6 +5,7 @@
   KEYS[1] callKey
   KEYS[2] opKey
   KEYS[3] outboxKey
+  KEYS[4] ringingKey  the shard's ring index (lazy expiry takes a due call out of it)
 
   ARGV[1] userId
   ARGV[2] displayName        already cut to 256 UTF-8 bytes
@@ -18,18 +19,16 @@
     { 'fresh' | 'replay', 'ok', 200, fields }
     { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' }
 ]]
-local callKey, opKey, outboxKey = KEYS[1], KEYS[2], KEYS[3]
+local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local userId, displayName = ARGV[1], ARGV[2]
 local retentionMs, operationTtlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
 local fingerprint = ARGV[5]
 
---@include "fmtInt"
 --@include "nowMs"
 --@include "callParties"
---@include "appendOutbox"
---@include "endCallNow"
 --@include "expireIfDue"
 --@include "operationRecord"
+--@include "appendOutbox"
 
 local replay = replayOperation(opKey, fingerprint)
 if replay then return replay end
@@ -39,7 +38,7 @@ if not callerUserId then return { 'error', 'not_found' } end
 if userId ~= callerUserId then return { 'error', 'forbidden' } end
 
 local now = nowMs()
-expireIfDue(callKey, outboxKey, now, retentionMs)
+expireIfDue(callKey, outboxKey, ringingKey, now, retentionMs)
 local state, current = unpack(redis.call('HMGET', callKey, 'state', 'callerDisplayName'))
 if state == 'ended' or current == displayName then
   return recordOperation(opKey, fingerprint, 'ok', 200, redis.call('HGETALL', callKey), operationTtlMs)

@@ -19,13 +19,15 @@ import { deletePushTokenRoute, putPushTokenRoute } from './http/endpoints/pushTo
 import { healthRoutes } from './http/endpoints/health.js';
 import type { Logger } from './util/logger.js';
 import { EventLog } from './events/eventLog.js';
-import { OutboxRelay, type ChangeHandler } from './events/relay.js';
+import { OutboxRelay } from './events/relay.js';
+import type { ChangeHandler } from './events/change.js';
 import { callEventsRoute } from './http/endpoints/callEvents.js';
 import { Gateway } from './gateway/gateway.js';
-import { createQueues } from './push/queues.js';
-import { pushEnqueuer, timerEnqueuer } from './push/enqueue.js';
-import { startPushWorker, type PushOutcomes, type PushSenders } from './push/pushWorker.js';
-import { startTimerWorker } from './calls/timerWorker.js';
+import { createPushQueues } from './push/queues.js';
+import { pushHandler } from './push/relayPushes.js';
+import { PushDispatcher, type PushOutcomes, type PushSenders } from './push/dispatcher.js';
+import { startPushRetryWorkers } from './push/pushWorker.js';
+import { RingSweeper } from './timers/ringSweeper.js';
 import { activeCallIndexer } from './calls/activeCalls.js';
 import { renameCallRoute } from './http/endpoints/renameCall.js';
 import { createPushSenders } from './push/providers.js';
@@ -155,57 +157,75 @@ export async function startServer(
   let relay: OutboxRelay | undefined;
   const pushOutcomes: PushOutcomes = new Map();
   if (config.ROLES.includes('worker')) {
-    const blocking = connectRedis(redisUrl, 'blocking', 'calling-backend');
-    await blocking.connect();
     // BullMQ needs connections that retry for ever (maxRetriesPerRequest: null).
     const queueConnection = connectRedis(redisUrl, 'queues', 'calling-backend-queues');
-    const queues = createQueues(queueConnection, config.REDIS_PREFIX);
+    const partitioning = { ...ks, partitions: Math.min(config.QUEUE_PARTITIONS, config.CALL_SHARDS) };
+    const retryQueues = createPushQueues(queueConnection, partitioning);
     const senders: PushSenders = createPushSenders(config, logger);
     const enabled = { iosVoip: senders.apns !== undefined, androidPush: senders.fcm !== undefined };
     await warnOnCoarseRedisHz(redis, logger);
-    const timerWorker = startTimerWorker(queueConnection, config.REDIS_PREFIX, config.TIMER_CONCURRENCY, deps.calls);
-    const pushWorker = startPushWorker(queueConnection, config.REDIS_PREFIX, config.PUSH_CONCURRENCY, {
-      calls: deps.calls,
+    const peekCall = (callId: string) => deps.calls.peek(callId);
+    const dispatcher = new PushDispatcher({
       registry: deps.pushRegistry,
+      peekCall,
       senders,
+      retryQueues,
+      partitioning,
       logger,
       outcomes: pushOutcomes,
     });
-    for (const w of [timerWorker, pushWorker]) w.on('error', (err) => logger.error({ err }, 'queue worker error'));
+    const retryWorkers = startPushRetryWorkers(queueConnection, partitioning, config.PUSH_CONCURRENCY, dispatcher, logger);
+    const sweeper = await RingSweeper.start(
+      redis,
+      queueConnection,
+      { ...partitioning, retentionMs: config.CALL_RETENTION_MS, pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000 },
+      logger,
+      (r) => {
+        for (const ms of r.lateMs) metrics.ringSweepLateness.observe(ms / 1000);
+      },
+    );
     metrics.countersFrom('push_outcomes_total', 'Push attempts by provider and result (accepted = accepted for delivery)', ['provider', 'result'], () =>
       [...pushOutcomes].map(([k, v]) => [k.split(':'), v]),
     );
-    for (const [name, queue] of Object.entries(queues)) {
-      metrics.gauge(`queue_${name}_waiting`, `BullMQ ${name} jobs waiting or delayed`, async () => {
-        const c = await queue.getJobCounts('waiting', 'delayed', 'active', 'prioritized');
-        return Object.values(c).reduce((a, b) => a + b, 0);
-      });
-    }
+    metrics.gauge('queue_push_waiting', 'Push retry jobs waiting or delayed (all partitions)', async () => {
+      const counts = await Promise.all(retryQueues.map((q) => q.getJobCounts('waiting', 'delayed', 'active', 'prioritized')));
+      return counts.reduce((sum, c) => sum + Object.values(c).reduce((a, b) => a + b, 0), 0);
+    });
+    metrics.gauge('ringing_calls', 'Calls ringing now (in the shards\' ring indexes, all shards)', async () => {
+      const counts = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.zcard(keys.ringingForShard(ks, i))));
+      return counts.reduce((a, b) => a + b, 0);
+    });
     const handlers: ChangeHandler[] = [
       activeCallIndexer(redis, ks, config.CALL_RETENTION_MS),
-      timerEnqueuer(queues),
-      pushEnqueuer(deps.pushRegistry, queues, enabled, Math.max(60_000, 3 * config.RELAY_CLAIM_IDLE_MS)),
+      pushHandler(deps.pushRegistry, peekCall, dispatcher, enabled) as ChangeHandler,
       ...extraHandlers,
     ];
-    const closeQueues = async () => {
-      await Promise.all([timerWorker.close(), pushWorker.close()]);
-      await Promise.all([queues.push.close(), queues.timers.close()]);
-      await senders.close?.();
-      queueConnection.disconnect();
-    };
-    relay = new OutboxRelay(redis, blocking, deps.eventLog, handlers, logger, {
-      ...ks,
-      batchSize: config.RELAY_BATCH_SIZE,
-      blockMs: 1000,
-      leaseMs: config.RELAY_CLAIM_IDLE_MS,
-    });
+    const blockingConnections = new Set<Redis>();
+    relay = new OutboxRelay(
+      redis,
+      async () => {
+        const c = connectRedis(redisUrl, 'blocking', 'calling-backend-relay');
+        await c.connect();
+        blockingConnections.add(c);
+        c.once('end', () => blockingConnections.delete(c));
+        return c;
+      },
+      deps.eventLog,
+      handlers,
+      logger,
+      { ...ks, batchSize: config.RELAY_BATCH_SIZE, blockMs: 1000, leaseMs: config.RELAY_CLAIM_IDLE_MS },
+    );
     await relay.start();
     const r = relay;
     metrics.countersFrom('relay_changes_total', 'Call changes relayed from the outbox', [], () => [[[], r.relayed]]);
     // The relay feeds the queues: stop it first, then let the workers finish their active jobs.
     closers.push(async () => {
-      await relay!.stop();
-      await closeQueues();
+      await r.stop();
+      for (const c of blockingConnections) c.disconnect();
+      await Promise.all([sweeper.close(), ...retryWorkers.map((w) => w.close())]);
+      await Promise.all(retryQueues.map((q) => q.close()));
+      await senders.close?.();
+      queueConnection.disconnect();
     });
   }
   metrics.gauge('outbox_pending_entries', 'Outbox entries not yet relayed (all shards)', async () => {
@@ -268,14 +288,14 @@ export async function startServer(
 }
 
 /**
- * Ring timers are BullMQ delayed jobs, and a worker waits for the next one in a blocking read
- * whose timeout Redis only notices `hz` times a second: with Redis's default hz 10 an unanswered
- * call can end up to 100 ms late. Said once at start (README "Redis settings").
+ * BullMQ's workers wait for delayed jobs (ring sweep slots, push retries) in a blocking read whose
+ * timeout Redis only notices `hz` times a second: with Redis's default hz 10 they start up to
+ * 100 ms late. Said once at start (README "Redis settings").
  */
 async function warnOnCoarseRedisHz(redis: Redis, logger: Logger): Promise<void> {
   const info = await redis.info('server').catch(() => '');
   const hz = Number(/^hz:(\d+)/m.exec(info)?.[1] ?? NaN);
   if (hz < 50) {
-    logger.warn({ hz }, `Redis runs with hz ${hz}: ring timers may fire up to ${Math.round(1000 / hz)} ms late; run Redis with hz 100`);
+    logger.warn({ hz }, `Redis runs with hz ${hz}: ring sweeps and push retries may start up to ${Math.round(1000 / hz)} ms late; run Redis with hz 100`);
   }
 }

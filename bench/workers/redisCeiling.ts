@@ -15,7 +15,6 @@ import { deliveriesFor } from '../../src/events/audience.js';
 import type { CallChange } from '../../src/events/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import { RELAY_GROUP } from '../../src/events/relay.js';
-import { createQueues, jobIdPart, type Queues } from '../../src/push/queues.js';
 import { countInto } from '../lib/waiter.js';
 import { nowMs, sleepUntil } from '../lib/clock.js';
 import type { Task } from './tasks.js';
@@ -66,8 +65,6 @@ export function createTask(): Task {
   let s: CeilingSetup;
   let redis: Redis;
   let sub: Redis;
-  let queues: Queues;
-  let queueConn: Redis;
   let ks: KeySpace;
   let store: StoreSettings;
   let eventLog: EventLog;
@@ -87,13 +84,11 @@ export function createTask(): Task {
       eventLog = new EventLog(redis, { ...ks, maxLen: 1000, maxAgeMs: 24 * 3600_000, metaTtlMs: 7 * 24 * 3600_000 });
       sub = connectRedis(s.redisUrl, 'subscriber', 'bench-ceiling');
       await sub.connect();
-      // The gateways' side: every user's live channel has a subscriber, so PUBLISH really fans out.
+      // The gateways' side: every user's live channel has a subscriber, so SPUBLISH really fans out.
       const channels: string[] = [];
       for (let u = 0; u < s.users; u++) channels.push(keys.liveChannel(ks, `caller${u}`), keys.liveChannel(ks, `callee${u}`));
-      for (let i = 0; i < channels.length; i += 500) await sub.subscribe(...channels.slice(i, i + 500));
-      sub.on('message', () => published++);
-      queueConn = connectRedis(s.redisUrl, 'queues', 'bench-ceiling-queues');
-      queues = createQueues(queueConn, s.prefix);
+      for (const channel of channels) await sub.ssubscribe(channel);
+      sub.on('smessage', () => published++);
       streamKeys = Array.from({ length: ks.shards }, (_, i) => keys.outboxForShard(ks, i));
       for (const key of streamKeys) {
         await redis.xgroup('CREATE', key, RELAY_GROUP, '0', 'MKSTREAM').catch((e: Error) => {
@@ -147,12 +142,6 @@ export function createTask(): Task {
                 }),
             );
           }
-          if (r.variant !== 'lifecycle-no-timer') {
-            await queues.timers.addBulk(
-              calls.map((c) => ({ name: 'expire', data: { callId: c.callId }, opts: { jobId: `expire.${jobIdPart(c.callId)}`, delay: s.ringTimeoutMs } })),
-            );
-            cmds += n; // one addDelayedJob script per job
-          }
           done += n;
           commands += cmds;
         }
@@ -171,9 +160,6 @@ export function createTask(): Task {
     },
 
     async teardown() {
-      await queues?.timers.close();
-      await queues?.push.close();
-      queueConn?.disconnect();
       sub?.disconnect();
       redis?.disconnect();
     },
@@ -194,8 +180,10 @@ export function createTask(): Task {
     const relay = (change: CallChange) => {
       const byUser = new Map<string, ReturnType<typeof deliveriesFor>>();
       for (const d of deliveriesFor(change)) byUser.set(d.userId, [...(byUser.get(d.userId) ?? []), d]);
+      // Each change appended once per user, as a new outbox entry (the append skips entries it has).
+      const entryId = `${Date.now()}-${seq++}`;
       for (const [userId, list] of byUser) {
-        const c = eventLog.appendCall(userId, list);
+        const c = eventLog.appendCall(userId, 0, list.map((delivery) => ({ entryId, delivery })));
         pipelineScript(p, 'appendEvents', c.keys, c.args);
         n++;
       }

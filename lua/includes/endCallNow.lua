@@ -1,5 +1,8 @@
--- Ends a call: state, end fields, revision, retention, outbox. Returns the call's fields.
-local function endCallNow(callKey, outboxKey, atMs, reason, endedBy, endedByInstallationId, retentionMs)
+-- Ends a call: state, end fields, revision, retention, outbox; takes it out of the shard's ring
+-- index (a call that no longer rings needs no sweep). Returns the call's fields.
+--@include "fmtInt"
+--@include "appendOutbox"
+local function endCallNow(callKey, outboxKey, ringingKey, callId, atMs, reason, endedBy, endedByInstallationId, retentionMs)
   redis.call('HSET', callKey,
     'state', 'ended',
     'endedAtMs', fmtInt(atMs),
@@ -8,5 +11,6 @@ local function endCallNow(callKey, outboxKey, atMs, reason, endedBy, endedByInst
     'endedByInstallationId', endedByInstallationId)
   redis.call('HINCRBY', callKey, 'revision', 1)
   redis.call('PEXPIRE', callKey, retentionMs)
+  redis.call('ZREM', ringingKey, callId)
   return appendOutbox(outboxKey, callKey, 'ended', atMs)
 end

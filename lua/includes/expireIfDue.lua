@@ -1,9 +1,11 @@
 -- Lazy expiry: a ringing call past expiresAtMs is never seen as ringing. Ends it as `unanswered`
--- (by the system) when due. Returns true when it ended the call.
-local function expireIfDue(callKey, outboxKey, atMs, retentionMs)
-  local state, expiresAtMs = unpack(redis.call('HMGET', callKey, 'state', 'expiresAtMs'))
+-- (by the system) when due. Returns true when it ended the call. (The ring sweeps,
+-- lua/expireDue.lua, end due calls on time; this is the safety net for any that were missed.)
+--@include "endCallNow"
+local function expireIfDue(callKey, outboxKey, ringingKey, atMs, retentionMs)
+  local state, expiresAtMs, callId = unpack(redis.call('HMGET', callKey, 'state', 'expiresAtMs', 'callId'))
   if state == 'ringing' and atMs >= tonumber(expiresAtMs) then
-    endCallNow(callKey, outboxKey, atMs, 'unanswered', 'system', '', retentionMs)
+    endCallNow(callKey, outboxKey, ringingKey, callId, atMs, 'unanswered', 'system', '', retentionMs)
     return true
   end
   return false

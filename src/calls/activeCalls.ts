@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
-import type { ChangeHandler } from '../events/relay.js';
+import type { ChangeHandler } from '../events/change.js';
 import { runScript } from '../redis/scripts.js';
 
 /**
@@ -9,7 +9,7 @@ import { runScript } from '../redis/scripts.js';
  * retention, so a missed clear cannot keep a user busy for ever.
  */
 export function activeCallIndexer(redis: Redis, ks: KeySpace, retentionMs: number): ChangeHandler {
-  return async (changes) => {
+  return { name: 'busy-markers', handle: async (changes) => {
     // Issued in one turn: the client's auto-pipeline sends them in one write.
     const writes: Promise<unknown>[] = [];
     for (const { kind, call } of changes) {
@@ -21,5 +21,5 @@ export function activeCallIndexer(redis: Redis, ks: KeySpace, retentionMs: numbe
       }
     }
     await Promise.all(writes);
-  };
+  } };
 }

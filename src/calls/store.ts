@@ -48,13 +48,14 @@ export interface CreateInput {
   fingerprint: string;
 }
 
+/** The keys of every call-changing script: the call, the operation's record, the shard's outbox and ring index. */
+function changeKeys(s: StoreSettings, callId: string, userId: string, operationId: string): string[] {
+  return [keys.call(s, callId), keys.operation(s, callId, userId, operationId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)];
+}
+
 export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false): ScriptCall {
   return {
-    keys: [
-      keys.call(s, i.callId),
-      keys.operation(s, i.callId, i.callerUserId, i.operationId),
-      keys.outboxForCall(s, i.callId),
-    ],
+    keys: changeKeys(s, i.callId, i.callerUserId, i.operationId),
     args: [
       i.callId,
       i.callerUserId,
@@ -82,7 +83,7 @@ export interface RenameInput {
 
 export function renameCallKeysArgs(s: StoreSettings, i: RenameInput): ScriptCall {
   return {
-    keys: [keys.call(s, i.callId), keys.operation(s, i.callId, i.userId, i.operationId), keys.outboxForCall(s, i.callId)],
+    keys: changeKeys(s, i.callId, i.userId, i.operationId),
     args: [i.userId, i.displayName, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint],
   };
 }
@@ -98,7 +99,7 @@ export interface AnswerInput {
 
 export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput): ScriptCall {
   return {
-    keys: [keys.call(s, i.callId), keys.operation(s, i.callId, i.userId, i.operationId), keys.outboxForCall(s, i.callId)],
+    keys: changeKeys(s, i.callId, i.userId, i.operationId),
     args: [i.userId, i.installationId, i.expectedRevision ?? '', String(s.retentionMs), String(s.operationTtlMs), i.fingerprint],
   };
 }
@@ -114,17 +115,13 @@ export interface EndInput {
 
 export function endCallKeysArgs(s: StoreSettings, i: EndInput): ScriptCall {
   return {
-    keys: [keys.call(s, i.callId), keys.operation(s, i.callId, i.userId, i.operationId), keys.outboxForCall(s, i.callId)],
+    keys: changeKeys(s, i.callId, i.userId, i.operationId),
     args: [i.userId, i.installationId, i.reason, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint],
   };
 }
 
 export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string): ScriptCall {
-  return { keys: [keys.call(s, callId), keys.outboxForCall(s, callId)], args: [userId, String(s.retentionMs)] };
-}
-
-export function expireCallKeysArgs(s: StoreSettings, callId: string): ScriptCall {
-  return { keys: [keys.call(s, callId), keys.outboxForCall(s, callId)], args: [String(s.retentionMs)] };
+  return { keys: [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], args: [userId, String(s.retentionMs)] };
 }
 
 const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists']);
@@ -142,16 +139,6 @@ export function parseOutcome(reply: unknown): Outcome {
   }
   if (kind === 'ok') return { kind: 'outcome', code: 'ok', status: 200, call: parseCallFields(code), replayed: false };
   throw new CorruptRecordError(`unexpected script reply ${String(kind)}/${String(code)}`);
-}
-
-export type ExpireResult = { kind: 'expired' } | { kind: 'early'; msLeft: number } | { kind: 'done' };
-
-export function parseExpireReply(reply: unknown): ExpireResult {
-  if (!Array.isArray(reply)) throw new CorruptRecordError('expireCall reply is not a list');
-  if (reply[0] === 'expired') return { kind: 'expired' };
-  if (reply[0] === 'early') return { kind: 'early', msLeft: Number(reply[1]) };
-  if (reply[0] === 'done') return { kind: 'done' };
-  throw new CorruptRecordError(`unexpected expireCall reply ${String(reply[0])}`);
 }
 
 export class CallStore {
@@ -234,8 +221,13 @@ export class CallStore {
     return parseOutcome(await runScript(this.redis, 'readCall', c.keys, c.args));
   }
 
-  async expire(callId: string): Promise<ExpireResult> {
-    const c = expireCallKeysArgs(this.settings, callId);
-    return parseExpireReply(await runScript(this.redis, 'expireCall', c.keys, c.args));
+  /**
+   * The call as stored, without membership check or lazy expiry (one plain read): for the push
+   * sender, which checks ringing and time left itself. Undefined when the call is gone.
+   */
+  async peek(callId: string): Promise<CallRecord | undefined> {
+    const flat = await this.redis.hgetall(keys.call(this.settings, callId));
+    if (!flat.callId) return undefined;
+    return parseCallFields(Object.entries(flat).flat());
   }
 }

@@ -76,8 +76,15 @@ export const configSchema = z
     /** Behind a proxy: the header carrying the client address (first entry), e.g. x-forwarded-for. */
     CLIENT_IP_HEADER: z.string().regex(/^[a-z0-9-]{1,64}$/, 'a lower-case header name').optional(),
 
+    /** Concurrent push retry jobs per queue partition and worker process. */
     PUSH_CONCURRENCY: int(64, 1, 10_000),
-    TIMER_CONCURRENCY: int(32, 1, 10_000),
+    /**
+     * BullMQ queue partitions (push retries, ring sweeps), each with its own hash tag so a Redis
+     * Cluster spreads them over its primaries; at most CALL_SHARDS are used.
+     */
+    QUEUE_PARTITIONS: int(4, 1, 1024),
+    /** How often the ring sweeps end due calls: an unanswered call ends about this late at most. */
+    RING_SWEEP_TICK_MS: int(50, 5, 1000),
 
     TURN_SECRET: optionalString,
     TURN_URLS: z

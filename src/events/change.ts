@@ -23,3 +23,15 @@ export function parseChange(entryId: string, shard: number, flat: string[]): Cal
   if (!Number.isSafeInteger(atMs)) throw new CorruptRecordError(`outbox entry ${entryId} has a bad time`);
   return { entryId, shard, kind: kind as ChangeKind, atMs, call: parseCallFields(flat.slice(4)) };
 }
+
+/**
+ * A side effect of the relayed changes (pushes, busy markers), run after their events were
+ * stored. `prepare`, if any, is called as the events are appended, so the reads the handler needs
+ * share that write; what it returns is handed to `handle`. A handler is run at most once per
+ * change by one relay: when a batch is retried, only the handlers that did not finish run again.
+ */
+export interface ChangeHandler<P = unknown> {
+  readonly name: string;
+  prepare?(changes: readonly CallChange[]): P;
+  handle(changes: readonly CallChange[], prepared: P | undefined): Promise<void>;
+}

@@ -16,6 +16,17 @@ export interface EventLogSettings extends KeySpace {
   metaTtlMs: number;
 }
 
+/** A delivery as the relay appends it: with the outbox entry it comes from. */
+export interface RelayedDelivery {
+  entryId: string;
+  delivery: Delivery;
+}
+
+/** How often appends renew age trimming and the log's expiry (lua/appendEvents.lua). */
+export function ageCheckMs(maxAgeMs: number): number {
+  return Math.max(1, Math.floor(maxAgeMs / 100));
+}
+
 export interface LoggedEvent {
   cursor: string;
   /** The payload exactly as stored (JSON text), ready to send. */
@@ -36,20 +47,29 @@ export class EventLog {
     readonly settings: EventLogSettings,
   ) {}
 
-  /** The appendEvents.lua call for one user's deliveries. */
-  appendCall(userId: string, deliveries: readonly Delivery[]): { keys: string[]; args: string[] } {
+  /** The appendEvents.lua call for one user's deliveries from one outbox shard, in outbox order. */
+  appendCall(userId: string, shard: number, deliveries: readonly RelayedDelivery[]): { keys: string[]; args: string[] } {
     const s = this.settings;
-    const args: string[] = [keys.liveChannel(s, userId), String(s.maxLen), String(s.maxAgeMs), String(s.metaTtlMs), newEpoch()];
-    for (const d of deliveries) args.push(JSON.stringify(d.payload), d.only ?? '', d.except ?? '');
+    const args: string[] = [
+      keys.liveChannel(s, userId),
+      String(s.maxLen),
+      String(s.maxAgeMs),
+      String(s.metaTtlMs),
+      newEpoch(),
+      `s${shard}`,
+      String(ageCheckMs(s.maxAgeMs)),
+    ];
+    for (const { entryId, delivery: d } of deliveries) args.push(entryId, JSON.stringify(d.payload), d.only ?? '', d.except ?? '');
     return { keys: [keys.eventLog(s, userId), keys.eventLogMeta(s, userId)], args };
   }
 
   /**
-   * Appends one user's deliveries. The relay appends a whole batch's users in one turn, so the
-   * client's auto-pipeline sends them in one write.
+   * Appends one user's deliveries from one outbox shard; deliveries of outbox entries already
+   * appended are skipped. The relay appends a whole batch's users in one turn, so the client's
+   * auto-pipeline sends them in one write.
    */
-  async append(userId: string, deliveries: readonly Delivery[]): Promise<void> {
-    const c = this.appendCall(userId, deliveries);
+  async append(userId: string, shard: number, deliveries: readonly RelayedDelivery[]): Promise<void> {
+    const c = this.appendCall(userId, shard, deliveries);
     await runScript(this.redis, 'appendEvents', c.keys, c.args);
   }
 

@@ -1,38 +1,32 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
-import { parseChange, type CallChange } from './change.js';
-import { deliveriesFor, type Delivery } from './audience.js';
-import type { EventLog } from './eventLog.js';
+import { parseChange, type CallChange, type ChangeHandler } from './change.js';
+import { deliveriesFor } from './audience.js';
+import type { EventLog, RelayedDelivery } from './eventLog.js';
 import type { Logger } from '../util/logger.js';
-import { runScript } from '../redis/scripts.js';
-import { compareStreamIds } from './cursor.js';
+import { ShardLeases } from './shardLeases.js';
 
 /**
- * The outbox relay: reads the call shards' outbox streams through a consumer group, writes every
- * change's events into the audience's event logs (which also notifies the gateways), hands the
- * change to the other handlers (pushes, timers), then acknowledges and deletes the entries.
+ * The outbox relay (README "Relays"): reads the call shards' outbox streams through a consumer
+ * group, writes every change's events into the audience's event logs (which also notifies the
+ * gateways), hands the changes to the side-effect handlers (pushes, busy markers), then
+ * acknowledges and deletes the entries.
  *
- * Each shard is read by one relay at a time, under a lease (lua/holdShardLease.lua), and one
- * relay holds them all while it lives; the others stand by. Each read merges the shards' entries
- * in stream-ID (Redis time) order, so every user's event log follows the order in which the
- * changes happened, across calls too. (Sharing shards between relays would scale the relay but
- * lose that order; Redis saturates long before one relay does.) A relay that dies loses its
- * leases after `leaseMs`; the standby that takes a shard over first claims and processes the
- * entries the dead one read but never acknowledged. If two relays ever hold shards at once, the
- * one holding fewer gives them up. Delivery is at least once: a redelivered change produces the
- * same event IDs.
+ * Relays share the shards by leases (shardLeases.ts): each reads about shards ÷ relays of them,
+ * each shard on its own blocking connection (a read never crosses hash slots, so this works on
+ * Redis Cluster unchanged). A shard's entries are relayed in outbox order, and all changes of one
+ * call live in one shard, so each call's events reach a user's log in order; changes of different
+ * calls, from different shards, may interleave differently (devices order by callId + revision).
+ *
+ * Delivery is at least once, and the event log stores each outbox entry's events once even when
+ * an entry is handed over again (lua/appendEvents.lua keeps a per-shard mark). A handler runs at
+ * most once per change in one relay: when a batch is retried (a handler or the acknowledgement
+ * failed), only the handlers that did not finish run again, so a retry sends no push twice. Only a
+ * relay that dies between a side effect and the acknowledgement leaves it to be done again by the
+ * relay that takes the shard over.
  */
-
-/**
- * A side effect of a batch of changes, run after the batch's events were delivered. `prefetch`,
- * if any, is called as the delivery starts, to send the reads the handler will need in the same
- * write as the event-log appends (its result must come back through the handler itself).
- */
-export type ChangeHandler = ((changes: readonly CallChange[]) => Promise<void>) & {
-  prefetch?: (changes: readonly CallChange[]) => void;
-};
 
 export interface RelayOptions extends KeySpace {
   batchSize: number;
@@ -43,279 +37,265 @@ export interface RelayOptions extends KeySpace {
 
 export const RELAY_GROUP = 'relay';
 
+/** How many delivered batches of one shard may wait for their side effects before reading stops. */
+const MAX_BATCHES_IN_EFFECTS = 4;
+
 type Entry = [id: string, fields: string[] | null];
 
 export class OutboxRelay {
-  private running = false;
-  private loop: Promise<void> | undefined;
   readonly consumer = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-  private readonly streamKeys: string[];
-  /** Shards this relay holds the lease of. */
-  private readonly owned = new Set<number>();
-  /** Shards whose entries pending for this consumer must be processed before new ones. */
-  private readonly pendingFirst = new Set<number>();
-  private lastLeaseCheck = 0;
-  /**
-   * Side effects (pushes, timers, busy markers) and acknowledgements of the batches whose events
-   * were already delivered, oldest first. The read loop goes on delivering the next batches'
-   * events meanwhile, so devices do not wait behind BullMQ. Each handler runs the batches one
-   * after another, in outbox order, but independently of the other handlers (pushes do not wait
-   * for timer removals); a batch is acknowledged once all of its handlers are done.
-   */
-  private readonly effects = new Set<Promise<void>>();
-  private readonly handlerTails: Promise<unknown>[];
+  private readonly leases: ShardLeases;
+  private readonly readers = new Map<number, ShardReader>();
+  private running = false;
+  private leaseLoop: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
   /** Changes relayed since start (metrics). */
   relayed = 0;
 
   constructor(
-    private readonly redis: Redis,
-    private readonly blocking: Redis,
+    private readonly redis: Redis | Cluster,
+    /** Makes a connection for one shard's blocking reads. */
+    private readonly blockingConnection: () => Promise<Redis | Cluster>,
     private readonly eventLog: EventLog,
     private readonly handlers: readonly ChangeHandler[],
     private readonly logger: Logger,
     private readonly opts: RelayOptions,
   ) {
-    this.streamKeys = Array.from({ length: opts.shards }, (_, i) => keys.outboxForShard(opts, i));
-    this.handlerTails = handlers.map(() => Promise.resolve());
+    this.leases = new ShardLeases(redis, opts, this.consumer, {
+      acquired: (shard) => this.startReader(shard),
+      releasing: (shard) => this.stopReader(shard),
+      lost: (shard) => this.stopReader(shard),
+    }, logger);
   }
 
   async start(): Promise<void> {
-    for (const key of this.streamKeys) {
+    this.running = true;
+    await this.leases.check();
+    this.leaseLoop = this.manageLeases();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    await this.leaseLoop;
+    // Finishes every shard's in-flight batches, then hands the shards over at once instead of
+    // after the leases run out.
+    await this.leases.releaseAll();
+  }
+
+  /** Shards currently read by this relay (tests, metrics). */
+  shards(): number[] {
+    return this.leases.shards();
+  }
+
+  private async manageLeases(): Promise<void> {
+    while (this.running) {
+      await new Promise<void>((r) => {
+        this.wake = r;
+        setTimeout(r, this.leases.checkEveryMs);
+      });
+      if (!this.running) return;
       try {
-        await this.redis.xgroup('CREATE', key, RELAY_GROUP, '0', 'MKSTREAM');
+        await this.leases.check();
       } catch (err) {
-        if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
+        this.logger.warn({ err: (err as Error).message }, 'relay lease check failed; retrying');
       }
     }
+  }
+
+  private async startReader(shard: number): Promise<void> {
+    const reader = new ShardReader(shard, this, this.opts);
+    this.readers.set(shard, reader);
+    await reader.start(await this.blockingConnection());
+  }
+
+  private async stopReader(shard: number): Promise<void> {
+    const reader = this.readers.get(shard);
+    this.readers.delete(shard);
+    await reader?.stop();
+  }
+
+  /** @internal for ShardReader */
+  get deps() {
+    return { redis: this.redis, eventLog: this.eventLog, handlers: this.handlers, logger: this.logger, consumer: this.consumer };
+  }
+
+  /** @internal for ShardReader */
+  countRelayed(n: number): void {
+    this.relayed += n;
+  }
+}
+
+/** Reads and relays one outbox shard while this relay holds its lease. */
+class ShardReader {
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private blocking: Redis | Cluster | undefined;
+  private readonly key: string;
+  /** Entries pending for this consumer (taken over, or failed) are processed before new ones. */
+  private pendingFirst = true;
+  /** Batches whose events are delivered and whose side effects and acknowledgement are running. */
+  private readonly effects = new Set<Promise<void>>();
+  /** Per handler: the tail of its chain (batches run in outbox order per handler). */
+  private readonly tails: Promise<unknown>[];
+  /** Per handler: entries it has done that are not acknowledged yet (skipped when retried). */
+  private readonly done: Set<string>[];
+
+  constructor(
+    private readonly shard: number,
+    private readonly relay: OutboxRelay,
+    private readonly opts: RelayOptions,
+  ) {
+    this.key = keys.outboxForShard(opts, shard);
+    this.tails = relay.deps.handlers.map(() => Promise.resolve());
+    this.done = relay.deps.handlers.map(() => new Set());
+  }
+
+  async start(blocking: Redis | Cluster): Promise<void> {
+    const { redis, consumer } = this.relay.deps;
+    this.blocking = blocking;
+    try {
+      await redis.xgroup('CREATE', this.key, RELAY_GROUP, '0', 'MKSTREAM');
+    } catch (err) {
+      if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
+    }
+    // Entries another relay read but never acknowledged (it died or gave the shard up) become
+    // this relay's, to be processed before anything new.
+    let cursor = '0-0';
+    let claimed = 0;
+    do {
+      const [next, ids] = (await redis.xautoclaim(this.key, RELAY_GROUP, consumer, 0, cursor, 'COUNT', 1000, 'JUSTID')) as [string, string[]];
+      claimed += ids.length;
+      cursor = next;
+    } while (cursor !== '0-0');
+    if (claimed > 0) this.relay.deps.logger.warn({ shard: this.shard, claimed }, 'relay took over unacknowledged outbox entries');
     this.running = true;
-    await this.manageLeases();
     this.loop = this.readLoop();
   }
 
   async stop(): Promise<void> {
     this.running = false;
     // Unblock the pending XREADGROUP. A batch being processed finishes first (the loop awaits it).
-    this.blocking.disconnect();
+    this.blocking?.disconnect();
     await this.loop?.catch(() => {});
-    await this.settleEffects();
-    // Hand the shards over at once instead of after the lease runs out.
-    await Promise.all(
-      [...this.owned].map((shard) =>
-        runScript(this.redis, 'holdShardLease', [keys.shardLease(this.opts, shard)], [this.consumer, String(this.opts.leaseMs), '1']),
-      ),
-    ).catch(() => {});
-    this.owned.clear();
-  }
-
-  /** Shards currently held (tests, metrics). */
-  shards(): number[] {
-    return [...this.owned].sort((a, b) => a - b);
+    await this.settle();
   }
 
   private async readLoop(): Promise<void> {
+    const { redis, consumer, logger } = this.relay.deps;
     while (this.running) {
       try {
-        if (Date.now() - this.lastLeaseCheck >= this.leaseCheckMs()) await this.manageLeases();
-        if (this.pendingFirst.size > 0) {
+        if (this.pendingFirst) {
           // Pending entries include those whose effects are still running: let them finish.
-          await this.settleEffects();
-          await this.processPending();
+          await this.settle();
+          const reply = (await redis.xreadgroup('GROUP', RELAY_GROUP, consumer, 'COUNT', this.opts.batchSize, 'STREAMS', this.key, '0')) as
+            | [string, Entry[]][]
+            | null;
+          const entries = reply?.[0]?.[1] ?? [];
+          if (entries.length === 0) this.pendingFirst = false;
+          else await this.process(entries);
           continue;
         }
-        if (this.owned.size === 0) {
-          await sleep(this.leaseCheckMs());
-          continue;
-        }
-        const shards = this.shards();
-        const reply = (await this.blocking.xreadgroup(
-          'GROUP', RELAY_GROUP, this.consumer,
+        const reply = (await this.blocking!.xreadgroup(
+          'GROUP', RELAY_GROUP, consumer,
           'COUNT', this.opts.batchSize,
-          // Wake up in time to renew the leases.
-          'BLOCK', Math.max(1, Math.min(this.opts.blockMs, this.leaseCheckMs())),
-          'STREAMS', ...shards.map((i) => this.streamKeys[i]!), ...shards.map(() => '>'),
+          'BLOCK', this.opts.blockMs,
+          'STREAMS', this.key, '>',
         )) as [string, Entry[]][] | null;
-        if (reply) await this.processOrRetry(reply);
+        const entries = reply?.[0]?.[1];
+        if (entries && entries.length > 0) await this.process(entries);
       } catch (err) {
         if (!this.running) return;
-        this.logger.warn({ err: (err as Error).message }, 'relay read failed; retrying');
+        logger.warn({ err: (err as Error).message, shard: this.shard }, 'relay read failed; retrying');
         await sleep(500);
       }
     }
   }
 
-  /**
-   * How often leases are renewed and rebalanced: well within the lease, and at least every
-   * second so a shard another relay gave up is picked up within a second.
-   */
-  private leaseCheckMs(): number {
-    return Math.max(1, Math.min(1000, Math.floor(this.opts.leaseMs / 3)));
-  }
-
-  /** Processes a read; on failure its entries stay pending and are retried before newer ones. */
-  private async processOrRetry(streams: [string, Entry[]][]): Promise<void> {
+  /** Delivers a read's events, then runs its side effects and acknowledgement behind the reads. */
+  private async process(entries: Entry[]): Promise<void> {
+    const { handlers, logger } = this.relay.deps;
     const failed = async (err: unknown) => {
-      for (const [key] of streams) this.pendingFirst.add(this.streamKeys.indexOf(key));
-      this.logger.error({ err }, 'relay failed to process a batch; retrying');
+      this.pendingFirst = true;
+      logger.error({ err, shard: this.shard }, 'relay failed to process a batch; retrying');
       await sleep(200);
     };
-    let changes: CallChange[];
+    const changes = this.parse(entries);
+    // What each handler still has to do of this batch (all of it, unless this is a retry).
+    const todo = handlers.map((_, i) => changes.filter((c) => !this.done[i]!.has(c.entryId)));
+    let prepared: unknown[];
     try {
-      changes = this.parseEntries(streams);
-      for (const handler of this.handlers) handler.prefetch?.(changes);
+      prepared = handlers.map((h, i) => (todo[i]!.length > 0 ? h.prepare?.(todo[i]!) : undefined));
       // Events first: devices are waiting on them.
       await this.deliver(changes);
     } catch (err) {
       await failed(err);
       return;
     }
-    const runs = this.handlers.map((handle, i) => {
-      const run = this.handlerTails[i]!.then(() => handle(changes));
-      // A failed batch is retried as a whole later; it does not hold this handler's next batches.
-      this.handlerTails[i] = run.catch(() => {});
+    const runs = handlers.map((h, i) => {
+      const run = this.tails[i]!.then(async () => {
+        if (todo[i]!.length === 0) return;
+        await h.handle(todo[i]!, prepared[i]);
+        for (const c of todo[i]!) this.done[i]!.add(c.entryId);
+      });
+      // A failed batch is retried later; it does not hold this handler's next batches.
+      this.tails[i] = run.catch(() => {});
       return run;
     });
     const done: Promise<void> = Promise.all(runs)
-      .then(() => this.acknowledge(streams, changes))
+      .then(() => this.acknowledge(entries))
       .catch(failed)
       .finally(() => this.effects.delete(done));
     this.effects.add(done);
-    // Bounded: at most a few batches' effects in flight behind the events.
     if (this.effects.size > MAX_BATCHES_IN_EFFECTS) await this.effects.values().next().value;
   }
 
   /** Waits until the effects of every delivered batch are done (or failed and marked pending). */
-  private async settleEffects(): Promise<void> {
+  private async settle(): Promise<void> {
     while (this.effects.size > 0) await Promise.all(this.effects);
   }
 
-  /** Entries pending for this consumer (claimed, or failed before): oldest first. */
-  private async processPending(): Promise<void> {
-    for (const shard of [...this.pendingFirst].sort((a, b) => a - b)) {
-      const key = this.streamKeys[shard]!;
-      const reply = (await this.redis.xreadgroup(
-        'GROUP', RELAY_GROUP, this.consumer, 'COUNT', this.opts.batchSize, 'STREAMS', key, '0',
-      )) as [string, Entry[]][] | null;
-      const entries = reply?.[0]?.[1] ?? [];
-      if (entries.length === 0) this.pendingFirst.delete(shard);
-      else await this.processOrRetry([[key, entries]]);
-    }
-  }
-
-  /**
-   * Renews this relay's leases and takes the free shards while no other relay holds any; gives
-   * all of its shards up when another relay holds more (ties: the smaller name keeps them).
-   */
-  private async manageLeases(): Promise<void> {
-    this.lastLeaseCheck = Date.now();
-    const lease = (shard: number, release: boolean) =>
-      runScript(this.redis, 'holdShardLease', [keys.shardLease(this.opts, shard)], [this.consumer, String(this.opts.leaseMs), release ? '1' : '0']);
-    // One round trip (auto-pipelined): who holds each shard, and the renewal of this relay's.
-    const owned = this.shards();
-    const [holders, renewed] = await Promise.all([
-      Promise.all(Array.from({ length: this.opts.shards }, (_, shard) => this.redis.get(keys.shardLease(this.opts, shard)))),
-      Promise.all(owned.map((shard) => lease(shard, false))),
-    ]);
-
-    owned.forEach((shard, i) => {
-      if (holders[shard] !== this.consumer || renewed[i] !== 1) {
-        this.owned.delete(shard);
-        this.pendingFirst.delete(shard);
-        this.logger.warn({ shard }, 'relay lost its lease on an outbox shard');
-      }
-    });
-    const others = new Map<string, number>();
-    for (const h of holders) if (h && h !== this.consumer) others.set(h, (others.get(h) ?? 0) + 1);
-    if (this.owned.size > 0) {
-      for (const [other, count] of others) {
-        if (count > this.owned.size || (count === this.owned.size && other < this.consumer)) {
-          // Nothing of these shards may be in flight when they are handed over.
-          await this.settleEffects();
-          await Promise.all(this.shards().map((shard) => lease(shard, true)));
-          this.owned.clear();
-          this.pendingFirst.clear();
-          this.logger.info({ other }, 'relay stands by: another relay holds the outbox shards');
-          return;
-        }
-      }
-    } else if (others.size > 0) {
-      return; // another relay is active: stand by
-    }
-    for (let shard = 0; shard < this.opts.shards; shard++) {
-      if (holders[shard] !== null || this.owned.has(shard) || (await lease(shard, false)) !== 1) continue;
-      this.owned.add(shard);
-      await this.takeOver(shard);
-    }
-  }
-
-  /** Claims every entry of the shard still pending for another consumer (its relay died). */
-  private async takeOver(shard: number): Promise<void> {
-    const key = this.streamKeys[shard]!;
-    let cursor = '0-0';
-    let claimed = 0;
-    do {
-      const [next, ids] = (await this.redis.xautoclaim(key, RELAY_GROUP, this.consumer, 0, cursor, 'COUNT', 1000, 'JUSTID')) as [
-        string,
-        string[],
-      ];
-      claimed += ids.length;
-      cursor = next;
-    } while (cursor !== '0-0');
-    // Process what is pending (for this consumer now) before anything new.
-    this.pendingFirst.add(shard);
-    if (claimed > 0) this.logger.warn({ shard, claimed }, 'relay took over unacknowledged outbox entries');
-  }
-
-  /** The changes of one read, merged across shards in stream-ID order (the Redis time of each). */
-  private parseEntries(streams: [string, Entry[]][]): CallChange[] {
-    const merged: { key: string; shard: number; id: string; fields: string[] | null }[] = [];
-    for (const [key, entries] of streams) {
-      const shard = this.streamKeys.indexOf(key);
-      for (const [id, fields] of entries) merged.push({ key, shard, id, fields });
-    }
-    merged.sort((a, b) => compareStreamIds(a.id, b.id) || a.shard - b.shard);
+  private parse(entries: Entry[]): CallChange[] {
     const changes: CallChange[] = [];
-    for (const { key, shard, id, fields } of merged) {
+    for (const [id, fields] of entries) {
       // Deleted while pending (already relayed by a relay that died before acknowledging).
       if (!fields) continue;
       try {
-        changes.push(parseChange(id, shard, fields));
+        changes.push(parseChange(id, this.shard, fields));
       } catch (err) {
         // A malformed entry can never be processed; keep it out of the way, visibly.
-        this.logger.error({ err: (err as Error).message, stream: key, id }, 'dropping malformed outbox entry');
+        this.relay.deps.logger.error({ err: (err as Error).message, stream: this.key, id }, 'dropping malformed outbox entry');
       }
     }
     return changes;
   }
 
-  /** Acknowledges and deletes a batch whose events and side effects are done. */
-  private async acknowledge(streams: [string, Entry[]][], changes: readonly CallChange[]): Promise<void> {
-    // Plain commands, not MULTI (both are idempotent): they share the auto-pipelined write of
-    // whatever else this turn sends.
-    const acks: Promise<unknown>[] = [];
-    for (const [key, entries] of streams) {
-      const ids = entries.map(([id]) => id);
-      acks.push(this.redis.xack(key, RELAY_GROUP, ...ids), this.redis.xdel(key, ...ids));
-    }
-    await Promise.all(acks);
-    this.relayed += changes.length;
-  }
-
   /** Appends every change's deliveries, one script call per user, in outbox order. */
   private async deliver(changes: readonly CallChange[]): Promise<void> {
-    const byUser = new Map<string, Delivery[]>();
+    const byUser = new Map<string, RelayedDelivery[]>();
     for (const change of changes) {
-      for (const d of deliveriesFor(change)) {
-        const list = byUser.get(d.userId);
-        if (list) list.push(d);
-        else byUser.set(d.userId, [d]);
+      for (const delivery of deliveriesFor(change)) {
+        const item = { entryId: change.entryId, delivery };
+        const list = byUser.get(delivery.userId);
+        if (list) list.push(item);
+        else byUser.set(delivery.userId, [item]);
       }
     }
-    await Promise.all([...byUser].map(([userId, list]) => this.eventLog.append(userId, list)));
+    const { eventLog } = this.relay.deps;
+    await Promise.all([...byUser].map(([userId, list]) => eventLog.append(userId, this.shard, list)));
+  }
+
+  /** Acknowledges and deletes a batch whose events and side effects are done. */
+  private async acknowledge(entries: Entry[]): Promise<void> {
+    const { redis } = this.relay.deps;
+    const ids = entries.map(([id]) => id);
+    // Plain commands, not MULTI (both are idempotent): they share the auto-pipelined write of
+    // whatever else this turn sends.
+    await Promise.all([redis.xack(this.key, RELAY_GROUP, ...ids), redis.xdel(this.key, ...ids)]);
+    for (const set of this.done) for (const id of ids) set.delete(id);
+    this.relay.countRelayed(ids.length);
   }
 }
-
-/** How many delivered batches may wait for their side effects before reading stops. */
-const MAX_BATCHES_IN_EFFECTS = 4;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

@@ -3,12 +3,16 @@ import { keys, type KeySpace } from '../redis/keys.js';
 import { parseLiveMessage, type LiveMessage } from '../events/eventLog.js';
 
 /**
- * One Pub/Sub subscription per user with at least one socket on this gateway, shared by that
- * user's sockets, on a connection used for nothing else.
+ * One sharded Pub/Sub subscription (SSUBSCRIBE) per user with at least one socket on this
+ * gateway, shared by that user's sockets, on a connection used for nothing else. The user's
+ * channel shares the user's hash tag (keys.liveChannel), so the event log's append publishes it
+ * from the same slot, and on Redis Cluster the message goes to that slot's node only.
  */
 export class LiveSubscriptions<S> {
   private readonly byUser = new Map<string, { sockets: Set<S>; ready: Promise<unknown> }>();
-  private readonly prefix: string;
+  /** Every live channel is `<head><userId><tail>` (keys.liveChannel). */
+  private readonly head: string;
+  private readonly tail: string;
 
   constructor(
     private readonly subscriber: Redis,
@@ -16,8 +20,9 @@ export class LiveSubscriptions<S> {
     private readonly dispatch: (socket: S, msg: LiveMessage) => void,
     private readonly onResubscribed: () => void,
   ) {
-    this.prefix = keys.liveChannel(ks, '');
-    subscriber.on('message', (channel: string, message: string) => this.onMessage(channel, message));
+    const probe = keys.liveChannel(ks, '\u0000');
+    [this.head, this.tail] = probe.split('\u0000') as [string, string];
+    subscriber.on('smessage', (channel: string, message: string) => this.onMessage(channel, message));
     // Pub/Sub drops messages while disconnected: after ioredis re-subscribes, every socket
     // re-reads its log from its cursor.
     subscriber.on('ready', () => {
@@ -33,7 +38,8 @@ export class LiveSubscriptions<S> {
       await entry.ready;
       return;
     }
-    const ready = this.subscriber.subscribe(keys.liveChannel(this.ks, userId));
+    const channel = keys.liveChannel(this.ks, userId);
+    const ready = this.subscriber.ssubscribe(channel);
     this.byUser.set(userId, { sockets: new Set([socket]), ready });
     await ready;
   }
@@ -44,7 +50,7 @@ export class LiveSubscriptions<S> {
     entry.sockets.delete(socket);
     if (entry.sockets.size === 0) {
       this.byUser.delete(userId);
-      this.subscriber.unsubscribe(keys.liveChannel(this.ks, userId)).catch(() => {});
+      this.subscriber.sunsubscribe(keys.liveChannel(this.ks, userId)).catch(() => {});
     }
   }
 
@@ -53,8 +59,8 @@ export class LiveSubscriptions<S> {
   }
 
   private onMessage(channel: string, message: string): void {
-    if (!channel.startsWith(this.prefix)) return;
-    const entry = this.byUser.get(channel.slice(this.prefix.length));
+    if (!channel.startsWith(this.head) || !channel.endsWith(this.tail)) return;
+    const entry = this.byUser.get(channel.slice(this.head.length, channel.length - this.tail.length));
     if (!entry) return;
     const msg = parseLiveMessage(message);
     if (!msg) return;

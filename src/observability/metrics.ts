@@ -27,6 +27,12 @@ export class Metrics {
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25],
     registers: [this.registry],
   });
+  readonly ringSweepLateness = new Histogram({
+    name: 'ring_sweep_lateness_seconds',
+    help: 'How long after its expiresAtMs each unanswered call was ended by a ring sweep',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });

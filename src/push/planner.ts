@@ -1,7 +1,7 @@
 import type { CallChange } from '../events/change.js';
 import { deliveriesFor } from '../events/audience.js';
 import type { PushRegistration } from './registry.js';
-import type { PushJob } from './queues.js';
+import type { PushMessage } from './queues.js';
 import { jobIdPart } from './queues.js';
 
 /**
@@ -20,7 +20,7 @@ export const SIGNAL_TTL_MS = 60_000;
 
 export interface PlannedPush {
   id: string;
-  data: PushJob;
+  data: PushMessage;
 }
 
 export interface ProvidersEnabled {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { Config } from '../config/config.js';
 import { ConfigError } from '../config/config.js';
 import type { Logger } from '../util/logger.js';
-import type { PushSenders } from './pushWorker.js';
+import type { PushSenders } from './dispatcher.js';
 import { Http2Pool } from './http2Pool.js';
 import { ApnsSender } from './apns.js';
 import { FcmSender } from './fcm.js';

@@ -1,31 +1,25 @@
 import { Queue, type ConnectionOptions, type DefaultJobOptions } from 'bullmq';
 import type { EventPayload } from '../events/payloads.js';
 import type { PushTokenKind } from '../http/schemas.js';
+import { partitionQueueName, queuePrefix, QUEUE_STREAMS, type Partitioning } from '../redis/partitions.js';
 
 /**
- * The BullMQ queues and every setting that matters at high call rates (README "Queues").
+ * Push retries as BullMQ work (README "Push"). The relay sends each push message's first attempt
+ * itself, right after the events of its batch are stored; only the messages that failed with a
+ * transient error go to BullMQ, as one delayed job per failed subset (and partition) carrying all
+ * of its messages. A job's attempt that fails again makes one new delayed job of what is still
+ * failing, so a failed device never holds back the rest, and every retry is bounded by the
+ * message's deadline.
  *
- * push:   one job per device message. Added in bulk by the relay. Deduplicated by a
- *         deterministic ID for a minute, so a relay that retries a batch does not send twice.
- *         Completed jobs are dropped at once and failed ones kept briefly (bounded), because
- *         at thousands of calls per second kept jobs would fill Redis.
- * timers: one delayed job per call at its expiresAtMs, ID'd by callId (so at most one per
- *         call), removed when the call stops ringing first; one that fires anyway is harmless
- *         (expireCall.lua then does nothing).
+ * Queues are partitioned like the ring sweeps (`{push-<p>}`, see src/redis/partitions.ts), a
+ * message going to the partition of its call's shard. Completed jobs are dropped at once and
+ * failed ones kept briefly (bounded): at thousands of calls per second kept jobs would fill Redis.
  */
 
 export const PUSH_QUEUE = 'push';
-export const TIMER_QUEUE = 'timers';
 
-/** Queue key prefix: one hash tag per queue keeps BullMQ's scripts Redis Cluster safe. */
-export function queuePrefix(redisPrefix: string): string {
-  return `${redisPrefix}:q`;
-}
-export function queueName(name: string): string {
-  return `{${name}}`;
-}
-
-export type PushJob =
+/** One push message to one device. */
+export type PushMessage =
   | { t: 'invite'; callId: string; userId: string; installationId: string; kind: PushTokenKind }
   | {
       t: 'signal';
@@ -38,36 +32,32 @@ export type PushJob =
       deadlineMs: number;
     };
 
-export interface TimerJob {
-  callId: string;
+/** A retry job: the messages that failed together, and how many attempts they have had. */
+export interface PushRetryJob {
+  attempts: number;
+  messages: PushMessage[];
 }
 
 export const PUSH_JOB_OPTIONS: DefaultJobOptions = {
-  // Retries are bounded by each job's deadline (the ring window), checked before each attempt.
-  attempts: 12,
-  backoff: { type: 'push' },
+  // One run per job: a message that fails again goes into a new job (see above). A run cut short
+  // by a crash is run again by BullMQ's stalled-job check.
+  attempts: 1,
   removeOnComplete: true,
   removeOnFail: { age: 3600, count: 1000 },
 };
 
-export const TIMER_JOB_OPTIONS: DefaultJobOptions = {
-  attempts: 5,
-  backoff: { type: 'exponential', delay: 200 },
-  removeOnComplete: true,
-  removeOnFail: { age: 24 * 3600, count: 1000 },
-};
-
-/** BullMQ's own events stream is not used here: keep it tiny. */
-const STREAMS = { events: { maxLen: 100 } };
-
-export function createQueues(connection: ConnectionOptions, redisPrefix: string) {
-  const prefix = queuePrefix(redisPrefix);
-  return {
-    push: new Queue<PushJob>(queueName(PUSH_QUEUE), { connection, prefix, defaultJobOptions: PUSH_JOB_OPTIONS, streams: STREAMS }),
-    timers: new Queue<TimerJob>(queueName(TIMER_QUEUE), { connection, prefix, defaultJobOptions: TIMER_JOB_OPTIONS, streams: STREAMS }),
-  };
+export function createPushQueues(connection: ConnectionOptions, p: Partitioning): Queue<PushRetryJob>[] {
+  return Array.from(
+    { length: p.partitions },
+    (_, i) =>
+      new Queue<PushRetryJob>(partitionQueueName(PUSH_QUEUE, i), {
+        connection,
+        prefix: queuePrefix(p.prefix),
+        defaultJobOptions: PUSH_JOB_OPTIONS,
+        streams: QUEUE_STREAMS,
+      }),
+  );
 }
-export type Queues = ReturnType<typeof createQueues>;
 
 /** Job IDs may not contain ':' in BullMQ; IDs here are percent-encoded. */
 export function jobIdPart(s: string): string {

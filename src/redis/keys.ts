@@ -31,6 +31,11 @@ export const keys = {
     `${ks.prefix}:${callShardTag(ks, callId)}:op:${userId.length}:${userId}:${operationId}`,
   outboxForCall: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:outbox`,
   outboxForShard: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:outbox`,
+  /** The shard's ring index: a sorted set of its ringing calls by expiresAtMs (ring sweeps). */
+  ringingForCall: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:ringing`,
+  ringingForShard: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:ringing`,
+  /** The live relays (by heartbeat): each takes about shards ÷ relays of the outbox shards. */
+  relays: (ks: KeySpace) => `${ks.prefix}:relays`,
   /** Which relay reads a shard's outbox right now. */
   shardLease: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:relay-lease`,
 
@@ -52,6 +57,9 @@ export const keys = {
     `${ks.prefix}:{u:${userId}}:rl:push:${installationId}`,
   eventLog: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:log`,
   eventLogMeta: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:logmeta`,
-  /** Pub/Sub channel gateways subscribe to for a user's live events. */
-  liveChannel: (ks: KeySpace, userId: string) => `${ks.prefix}:live:${userId}`,
+  /**
+   * Sharded Pub/Sub channel gateways subscribe to for a user's live events: it shares the user's
+   * hash tag, so appendEvents.lua publishes it from the user's slot (SPUBLISH).
+   */
+  liveChannel: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:live`,
 } as const;

@@ -26,21 +26,23 @@ export const LUA_DIR = [join(here, '../../lua'), join(here, '../../../lua')].fin
   }
 }) ?? join(here, '../../lua');
 
+/** Every script and how many keys it takes (`variable`: as many as the call passes). */
 export const scriptDefinitions = {
-  createCall: { file: 'createCall.lua', numberOfKeys: 3 },
-  answerCall: { file: 'answerCall.lua', numberOfKeys: 3 },
-  endCall: { file: 'endCall.lua', numberOfKeys: 3 },
-  readCall: { file: 'readCall.lua', numberOfKeys: 2 },
-  expireCall: { file: 'expireCall.lua', numberOfKeys: 2 },
+  createCall: { file: 'createCall.lua', numberOfKeys: 4 },
+  answerCall: { file: 'answerCall.lua', numberOfKeys: 4 },
+  endCall: { file: 'endCall.lua', numberOfKeys: 4 },
+  readCall: { file: 'readCall.lua', numberOfKeys: 3 },
+  expireDue: { file: 'expireDue.lua', numberOfKeys: 'variable' },
   registerPushToken: { file: 'registerPushToken.lua', numberOfKeys: 2 },
   removePushToken: { file: 'removePushToken.lua', numberOfKeys: 2 },
   appendEvents: { file: 'appendEvents.lua', numberOfKeys: 2 },
   readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
   hitRateLimit: { file: 'hitRateLimit.lua', numberOfKeys: 1 },
-  renameCall: { file: 'renameCall.lua', numberOfKeys: 3 },
+  renameCall: { file: 'renameCall.lua', numberOfKeys: 4 },
   clearActiveCall: { file: 'clearActiveCall.lua', numberOfKeys: 1 },
   holdShardLease: { file: 'holdShardLease.lua', numberOfKeys: 1 },
-} as const;
+  relayHeartbeat: { file: 'relayHeartbeat.lua', numberOfKeys: 1 },
+} as const satisfies Record<string, { file: string; numberOfKeys: number | 'variable' }>;
 
 export type ScriptName = keyof typeof scriptDefinitions;
 
@@ -101,7 +103,8 @@ export function pipelineScript(p: ChainableCommander, name: ScriptName, keys: st
 
 async function evalScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   const script = compiled().get(name)!;
-  if (keys.length !== scriptDefinitions[name].numberOfKeys) throw new Error(`script ${name} takes ${scriptDefinitions[name].numberOfKeys} keys, got ${keys.length}`);
+  const expected = scriptDefinitions[name].numberOfKeys;
+  if (expected !== 'variable' && keys.length !== expected) throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);
   try {
     return await client.evalsha(script.sha, keys.length, ...keys, ...args);
   } catch (err) {

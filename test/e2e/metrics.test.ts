@@ -176,7 +176,7 @@ describe('GET /metrics', () => {
       ['ws_events_sent_total', 'counter'],
       ['ws_open_sockets', 'gauge'],
       ['outbox_pending_entries', 'gauge'],
-      ['queue_timers_waiting', 'gauge'],
+      ['ringing_calls', 'gauge'],
       ['queue_push_waiting', 'gauge'],
     ] as const) {
       expect(base.types.get(name), name).toBe(type);
@@ -258,8 +258,8 @@ describe('GET /metrics', () => {
     expect(value(after, 'ws_open_sockets')).toBe(wsBefore + 2);
 
     // Queues are reported (the ring timer was planned, then the call ended).
-    expect(find(after, 'queue_timers_waiting')).toHaveLength(1);
-    expect(value(after, 'queue_timers_waiting')).toBeGreaterThanOrEqual(0);
+    expect(find(after, 'ringing_calls')).toHaveLength(1);
+    expect(value(after, 'ringing_calls')).toBeGreaterThanOrEqual(0);
     expect(find(after, 'queue_push_waiting')).toHaveLength(1);
 
     // Closing the sockets brings the gauge back.
@@ -286,7 +286,7 @@ describe('GET /metrics', () => {
     const e = await scrape(apiOnly.url);
     expect(e.types.get('http_requests_total')).toBe('counter');
     expect(find(e, 'outbox_pending_entries')).toHaveLength(1);
-    for (const name of ['ws_open_sockets', 'ws_events_sent_total', 'relay_changes_total', 'queue_timers_waiting']) {
+    for (const name of ['ws_open_sockets', 'ws_events_sent_total', 'relay_changes_total', 'ringing_calls']) {
       expect(e.types.has(name), name).toBe(false);
       expect(find(e, name), name).toEqual([]);
     }

@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { device, uid } from '../support/fixtures.js';
 import { connect, type EventPayload, type SignalingClient } from '../support/ws-client.js';
+import { keys } from '../../src/redis/keys.js';
 import { Sockets, dedupe, expectRepeatsIdentical, waitUntil } from './helpers.js';
 
 /**
@@ -35,7 +36,7 @@ afterAll(async () => {
 });
 
 async function subscribers(userId: string): Promise<number> {
-  const reply = (await stack.redis.pubsub('NUMSUB', `cb:live:${userId}`)) as [string, number];
+  const reply = (await stack.redis.pubsub('SHARDNUMSUB', keys.liveChannel({ prefix: 'cb', shards: 8 }, userId))) as [string, number];
   return Number(reply[1]);
 }
 

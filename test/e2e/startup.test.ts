@@ -103,12 +103,12 @@ describe('start-up', () => {
     }
   });
 
-  it("warns at start when Redis's hz would make ring timers up to 100 ms late, and not with hz 100", async () => {
+  it("warns at start when Redis's hz would make ring sweeps and push retries start up to 100 ms late, and not with hz 100", async () => {
     for (const hz of [10, 100]) {
       const redis = await startRedis({ hz });
       const server = await startServer({ REDIS_URL: redis.url, ROLES: 'worker' });
       try {
-        const warned = /Redis runs with hz 10: ring timers may fire up to 100 ms late; run Redis with hz 100/.test(server.logs());
+        const warned = /Redis runs with hz 10: ring sweeps and push retries may start up to 100 ms late; run Redis with hz 100/.test(server.logs());
         expect(warned).toBe(hz === 10);
       } finally {
         await server.stop();

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { startStack, type Stack } from '../support/stack.js';
+import { keys } from '../../src/redis/keys.js';
 import { acceptedCall, device, end, eventsUntil, expectProblem, headCursor, ringingCall, sibling, sleep, uid } from '../support/fixtures.js';
 
 /** Issue 5: busy (no call waiting by default), call waiting when allowed, and rename. */
@@ -45,8 +46,8 @@ describe('busy', () => {
     await sleep(300);
     const calleeEvents = await eventsUntil(calleeTablet, calleeCursor, () => true);
     expect(calleeEvents.filter((e) => e.callId === callId)).toEqual([]);
-    // No ring timer was planned for a call that never rang.
-    expect(await stack.redis.exists(`cb:q:{timers}:expire.${callId}`)).toBe(0);
+    // No ring timer for a call that never rang: it is not in its shard's ring index.
+    expect(await stack.redis.zscore(keys.ringingForCall({ prefix: 'cb', shards: 8 }, callId), callId)).toBeNull();
   });
 
   it('right after the busy call ends, the user can be called again (the marker lags; the call state decides)', async () => {
@@ -64,9 +65,8 @@ describe('busy', () => {
     await waitUntilBusy('cw', busyCall.callee.userId);
     const second = await ringingCall(waitingUrl, device(waitingUrl), busyCall.callee);
     expect(second.created.json.state).toBe('ringing');
-    // A ringing call does get its timer (the key the busy test checks is absent).
-    for (let i = 0; i < 100 && !(await stack.redis.exists(`cw:q:{timers}:expire.${second.callId}`)); i++) await sleep(20);
-    expect(await stack.redis.exists(`cw:q:{timers}:expire.${second.callId}`)).toBe(1);
+    // A ringing call does get its timer (the index entry the busy test checks is absent).
+    expect(await stack.redis.zscore(keys.ringingForCall({ prefix: 'cw', shards: 8 }, second.callId), second.callId)).toBe(String(second.created.json.expiresAtMs));
   });
 });
 

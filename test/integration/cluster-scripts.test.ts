@@ -63,7 +63,6 @@ describe('Lua scripts on Redis Cluster', () => {
       });
       expect(ended).toMatchObject({ kind: 'outcome', call: { state: 'ended', revision: '3' } });
       expect(await calls.read(callId, 'bob')).toMatchObject({ kind: 'outcome', call: { state: 'ended' } });
-      expect(await calls.expire(callId)).toEqual({ kind: 'done' });
       slots.add(Number(await client.cluster('KEYSLOT', keys.call(ks, callId))));
     }
     // Spread over several shards, hence (very likely) several slots and nodes.
@@ -85,7 +84,7 @@ describe('Lua scripts on Redis Cluster', () => {
     const head = await log.read('carol', 'carol-phone', undefined, 10);
     expect(head.kind).toBe('events');
     const payload = { schemaVersion: 1 as const, eventId: 'e1', type: 'call.ended' as const, callId: 'c', revision: '2', occurredAtMs: 1, reason: 'declined' as const };
-    await log.append('carol', [{ userId: 'carol', payload }]);
+    await log.append('carol', 0, [{ entryId: '1-1', delivery: { userId: 'carol', payload } }]);
     const { decodeCursor } = await import('../../src/events/cursor.js');
     const page = await log.read('carol', 'carol-phone', decodeCursor((head as { nextCursor: string }).nextCursor), 10);
     expect(page.kind === 'events' && page.events.map((e) => JSON.parse(e.json))).toEqual([payload]);

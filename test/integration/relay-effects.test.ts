@@ -8,8 +8,8 @@ import { loadScripts } from '../../src/redis/scripts.js';
 import { keys } from '../../src/redis/keys.js';
 import { CallStore, fingerprint } from '../../src/calls/store.js';
 import { EventLog } from '../../src/events/eventLog.js';
-import { OutboxRelay, RELAY_GROUP, type ChangeHandler } from '../../src/events/relay.js';
-import type { CallChange } from '../../src/events/change.js';
+import { OutboxRelay, RELAY_GROUP } from '../../src/events/relay.js';
+import type { CallChange, ChangeHandler } from '../../src/events/change.js';
 import { createLogger } from '../../src/util/logger.js';
 import { waitUntil } from '../e2e/helpers.js';
 
@@ -22,7 +22,6 @@ import { waitUntil } from '../e2e/helpers.js';
 const ks = { prefix: 'rx', shards: 4 };
 let server: RedisServer;
 let redis: Redis;
-let blocking: Redis;
 let calls: CallStore;
 let eventLog: EventLog;
 const logger = createLogger('fatal', new Writable({ write: (_c, _e, cb) => cb() }));
@@ -30,17 +29,21 @@ const logger = createLogger('fatal', new Writable({ write: (_c, _e, cb) => cb() 
 beforeAll(async () => {
   server = await startRedis();
   redis = connectRedis(server.url, 'commands', 'test');
-  blocking = connectRedis(server.url, 'blocking', 'test');
-  await Promise.all([redis.connect(), blocking.connect()]);
+  await redis.connect();
   await loadScripts(redis);
   calls = new CallStore(redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: false });
   eventLog = new EventLog(redis, { ...ks, maxLen: 100, maxAgeMs: 60_000, metaTtlMs: 600_000 });
 });
 afterAll(async () => {
   redis?.disconnect();
-  blocking?.disconnect();
   await server?.stop();
 });
+
+async function blockingConnection(): Promise<Redis> {
+  const c = connectRedis(server.url, 'blocking', 'test');
+  await c.connect();
+  return c;
+}
 
 async function createCall(callerUserId: string): Promise<string> {
   const callId = randomUUID();
@@ -72,14 +75,17 @@ describe('relay side effects', () => {
     const seen = new Set<string>();
     let failing = true;
     let failures = 0;
-    const flaky: ChangeHandler = async (changes: readonly CallChange[]) => {
-      if (failing) {
-        failures++;
-        throw new Error('handler failing');
-      }
-      for (const c of changes) seen.add(c.call.callId);
+    const flaky: ChangeHandler = {
+      name: 'flaky',
+      handle: async (changes: readonly CallChange[]) => {
+        if (failing) {
+          failures++;
+          throw new Error('handler failing');
+        }
+        for (const c of changes) seen.add(c.call.callId);
+      },
     };
-    const relay = new OutboxRelay(redis, blocking.duplicate(), eventLog, [flaky], logger, { ...ks, batchSize: 64, blockMs: 100, leaseMs: 3000 });
+    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [flaky], logger, { ...ks, batchSize: 64, blockMs: 100, leaseMs: 3000 });
     await relay.start();
     try {
       const user = `u${randomUUID().slice(0, 8)}`;
@@ -100,13 +106,14 @@ describe('relay side effects', () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const fast: string[] = [];
-    const slow: ChangeHandler = async () => {
-      await gate;
+    const slow: ChangeHandler = { name: 'slow', handle: () => gate };
+    const quick: ChangeHandler = {
+      name: 'quick',
+      handle: async (changes) => {
+        for (const c of changes) fast.push(c.call.callId);
+      },
     };
-    const quick: ChangeHandler = async (changes) => {
-      for (const c of changes) fast.push(c.call.callId);
-    };
-    const relay = new OutboxRelay(redis, blocking.duplicate(), eventLog, [slow, quick], logger, { ...ks, batchSize: 1, blockMs: 100, leaseMs: 3000 });
+    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [slow, quick], logger, { ...ks, batchSize: 1, blockMs: 100, leaseMs: 3000 });
     await relay.start();
     try {
       const user = `u${randomUUID().slice(0, 8)}`;

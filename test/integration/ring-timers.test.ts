@@ -1,45 +1,156 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
-import { acceptedCall, end, ringingCall, sleep } from '../support/fixtures.js';
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { connectRedis } from '../../src/redis/connection.js';
+import { loadScripts } from '../../src/redis/scripts.js';
+import { keys } from '../../src/redis/keys.js';
+import { CallStore, fingerprint, type StoreSettings } from '../../src/calls/store.js';
+import { sweepShards } from '../../src/timers/ringSweep.js';
+import { parseChange } from '../../src/events/change.js';
+import { sleep } from '../support/fixtures.js';
 
-/** Ring timers live in BullMQ's delayed set while a call rings, and go when it stops ringing. */
-let stack: Stack;
+/**
+ * Ring timers (README "Ring timers"): the call scripts keep each shard's ring index, and sweeps end
+ * due calls with a compare-and-delete, so racing sweepers, or a sweeper and an answer, change a
+ * call exactly once.
+ */
+
+const ks = { prefix: 'rt', shards: 4 };
+let server: RedisServer;
+let a: Redis;
+let b: Redis;
+
 beforeAll(async () => {
-  stack = await startStack();
+  server = await startRedis();
+  a = connectRedis(server.url, 'commands', 'test-a');
+  b = connectRedis(server.url, 'commands', 'test-b');
+  await Promise.all([a.connect(), b.connect()]);
+  await loadScripts(a);
 });
-afterAll(() => stack?.stop());
+afterAll(async () => {
+  a?.disconnect();
+  b?.disconnect();
+  await server?.stop();
+});
 
-const timerKey = (callId: string) => `cb:q:{timers}:expire.${callId}`;
+const settings = (ringTimeoutMs: number): StoreSettings => ({ ...ks, ringTimeoutMs, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: true });
+const sweep = { ...ks, retentionMs: 60_000, pageSize: 7 };
+const allShards = Array.from({ length: ks.shards }, (_, i) => i);
 
-async function eventually(check: () => Promise<boolean>, what: string): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    if (await check()) return;
-    await sleep(30);
-  }
-  throw new Error(`timed out: ${what}`);
+async function create(store: CallStore, caller = `u${randomUUID().slice(0, 6)}`): Promise<{ callId: string; expiresAtMs: number }> {
+  const callId = randomUUID();
+  const out = await store.create({
+    callId,
+    callerUserId: caller,
+    callerInstallationId: `${caller}-phone`,
+    callerDisplayName: 'Caller',
+    callerHandle: `app:${caller}`,
+    calleeUserId: `${caller}-callee`,
+    video: false,
+    operationId: `op-${callId}`,
+    fingerprint: fingerprint('create', [callId]),
+  });
+  if (out.kind !== 'outcome') throw new Error(`create failed: ${out.kind}`);
+  return { callId, expiresAtMs: out.call.expiresAtMs };
 }
 
-describe('ring timers', () => {
-  it('a ringing call has one delayed timer job; answering removes it', async () => {
-    const pair = await ringingCall(stack.url);
-    await eventually(async () => (await stack.redis.exists(timerKey(pair.callId))) === 1, 'timer created');
-    expect(await stack.redis.zscore('cb:q:{timers}:delayed', `expire.${pair.callId}`)).not.toBeNull();
-    const { answer } = await import('../support/fixtures.js');
-    expect((await answer(pair.callee, pair.callId)).status).toBe(200);
-    await eventually(async () => (await stack.redis.exists(timerKey(pair.callId))) === 0, 'timer removed after the answer');
-    expect(await stack.redis.zscore('cb:q:{timers}:delayed', `expire.${pair.callId}`)).toBeNull();
+function answer(store: CallStore, callId: string, caller: string) {
+  return store.answer({
+    callId,
+    userId: `${caller}-callee`,
+    installationId: 'callee-phone',
+    expectedRevision: undefined,
+    operationId: `a-${callId}`,
+    fingerprint: fingerprint('answer', [callId]),
+  });
+}
+
+/** Every change the outbox holds for a call, in order. */
+async function changesOf(callId: string): Promise<string[]> {
+  const shardKey = keys.outboxForCall(ks, callId);
+  const entries = (await a.xrange(shardKey, '-', '+')) as [string, string[]][];
+  return entries.map(([id, fields]) => parseChange(id, 0, fields)).filter((c) => c.call.callId === callId).map((c) => `${c.kind}:${c.call.endReason ?? ''}`);
+}
+
+describe('ring index', () => {
+  it('a ringing call is indexed by its expiresAtMs; answering or cancelling takes it out', async () => {
+    const store = new CallStore(a, settings(45_000));
+    const caller = 'idx';
+    const answered = await create(store, caller);
+    const cancelled = await create(store, caller);
+    for (const c of [answered, cancelled]) expect(await a.zscore(keys.ringingForCall(ks, c.callId), c.callId)).toBe(String(c.expiresAtMs));
+
+    expect(await answer(store, answered.callId, caller)).toMatchObject({ kind: 'outcome', code: 'ok' });
+    const ended = await store.end({
+      callId: cancelled.callId,
+      userId: caller,
+      installationId: `${caller}-phone`,
+      reason: 'localHangup',
+      operationId: `e-${cancelled.callId}`,
+      fingerprint: fingerprint('end', [cancelled.callId]),
+    });
+    expect(ended).toMatchObject({ kind: 'outcome', call: { state: 'ended', endReason: 'localHangup' } });
+    for (const c of [answered, cancelled]) expect(await a.zscore(keys.ringingForCall(ks, c.callId), c.callId)).toBeNull();
+  });
+});
+
+describe('ring sweeps', () => {
+  it('two sweepers racing over the same due calls end each call exactly once', async () => {
+    const store = new CallStore(a, settings(300));
+    const calls = await Promise.all(Array.from({ length: 40 }, () => create(store)));
+    await sleep(450);
+    // Both read the same due entries and race to end them (separate connections, pages of 7).
+    const farFuture = Date.now() + 60_000;
+    const [r1, r2] = await Promise.all([sweepShards(a, sweep, allShards, farFuture), sweepShards(b, sweep, allShards, farFuture)]);
+    expect(r1.ended + r2.ended).toBe(calls.length);
+    for (const late of [...r1.lateMs, ...r2.lateMs]) expect(late).toBeGreaterThanOrEqual(0);
+    for (const { callId } of calls) {
+      expect(await changesOf(callId)).toEqual(['created:', 'ended:unanswered']);
+      expect(await a.hget(keys.call(ks, callId), 'revision')).toBe('2');
+      expect(await a.zscore(keys.ringingForCall(ks, callId), callId)).toBeNull();
+    }
+    // Nothing left to do: a third sweep ends nothing.
+    expect((await sweepShards(a, sweep, allShards, farFuture)).ended).toBe(0);
   });
 
-  it('a cancelled call’s timer is removed too; the accepted call ending later changes nothing', async () => {
-    const pair = await ringingCall(stack.url);
-    await eventually(async () => (await stack.redis.exists(timerKey(pair.callId))) === 1, 'timer created');
-    expect((await end(pair.caller, pair.callId, 'localHangup')).status).toBe(200);
-    await eventually(async () => (await stack.redis.exists(timerKey(pair.callId))) === 0, 'timer removed after the cancel');
+  it('a sweep that runs early (its clock ahead of Redis) ends nothing before the deadline', async () => {
+    const store = new CallStore(a, settings(5_000));
+    const { callId } = await create(store);
+    const r = await sweepShards(a, sweep, allShards, Date.now() + 60_000);
+    expect(r.ended).toBe(0);
+    expect(await changesOf(callId)).toEqual(['created:']);
+    expect(await a.zscore(keys.ringingForCall(ks, callId), callId)).not.toBeNull();
+  });
 
-    const accepted = await acceptedCall(stack.url);
-    await eventually(async () => (await stack.redis.exists(timerKey(accepted.callId))) === 0, 'timer removed after the answer');
-    expect((await end(accepted.caller, accepted.callId, 'localHangup')).status).toBe(200);
-    await sleep(200);
-    expect(await stack.redis.exists(timerKey(accepted.callId))).toBe(0);
+  it('an answer racing its own deadline has exactly one outcome', async () => {
+    const store = new CallStore(a, settings(250));
+    const answerStore = new CallStore(b, settings(250));
+    const outcomes = { answered: 0, unanswered: 0 };
+    for (let round = 0; round < 4; round++) {
+      const caller = `race${round}`;
+      const calls = await Promise.all(Array.from({ length: 10 }, () => create(store, caller)));
+      // Fire the sweeps and the answers around the deadline, interleaved.
+      await sleep(Math.max(0, calls[0]!.expiresAtMs - Date.now() - 5));
+      const answers = calls.map((c, i) => sleep(i % 4).then(() => answer(answerStore, c.callId, caller)));
+      const sweeps = [0, 3, 6, 9].map((d) => sleep(d).then(() => sweepShards(a, sweep, allShards, Date.now() + 60_000)));
+      const [answerResults] = await Promise.all([Promise.all(answers), Promise.all(sweeps)]);
+      for (const [i, { callId }] of calls.entries()) {
+        const changes = await changesOf(callId);
+        const res = answerResults[i]!;
+        if (res.kind !== 'outcome') throw new Error(`answer failed: ${res.code}`);
+        if (res.code === 'ok') {
+          outcomes.answered++;
+          expect(changes).toEqual(['created:', 'answered:']);
+          expect(res.call.state).toBe('accepted');
+        } else {
+          outcomes.unanswered++;
+          expect(res.code).toBe('answer_conflict');
+          expect(changes).toEqual(['created:', 'ended:unanswered']);
+        }
+        expect(await a.zscore(keys.ringingForCall(ks, callId), callId)).toBeNull();
+      }
+    }
+    expect(outcomes.answered + outcomes.unanswered).toBe(40);
   });
 });

@@ -3,14 +3,13 @@ import {
   answerCallKeysArgs,
   createCallKeysArgs,
   endCallKeysArgs,
-  expireCallKeysArgs,
   fingerprint,
-  parseExpireReply,
   parseOutcome,
   readCallKeysArgs,
   type StoreSettings,
 } from '../../src/calls/store.js';
 import { CorruptRecordError } from '../../src/calls/model.js';
+import { parseExpireDueReply } from '../../src/timers/ringSweep.js';
 import { keys } from '../../src/redis/keys.js';
 
 /**
@@ -41,7 +40,7 @@ describe('*KeysArgs', () => {
       operationId: 'op-1',
       fingerprint: 'fp',
     });
-    expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'alice', 'op-1'), keys.outboxForCall(s, 'call-1')]);
+    expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'alice', 'op-1'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
     expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp', '0']);
     const busy = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, true);
@@ -53,7 +52,7 @@ describe('*KeysArgs', () => {
   it('answerCallKeysArgs: the operation key is the answering user’s; expectedRevision absent → empty string', () => {
     const base = { callId: 'call-1', userId: 'bob', installationId: 'bob-phone', operationId: 'op-2', fingerprint: 'fp2' };
     const c = answerCallKeysArgs(s, { ...base, expectedRevision: undefined });
-    expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'bob', 'op-2'), keys.outboxForCall(s, 'call-1')]);
+    expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'bob', 'op-2'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
     expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000', '172800000', 'fp2']);
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: '7' }).args[2]).toBe('7');
@@ -61,17 +60,15 @@ describe('*KeysArgs', () => {
 
   it('endCallKeysArgs: KEYS as answer; ARGV userId, installationId, reason, retention, op TTL, fingerprint', () => {
     const c = endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' });
-    expect(c.keys).toEqual([keys.call(s, 'call-9'), keys.operation(s, 'call-9', 'alice', 'op-3'), keys.outboxForCall(s, 'call-9')]);
+    expect(c.keys).toEqual([keys.call(s, 'call-9'), keys.operation(s, 'call-9', 'alice', 'op-3'), keys.outboxForCall(s, 'call-9'), keys.ringingForCall(s, 'call-9')]);
     expectOneHashTag(c.keys);
     expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000', '172800000', 'fp3']);
   });
 
-  it('readCallKeysArgs and expireCallKeysArgs: the call and its outbox', () => {
+  it('readCallKeysArgs: the call, its outbox and ring index', () => {
     const r = readCallKeysArgs(s, 'call-5', 'bob');
-    expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5')], args: ['bob', '86400000'] });
+    expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5'), keys.ringingForCall(s, 'call-5')], args: ['bob', '86400000'] });
     expectOneHashTag(r.keys);
-    const e = expireCallKeysArgs(s, 'call-5');
-    expect(e).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5')], args: ['86400000'] });
   });
 
   it('different calls on different shards never share a hash tag across their own keys', () => {
@@ -175,12 +172,12 @@ describe('parseOutcome', () => {
   });
 });
 
-describe('parseExpireReply', () => {
-  it('maps every expireCall.lua reply', () => {
-    expect(parseExpireReply(['expired'])).toEqual({ kind: 'expired' });
-    expect(parseExpireReply(['early', 1234])).toEqual({ kind: 'early', msLeft: 1234 });
-    expect(parseExpireReply(['done'])).toEqual({ kind: 'done' });
-    expect(() => parseExpireReply(['later'])).toThrow(CorruptRecordError);
-    expect(() => parseExpireReply('expired')).toThrow(CorruptRecordError);
+describe('parseExpireDueReply', () => {
+  it('maps expireDue.lua replies: the count, then each ended call\'s lateness', () => {
+    expect(parseExpireDueReply([2, 15, 40])).toEqual([2, 15, 40]);
+    expect(parseExpireDueReply([0])).toEqual([0]);
+    expect(() => parseExpireDueReply([])).toThrow(CorruptRecordError);
+    expect(() => parseExpireDueReply(['expired'])).toThrow(CorruptRecordError);
+    expect(() => parseExpireDueReply('expired')).toThrow(CorruptRecordError);
   });
 });

@@ -48,7 +48,7 @@ describe('keys', () => {
     expect(keys.pushTokenOwner(ks, 'androidPush', 'h4sh')).toBe('cb:tok:androidPush:h4sh');
     expect(keys.eventLog(ks, 'alice')).toBe('cb:{u:alice}:log');
     expect(keys.eventLogMeta(ks, 'alice')).toBe('cb:{u:alice}:logmeta');
-    expect(keys.liveChannel(ks, 'alice')).toBe('cb:live:alice');
+    expect(keys.liveChannel(ks, 'alice')).toBe('cb:{u:alice}:live');
   });
 
   it('uses the configured prefix', () => {

@@ -1,0 +1,39 @@
+--[[
+  One ring sweep step over one call shard: ends the given calls as `unanswered` if they are still
+  in the shard's ring index and due. The callIds come from a read of the index just before
+  (ZRANGE BYSCORE, which may be stale by now); each is checked again here, atomically, so two
+  sweepers, or a sweeper and an answer, can never both end a call (compare-and-delete).
+
+  KEYS[1]    ringingKey   the shard's ring index (sorted set: callId by expiresAtMs)
+  KEYS[2]    outboxKey    the shard's outbox stream
+  KEYS[3..]  callKeys     one per ARGV callId, same order (all in the shard)
+
+  ARGV[1]    retentionMs
+  ARGV[2..]  callIds
+
+  Returns { ended, lateMs... }: how many calls this step ended, then for each of them how long
+  after its expiresAtMs it ended (the sweep's lateness).
+]]
+local ringingKey, outboxKey = KEYS[1], KEYS[2]
+local retentionMs = tonumber(ARGV[1])
+
+--@include "nowMs"
+--@include "expireIfDue"
+
+local now = nowMs()
+local out = { 0 }
+for i = 2, #ARGV do
+  local callId, callKey = ARGV[i], KEYS[i + 1]
+  local due = redis.call('ZSCORE', ringingKey, callId)
+  if due and tonumber(due) <= now then
+    if expireIfDue(callKey, outboxKey, ringingKey, now, retentionMs) then
+      out[1] = out[1] + 1
+      out[#out + 1] = now - tonumber(due)
+    else
+      -- No longer ringing (answered or ended by a script that predates the index entry's removal,
+      -- or the call is gone): the entry is stale.
+      redis.call('ZREM', ringingKey, callId)
+    end
+  end
+end
+return out

@@ -1,0 +1,103 @@
+import type { Redis, Cluster } from 'ioredis';
+import { keys, type KeySpace } from '../redis/keys.js';
+import { runScript } from '../redis/scripts.js';
+import type { Logger } from '../util/logger.js';
+
+/**
+ * Which outbox shards this relay reads (README "Relays"). Every relay beats in a shared set of live
+ * relays and holds about shards ÷ live relays of the shard leases (lua/holdShardLease.lua): a relay
+ * holding more than its share gives the extra shards up (after their in-flight work is done), and
+ * one holding fewer takes free shards. A relay that dies stops beating and renewing; after a lease
+ * (RELAY_CLAIM_IDLE_MS) its shards are free and the others take them over, with the entries it
+ * read but never acknowledged. All changes of one call live in one shard, so one relay at a time
+ * relays a call's changes, in order.
+ */
+
+export interface LeaseOwner {
+  /** A shard was taken: read it (its unacknowledged entries first). */
+  acquired(shard: number): Promise<void>;
+  /** The shard is about to be given up: stop reading it and finish its in-flight work. */
+  releasing(shard: number): Promise<void>;
+  /** The lease was lost (not renewed in time, or taken): stop reading at once. */
+  lost(shard: number): Promise<void>;
+}
+
+export interface LeaseSettings extends KeySpace {
+  /** Lease duration: how long a dead relay's shards wait before another relay takes them. */
+  leaseMs: number;
+}
+
+export class ShardLeases {
+  private readonly owned = new Set<number>();
+
+  constructor(
+    private readonly redis: Redis | Cluster,
+    private readonly s: LeaseSettings,
+    readonly holder: string,
+    private readonly owner: LeaseOwner,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * How often leases are renewed and rebalanced: well within the lease, and at least every second
+   * so a shard another relay gave up is picked up within a second.
+   */
+  get checkEveryMs(): number {
+    return Math.max(1, Math.min(1000, Math.floor(this.s.leaseMs / 3)));
+  }
+
+  shards(): number[] {
+    return [...this.owned].sort((a, b) => a - b);
+  }
+
+  /** Renews, gives up and takes leases so this relay holds its share. */
+  async check(): Promise<void> {
+    const owned = this.shards();
+    // One round trip (auto-pipelined): the heartbeat, who holds each shard, and the renewals.
+    const [relays, holders, renewed] = await Promise.all([
+      runScript(this.redis, 'relayHeartbeat', [keys.relays(this.s)], [this.holder, String(this.s.leaseMs), '0']) as Promise<string[]>,
+      Promise.all(Array.from({ length: this.s.shards }, (_, shard) => this.redis.get(keys.shardLease(this.s, shard)))),
+      Promise.all(owned.map((shard) => this.hold(shard, false))),
+    ]);
+    for (const [i, shard] of owned.entries()) {
+      if (holders[shard] === this.holder && renewed[i] === 1) continue;
+      this.owned.delete(shard);
+      this.logger.warn({ shard }, 'relay lost its lease on an outbox shard');
+      await this.owner.lost(shard);
+    }
+
+    const live = relays.includes(this.holder) ? relays : [...relays, this.holder].sort();
+    const share = Math.ceil(this.s.shards / live.length);
+    // Over its share (another relay joined): give up the highest shards.
+    for (const shard of this.shards().reverse().slice(0, Math.max(0, this.owned.size - share))) {
+      await this.owner.releasing(shard);
+      await this.hold(shard, true);
+      this.owned.delete(shard);
+      this.logger.info({ shard, relays: live.length }, 'relay handed an outbox shard over');
+    }
+    // Under its share: take free shards, each relay starting at its own place in the ring.
+    const start = live.indexOf(this.holder) * share;
+    for (let k = 0; k < this.s.shards && this.owned.size < share; k++) {
+      const shard = (start + k) % this.s.shards;
+      if (holders[shard] !== null || this.owned.has(shard)) continue;
+      if ((await this.hold(shard, false)) !== 1) continue;
+      this.owned.add(shard);
+      await this.owner.acquired(shard);
+    }
+  }
+
+  /** Gives every lease up (shutdown), so other relays need not wait for them to run out. */
+  async releaseAll(): Promise<void> {
+    for (const shard of this.shards()) await this.owner.releasing(shard);
+    await Promise.all([
+      ...this.shards().map((shard) => this.hold(shard, true)),
+      runScript(this.redis, 'relayHeartbeat', [keys.relays(this.s)], [this.holder, String(this.s.leaseMs), '1']),
+    ]).catch(() => {});
+    this.owned.clear();
+  }
+
+  private async hold(shard: number, release: boolean): Promise<number> {
+    const reply = await runScript(this.redis, 'holdShardLease', [keys.shardLease(this.s, shard)], [this.holder, String(this.s.leaseMs), release ? '1' : '0']);
+    return Number(reply);
+  }
+}

@@ -1,0 +1,181 @@
+import type { Queue } from 'bullmq';
+import type { CallRecord } from '../calls/model.js';
+import { invitationPayload } from '../events/payloads.js';
+import { partitionOfShard, type Partitioning } from '../redis/partitions.js';
+import { shardOf } from '../redis/keys.js';
+import { tokenHash, type PushRegistry, type PushRegistration } from './registry.js';
+import type { PushMessage, PushRetryJob } from './queues.js';
+import type { SendResult } from './sendResult.js';
+import type { Logger } from '../util/logger.js';
+
+/**
+ * Sends one attempt of a set of push messages (README "Push"). Right before it sends, it checks
+ * what must not ring: an invitation goes out only while its call is ringing with at least a second
+ * left; a signal only before its deadline. Provider acceptance is counted as `accepted`, never as
+ * delivered. Transient failures are retried as one delayed BullMQ job per partition (see
+ * queues.ts), with exponential backoff and jitter, never before the provider's retry-after, and
+ * never past the message's deadline. A token the provider reports invalid is removed, unless the
+ * installation registered again after the send (compare-and-clear).
+ */
+
+export interface VoipSender {
+  sendVoip(reg: { token: string; environment: 'production' | 'development' }, callpayload: object): Promise<SendResult>;
+}
+export interface AndroidSender {
+  send(token: string, opts: { priority: 'HIGH' | 'NORMAL'; ttlSeconds: number; callpayload: object }): Promise<SendResult>;
+}
+export interface PushSenders {
+  apns?: VoipSender | undefined;
+  fcm?: AndroidSender | undefined;
+  close?: () => Promise<void>;
+}
+
+/** Push outcomes by provider and result, for metrics and tests. */
+export type PushOutcomes = Map<string, number>;
+
+/** Exponential backoff with jitter, at least the provider's retry-after. */
+export function pushBackoffMs(attempt: number, retryAfterMs: number | undefined, random = Math.random): number {
+  const base = Math.min(250 * 2 ** Math.max(0, attempt - 1), 8_000);
+  const jittered = base / 2 + random() * (base / 2);
+  return Math.max(Math.round(jittered), retryAfterMs ?? 0);
+}
+
+/** What the sender already knows, so it need not read it again (the relay's first attempt). */
+export interface Known {
+  /** Registrations by registrationKey(). */
+  registrations?: ReadonlyMap<string, PushRegistration>;
+  /** Invited calls as read when their batch was relayed (undefined: gone). */
+  calls?: ReadonlyMap<string, CallRecord | undefined>;
+}
+
+export const registrationKey = (userId: string, installationId: string, kind: string) => `${userId}\n${installationId}\n${kind}`;
+
+export interface DispatcherDeps {
+  registry: PushRegistry;
+  peekCall: (callId: string) => Promise<CallRecord | undefined>;
+  senders: PushSenders;
+  retryQueues: readonly Queue<PushRetryJob>[];
+  partitioning: Partitioning;
+  logger: Logger;
+  outcomes: PushOutcomes;
+}
+
+type Ready = { msg: PushMessage; reg: PushRegistration; payload: object; deadlineMs: number };
+
+export class PushDispatcher {
+  constructor(private readonly deps: DispatcherDeps) {}
+
+  /** One attempt of every message (`attempts` made before this one). */
+  async send(messages: readonly PushMessage[], attempts: number, known: Known = {}): Promise<void> {
+    if (messages.length === 0) return;
+    const ready = await this.prepare(messages, known);
+    // A registration updated after this moment is newer than the token we send to: it survives a
+    // report that the token is invalid.
+    const sentAtMs = Date.now();
+    const results = await Promise.all(ready.map((r) => this.sendOne(r)));
+    const retry: { r: Ready; retryAfterMs: number | undefined }[] = [];
+    const removals: Promise<unknown>[] = [];
+    results.forEach((result, i) => {
+      const r = ready[i]!;
+      const provider = providerOf(r.msg);
+      if (result.ok) return this.count(provider, 'accepted');
+      switch (result.kind) {
+        case 'invalidToken':
+          this.count(provider, 'invalid-token');
+          removals.push(this.removeInvalid(r, result.reason, sentAtMs));
+          return;
+        case 'retry':
+          this.count(provider, 'retry');
+          retry.push({ r, retryAfterMs: result.retryAfterMs });
+          return;
+        case 'fatal':
+          this.count(provider, 'rejected');
+          this.deps.logger.warn({ provider, installationId: r.reg.installationId, reason: result.reason, status: result.status }, 'push rejected');
+      }
+    });
+    await Promise.all([...removals, this.scheduleRetries(retry, attempts + 1)]);
+  }
+
+  /** Reads what is not known yet (one auto-pipelined round trip) and drops what must not go out. */
+  private async prepare(messages: readonly PushMessage[], known: Known): Promise<Ready[]> {
+    const regs = await Promise.all(
+      messages.map((m) => {
+        const key = registrationKey(m.userId, m.installationId, m.kind);
+        return known.registrations?.has(key) ? known.registrations.get(key) : this.deps.registry.get(m.userId, m.installationId, m.kind);
+      }),
+    );
+    const callIds = [...new Set(messages.filter((m) => m.t === 'invite' && !known.calls?.has(m.callId)).map((m) => m.callId))];
+    const read = await Promise.all(callIds.map((id) => this.deps.peekCall(id)));
+    const calls = new Map(known.calls ?? []);
+    callIds.forEach((id, i) => calls.set(id, read[i]));
+
+    const now = Date.now();
+    const ready: Ready[] = [];
+    messages.forEach((msg, i) => {
+      const reg = regs[i];
+      const skip = (why: string) => this.count(providerOf(msg), `skipped-${why}`);
+      if (!reg) return skip('no-registration');
+      if (msg.t === 'invite') {
+        const call = calls.get(msg.callId);
+        if (!call) return skip('call-gone');
+        if (call.state !== 'ringing') return skip('not-ringing');
+        if (call.expiresAtMs - now < 1000) return skip('expired');
+        ready.push({ msg, reg, payload: invitationPayload(call, now), deadlineMs: call.expiresAtMs });
+      } else {
+        if (msg.deadlineMs - now < 1000) return skip('expired');
+        ready.push({ msg, reg, payload: msg.payload, deadlineMs: msg.deadlineMs });
+      }
+    });
+    return ready;
+  }
+
+  private sendOne(r: Ready): Promise<SendResult> {
+    const { senders } = this.deps;
+    const msLeft = r.deadlineMs - Date.now();
+    if (r.reg.kind === 'iosVoip') {
+      if (!senders.apns) return Promise.resolve({ ok: false, kind: 'fatal', reason: 'iOS push is not configured' });
+      return senders.apns.sendVoip({ token: r.reg.token, environment: r.reg.iosEnvironment ?? 'production' }, r.payload);
+    }
+    if (!senders.fcm) return Promise.resolve({ ok: false, kind: 'fatal', reason: 'Android push is not configured' });
+    const priority = r.msg.t === 'invite' ? 'HIGH' : 'NORMAL';
+    // Whole seconds left, never 0 (a zero-TTL message is dropped when the device is offline).
+    return senders.fcm.send(r.reg.token, { priority, ttlSeconds: Math.max(1, Math.floor(msLeft / 1000)), callpayload: r.payload });
+  }
+
+  private async removeInvalid(r: Ready, reason: string, sentAtMs: number): Promise<void> {
+    // Remove it unless the installation registered again (or another token) since we sent.
+    const removed = await this.deps.registry.remove(r.reg.userId, r.reg.installationId, r.reg.kind, {
+      tokenHash: tokenHash(r.reg.token),
+      notAfterMs: sentAtMs,
+    });
+    this.deps.logger.info({ provider: providerOf(r.msg), installationId: r.reg.installationId, reason, removed }, 'push token reported invalid');
+  }
+
+  /** One delayed job per partition with the messages that failed transiently. */
+  private async scheduleRetries(failed: { r: Ready; retryAfterMs: number | undefined }[], attempts: number): Promise<void> {
+    if (failed.length === 0) return;
+    const maxRetryAfter = Math.max(0, ...failed.map((f) => f.retryAfterMs ?? 0));
+    const delayMs = pushBackoffMs(attempts, maxRetryAfter);
+    const byPartition = new Map<number, PushMessage[]>();
+    for (const { r } of failed) {
+      if (Date.now() + delayMs >= r.deadlineMs - 1000) {
+        this.count(providerOf(r.msg), 'gave-up');
+        continue;
+      }
+      const p = partitionOfShard(shardOf(r.msg.callId, this.deps.partitioning.shards), this.deps.partitioning.partitions);
+      byPartition.set(p, [...(byPartition.get(p) ?? []), r.msg]);
+    }
+    await Promise.all(
+      [...byPartition].map(([p, messages]) => this.deps.retryQueues[p]!.add('retry', { attempts, messages }, { delay: delayMs })),
+    );
+  }
+
+  private count(provider: string, result: string): void {
+    const k = `${provider}:${result}`;
+    this.deps.outcomes.set(k, (this.deps.outcomes.get(k) ?? 0) + 1);
+  }
+}
+
+function providerOf(m: PushMessage): 'apns' | 'fcm' {
+  return m.kind === 'iosVoip' ? 'apns' : 'fcm';
+}
