@@ -27,41 +27,41 @@ local fingerprint = ARGV[6]
 
 --@include "fmtInt"
 --@include "nowMs"
+--@include "callRecord"
 --@include "callParties"
+--@include "appendOutbox"
 --@include "expireIfDue"
 --@include "operationRecord"
---@include "appendOutbox"
 
-local replay = replayOperation(opKey, fingerprint)
+local replay = replayOperation(opKey, fingerprint, true)
 if replay then return replay end
 
-local callerUserId, calleeUserId = callParties(callKey, userId)
-if not callerUserId then return { 'error', 'not_found' } end
-if userId ~= calleeUserId then return { 'error', 'forbidden' } end
+local call = loadCall(callKey)
+if not isParty(call, userId) then return { 'error', 'not_found' } end
+if userId ~= call.values.calleeUserId then return { 'error', 'forbidden' } end
 
 local now = nowMs()
-expireIfDue(callKey, outboxKey, ringingKey, now, retentionMs)
+expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
 
-local state, revision, winner, callId =
-  unpack(redis.call('HMGET', callKey, 'state', 'revision', 'answeredByInstallationId', 'callId'))
+local state, winner = call.values.state, call.values.answeredByInstallationId
 if state == 'accepted' and winner == installationId then
   -- The same installation answering again (new operationId): it is still the winner.
-  return recordOperation(opKey, fingerprint, 'ok', 200, redis.call('HGETALL', callKey), operationTtlMs)
+  return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)
 end
 if state ~= 'ringing' then
-  return recordOperation(opKey, fingerprint, 'answer_conflict', 409, redis.call('HGETALL', callKey), operationTtlMs)
+  return recordOperation(opKey, fingerprint, 'answer_conflict', 409, callFieldList(call), operationTtlMs)
 end
-if expectedRevision ~= '' and expectedRevision ~= revision then
-  return recordOperation(opKey, fingerprint, 'revision_conflict', 409, redis.call('HGETALL', callKey), operationTtlMs)
+if expectedRevision ~= '' and expectedRevision ~= call.values.revision then
+  return recordOperation(opKey, fingerprint, 'revision_conflict', 409, callFieldList(call), operationTtlMs)
 end
 
-redis.call('HSET', callKey,
+setCallFields(callKey, call,
   'state', 'accepted',
+  'revision', nextRevision(call),
   'answeredByInstallationId', installationId,
   'acceptedAtMs', fmtInt(now))
-redis.call('HINCRBY', callKey, 'revision', 1)
 -- An accepted call is kept for the retention period from its answer (ending it restarts that).
 redis.call('PEXPIRE', callKey, retentionMs)
-redis.call('ZREM', ringingKey, callId)
-local fields = appendOutbox(outboxKey, callKey, 'answered', now)
+redis.call('ZREM', ringingKey, call.values.callId)
+local fields = appendOutbox(outboxKey, call, 'answered', now)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

@@ -4,9 +4,11 @@
   message carries the entry ID and the previous one, so a gateway notices when it missed one.
 
   KEYS[1] logKey      the user's event stream
-  KEYS[2] metaKey     hash: epoch; last (last entry ID); trimmed (newest entry ID trimmed away);
-                      n (entries in the log); agedAt (ms of the last age check); and per outbox
-                      shard `s<shard>`, the last outbox entry whose events were appended here
+  KEYS[2] metaKey     the user's relay state, a hash: epoch; last (last entry ID); trimmed
+                      (newest entry ID trimmed away); n (entries in the log); agedAt (ms of the
+                      last age check); per outbox shard `s<shard>`, the last outbox entry whose
+                      events were appended here; and `active`, the user's busy marker (the
+                      callId of their accepted call, src/calls/activeCalls.ts)
 
   ARGV[1] channel     the user's live channel (shares the user's hash tag)
   ARGV[2] maxLen      maximum number of entries kept
@@ -15,8 +17,10 @@
   ARGV[5] newEpoch    the epoch to use when the log has none yet
   ARGV[6] shardField  `s<shard>`: the outbox shard all these events come from
   ARGV[7] ageCheckMs  how often age trimming and the keys' expiry are renewed
-  ARGV[8..] quads     outbox entry ID, payload JSON, only-installation ('' = any),
-                      except-installation ('' = none); in outbox order
+  ARGV[8] markerOp    '' | 'set' | 'clear': the busy marker change of this batch (the last one)
+  ARGV[9] markerCall  the callId it is about ('clear' only clears a marker naming this call)
+  ARGV[10..] quads    outbox entry ID, payload JSON, only-installation ('' = any),
+                      except-installation ('' = none); in outbox order (may be none)
 
   Exactly once per outbox entry: the relay may hand the same outbox entry over again (a retried
   batch, a crash between this append and its acknowledgement, a Redis restart), and an entry not
@@ -36,11 +40,23 @@
 local logKey, metaKey = KEYS[1], KEYS[2]
 local channel, maxLen, maxAgeMs = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local metaTtlMs, newEpoch, shardField, ageCheckMs = tonumber(ARGV[4]), ARGV[5], ARGV[6], tonumber(ARGV[7])
+local markerOp, markerCall = ARGV[8], ARGV[9]
 
 --@include "fmtInt"
 --@include "streamIds"
 
-local epoch, last, mark, count, agedAt = unpack(redis.call('HMGET', metaKey, 'epoch', 'last', shardField, 'n', 'agedAt'))
+-- Only a busy marker to change (the user has no events in this batch).
+if #ARGV < 10 then
+  if markerOp == 'set' then
+    redis.call('HSET', metaKey, 'active', markerCall)
+  elseif markerOp == 'clear' and redis.call('HGET', metaKey, 'active') == markerCall then
+    redis.call('HSET', metaKey, 'active', '')
+  end
+  return { '', '', 0 }
+end
+
+local epoch, last, mark, count, agedAt, active =
+  unpack(redis.call('HMGET', metaKey, 'epoch', 'last', shardField, 'n', 'agedAt', 'active'))
 local fresh = not epoch
 if fresh then epoch, last = newEpoch, '0-0' end
 count, agedAt = tonumber(count) or 0, tonumber(agedAt) or 0
@@ -62,7 +78,7 @@ local function add(create, payload, only, except)
   end
   return redis.call(unpack(head))
 end
-for i = 8, #ARGV, 4 do
+for i = 10, #ARGV, 4 do
   local entryId, payload, only, except = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   if not mark or streamIdLess(mark, entryId) then
     local id = add(firstNew ~= nil, payload, only, except)
@@ -76,12 +92,22 @@ for i = 8, #ARGV, 4 do
     appended = appended + 1
   end
 end
-if appended == 0 then return { epoch, last, 0 } end
+local marker
+if markerOp == 'set' or (markerOp == 'clear' and active == markerCall) then
+  marker = markerOp == 'set' and markerCall or ''
+end
+if appended == 0 then
+  if marker then redis.call('HSET', metaKey, 'active', marker) end
+  return { epoch, last, 0 }
+end
 
 -- Redis's time of this append, from the ID XADD gave the newest entry.
 local now = parseStreamId(last)
 local trimmed
 local meta = { 'last', last, shardField, mark }
+if marker then
+  meta[#meta + 1], meta[#meta + 2] = 'active', marker
+end
 if fresh then
   meta[#meta + 1], meta[#meta + 2] = 'epoch', epoch
 end

@@ -1,5 +1,6 @@
 --[[
-  Creates a ringing call, atomically with its idempotency record and its outbox entry.
+  Creates a ringing call, atomically with its idempotency record, its outbox entry and its ring
+  timer (the shard's ring index).
 
   KEYS[1] callKey     the call hash
   KEYS[2] opKey       this operation's idempotency record
@@ -21,9 +22,11 @@
   ARGV[12] busy                  '1' when the callee is in an accepted call (and call waiting
                                  is off): the call is created already ended as `busy`, so it
                                  never rings
+  ARGV[13] firstUse              '1' when the caller's operationId binding was new: no record of
+                                 this operation can exist unless a concurrent replay made it
 
   Returns one of
-    { 'fresh' | 'replay', code, status, fields }  code 'ok' (status 201); fields = HGETALL
+    { 'fresh' | 'replay', code, status, fields }  code 'ok' (status 201); fields = the call
     { 'error', 'idempotency_conflict' | 'call_exists' }
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -33,21 +36,29 @@ local video = ARGV[7]
 local ringTimeoutMs, retentionMs, operationTtlMs = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local fingerprint = ARGV[11]
 local busy = ARGV[12] == '1'
+local firstUse = ARGV[13] == '1'
 
 --@include "fmtInt"
 --@include "nowMs"
+--@include "callRecord"
 --@include "appendOutbox"
 --@include "endCallNow"
 --@include "operationRecord"
 
-local replay = replayOperation(opKey, fingerprint)
+local replay = replayOperation(opKey, fingerprint, not firstUse)
 if replay then return replay end
 
--- A callId is never reused, not even by the same caller with another operationId.
-if redis.call('EXISTS', callKey) == 1 then return { 'error', 'call_exists' } end
+if redis.call('EXISTS', callKey) == 1 then
+  -- A concurrent replay of this very request may have created it first.
+  replay = firstUse and replayOperation(opKey, fingerprint, true)
+  if replay then return replay end
+  -- A callId is never reused, not even by the same caller with another operationId.
+  return { 'error', 'call_exists' }
+end
 
 local now = nowMs()
-redis.call('HSET', callKey,
+local call = { names = {}, values = {} }
+setCallFields(callKey, call,
   'callId', callId,
   'state', 'ringing',
   'revision', '1',
@@ -62,12 +73,12 @@ redis.call('HSET', callKey,
 local fields
 if busy then
   -- Born ended: revision 2, one `ended` change in the outbox and no `created` (nothing rings).
-  fields = endCallNow(callKey, outboxKey, ringingKey, callId, now, 'busy', 'system', '', retentionMs)
+  fields = endCallNow(callKey, call, outboxKey, ringingKey, now, 'busy', 'system', '', retentionMs)
 else
   -- Kept through the ring window and then for the retention period, even if nothing ends it.
   redis.call('PEXPIRE', callKey, ringTimeoutMs + retentionMs)
   -- Its ring timer: the sweeps end it as `unanswered` once due, unless it stops ringing first.
   redis.call('ZADD', ringingKey, now + ringTimeoutMs, callId)
-  fields = appendOutbox(outboxKey, callKey, 'created', now)
+  fields = appendOutbox(outboxKey, call, 'created', now)
 end
 return recordOperation(opKey, fingerprint, 'ok', 201, fields, operationTtlMs)

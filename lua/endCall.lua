@@ -30,25 +30,26 @@ local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
 
 --@include "nowMs"
+--@include "callRecord"
 --@include "callParties"
+--@include "endCallNow"
 --@include "expireIfDue"
 --@include "operationRecord"
 
-local replay = replayOperation(opKey, fingerprint)
+local replay = replayOperation(opKey, fingerprint, true)
 if replay then return replay end
 
-local callerUserId, calleeUserId = callParties(callKey, userId)
-if not callerUserId then return { 'error', 'not_found' } end
+local call = loadCall(callKey)
+if not isParty(call, userId) then return { 'error', 'not_found' } end
 
 local now = nowMs()
-expireIfDue(callKey, outboxKey, ringingKey, now, retentionMs)
+expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
 
-local state, callerInstallationId, winner, callId =
-  unpack(redis.call('HMGET', callKey, 'state', 'callerInstallationId', 'answeredByInstallationId', 'callId'))
-local side = (userId == callerUserId) and 'caller' or 'callee'
+local state, callerInstallationId, winner = call.values.state, call.values.callerInstallationId, call.values.answeredByInstallationId
+local side = (userId == call.values.callerUserId) and 'caller' or 'callee'
 
 local function unchanged()
-  return recordOperation(opKey, fingerprint, 'ok', 200, redis.call('HGETALL', callKey), operationTtlMs)
+  return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)
 end
 
 if state == 'ended' then return unchanged() end
@@ -63,5 +64,5 @@ elseif side == 'callee' and reason == 'localHangup' then
   reason = 'declined'
 end
 
-local fields = endCallNow(callKey, outboxKey, ringingKey, callId, now, reason, side, installationId, retentionMs)
+local fields = endCallNow(callKey, call, outboxKey, ringingKey, now, reason, side, installationId, retentionMs)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

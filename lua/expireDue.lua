@@ -18,6 +18,7 @@ local ringingKey, outboxKey = KEYS[1], KEYS[2]
 local retentionMs = tonumber(ARGV[1])
 
 --@include "nowMs"
+--@include "callRecord"
 --@include "expireIfDue"
 
 local now = nowMs()
@@ -26,7 +27,8 @@ for i = 2, #ARGV do
   local callId, callKey = ARGV[i], KEYS[i + 1]
   local due = redis.call('ZSCORE', ringingKey, callId)
   if due and tonumber(due) <= now then
-    if expireIfDue(callKey, outboxKey, ringingKey, now, retentionMs) then
+    local call = loadCall(callKey)
+    if call and expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs) then
       out[1] = out[1] + 1
       out[#out + 1] = now - tonumber(due)
     else

@@ -14,10 +14,11 @@ local callKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3]
 local userId, retentionMs = ARGV[1], tonumber(ARGV[2])
 
 --@include "nowMs"
+--@include "callRecord"
 --@include "callParties"
 --@include "expireIfDue"
 
-local callerUserId, calleeUserId = callParties(callKey, userId)
-if not callerUserId then return { 'error', 'not_found' } end
-expireIfDue(callKey, outboxKey, ringingKey, nowMs(), retentionMs)
-return { 'ok', redis.call('HGETALL', callKey) }
+local call = loadCall(callKey)
+if not isParty(call, userId) then return { 'error', 'not_found' } end
+expireIfDue(callKey, call, outboxKey, ringingKey, nowMs(), retentionMs)
+return { 'ok', callFieldList(call) }

@@ -25,25 +25,24 @@ local retentionMs, operationTtlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
 local fingerprint = ARGV[5]
 
 --@include "nowMs"
+--@include "callRecord"
 --@include "callParties"
+--@include "appendOutbox"
 --@include "expireIfDue"
 --@include "operationRecord"
---@include "appendOutbox"
 
-local replay = replayOperation(opKey, fingerprint)
+local replay = replayOperation(opKey, fingerprint, true)
 if replay then return replay end
 
-local callerUserId, calleeUserId = callParties(callKey, userId)
-if not callerUserId then return { 'error', 'not_found' } end
-if userId ~= callerUserId then return { 'error', 'forbidden' } end
+local call = loadCall(callKey)
+if not isParty(call, userId) then return { 'error', 'not_found' } end
+if userId ~= call.values.callerUserId then return { 'error', 'forbidden' } end
 
 local now = nowMs()
-expireIfDue(callKey, outboxKey, ringingKey, now, retentionMs)
-local state, current = unpack(redis.call('HMGET', callKey, 'state', 'callerDisplayName'))
-if state == 'ended' or current == displayName then
-  return recordOperation(opKey, fingerprint, 'ok', 200, redis.call('HGETALL', callKey), operationTtlMs)
+expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
+if call.values.state == 'ended' or call.values.callerDisplayName == displayName then
+  return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)
 end
-redis.call('HSET', callKey, 'callerDisplayName', displayName)
-redis.call('HINCRBY', callKey, 'revision', 1)
-local fields = appendOutbox(outboxKey, callKey, 'renamed', now)
+setCallFields(callKey, call, 'callerDisplayName', displayName, 'revision', nextRevision(call))
+local fields = appendOutbox(outboxKey, call, 'renamed', now)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

@@ -28,7 +28,6 @@ import { pushHandler } from './push/relayPushes.js';
 import { PushDispatcher, type PushOutcomes, type PushSenders } from './push/dispatcher.js';
 import { startPushRetryWorkers } from './push/pushWorker.js';
 import { RingSweeper } from './timers/ringSweeper.js';
-import { activeCallIndexer } from './calls/activeCalls.js';
 import { renameCallRoute } from './http/endpoints/renameCall.js';
 import { createPushSenders } from './push/providers.js';
 import { openApiDocument } from './http/openapi.js';
@@ -196,7 +195,6 @@ export async function startServer(
       return counts.reduce((a, b) => a + b, 0);
     });
     const handlers: ChangeHandler[] = [
-      activeCallIndexer(redis, ks, config.CALL_RETENTION_MS),
       pushHandler(deps.pushRegistry, peekCall, dispatcher, enabled) as ChangeHandler,
       ...extraHandlers,
     ];

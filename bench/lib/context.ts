@@ -32,10 +32,9 @@ export interface Ceilings {
   redis?: {
     /** The ceiling used for ratios: lifecycles/s at which Redis's CPU is saturated. */
     lifecycle: number;
-    lifecycleNoTimer: number;
     create: number;
     /** Throughput the pipelining client reached (lower when the client, not Redis, was the limit). */
-    measured: { lifecycle: number; lifecycleNoTimer: number; create: number };
+    measured: { lifecycle: number; create: number };
     redisCpuShare: number;
     clientCpuShare: number;
   };

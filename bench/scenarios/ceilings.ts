@@ -23,7 +23,7 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
 
   // ---- Redis-bound ----
   const pool = await GeneratorPool.start(ctx.opts.generators, 'redisCeiling', () => ({ redisUrl: ctx.redisUrl, prefix: `bcl${ctx.tag}`, users: 1000, ringTimeoutMs: 45_000 }) satisfies CeilingSetup);
-  const variants: CeilingVariant[] = ['lifecycle', 'lifecycle-no-timer', 'create'];
+  const variants: CeilingVariant[] = ['lifecycle', 'create'];
   const rows: string[][] = [];
   const per: Partial<Record<CeilingVariant, { r: CeilingResult; redisShare: number; clientShare: number; bound: string; ceiling: number; redisMsPer: number }>> = {};
   try {
@@ -62,9 +62,8 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
   const lc = per.lifecycle!;
   ctx.ceilings.redis = {
     lifecycle: lc.ceiling,
-    lifecycleNoTimer: per['lifecycle-no-timer']!.ceiling,
     create: per.create!.ceiling,
-    measured: { lifecycle: lc.r.perSecond, lifecycleNoTimer: per['lifecycle-no-timer']!.r.perSecond, create: per.create!.r.perSecond },
+    measured: { lifecycle: lc.r.perSecond, create: per.create!.r.perSecond },
     redisCpuShare: lc.redisShare,
     clientCpuShare: lc.clientShare,
   };
@@ -80,11 +79,11 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
     '### Redis-bound ceiling',
     '',
     'A separate ioredis client pipelines exactly the Redis work of one lifecycle, with the project\'s own scripts and key/argument builders ' +
-      '(`createCallKeysArgs`, `answerCallKeysArgs`, `endCallKeysArgs`, `EventLog.appendCall`, `deliveriesFor`, `createQueues`): per mutation the operation-binding ' +
-      '`SET NX GET` and the call script; per create the callee\'s active-call `GET` (busy check); per change the relay\'s `appendEvents` per audience user ' +
-      '(XADD + PUBLISH to subscribed channels), the outbox `XREADGROUP` and `XACK`+`XDEL`, and the active-call markers (`SET` on answer, `clearActiveCall` on end); ' +
-      'per call the BullMQ delayed ring-timer job (variant `lifecycle`). Batches of 40 lifecycles, 4 in flight. No HTTP, WebSocket or server in between: what Redis alone allows. ' +
-      'Not included: the ring-timer job firing later, push jobs, and the reads a gateway makes when a socket connects.',
+      '(`createCallKeysArgs`, `answerCallKeysArgs`, `endCallKeysArgs`, `EventLog.appendCall`, `deliveriesFor`, `busyMarkerOps`): per mutation the operation-binding ' +
+      '`SET NX GET` and the call script (whose ring index entry is the ring timer); per create the callee\'s busy marker `HGET`; per change the relay\'s `appendEvents` per user ' +
+      '(XADD + SPUBLISH to subscribed channels, busy markers in the same script), the outbox `XREADGROUP` and `XACK`+`XDEL`. ' +
+      'Batches of 40 lifecycles, 4 in flight. No HTTP, WebSocket or server in between: what Redis alone allows. ' +
+      'Not included: the ring sweeps (a few commands per second per shard whatever the rate), push registration reads, and the reads a gateway makes when a socket connects.',
     '',
     'The ceiling is the rate at which Redis\'s single thread is saturated: measured directly when the client drives Redis to ≥ 85 % of a core, otherwise ' +
       'the client\'s throughput divided by Redis\'s measured share of a core (Redis CPU per lifecycle, from INFO used_cpu, is what a faster client could not change).',

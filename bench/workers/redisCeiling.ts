@@ -10,7 +10,8 @@ import {
   type ScriptCall,
   type StoreSettings,
 } from '../../src/calls/store.js';
-import { EventLog } from '../../src/events/eventLog.js';
+import { EventLog, type RelayedDelivery } from '../../src/events/eventLog.js';
+import { busyMarkerOps, type MarkerOp } from '../../src/calls/activeCalls.js';
 import { deliveriesFor } from '../../src/events/audience.js';
 import type { CallChange } from '../../src/events/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
@@ -23,18 +24,18 @@ import type { Task } from './tasks.js';
  * The Redis-bound ceiling: the Redis work of one call lifecycle, pipelined from a separate client
  * with no HTTP, no WebSocket and no server in between, using the project's own scripts with keys
  * and arguments from the project's own builders (src/calls/store.ts, src/events/eventLog.ts):
- *   per mutation (create, answer, end): the operation binding SET NX GET + the call script;
- *   per create: the callee's active-call GET (busy check, CALL_WAITING off);
- *   per change: the relay's appendEvents per audience user (XADD + PUBLISH to subscribed
- *   channels), its XREADGROUP of the outbox and XACK + XDEL, and the active-call markers
- *   (SET when answered, clearActiveCall.lua when ended);
- *   per created call: the BullMQ delayed ring-timer job (the project's queue settings).
- * Variants: `lifecycle`, `lifecycle-no-timer` (to show the timer job's share) and `create`
- * (create + invitation delivery only: the Redis work behind one delivered event).
- * Not included: the ring-timer job firing later (after RING_TIMEOUT_MS) and push jobs.
+ *   per mutation (create, answer, end): the operation binding SET NX GET + the call script
+ *   (whose ring index entry is the ring timer);
+ *   per create: the callee's busy marker HGET (busy check, CALL_WAITING off);
+ *   per change: the relay's appendEvents per user (XADD + SPUBLISH to subscribed channels, the
+ *   busy markers in the same script), its XREADGROUP of the outbox and XACK + XDEL.
+ * Variants: `lifecycle` and `create` (create + invitation delivery only: the Redis work behind
+ * one delivered event).
+ * Not included: the ring sweeps (a few commands per second per shard, whatever the call rate)
+ * and the push registration reads.
  */
 
-export type CeilingVariant = 'lifecycle' | 'lifecycle-no-timer' | 'create';
+export type CeilingVariant = 'lifecycle' | 'create';
 
 export interface CeilingSetup {
   redisUrl: string;
@@ -178,19 +179,21 @@ export function createTask(): Task {
       n += 2;
     };
     const relay = (change: CallChange) => {
-      const byUser = new Map<string, ReturnType<typeof deliveriesFor>>();
-      for (const d of deliveriesFor(change)) byUser.set(d.userId, [...(byUser.get(d.userId) ?? []), d]);
       // Each change appended once per user, as a new outbox entry (the append skips entries it has).
       const entryId = `${Date.now()}-${seq++}`;
-      for (const [userId, list] of byUser) {
-        const c = eventLog.appendCall(userId, 0, list.map((delivery) => ({ entryId, delivery })));
+      const byUser = new Map<string, { deliveries: RelayedDelivery[]; marker?: MarkerOp }>();
+      const of = (u: string) => byUser.get(u) ?? byUser.set(u, { deliveries: [] }).get(u)!;
+      for (const delivery of deliveriesFor(change)) of(delivery.userId).deliveries.push({ entryId, delivery });
+      for (const [u, marker] of busyMarkerOps(change)) of(u).marker = marker;
+      for (const [userId, u] of byUser) {
+        const c = eventLog.appendCall(userId, 0, u.deliveries, u.marker);
         pipelineScript(p, 'appendEvents', c.keys, c.args);
         n++;
       }
     };
     const now = Date.now();
-    // Busy detection (CALL_WAITING off, the default): the callee's active-call marker.
-    p.get(keys.activeCall(ks, callee));
+    // Busy detection (CALL_WAITING off, the default): the callee's busy marker.
+    p.hget(keys.eventLogMeta(ks, callee), 'active');
     n++;
     mutate(caller, 'create', createCallKeysArgs(store, {
       callId: call.callId,
@@ -209,15 +212,10 @@ export function createTask(): Task {
     mutate(callee, 'answer', answerCallKeysArgs(store, { callId: call.callId, userId: callee, installationId: winner, expectedRevision: undefined, operationId: `${call.callId}.answer`, fingerprint: fpA }), 'answerCall');
     const accepted: CallRecord = { ...call, state: 'accepted', revision: '2', answeredByInstallationId: winner, acceptedAtMs: now };
     relay({ entryId: '0-0', shard: 0, kind: 'answered', atMs: now, call: accepted });
-    // The relay's active-call indexer: both parties are busy while the call is accepted.
-    for (const u of [caller, callee]) p.set(keys.activeCall(ks, u), call.callId, 'PX', store.retentionMs);
-    n += 2;
     const fpE = fingerprint('end', [call.callId, 'localHangup']);
     mutate(caller, 'end', endCallKeysArgs(store, { callId: call.callId, userId: caller, installationId: call.callerInstallationId, reason: 'localHangup', operationId: `${call.callId}.end`, fingerprint: fpE }), 'endCall');
     const ended: CallRecord = { ...accepted, state: 'ended', revision: '3', endedAtMs: now, endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: call.callerInstallationId };
     relay({ entryId: '0-0', shard: 0, kind: 'ended', atMs: now, call: ended });
-    for (const u of [caller, callee]) pipelineScript(p, 'clearActiveCall', [keys.activeCall(ks, u)], [call.callId]);
-    n += 2;
     return n;
   }
 

@@ -1,16 +1,18 @@
 -- Ends a call: state, end fields, revision, retention, outbox; takes it out of the shard's ring
 -- index (a call that no longer rings needs no sweep). Returns the call's fields.
 --@include "fmtInt"
+--@include "callRecord"
 --@include "appendOutbox"
-local function endCallNow(callKey, outboxKey, ringingKey, callId, atMs, reason, endedBy, endedByInstallationId, retentionMs)
-  redis.call('HSET', callKey,
+local function endCallNow(callKey, call, outboxKey, ringingKey, atMs, reason, endedBy, endedByInstallationId, retentionMs)
+  local wasRinging = call.values.state == 'ringing'
+  setCallFields(callKey, call,
     'state', 'ended',
+    'revision', nextRevision(call),
     'endedAtMs', fmtInt(atMs),
     'endReason', reason,
     'endedBy', endedBy,
     'endedByInstallationId', endedByInstallationId)
-  redis.call('HINCRBY', callKey, 'revision', 1)
   redis.call('PEXPIRE', callKey, retentionMs)
-  redis.call('ZREM', ringingKey, callId)
-  return appendOutbox(outboxKey, callKey, 'ended', atMs)
+  if wasRinging then redis.call('ZREM', ringingKey, call.values.callId) end
+  return appendOutbox(outboxKey, call, 'ended', atMs)
 end

@@ -2,10 +2,9 @@
 -- (by the system) when due. Returns true when it ended the call. (The ring sweeps,
 -- lua/expireDue.lua, end due calls on time; this is the safety net for any that were missed.)
 --@include "endCallNow"
-local function expireIfDue(callKey, outboxKey, ringingKey, atMs, retentionMs)
-  local state, expiresAtMs, callId = unpack(redis.call('HMGET', callKey, 'state', 'expiresAtMs', 'callId'))
-  if state == 'ringing' and atMs >= tonumber(expiresAtMs) then
-    endCallNow(callKey, outboxKey, ringingKey, callId, atMs, 'unanswered', 'system', '', retentionMs)
+local function expireIfDue(callKey, call, outboxKey, ringingKey, atMs, retentionMs)
+  if call.values.state == 'ringing' and atMs >= tonumber(call.values.expiresAtMs) then
+    endCallNow(callKey, call, outboxKey, ringingKey, atMs, 'unanswered', 'system', '', retentionMs)
     return true
   end
   return false

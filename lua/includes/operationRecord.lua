@@ -2,8 +2,10 @@
 -- stored under the operation key with the request fingerprint. A replay returns it unchanged.
 
 -- Returns nil when no record exists, the reply to send when it does, or an error reply when the
--- same operation key was used with a different fingerprint.
-local function replayOperation(opKey, fingerprint)
+-- same operation key was used with a different fingerprint. `mayExist` is false when the caller
+-- just bound the operationId for the first time (no record can exist then): nothing is read.
+local function replayOperation(opKey, fingerprint, mayExist)
+  if not mayExist then return nil end
   local raw = redis.call('GET', opKey)
   if not raw then return nil end
   local rec = cjson.decode(raw)

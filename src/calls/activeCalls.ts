@@ -1,25 +1,19 @@
-import type { Redis } from 'ioredis';
-import { keys, type KeySpace } from '../redis/keys.js';
-import type { ChangeHandler } from '../events/change.js';
-import { runScript } from '../redis/scripts.js';
+import type { CallChange } from '../events/change.js';
 
 /**
- * Relay handler keeping each user's active-call marker (busy detection): set for both parties
- * when a call is answered, cleared when that call ends. The marker expires with the call's
- * retention, so a missed clear cannot keep a user busy for ever.
+ * Busy detection: each user's relay state (the event log's meta hash, lua/appendEvents.lua) holds
+ * an `active` marker naming the user's accepted call. The relay sets it for both parties when a
+ * call is answered and clears it when that call ends, in the same write as the change's events.
+ * It lags the calls a little, so create only trusts a marker whose call is still accepted
+ * (src/calls/store.ts); a missed clear can therefore never keep a user busy.
  */
-export function activeCallIndexer(redis: Redis, ks: KeySpace, retentionMs: number): ChangeHandler {
-  return { name: 'busy-markers', handle: async (changes) => {
-    // Issued in one turn: the client's auto-pipeline sends them in one write.
-    const writes: Promise<unknown>[] = [];
-    for (const { kind, call } of changes) {
-      const parties = [call.callerUserId, call.calleeUserId];
-      if (kind === 'answered') {
-        for (const u of parties) writes.push(redis.set(keys.activeCall(ks, u), call.callId, 'PX', retentionMs));
-      } else if (kind === 'ended' && call.acceptedAtMs !== undefined) {
-        for (const u of parties) writes.push(runScript(redis, 'clearActiveCall', [keys.activeCall(ks, u)], [call.callId]));
-      }
-    }
-    await Promise.all(writes);
-  } };
+export type MarkerOp = { op: 'set' | 'clear'; callId: string };
+
+/** The marker changes one change causes, by user. */
+export function busyMarkerOps(change: CallChange): [userId: string, op: MarkerOp][] {
+  const { kind, call } = change;
+  const parties = [call.callerUserId, call.calleeUserId];
+  if (kind === 'answered') return parties.map((u) => [u, { op: 'set', callId: call.callId }]);
+  if (kind === 'ended' && call.acceptedAtMs !== undefined) return parties.map((u) => [u, { op: 'clear', callId: call.callId }]);
+  return [];
 }

@@ -53,7 +53,11 @@ function changeKeys(s: StoreSettings, callId: string, userId: string, operationI
   return [keys.call(s, callId), keys.operation(s, callId, userId, operationId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)];
 }
 
-export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false): ScriptCall {
+/**
+ * `firstUse`: the caller's operationId binding was new, so the script need not look for a stored
+ * outcome first (lua/createCall.lua).
+ */
+export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false, firstUse = false): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.callerUserId, i.operationId),
     args: [
@@ -69,6 +73,7 @@ export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy 
       String(s.operationTtlMs),
       i.fingerprint,
       calleeBusy ? '1' : '0',
+      firstUse ? '1' : '0',
     ],
   };
 }
@@ -190,7 +195,8 @@ export class CallStore {
   async create(i: CreateInput, admitted: Promise<boolean> = Promise.resolve(true)): Promise<Outcome | { kind: 'not_admitted' }> {
     const [binding, active, admit] = await Promise.all([
       this.bindOperation(i.callerUserId, i.operationId, i.fingerprint),
-      this.settings.callWaiting ? null : this.redis.get(keys.activeCall(this.settings, i.calleeUserId)),
+      // The callee's busy marker, kept by the relay in the event log's meta hash (src/calls/activeCalls.ts).
+      this.settings.callWaiting ? null : this.redis.hget(keys.eventLogMeta(this.settings, i.calleeUserId), 'active'),
       admitted,
     ]);
     if (!admit) {
@@ -199,8 +205,8 @@ export class CallStore {
     }
     // The marker is kept by the relay, a moment behind the calls: it counts only while the call it
     // names is still accepted (so a user who just hung up is not busy).
-    const busy = active !== null && (await this.redis.hget(keys.call(this.settings, active), 'state')) === 'accepted';
-    const call = createCallKeysArgs(this.settings, i, busy);
+    const busy = !!active && (await this.redis.hget(keys.call(this.settings, active), 'state')) === 'accepted';
+    const call = createCallKeysArgs(this.settings, i, busy, binding === 'new');
     return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', call, binding);
   }
 

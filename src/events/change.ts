@@ -25,7 +25,7 @@ export function parseChange(entryId: string, shard: number, flat: string[]): Cal
 }
 
 /**
- * A side effect of the relayed changes (pushes, busy markers), run after their events were
+ * A side effect of the relayed changes (pushes), run after their events were
  * stored. `prepare`, if any, is called as the events are appended, so the reads the handler needs
  * share that write; what it returns is handed to `handle`. A handler is run at most once per
  * change by one relay: when a batch is retried, only the handlers that did not finish run again.

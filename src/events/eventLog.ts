@@ -4,6 +4,7 @@ import { runScript } from '../redis/scripts.js';
 import { encodeCursor, newEpoch, type Cursor } from './cursor.js';
 import { isForInstallation, type Delivery } from './audience.js';
 import type { EventPayload } from './payloads.js';
+import type { MarkerOp } from '../calls/activeCalls.js';
 
 /**
  * The per-user event log: a Redis Stream per user with bounded retention (length and age) and an
@@ -48,7 +49,7 @@ export class EventLog {
   ) {}
 
   /** The appendEvents.lua call for one user's deliveries from one outbox shard, in outbox order. */
-  appendCall(userId: string, shard: number, deliveries: readonly RelayedDelivery[]): { keys: string[]; args: string[] } {
+  appendCall(userId: string, shard: number, deliveries: readonly RelayedDelivery[], marker?: MarkerOp): { keys: string[]; args: string[] } {
     const s = this.settings;
     const args: string[] = [
       keys.liveChannel(s, userId),
@@ -58,18 +59,20 @@ export class EventLog {
       newEpoch(),
       `s${shard}`,
       String(ageCheckMs(s.maxAgeMs)),
+      marker?.op ?? '',
+      marker?.callId ?? '',
     ];
     for (const { entryId, delivery: d } of deliveries) args.push(entryId, JSON.stringify(d.payload), d.only ?? '', d.except ?? '');
     return { keys: [keys.eventLog(s, userId), keys.eventLogMeta(s, userId)], args };
   }
 
   /**
-   * Appends one user's deliveries from one outbox shard; deliveries of outbox entries already
-   * appended are skipped. The relay appends a whole batch's users in one turn, so the client's
+   * Appends one user's deliveries from one outbox shard, and changes the user's busy marker in the
+   * same script; deliveries of outbox entries already appended are skipped. The relay appends a whole batch's users in one turn, so the client's
    * auto-pipeline sends them in one write.
    */
-  async append(userId: string, shard: number, deliveries: readonly RelayedDelivery[]): Promise<void> {
-    const c = this.appendCall(userId, shard, deliveries);
+  async append(userId: string, shard: number, deliveries: readonly RelayedDelivery[], marker?: MarkerOp): Promise<void> {
+    const c = this.appendCall(userId, shard, deliveries, marker);
     await runScript(this.redis, 'appendEvents', c.keys, c.args);
   }
 

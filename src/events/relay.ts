@@ -7,11 +7,13 @@ import { deliveriesFor } from './audience.js';
 import type { EventLog, RelayedDelivery } from './eventLog.js';
 import type { Logger } from '../util/logger.js';
 import { ShardLeases } from './shardLeases.js';
+import { busyMarkerOps, type MarkerOp } from '../calls/activeCalls.js';
 
 /**
  * The outbox relay (README "Relays"): reads the call shards' outbox streams through a consumer
  * group, writes every change's events into the audience's event logs (which also notifies the
- * gateways), hands the changes to the side-effect handlers (pushes, busy markers), then
+ * gateways) and keeps the users' busy markers in the same write, hands the changes to the
+ * side-effect handlers (pushes), then
  * acknowledges and deletes the entries.
  *
  * Relays share the shards by leases (shardLeases.ts): each reads about shards ÷ relays of them,
@@ -270,19 +272,23 @@ class ShardReader {
     return changes;
   }
 
-  /** Appends every change's deliveries, one script call per user, in outbox order. */
+  /**
+   * Appends every change's deliveries and keeps the busy markers, one script call per user, in
+   * outbox order.
+   */
   private async deliver(changes: readonly CallChange[]): Promise<void> {
-    const byUser = new Map<string, RelayedDelivery[]>();
+    const byUser = new Map<string, { deliveries: RelayedDelivery[]; marker?: MarkerOp }>();
+    const of = (userId: string) => {
+      let u = byUser.get(userId);
+      if (!u) byUser.set(userId, (u = { deliveries: [] }));
+      return u;
+    };
     for (const change of changes) {
-      for (const delivery of deliveriesFor(change)) {
-        const item = { entryId: change.entryId, delivery };
-        const list = byUser.get(delivery.userId);
-        if (list) list.push(item);
-        else byUser.set(delivery.userId, [item]);
-      }
+      for (const delivery of deliveriesFor(change)) of(delivery.userId).deliveries.push({ entryId: change.entryId, delivery });
+      for (const [userId, marker] of busyMarkerOps(change)) of(userId).marker = marker;
     }
     const { eventLog } = this.relay.deps;
-    await Promise.all([...byUser].map(([userId, list]) => eventLog.append(userId, this.shard, list)));
+    await Promise.all([...byUser].map(([userId, u]) => eventLog.append(userId, this.shard, u.deliveries, u.marker)));
   }
 
   /** Acknowledges and deletes a batch whose events and side effects are done. */

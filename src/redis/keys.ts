@@ -49,8 +49,6 @@ export const keys = {
   /** Which user and installation a push token (by its hash) belongs to, for rebinding. */
   pushTokenOwner: (ks: KeySpace, kind: string, tokenHash: string) => `${ks.prefix}:tok:${kind}:${tokenHash}`,
 
-  /** The callId of the user's accepted call, if any (busy detection; kept by the relay). */
-  activeCall: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:active`,
   /** Fixed-window rate-limit counters. */
   callCreateLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:create`,
   pushTokenWriteLimit: (ks: KeySpace, userId: string, installationId: string) =>

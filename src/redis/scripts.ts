@@ -39,7 +39,6 @@ export const scriptDefinitions = {
   readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
   hitRateLimit: { file: 'hitRateLimit.lua', numberOfKeys: 1 },
   renameCall: { file: 'renameCall.lua', numberOfKeys: 4 },
-  clearActiveCall: { file: 'clearActiveCall.lua', numberOfKeys: 1 },
   holdShardLease: { file: 'holdShardLease.lua', numberOfKeys: 1 },
   relayHeartbeat: { file: 'relayHeartbeat.lua', numberOfKeys: 1 },
 } as const satisfies Record<string, { file: string; numberOfKeys: number | 'variable' }>;

@@ -15,13 +15,13 @@ beforeAll(async () => {
 });
 afterAll(() => stack?.stop());
 
-/** The relay marks a user busy asynchronously after an answer: wait for the marker. */
+/** The relay marks a user busy asynchronously after an answer: wait for the marker (src/calls/activeCalls.ts). */
 async function waitUntilBusy(prefix: string, userId: string): Promise<void> {
   for (let i = 0; i < 100; i++) {
-    if (await stack.redis.exists(`${prefix}:{u:${userId}}:active`)) return;
+    if (await stack.redis.hget(keys.eventLogMeta({ prefix, shards: 8 }, userId), 'active')) return;
     await sleep(20);
   }
-  throw new Error('active-call marker never set');
+  throw new Error('busy marker never set');
 }
 
 describe('busy', () => {

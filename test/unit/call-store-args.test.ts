@@ -42,9 +42,11 @@ describe('*KeysArgs', () => {
     });
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'alice', 'op-1'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp', '0']);
+    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp', '0', '0']);
     const busy = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, true);
     expect(busy.args[11]).toBe('1');
+    const firstUse = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, true);
+    expect(firstUse.args[12]).toBe('1');
     const noVideo = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' });
     expect(noVideo.args[6]).toBe('0');
   });
