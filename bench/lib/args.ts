@@ -24,7 +24,8 @@ export interface Sizes {
   };
   storm: { devices: number; rate: number; durationMs: number; pairsPerGenerator: number };
   idle: { sockets: number; holdMs: number };
-  timers: { calls: number; rate: number; ringTimeoutMs: number; sampleSockets: number };
+  /** `runs`: how many times the whole timers run is repeated (each run's p99 is reported). */
+  timers: { calls: number; rate: number; ringTimeoutMs: number; sampleSockets: number; runs: number };
   compare: { sockets: number; concurrency: number; throughputMs: number; latencyMs: number };
 }
 
@@ -35,7 +36,7 @@ const QUICK: Sizes = {
   lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000 },
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
   idle: { sockets: 4000, holdMs: 1000 },
-  timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300 },
+  timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
   compare: { sockets: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000 },
 };
 
@@ -46,7 +47,7 @@ const FULL: Sizes = {
   lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000 },
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
   idle: { sockets: 100_000, holdMs: 30_000 },
-  timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000 },
+  timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
   compare: { sockets: 10_000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000 },
 };
 

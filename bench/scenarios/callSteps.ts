@@ -54,6 +54,7 @@ export interface StepResult {
   achievedRate: number;
   errors: Record<string, number>;
   anomalies: Record<string, number>;
+  pushSignals: Record<string, number>;
   answers: Record<string, number>;
   latency: Record<string, HistogramSummary>;
   push: { statuses: Record<string, number> } | undefined;
@@ -107,10 +108,12 @@ export async function runCallStep(
   const results = outs.map((o) => o.result);
   const errors: Record<string, number> = {};
   const anomalies: Record<string, number> = {};
+  const pushSignals: Record<string, number> = {};
   const answers: Record<string, number> = {};
   for (const r of results) {
     for (const [k, v] of Object.entries(r.errors)) countInto(errors, k, v);
     for (const [k, v] of Object.entries(r.anomalies)) countInto(anomalies, k, v);
+    for (const [k, v] of Object.entries(r.pushSignals)) countInto(pushSignals, k, v);
     for (const [k, v] of Object.entries(r.answers)) countInto(answers, k, v);
   }
   if (push) for (const [k, v] of Object.entries(push.statuses)) if (!/ 200$| signal /.test(k)) countInto(errors, `push ${k}`, v);
@@ -143,6 +146,7 @@ export async function runCallStep(
     achievedRate: (completed * 1000) / Math.max(spanMs, p.durationMs),
     errors,
     anomalies,
+    pushSignals,
     answers,
     latency,
     push: push ? { statuses: push.statuses } : undefined,

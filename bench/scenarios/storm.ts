@@ -44,7 +44,7 @@ export async function stormScenario(ctx: BenchContext): Promise<ScenarioResult> 
       '',
       `Cost: ${costSummary(r)}`,
       '',
-      `Anomalies: ${errorList(r.anomalies)}.`,
+      `Anomalies: ${errorList(r.anomalies)}. Android push signals accepted by the fake FCM (expected: \`call.ended answeredElsewhere\` to the losing Android devices): ${errorList(r.pushSignals)}.`,
     ].join('\n');
     const elsewhere = r.latency['answer → answeredElsewhere (ws)'];
     return {

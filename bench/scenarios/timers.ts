@@ -25,7 +25,84 @@ export const GOAL_LATENESS_P99_MS = 250;
 
 export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult> {
   const z = ctx.opts.sizes.timers;
-  const prefix = ctx.selfHosted ? `tm${ctx.tag}` : 'cb';
+  const runs: TimersRun[] = [];
+  for (let i = 0; i < z.runs; i++) {
+    if (z.runs > 1) ctx.log(`  run ${i + 1} of ${z.runs}`);
+    runs.push(await timersRun(ctx, i));
+  }
+  const worstRun = runs.reduce((w, r) => (r.p99 > w.p99 || Number.isNaN(r.p99) ? r : w));
+  const first = runs[0]!;
+  const allErrors: Record<string, number> = {};
+  for (const r of runs) for (const [k, v] of Object.entries(r.errors)) allErrors[k] = (allErrors[k] ?? 0) + v;
+  const met = runs.every((r) => r.delivered !== undefined && r.delivered.count > 0 && r.p99 < GOAL_LATENESS_P99_MS) && Object.keys(allErrors).length === 0;
+  const atGoalSize = runs.every((r) => r.peakPending >= GOAL_TIMERS_PENDING);
+  const redisCreate = ctx.ceilings.redis?.create;
+  const perRun = runs.map((r, i) => `run ${i + 1}: ${fmtMs(r.p99)} (committed ${fmtMs(r.committed.p99)}, ${fmtNum(r.peakPending)} pending)`).join('; ');
+  const md = [
+    ...runs.flatMap((r, i) => [...(runs.length > 1 ? [`#### Run ${i + 1} of ${runs.length}`, ''] : []), r.markdown, '']),
+    ...(runs.length > 1
+      ? [
+          '#### Every run',
+          '',
+          '| run | peak pending | p99 at the callee | p99 committed | max committed | errors |',
+          '| --- | --- | --- | --- | --- | --- |',
+          ...runs.map((r, i) => `| ${i + 1} | ${fmtNum(r.peakPending)} | ${fmtMs(r.p99)} | ${fmtMs(r.committed.p99)} | ${fmtMs(r.committed.max)} | ${errorList(r.errors)} |`),
+          '',
+        ]
+      : []),
+  ].join('\n');
+  return {
+    id: 'timers',
+    title: 'Ring timers',
+    headlines: [
+      {
+        metric: `unanswered lateness p99 at the callee (${fmtNum(worstRun.peakPending)} pending${runs.length > 1 ? `, worst of ${runs.length} runs` : ''})`,
+        value: `${fmtMs(worstRun.p99)} (p50 ${fmtMs(worstRun.delivered?.p50 ?? NaN)}); committed p99 ${fmtMs(worstRun.committed.p99)}`,
+        ceiling: `goal ${GOAL_LATENESS_P99_MS} ms`,
+        ratio: `${(worstRun.p99 / GOAL_LATENESS_P99_MS).toFixed(2)}× goal`,
+        bound: worstRun.bound,
+      },
+      {
+        metric: 'expiries/s (busiest second)',
+        value: fmtRate(first.expiryRate),
+        ceiling: redisCreate ? `Redis-bound create ${fmtRate(redisCreate)}` : 'n/a',
+        ratio: ratio(first.expiryRate, redisCreate),
+      },
+    ],
+    goals: [
+      {
+        goal: `timer lateness p99 < ${GOAL_LATENESS_P99_MS} ms with ${fmtNum(GOAL_TIMERS_PENDING)} pending, every run`,
+        target: `< ${GOAL_LATENESS_P99_MS} ms`,
+        measured: `p99 at the callee per run: ${perRun}; errors: ${errorList(allErrors)}`,
+        status: met ? 'MET' : 'MISSED',
+        atGoalSize,
+        note: worstRun.bound,
+      },
+    ],
+    markdown: md,
+    data: { runs: runs.map(({ markdown: _m, ...r }) => r) },
+  };
+}
+
+interface TimersRun {
+  created: number;
+  createRate: number;
+  peakPending: number;
+  expiryRate: number;
+  delivered: ReturnType<Histogram['summary']> | undefined;
+  /** p99 lateness at the callee's socket (NaN when none was seen). */
+  p99: number;
+  committed: ReturnType<Histogram['summary']>;
+  errors: Record<string, number>;
+  bound: string;
+  cpu: unknown;
+  markdown: string;
+}
+
+/** One whole run: create `calls` ringing calls, let them all expire, measure the lateness. */
+async function timersRun(ctx: BenchContext, runNo: number): Promise<TimersRun> {
+  const z = ctx.opts.sizes.timers;
+  const prefix = ctx.selfHosted ? `tm${ctx.tag}r${runNo}` : 'cb';
   let server: ListeningProcess | undefined;
   let worker: ListeningProcess | undefined;
   if (ctx.selfHosted) ({ server, worker } = await ctx.startDeployment('timers-server', { RING_TIMEOUT_MS: String(z.ringTimeoutMs), REDIS_PREFIX: prefix }));
@@ -35,7 +112,7 @@ export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult>
     baseUrl: target.baseUrl,
     wsBase: target.wsBase,
     secret: ctx.secret,
-    tag: ctx.tag,
+    tag: `${ctx.tag}r${runNo}`,
     gen: i,
     sampleCallees: Math.ceil(z.sampleSockets / gens),
     callers: 200,
@@ -72,9 +149,7 @@ export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult>
     ctx.log(`  ${fmtNum(created)} created at ${fmtRate(createRate)}, peak pending ${fmtNum(commit.peakPending)}; lateness p99 at socket ${fmtMs(d?.p99 ?? NaN)}, committed ${fmtMs(c.p99)}; errors ${errorList(errors)}`);
     const expiryRate = commit.expiryRate;
     const redisCreate = ctx.ceilings.redis?.create;
-    const atGoalSize = commit.peakPending >= GOAL_TIMERS_PENDING;
-    const met = d !== undefined && d.count > 0 && d.p99 < GOAL_LATENESS_P99_MS && Object.keys(errors).length === 0;
-    const md = [
+    const markdown = [
       `${fmtNum(created)} ringing calls nobody answers (created paced at ${fmtRate(z.rate)}, at most 64 in flight per generator; achieved ${fmtRate(createRate)}), ring timeout ${z.ringTimeoutMs} ms` +
         `${server ? ` (dedicated server process${worker ? 'es: api+gateway and worker' : ''}, RING_TIMEOUT_MS=${z.ringTimeoutMs}, REDIS_PREFIX=${prefix})` : ''}. ` +
         `**Peak pending at once: ${fmtNum(commit.peakPending)}** (from the calls' createdAtMs and endedAtMs). ` +
@@ -89,40 +164,22 @@ export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult>
       '',
       `Ratio: expiry throughput ${ratio(expiryRate, redisCreate)} of the Redis-bound create ceiling (${redisCreate ? fmtRate(redisCreate) : 'n/a'}; an expiry costs about what a create does: one call script and one event per side).`,
       '',
-      `Bound: ${bound}. The expiry path: a BullMQ delayed job per call (added by the relay), promoted when due, taken by the timer worker (TIMER_CONCURRENCY), which runs expireCall.lua; the relay then appends \`call.ended\` to both users' logs.`,
+      `Bound: ${bound}. The expiry path: createCall.lua indexes each ringing call in its shard's ring index; one BullMQ sweep job per queue partition and 1 s slot sweeps the partition's shards every RING_SWEEP_TICK_MS (expireDue.lua, compare-and-delete), so lateness is about one tick plus a pass, whatever the number pending; the relay then appends \`call.ended\` to both users' logs.`,
       '',
       latencyTable(delivered),
     ].join('\n');
     return {
-      id: 'timers',
-      title: 'Ring timers',
-      headlines: [
-        {
-          metric: `unanswered lateness p99 at the callee (${fmtNum(commit.peakPending)} pending)`,
-          value: `${fmtMs(d?.p99 ?? NaN)} (p50 ${fmtMs(d?.p50 ?? NaN)}); committed p99 ${fmtMs(c.p99)}`,
-          ceiling: `goal ${GOAL_LATENESS_P99_MS} ms`,
-          ratio: d ? `${(d.p99 / GOAL_LATENESS_P99_MS).toFixed(2)}× goal` : 'n/a',
-          bound,
-        },
-        {
-          metric: 'expiries/s (busiest second)',
-          value: fmtRate(expiryRate),
-          ceiling: redisCreate ? `Redis-bound create ${fmtRate(redisCreate)}` : 'n/a',
-          ratio: ratio(expiryRate, redisCreate),
-        },
-      ],
-      goals: [
-        {
-          goal: `timer lateness p99 < ${GOAL_LATENESS_P99_MS} ms with ${fmtNum(GOAL_TIMERS_PENDING)} pending`,
-          target: `< ${GOAL_LATENESS_P99_MS} ms`,
-          measured: `p99 ${fmtMs(d?.p99 ?? NaN)} at the callee, ${fmtMs(c.p99)} committed, with ${fmtNum(commit.peakPending)} pending at peak; errors: ${errorList(errors)}`,
-          status: met ? 'MET' : 'MISSED',
-          atGoalSize,
-          note: bound,
-        },
-      ],
-      markdown: md,
-      data: { created, createRate, peakPending: commit.peakPending, expiryRate, delivered, committed: c, errors, cpu, generator: gen },
+      created,
+      createRate,
+      peakPending: commit.peakPending,
+      expiryRate,
+      delivered: d,
+      p99: d && d.count > 0 ? d.p99 : NaN,
+      committed: c,
+      errors,
+      bound,
+      cpu,
+      markdown,
     };
   } finally {
     await pool.close();

@@ -55,6 +55,8 @@ export interface CallsResult {
   completed: number;
   errors: Record<string, number>;
   anomalies: Record<string, number>;
+  /** Android push signals the fake providers accepted, by event type (expected, not anomalies). */
+  pushSignals: Record<string, number>;
   hist: Record<string, SerializedHistogram>;
   /** From the first scheduled start to the last lifecycle finished. */
   spanMs: number;
@@ -119,6 +121,7 @@ export function createTask(): Task {
   const sockets: DeviceSocket[] = [];
   const active = new Map<string, CallState>();
   let anomalies: Record<string, number> = {};
+  let pushSignals: Record<string, number> = {};
   let closes = 0;
   let udp: UdpSocket | undefined;
   /** Push token → device index within its pair. */
@@ -182,11 +185,13 @@ export function createTask(): Task {
       if (s.push) {
         udp = createSocket('udp4');
         udp.on('message', (msg) => {
-          const text = msg.toString();
-          const nl = text.indexOf('\n');
-          const st = active.get(text.slice(0, nl));
-          const k = deviceOfToken.get(text.slice(nl + 1));
+          const [callId = '', token = '', type = ''] = msg.toString().split('\n');
+          const st = active.get(callId);
+          const k = deviceOfToken.get(token);
           if (!st || k === undefined) return countInto(anomalies, 'push:unknown-call');
+          // Android push signals (call.ended, call.accepted) are expected; only a second
+          // invitation to the same device is a duplicate.
+          if (type !== 'call.invited') return countInto(pushSignals, type);
           if (!st.pushed[k]!.fire(nowMs())) countInto(anomalies, 'push:duplicate');
         });
         await new Promise<void>((res) => udp!.bind(0, '127.0.0.1', () => res()));
@@ -218,6 +223,7 @@ export function createTask(): Task {
       const errors: Record<string, number> = {};
       const answers: Record<string, number> = {};
       anomalies = {};
+      pushSignals = {};
       const closesBefore = closes;
       let started = 0;
       let completed = 0;
@@ -323,6 +329,7 @@ export function createTask(): Task {
         completed,
         errors,
         anomalies,
+        pushSignals,
         hist: hist.serialize(),
         spanMs: lastDone - r.startAtMs,
         maxLagMs,

@@ -41,13 +41,14 @@ export function createTask(): Task {
   const onPush = (provider: string, status: number, callpayload: unknown, token: string) => {
     const at = nowMs();
     const callId = (callpayload as { callId?: unknown } | undefined)?.callId;
+    const type = (callpayload as { type?: unknown } | undefined)?.type;
+    // Every accepted message goes to the generator, signals included, with its event type.
     if (status === 200 && typeof callId === 'string') {
       const parts = callId.split('.');
       const port = routes.get(`${parts[0]}.${parts[1]}`);
-      if (port) udp.send(`${callId}\n${token}`, port, '127.0.0.1');
+      if (port) udp.send(`${callId}\n${token}\n${String(type)}`, port, '127.0.0.1');
     }
     countInto(statuses, `${provider} ${status}`);
-    const type = (callpayload as { type?: unknown } | undefined)?.type;
     const sched = scheduledOf(callpayload);
     if (sched === undefined) {
       unmatched++;
