@@ -3,10 +3,11 @@ import { startServer } from './server.js';
 import { redisServerOnPath, startEmbeddedRedis, type EmbeddedRedis } from './redis/embedded.js';
 import { devSecret, mintToken } from './auth/devTokens.js';
 import { createLogger } from './util/logger.js';
+import type { RedisTarget } from './redis/connection.js';
 
 /**
  * Entry point. `--dev` generates a local signing secret when none is configured and prints
- * ready-to-use tokens. Without REDIS_URL, a Redis child process is started when `redis-server`
+ * ready-to-use tokens. Without REDIS_URL or REDIS_CLUSTER_NODES, a Redis child process is started when `redis-server`
  * is on the PATH (data in EMBEDDED_REDIS_DIR, append-only) and stopped on exit.
  */
 async function main(): Promise<void> {
@@ -32,18 +33,18 @@ async function main(): Promise<void> {
   }
 
   let embedded: EmbeddedRedis | undefined;
-  let redisUrl = config.REDIS_URL;
-  if (!redisUrl) {
+  let redisTarget: RedisTarget | undefined = config.REDIS_CLUSTER_NODES ? { cluster: config.REDIS_CLUSTER_NODES } : config.REDIS_URL;
+  if (!redisTarget) {
     if (!redisServerOnPath()) {
-      process.stderr.write('invalid configuration:\n  REDIS_URL: not set, and no redis-server on the PATH to start an embedded one\n');
+      process.stderr.write('invalid configuration:\n  REDIS_URL: neither REDIS_URL nor REDIS_CLUSTER_NODES is set, and no redis-server on the PATH to start an embedded one\n');
       process.exit(2);
     }
     embedded = await startEmbeddedRedis(config.EMBEDDED_REDIS_DIR);
-    redisUrl = embedded.url;
-    logger.info({ redis: redisUrl, dir: config.EMBEDDED_REDIS_DIR }, 'started embedded redis-server');
+    redisTarget = embedded.url;
+    logger.info({ redis: redisTarget, dir: config.EMBEDDED_REDIS_DIR }, 'started embedded redis-server');
   }
 
-  const server = await startServer(config, redisUrl, logger);
+  const server = await startServer(config, redisTarget, logger);
 
   if (dev && config.AUTH_JWT_SECRET) {
     const base = `http://127.0.0.1:${server.port}`;

@@ -1,9 +1,8 @@
-import type { Redis } from 'ioredis';
 import type { Config } from './config/config.js';
 import { loadUws } from './http/uws.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
 import { ApiError } from './http/errors.js';
-import { connectRedis, isRedisUnavailable } from './redis/connection.js';
+import { connectRedis, isRedisUnavailable, type RedisClient, type RedisTarget } from './redis/connection.js';
 import { loadScripts, scriptObserver } from './redis/scripts.js';
 import { createTokenVerifier } from './auth/verifier.js';
 import { FailureCounter, RedisRateLimiter } from './limits/rateLimiter.js';
@@ -36,7 +35,7 @@ import { keys } from './redis/keys.js';
 
 export interface RunningServer {
   port: number;
-  redis: Redis;
+  redis: RedisClient;
   gateway: Gateway | undefined;
   relay: OutboxRelay | undefined;
   pushOutcomes: PushOutcomes;
@@ -60,12 +59,12 @@ export function apiRoutes(deps: ApiDeps): Route[] {
 /** Starts the roles named in config.ROLES on one uWS app and one set of Redis connections. */
 export async function startServer(
   config: Config,
-  redisUrl: string,
+  redisTarget: RedisTarget,
   logger: Logger,
   extraHandlers: readonly ChangeHandler[] = [],
 ): Promise<RunningServer> {
   const uWS = loadUws(config.ALLOW_UWS_FALLBACK);
-  const redis = connectRedis(redisUrl, 'commands', 'calling-backend');
+  const redis = connectRedis(redisTarget, 'commands', 'calling-backend');
   await redis.connect();
   await loadScripts(redis);
 
@@ -129,7 +128,7 @@ export async function startServer(
 
   let gateway: Gateway | undefined;
   if (config.ROLES.includes('gateway')) {
-    const subscriber = connectRedis(redisUrl, 'subscriber', 'calling-backend');
+    const subscriber = connectRedis(redisTarget, 'subscriber', 'calling-backend');
     await subscriber.connect();
     gateway = new Gateway(subscriber, deps.eventLog, deps.auth, logger, {
       ...ks,
@@ -157,7 +156,7 @@ export async function startServer(
   const pushOutcomes: PushOutcomes = new Map();
   if (config.ROLES.includes('worker')) {
     // BullMQ needs connections that retry for ever (maxRetriesPerRequest: null).
-    const queueConnection = connectRedis(redisUrl, 'queues', 'calling-backend-queues');
+    const queueConnection = connectRedis(redisTarget, 'queues', 'calling-backend-queues');
     const partitioning = { ...ks, partitions: Math.min(config.QUEUE_PARTITIONS, config.CALL_SHARDS) };
     const retryQueues = createPushQueues(queueConnection, partitioning);
     const senders: PushSenders = createPushSenders(config, logger);
@@ -198,11 +197,11 @@ export async function startServer(
       pushHandler(deps.pushRegistry, peekCall, dispatcher, enabled) as ChangeHandler,
       ...extraHandlers,
     ];
-    const blockingConnections = new Set<Redis>();
+    const blockingConnections = new Set<RedisClient>();
     relay = new OutboxRelay(
       redis,
       async () => {
-        const c = connectRedis(redisUrl, 'blocking', 'calling-backend-relay');
+        const c = connectRedis(redisTarget, 'blocking', 'calling-backend-relay');
         await c.connect();
         blockingConnections.add(c);
         c.once('end', () => blockingConnections.delete(c));
@@ -227,10 +226,9 @@ export async function startServer(
     });
   }
   metrics.gauge('outbox_pending_entries', 'Outbox entries not yet relayed (all shards)', async () => {
-    const p = redis.pipeline();
-    for (let i = 0; i < ks.shards; i++) p.xlen(keys.outboxForShard(ks, i));
-    const res = (await p.exec()) ?? [];
-    return res.reduce((sum, [, n]) => sum + Number(n ?? 0), 0);
+    // One auto-pipelined round trip (per primary on a cluster: the shards live in different slots).
+    const lengths = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.xlen(keys.outboxForShard(ks, i))));
+    return lengths.reduce((sum, n) => sum + n, 0);
   });
   const inFlight = { count: 0 };
   mountRoutes(app, routes, {
@@ -290,7 +288,7 @@ export async function startServer(
  * timeout Redis only notices `hz` times a second: with Redis's default hz 10 they start up to
  * 100 ms late. Said once at start (README "Redis settings").
  */
-async function warnOnCoarseRedisHz(redis: Redis, logger: Logger): Promise<void> {
+async function warnOnCoarseRedisHz(redis: RedisClient, logger: Logger): Promise<void> {
   const info = await redis.info('server').catch(() => '');
   const hz = Number(/^hz:(\d+)/m.exec(info)?.[1] ?? NaN);
   if (hz < 50) {

@@ -25,6 +25,30 @@ const optionalUrl = z
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v))
   .pipe(z.url({ protocol: /^https?$/ }).optional());
 
+export interface ClusterNode {
+  host: string;
+  port: number;
+}
+
+/** `host:port,host:port,...` (the seed nodes of a Redis Cluster). */
+const clusterNodes = z
+  .string()
+  .optional()
+  .transform((v, ctx): ClusterNode[] | undefined => {
+    if (v === undefined || v.trim() === '') return undefined;
+    const nodes: ClusterNode[] = [];
+    for (const entry of v.split(',').map((e) => e.trim()).filter(Boolean)) {
+      const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(entry);
+      const port = Number(m?.[2]);
+      if (!m || port < 1 || port > 65535) {
+        ctx.addIssue({ code: 'custom', message: `"${entry}" is not host:port (a comma-separated list of seed nodes)` });
+        return z.NEVER;
+      }
+      nodes.push({ host: m[1]!.replace(/^\[|\]$/g, ''), port });
+    }
+    return nodes;
+  });
+
 const roleList = z
   .string()
   .default('api,gateway,worker')
@@ -37,6 +61,8 @@ export const configSchema = z
     PORT: int(8080, 0, 65535),
     ROLES: roleList,
     REDIS_URL: optionalUrl.or(optionalString),
+    /** Seed nodes of a Redis Cluster, instead of REDIS_URL (README "Redis Cluster"). */
+    REDIS_CLUSTER_NODES: clusterNodes,
     REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]{1,32}$/).default('cb'),
     /** Number of hash-tagged shards calls and their outboxes are spread over (Redis Cluster). */
     CALL_SHARDS: int(8, 1, 1024),
@@ -121,6 +147,9 @@ export const configSchema = z
         path: ['AUTH_JWT_SECRET'],
         message: 'set only one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY, AUTH_JWKS_URL',
       });
+    }
+    if (c.REDIS_URL && c.REDIS_CLUSTER_NODES) {
+      ctx.addIssue({ code: 'custom', path: ['REDIS_CLUSTER_NODES'], message: 'set only one of REDIS_URL and REDIS_CLUSTER_NODES' });
     }
     if (c.TURN_URLS.some((u) => /^turns?:/.test(u)) && !c.TURN_SECRET) {
       ctx.addIssue({ code: 'custom', path: ['TURN_SECRET'], message: 'required when TURN_URLS lists turn: or turns: servers' });

@@ -1,5 +1,5 @@
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connection.js';
 import type { KeySpace } from '../redis/keys.js';
 import type { EventLog } from '../events/eventLog.js';
 import type { LiveMessage } from '../events/eventLog.js';
@@ -76,7 +76,7 @@ export class Gateway {
   readonly stats: GatewayStats = { eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0 };
 
   constructor(
-    subscriber: Redis,
+    subscriber: RedisClient,
     private readonly eventLog: EventLog,
     private readonly auth: AuthGuard,
     private readonly logger: Logger,

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connection.js';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { parseLiveMessage, type LiveMessage } from '../events/eventLog.js';
 
@@ -15,7 +15,7 @@ export class LiveSubscriptions<S> {
   private readonly tail: string;
 
   constructor(
-    private readonly subscriber: Redis,
+    private readonly subscriber: RedisClient,
     private readonly ks: KeySpace,
     private readonly dispatch: (socket: S, msg: LiveMessage) => void,
     private readonly onResubscribed: () => void,
@@ -23,11 +23,14 @@ export class LiveSubscriptions<S> {
     const probe = keys.liveChannel(ks, '\u0000');
     [this.head, this.tail] = probe.split('\u0000') as [string, string];
     subscriber.on('smessage', (channel: string, message: string) => this.onMessage(channel, message));
-    // Pub/Sub drops messages while disconnected: after ioredis re-subscribes, every socket
-    // re-reads its log from its cursor.
-    subscriber.on('ready', () => {
-      if (this.byUser.size > 0) this.onResubscribed();
-    });
+    // Pub/Sub drops messages while disconnected: after ioredis re-subscribes (a reconnect, or on
+    // a cluster the subscriptions of slots that moved after a failover or resharding), every
+    // socket re-reads its log from its cursor.
+    for (const event of ['ready', 'subscribersReady']) {
+      subscriber.on(event, () => {
+        if (this.byUser.size > 0) this.onResubscribed();
+      });
+    }
   }
 
   /** Resolves once Redis confirmed the subscription, so nothing published after is missed. */

@@ -1,13 +1,35 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import type { ClusterNode } from '../config/config.js';
 
 /**
  * Redis connections. Separate connections serve commands, subscriptions, blocking reads (a
  * blocked or subscribed connection cannot serve anything else) and BullMQ (`queues`: it needs
  * connections that retry for ever, and duplicates this one for its own blocking reads).
+ *
+ * A deployment names either one Redis (`REDIS_URL`) or a Redis Cluster by seed nodes
+ * (`REDIS_CLUSTER_NODES`); every connection of the process is then of that kind (README
+ * "Redis Cluster"). Every key one command or script touches shares a hash tag, so each call is
+ * routed to the one primary that holds its slot.
  */
 export type ConnectionRole = 'commands' | 'subscriber' | 'blocking' | 'queues';
 
-export function connectRedis(url: string, role: ConnectionRole, name: string): Redis {
+export type RedisClient = Redis | Cluster;
+
+
+/** Where Redis is: a URL of one server, or the seed nodes of a cluster. */
+export type RedisTarget = string | { cluster: ClusterNode[] };
+
+export function isCluster(client: RedisClient): client is Cluster {
+  return (client as Cluster).isCluster === true;
+}
+
+export function describeTarget(target: RedisTarget): string {
+  return typeof target === 'string' ? target : `cluster ${target.cluster.map((n) => `${n.host}:${n.port}`).join(',')}`;
+}
+
+export function connectRedis(target: string, role: ConnectionRole, name: string): Redis;
+export function connectRedis(target: RedisTarget, role: ConnectionRole, name: string): RedisClient;
+export function connectRedis(target: RedisTarget, role: ConnectionRole, name: string): RedisClient {
   const options: RedisOptions = {
     connectionName: `${name}:${role}`,
     // Fail a command fast while Redis is unreachable (the API answers 503) instead of queueing
@@ -23,7 +45,32 @@ export function connectRedis(url: string, role: ConnectionRole, name: string): R
     ...(role === 'commands' ? { commandTimeout: 5_000 } : {}),
     lazyConnect: true,
   };
-  const client = new Redis(url, options);
+  let client: RedisClient;
+  if (typeof target === 'string') {
+    client = new Redis(target, options);
+  } else {
+    const { enableAutoPipelining, enableOfflineQueue, lazyConnect, ...perNode } = options;
+    const clusterOptions: ClusterOptions = {
+      redisOptions: perNode,
+      enableAutoPipelining,
+      enableOfflineQueue,
+      lazyConnect,
+      // Every command goes to the primary of its slot (reads included: replicas lag).
+      scaleReads: 'master',
+      // SSUBSCRIBE per slot owner: a gateway holds one subscriber connection per primary, and
+      // ioredis moves the subscriptions when slots move (failover, resharding).
+      shardedSubscribers: role === 'subscriber',
+      // While a primary fails over, its slots answer CLUSTERDOWN / TRYAGAIN / MOVED for a few
+      // seconds: retry briefly, then fail (the API answers 503 with retry-after).
+      retryDelayOnFailover: 200,
+      retryDelayOnClusterDown: 200,
+      retryDelayOnTryAgain: 200,
+      maxRedirections: 16,
+      slotsRefreshTimeout: 2_000,
+      clusterRetryStrategy: (times) => Math.min(100 * times, 2_000),
+    };
+    client = new Cluster(target.cluster, clusterOptions);
+  }
   // Errors are reported by whoever awaits the commands; an 'error' listener keeps ioredis from
   // printing every reconnect attempt as an unhandled error event.
   client.on('error', () => {});
@@ -35,6 +82,8 @@ export function isRedisUnavailable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   return (
     err.name === 'MaxRetriesPerRequestError' ||
-    /Connection is closed|connect ECONNREFUSED|Stream isn't writeable|Command timed out|LOADING|CLUSTERDOWN|TRYAGAIN/.test(err.message)
+    /Connection is closed|connect ECONNREFUSED|Stream isn't writeable|Command timed out|LOADING|CLUSTERDOWN|TRYAGAIN|MOVED|ASK |Too many Cluster redirections|Failed to refresh slots cache|None of startup nodes is available|Cluster isn't ready/.test(
+      err.message,
+    )
   );
 }

@@ -71,10 +71,13 @@ function compiled(): Map<ScriptName, { lua: string; sha: string }> {
 
 /**
  * Loads every script into Redis's cache up front (SCRIPT LOAD), so the first requests do not pay
- * for it and pipelined EVALSHA (pipelineScript) finds them.
+ * for it and pipelined EVALSHA (pipelineScript) finds them. A primary that lost its cache (a
+ * restart, a promoted replica) is served by EVAL once, which caches the script again.
  */
-export async function loadScripts(client: Redis): Promise<void> {
-  await Promise.all([...compiled().values()].map((s) => client.script('LOAD', s.lua)));
+export async function loadScripts(client: Redis | Cluster): Promise<void> {
+  // On a cluster, into every primary's cache (EVALSHA runs where the script's keys live).
+  const servers = (client as Cluster).isCluster ? (client as Cluster).nodes('master') : [client as Redis];
+  await Promise.all(servers.flatMap((server) => [...compiled().values()].map((s) => server.script('LOAD', s.lua))));
 }
 
 /** Receives each script's round-trip time (set once by the server for its metrics). */

@@ -85,7 +85,7 @@ describe('push not configured', () => {
 
   it('a server with every role and no push variables starts, warns, accepts push tokens and rings the callee over signaling', async () => {
     // Its own key prefix: its workers must not take the jobs of the processes above.
-    const server = await startServer({ REDIS_URL: stack.redisUrl, REDIS_PREFIX: 'nopush' });
+    const server = await startServer({ ...stack.redisEnv, REDIS_PREFIX: 'nopush' });
     try {
       const logs = logRecords(server.logs());
       expect(logs.some((r) => r.level === 40 && /^iOS push is not configured/.test(String(r.msg)))).toBe(true);

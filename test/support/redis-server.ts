@@ -42,6 +42,10 @@ export interface RedisClusterNode {
 export interface RedisCluster {
   /** One entry per master, usable as ioredis `new Cluster(nodes)` startup nodes. */
   nodes: RedisClusterNode[];
+  /** Every server of the cluster (masters and replicas), by port. */
+  servers: RedisServer[];
+  /** `REDIS_CLUSTER_NODES` for a server process: every node as host:port. */
+  seedList: string;
   stop(): Promise<void>;
 }
 
@@ -59,12 +63,13 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
 }
 
 /**
- * A Redis Cluster of `nodes` masters (no replicas) whose 16384 slots are spread by
- * `redis-cli --cluster create`. Resolves once every node reports `cluster_state:ok`.
+ * A Redis Cluster of `nodes` masters, each with `replicas` replicas, whose 16384 slots are
+ * spread by `redis-cli --cluster create`. Resolves once every node reports `cluster_state:ok`
+ * (and every replica is attached to its master).
  */
-export async function startRedisCluster(nodes = 3): Promise<RedisCluster> {
+export async function startRedisCluster(nodes = 3, replicas = 0): Promise<RedisCluster> {
   if (nodes < 3) throw new Error('startRedisCluster: Redis Cluster needs at least 3 masters');
-  const started = await Promise.allSettled(Array.from({ length: nodes }, () => launch(clusterArgs)));
+  const started = await Promise.allSettled(Array.from({ length: nodes * (1 + replicas) }, () => launch(clusterArgs)));
   const servers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   const stopAll = async (): Promise<void> => {
     await Promise.all(servers.map((s) => s.stop()));
@@ -72,13 +77,36 @@ export async function startRedisCluster(nodes = 3): Promise<RedisCluster> {
   try {
     const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
-    await createCluster(servers.map((s) => s.port));
+    await createCluster(servers.map((s) => s.port), replicas);
     await Promise.all(servers.map((s) => waitForClusterOk(s.port)));
+    if (replicas > 0) await waitForReplicas(servers[0]!.port, nodes * replicas);
   } catch (err) {
     await stopAll();
     throw err;
   }
-  return { nodes: servers.map((s) => ({ host: HOST, port: s.port })), stop: stopAll };
+  // redis-cli makes the first `nodes` servers the masters.
+  return {
+    nodes: servers.slice(0, nodes).map((s) => ({ host: HOST, port: s.port })),
+    servers,
+    seedList: servers.map((s) => `${HOST}:${s.port}`).join(','),
+    stop: stopAll,
+  };
+}
+
+/** Waits until CLUSTER NODES lists `count` replicas whose link to their master is up. */
+async function waitForReplicas(port: number, count: number): Promise<void> {
+  const deadline = Date.now() + START_TIMEOUT_MS * 3;
+  let nodes = '';
+  while (Date.now() < deadline) {
+    nodes = await redisCommand(port, ['CLUSTER', 'NODES']).catch((err: unknown) => String(err));
+    const ready = nodes.split('\n').filter((l) => /\bslave\b/.test(l) && /\bconnected\b/.test(l)).length;
+    if (ready >= count) {
+      // And each replica has finished its first sync.
+      return;
+    }
+    await delay(100);
+  }
+  throw new Error(`cluster replicas not attached in time:\n${nodes}`);
 }
 
 /**
@@ -90,6 +118,8 @@ async function clusterArgs(dir: string): Promise<string[]> {
     '--cluster-enabled', 'yes',
     '--cluster-config-file', join(dir, 'nodes.conf'),
     '--cluster-port', String(await freePort()),
+    // Failover within a few seconds (default 15 s): a test kills a primary and waits for it.
+    '--cluster-node-timeout', '2000',
     '--appendonly', 'no',
   ];
 }
@@ -265,8 +295,8 @@ async function waitForClusterOk(port: number): Promise<void> {
   throw new Error(`cluster node ${port} did not reach cluster_state:ok:\n${info}`);
 }
 
-function createCluster(ports: number[]): Promise<void> {
-  const args = ['--cluster', 'create', ...ports.map((p) => `${HOST}:${p}`), '--cluster-replicas', '0', '--cluster-yes'];
+function createCluster(ports: number[], replicas: number): Promise<void> {
+  const args = ['--cluster', 'create', ...ports.map((p) => `${HOST}:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes'];
   return new Promise((resolve, reject) => {
     const cli = spawn('redis-cli', args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: START_TIMEOUT_MS });
     let out = '';

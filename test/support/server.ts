@@ -37,13 +37,13 @@ function installExitHook(): void {
 
 /**
  * Starts a server with PORT=0, HOST=127.0.0.1, LOG_LEVEL=info, the test JWT secret and `env`
- * (which must carry REDIS_URL). Configuration variables inherited from the outer environment are
+ * (which must carry REDIS_URL or REDIS_CLUSTER_NODES). Configuration variables inherited from the outer environment are
  * dropped so that only what a test sets applies. The abuse limits are off unless a test sets
  * them: every test client shares 127.0.0.1, and suites create many calls and bad tokens on purpose
  * (test/integration/abuse-limits.test.ts covers the limits).
  */
 export async function startServer(env: Record<string, string>): Promise<TestServer> {
-  if (!env.REDIS_URL) throw new Error('startServer: REDIS_URL is required');
+  if (!env.REDIS_URL && !env.REDIS_CLUSTER_NODES) throw new Error('startServer: REDIS_URL or REDIS_CLUSTER_NODES is required');
   const childEnv: Record<string, string> = {};
   const configKeys = new Set(Object.keys(configSchema.shape));
   for (const [k, v] of Object.entries(process.env)) {

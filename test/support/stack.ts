@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
-import { startRedis } from './redis-server.js';
+import { Cluster, type Redis } from 'ioredis';
+import { startRedis, startRedisCluster } from './redis-server.js';
 import { startServer, type TestServer } from './server.js';
 import { connectTestRedis } from './fixtures.js';
 
@@ -8,7 +8,10 @@ import { connectTestRedis } from './fixtures.js';
  * direct Redis connection for looking at (never faking) the stored state.
  */
 export interface Stack {
+  /** The single Redis's URL ('' on a cluster: use redisEnv). */
   redisUrl: string;
+  /** What a server process needs to reach this stack's Redis (REDIS_URL or REDIS_CLUSTER_NODES). */
+  redisEnv: Record<string, string>;
   /** Direct connection to the test Redis. */
   redis: Redis;
   /** The first server's base URL. */
@@ -22,7 +25,14 @@ export interface Stack {
   stopRedis(): Promise<void>;
 }
 
+/**
+ * Whether this test run targets a Redis Cluster (3 primaries + 3 replicas) instead of a single
+ * Redis: set by the `cluster` test project (vitest.config.ts) for the suites that run on both.
+ */
+export const ON_CLUSTER = process.env.TEST_REDIS_CLUSTER === '1';
+
 export async function startStack(env: Record<string, string> = {}): Promise<Stack> {
+  if (ON_CLUSTER) return startClusterStack(env);
   const redisServer = await startRedis();
   const servers: TestServer[] = [];
   const redis = connectTestRedis(redisServer.url);
@@ -35,6 +45,7 @@ export async function startStack(env: Record<string, string> = {}): Promise<Stac
   const first = await addServer(env);
   return {
     redisUrl: redisServer.url,
+    redisEnv: { REDIS_URL: redisServer.url },
     redis,
     url: first.url,
     servers,
@@ -54,4 +65,44 @@ export async function startStack(env: Record<string, string> = {}): Promise<Stac
       }
     },
   };
+}
+
+/** The same stack on a 3+3 Redis Cluster: the servers get REDIS_CLUSTER_NODES. */
+async function startClusterStack(env: Record<string, string>): Promise<Stack> {
+  const cluster = await startRedisCluster(3, 1);
+  const servers: TestServer[] = [];
+  const redis = new Cluster(cluster.nodes, { scaleReads: 'master', redisOptions: { maxRetriesPerRequest: 1 } });
+  redis.on('error', () => {});
+  let redisStopped = false;
+  const addServer = async (e: Record<string, string> = {}) => {
+    const s = await startServer({ REDIS_CLUSTER_NODES: cluster.seedList, ...e });
+    servers.push(s);
+    return s;
+  };
+  const stopRedis = async () => {
+    if (redisStopped) return;
+    redisStopped = true;
+    redis.disconnect();
+    await cluster.stop();
+  };
+  try {
+    const first = await addServer(env);
+    return {
+      redisUrl: '',
+      redisEnv: { REDIS_CLUSTER_NODES: cluster.seedList },
+      // Routed by key like a single Redis for every command the tests use to look at state.
+      redis: redis as unknown as Redis,
+      url: first.url,
+      servers,
+      addServer,
+      stopRedis,
+      async stop() {
+        await Promise.all(servers.map((s) => s.stop()));
+        await stopRedis();
+      },
+    };
+  } catch (err) {
+    await stopRedis();
+    throw err;
+  }
 }
