@@ -23,9 +23,12 @@
                       except-installation ('' = none); in outbox order (may be none)
 
   Exactly once per outbox entry: the relay may hand the same outbox entry over again (a retried
-  batch, a crash between this append and its acknowledgement, a Redis restart), and an entry not
-  newer than the shard's `s<shard>` mark is skipped. A shard's entries reach a user in outbox
-  order, so the mark only grows.
+  batch, a crash between this append and its acknowledgement, a Redis restart). Each log entry
+  records the outbox entry it came from (field `e`: "<shard>:<entry ID>"). An entry newer than
+  the shard's `s<shard>` mark is new (the common case: a shard's entries reach a user in outbox
+  order, and no read is needed); one that is not is looked for among the log's newest
+  DEDUPE_WINDOW entries and appended only if absent (it arrived out of order, e.g. while two
+  relays briefly read the same shard during a lease handover).
 
   Trimming is exact by length and records the newest entry it removed (`trimmed`), so
   readEvents.lua can tell a cursor that lost events from one that did not. Age trimming and the
@@ -63,14 +66,32 @@ count, agedAt = tonumber(count) or 0, tonumber(agedAt) or 0
 local previous = last
 local firstNew
 local appended = 0
+local shardTag = string.sub(shardField, 2) .. ':'
+-- Outbox entries already in the log's newest entries (read only when an entry is not new).
+local DEDUPE_WINDOW = 64
+local seen
+local function alreadyAppended(entryId)
+  if not seen then
+    seen = {}
+    for _, e in ipairs(redis.call('XREVRANGE', logKey, '+', '-', 'COUNT', DEDUPE_WINDOW)) do
+      local f = e[2]
+      for j = 1, #f, 2 do
+        if f[j] == 'e' then seen[f[j + 1]] = true end
+      end
+    end
+  end
+  return seen[shardTag .. entryId] == true
+end
 -- The log lost as a whole (expired, evicted, deleted) although it had entries: they count as
 -- trimmed. Noticed by the first XADD, which does not create a missing stream.
 local lost = false
-local function add(create, payload, only, except)
+local function add(create, entryId, payload, only, except)
   local head = create and { 'XADD', logKey } or { 'XADD', logKey, 'NOMKSTREAM' }
   head[#head + 1] = '*'
   head[#head + 1] = 'p'
   head[#head + 1] = payload
+  head[#head + 1] = 'e'
+  head[#head + 1] = shardTag .. entryId
   if only ~= '' then
     head[#head + 1], head[#head + 2] = 'o', only
   elseif except ~= '' then
@@ -78,17 +99,22 @@ local function add(create, payload, only, except)
   end
   return redis.call(unpack(head))
 end
+-- Outbox entries appended by this call (one entry may have several deliveries for the user).
+local appendedNow = {}
 for i = 10, #ARGV, 4 do
   local entryId, payload, only, except = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  if not mark or streamIdLess(mark, entryId) then
-    local id = add(firstNew ~= nil, payload, only, except)
+  local isNew = appendedNow[entryId] or not mark or streamIdLess(mark, entryId)
+  if isNew or not alreadyAppended(entryId) then
+    local id = add(firstNew ~= nil, entryId, payload, only, except)
     if not id then
       lost = previous ~= '0-0'
-      id = add(true, payload, only, except)
+      id = add(true, entryId, payload, only, except)
     end
     redis.call('SPUBLISH', channel, epoch .. '\n' .. last .. '\n' .. id .. '\n' .. only .. '\n' .. except .. '\n' .. payload)
     firstNew = firstNew or id
-    last, mark = id, entryId
+    last = id
+    if not mark or streamIdLess(mark, entryId) then mark = entryId end
+    appendedNow[entryId] = true
     appended = appended + 1
   end
 end

@@ -107,8 +107,14 @@ export class OutboxRelay {
 
   private async startReader(shard: number): Promise<void> {
     const reader = new ShardReader(shard, this, this.opts);
+    const blocking = await this.blockingConnection();
+    try {
+      await reader.start(blocking);
+    } catch (err) {
+      blocking.disconnect();
+      throw err;
+    }
     this.readers.set(shard, reader);
-    await reader.start(await this.blockingConnection());
   }
 
   private async stopReader(shard: number): Promise<void> {
@@ -179,7 +185,9 @@ class ShardReader {
     this.running = false;
     // Unblock the pending XREADGROUP. A batch being processed finishes first (the loop awaits it).
     this.blocking?.disconnect();
-    await this.loop?.catch(() => {});
+    // A read on a connection to a primary that just died may never settle: the loop ends on its
+    // own once it does (running is false), and nothing of this shard is in flight meanwhile.
+    await Promise.race([this.loop?.catch(() => {}), sleep(this.opts.blockMs + 1000)]);
     await this.settle();
   }
 

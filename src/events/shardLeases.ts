@@ -29,6 +29,7 @@ export interface LeaseSettings extends KeySpace {
 
 export class ShardLeases {
   private readonly owned = new Set<number>();
+  private lastRelays: string[] = [];
 
   constructor(
     private readonly redis: Redis | Cluster,
@@ -53,19 +54,27 @@ export class ShardLeases {
   /** Renews, gives up and takes leases so this relay holds its share. */
   async check(): Promise<void> {
     const owned = this.shards();
-    // One round trip (auto-pipelined): the heartbeat, who holds each shard, and the renewals.
-    const [relays, holders, renewed] = await Promise.all([
-      runScript(this.redis, 'relayHeartbeat', [keys.relays(this.s)], [this.holder, String(this.s.leaseMs), '0']) as Promise<string[]>,
-      Promise.all(Array.from({ length: this.s.shards }, (_, shard) => this.redis.get(keys.shardLease(this.s, shard)))),
-      Promise.all(owned.map((shard) => this.hold(shard, false))),
+    // One round trip (auto-pipelined): the heartbeat, who holds each shard, and the renewals. A
+    // shard whose primary does not answer (a failover on a cluster) is skipped this time: the
+    // others are still renewed and balanced. (`undefined`: unknown.)
+    const settle = <T>(p: Promise<T>) => p.catch(() => undefined);
+    const [beat, holders, renewed] = await Promise.all([
+      settle(runScript(this.redis, 'relayHeartbeat', [keys.relays(this.s)], [this.holder, String(this.s.leaseMs), '0']) as Promise<string[]>),
+      Promise.all(Array.from({ length: this.s.shards }, (_, shard) => settle(this.redis.get(keys.shardLease(this.s, shard))))),
+      Promise.all(owned.map((shard) => settle(this.hold(shard, false)))),
     ]);
     for (const [i, shard] of owned.entries()) {
+      // Unknown: keep reading; the lease is renewed next time or runs out (and is then lost).
+      if (holders[shard] === undefined || renewed[i] === undefined) continue;
       if (holders[shard] === this.holder && renewed[i] === 1) continue;
       this.owned.delete(shard);
       this.logger.warn({ shard }, 'relay lost its lease on an outbox shard');
       await this.owner.lost(shard);
     }
 
+    // Without an answer, the relays last seen (a relay that missed a beat is not gone yet).
+    const relays = beat ?? this.lastRelays;
+    this.lastRelays = relays;
     const live = relays.includes(this.holder) ? relays : [...relays, this.holder].sort();
     const share = Math.ceil(this.s.shards / live.length);
     // Over its share (another relay joined): give up the highest shards.
@@ -80,9 +89,16 @@ export class ShardLeases {
     for (let k = 0; k < this.s.shards && this.owned.size < share; k++) {
       const shard = (start + k) % this.s.shards;
       if (holders[shard] !== null || this.owned.has(shard)) continue;
-      if ((await this.hold(shard, false)) !== 1) continue;
+      if ((await settle(this.hold(shard, false))) !== 1) continue;
       this.owned.add(shard);
-      await this.owner.acquired(shard);
+      try {
+        await this.owner.acquired(shard);
+      } catch (err) {
+        // Could not start reading it (its primary is failing over): give it back, take it later.
+        this.owned.delete(shard);
+        await settle(this.hold(shard, true));
+        this.logger.warn({ shard, err: (err as Error).message }, 'relay could not start reading an outbox shard; retrying');
+      }
     }
   }
 

@@ -33,23 +33,29 @@ export function connectRedis(target: RedisTarget, role: ConnectionRole, name: st
   const options: RedisOptions = {
     connectionName: `${name}:${role}`,
     // Fail a command fast while Redis is unreachable (the API answers 503) instead of queueing
-    // it for ever; reconnects keep going in the background.
-    maxRetriesPerRequest: role === 'commands' ? 2 : null,
+    // it for ever; reconnects keep going in the background. A blocking read fails too, so its
+    // loop sends a new one, routed to wherever the key lives now (after a failover).
+    maxRetriesPerRequest: role === 'commands' ? 2 : role === 'blocking' ? 1 : null,
     // While disconnected, commands fail at once instead of waiting in a queue: the API answers
-    // 503 immediately and the client retries (its operationId makes that safe).
-    enableOfflineQueue: role !== 'commands',
+    // 503 immediately and the client retries (its operationId makes that safe); a blocking read
+    // fails and its loop tries again (a queued one could outlive the reader that sent it).
+    enableOfflineQueue: role === 'subscriber' || role === 'queues',
     // Commands issued in one event-loop turn go out in one write: on loopback or a LAN a write
     // costs far more CPU than encoding the command. (BullMQ's blocking connections inherit it
     // harmlessly: they send one command at a time.)
     enableAutoPipelining: role === 'commands' || role === 'queues',
-    ...(role === 'commands' ? { commandTimeout: 5_000 } : {}),
+    // Blocking reads block for at most a second (the relay's BLOCK): one that hangs far longer is
+    // on a connection that died without telling.
+    ...(role === 'commands' ? { commandTimeout: 5_000 } : role === 'blocking' ? { commandTimeout: 10_000 } : {}),
     lazyConnect: true,
   };
   let client: RedisClient;
   if (typeof target === 'string') {
     client = new Redis(target, options);
   } else {
-    const { enableAutoPipelining, enableOfflineQueue, lazyConnect, ...perNode } = options;
+    const { enableAutoPipelining, enableOfflineQueue, lazyConnect, ...rest } = options;
+    // Per node too: a command for a primary that died must fail, not wait for it to come back.
+    const perNode: RedisOptions = { ...rest, enableOfflineQueue };
     const clusterOptions: ClusterOptions = {
       redisOptions: perNode,
       enableAutoPipelining,
@@ -67,6 +73,9 @@ export function connectRedis(target: RedisTarget, role: ConnectionRole, name: st
       retryDelayOnTryAgain: 200,
       maxRedirections: 16,
       slotsRefreshTimeout: 2_000,
+      // Auto-pipelined commands that meet a MOVED (slots moved by a failover) fail instead of
+      // being redirected one by one: keep the slot map fresh so the next try goes right.
+      slotsRefreshInterval: 1_000,
       clusterRetryStrategy: (times) => Math.min(100 * times, 2_000),
     };
     client = new Cluster(target.cluster, clusterOptions);

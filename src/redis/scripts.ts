@@ -104,6 +104,18 @@ export function pipelineScript(p: ChainableCommander, name: ScriptName, keys: st
 }
 
 async function evalScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+  try {
+    return await evalOnce(client, name, keys, args);
+  } catch (err) {
+    // On a cluster, an auto-pipelined command that meets MOVED/ASK (its slot moved: a failover,
+    // a resharding) is not redirected by ioredis: refresh the slot map and try once more.
+    if (!(client as Cluster).isCluster || !/^(MOVED|ASK) /.test(String((err as Error).message))) throw err;
+    await new Promise<void>((resolve) => (client as Cluster).refreshSlotsCache(() => resolve()));
+    return evalOnce(client, name, keys, args);
+  }
+}
+
+async function evalOnce(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   const script = compiled().get(name)!;
   const expected = scriptDefinitions[name].numberOfKeys;
   if (expected !== 'variable' && keys.length !== expected) throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);

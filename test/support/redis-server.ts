@@ -99,10 +99,14 @@ async function waitForReplicas(port: number, count: number): Promise<void> {
   let nodes = '';
   while (Date.now() < deadline) {
     nodes = await redisCommand(port, ['CLUSTER', 'NODES']).catch((err: unknown) => String(err));
-    const ready = nodes.split('\n').filter((l) => /\bslave\b/.test(l) && /\bconnected\b/.test(l)).length;
-    if (ready >= count) {
-      // And each replica has finished its first sync.
-      return;
+    const replicaPorts = nodes
+      .split('\n')
+      .filter((l) => /\bslave\b/.test(l) && /\bconnected\b/.test(l))
+      .map((l) => Number(/:(\d+)@/.exec(l)?.[1]));
+    if (replicaPorts.length >= count) {
+      // And each replica has finished its first sync (else it would refuse to take over).
+      const infos = await Promise.all(replicaPorts.map((p) => redisCommand(p, ['INFO', 'replication']).catch(() => '')));
+      if (infos.every((i) => i.includes('master_link_status:up'))) return;
     }
     await delay(100);
   }
@@ -120,6 +124,8 @@ async function clusterArgs(dir: string): Promise<string[]> {
     '--cluster-port', String(await freePort()),
     // Failover within a few seconds (default 15 s): a test kills a primary and waits for it.
     '--cluster-node-timeout', '2000',
+    // A replica takes over however long it was out of touch (no data-age limit).
+    '--cluster-replica-validity-factor', '0',
     '--appendonly', 'no',
   ];
 }
