@@ -70,12 +70,18 @@ export interface Options {
    * like the docker-compose deployment; `single`: one process with every role.
    */
   topology: 'split' | 'single';
+  /**
+   * Run on a local Redis Cluster of this many primaries (no replicas) instead of one Redis, with
+   * the server as an api+gateway process and two worker processes sharing the relay. Only the
+   * lifecycle and storm scenarios run then.
+   */
+  cluster?: number;
 }
 
 export function usage(): string {
   return `usage: npm run bench -- [--quick | --full] [--scenarios ${ALL_SCENARIOS.join(',')}]
                       [--generators N] [--url http://host:port --redis redis://host:port --secret S]
-                      [--cpu-prof] [--no-push] [--topology split|single] [--set group.size=N ...]
+                      [--cpu-prof] [--no-push] [--topology split|single] [--cluster N] [--set group.size=N ...]
   --quick        small sizes, under two minutes (default)
   --full         the goal sizes: 60 s sustained, 100k idle sockets, 100k pending timers
   --url/--redis  target an existing deployment (and its Redis, for the ceiling); --secret (or
@@ -85,6 +91,8 @@ export function usage(): string {
   --no-push      run the server without push (no fake providers): shows what push costs
   --topology T   split (default): the server as two processes, ROLES=api,gateway and
                  ROLES=worker; single: one process with every role
+  --cluster N    a local Redis Cluster of N primaries, an api+gateway process and two worker
+                 processes sharing the relay; runs lifecycle and storm, reports per primary
   --set g.k=N    override one size of the mode, e.g. --set lifecycle.sustainedMs=30000 --set idle.sockets=50000`;
 }
 
@@ -142,6 +150,12 @@ export function parseArgs(argv: readonly string[]): Options {
         o.topology = t;
         break;
       }
+      case '--cluster': {
+        const n = Number(value());
+        if (!Number.isInteger(n) || n < 3 || n > 9) throw new Error('--cluster N: 3 to 9 primaries');
+        o.cluster = n;
+        break;
+      }
       case '--help':
       case '-h':
         throw new Error(usage());
@@ -158,6 +172,9 @@ export function parseArgs(argv: readonly string[]): Options {
     sizes = { ...sizes, [group!]: { ...target, [key]: Number(v) } } as Sizes;
   }
   if (o.url && !o.redis) throw new Error('--url needs --redis (the Redis-bound ceiling and timer checks read it)');
+  if (o.cluster && o.url) throw new Error('--cluster starts its own cluster: not with --url');
+  // On a cluster: the call path's scenarios (the others measure one Redis or one process).
+  if (o.cluster) scenarios = scenarios.filter((s) => s === 'lifecycle' || s === 'storm');
   return {
     sizes,
     scenarios,
@@ -166,6 +183,7 @@ export function parseArgs(argv: readonly string[]): Options {
     noPush: o.noPush ?? false,
     p99LimitMs: 50,
     topology: o.topology ?? 'split',
+    ...(o.cluster ? { cluster: o.cluster } : {}),
     ...(o.url ? { url: o.url } : {}),
     ...(o.redis ? { redis: o.redis } : {}),
     ...(o.secret ? { secret: o.secret } : {}),

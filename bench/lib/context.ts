@@ -12,6 +12,7 @@ import { GeneratorPool } from './generators.js';
 import type { HistogramSummary, SerializedHistogram } from './histogram.js';
 import { HistogramSet } from './histogram.js';
 import { runTag } from './users.js';
+import { startRedisCluster, type RedisCluster } from '../../test/support/redis-server.js';
 
 /**
  * Everything the scenarios share: the Redis and the main server under test (started here, or
@@ -68,6 +69,9 @@ export class BenchContext {
   readonly selfHosted: boolean;
   redisUrl = '';
   redisProc: RedisProcess | undefined;
+  /** With --cluster: the local cluster, and one INFO connection per primary. */
+  cluster: RedisCluster | undefined;
+  private nodeInfo: Redis[] = [];
   main!: ServerTarget;
   mainProc: ListeningProcess | undefined;
   /** The worker-role process of a split topology (relay, push, timers). */
@@ -96,10 +100,18 @@ export class BenchContext {
 
   /** Starts (or attaches to) Redis, the fake push providers and the main server. */
   async start(): Promise<void> {
-    if (this.selfHosted) {
+    if (this.selfHosted && this.opts.cluster) {
+      this.cluster = await startRedisCluster(this.opts.cluster);
+      this.redisUrl = `redis://${this.cluster.nodes[0]!.host}:${this.cluster.nodes[0]!.port}`;
+      this.nodeInfo = this.cluster.nodes.map((n) => new Redis({ host: n.host, port: n.port, maxRetriesPerRequest: 2 }));
+      for (const r of this.nodeInfo) r.on('error', () => {});
+      this.log(`redis cluster: ${this.cluster.nodes.length} primaries ${this.cluster.seedList} (no replicas, --save '' --appendonly no)`);
+    } else if (this.selfHosted) {
       this.redisProc = await startRedis();
       this.redisUrl = this.redisProc.url;
       this.log(`redis-server ${this.redisUrl} (pid ${this.redisProc.pid}, --save '' --appendonly no)`);
+    }
+    if (this.selfHosted) {
       await this.startPushFakes();
       const { server, worker } = await this.startDeployment('server', {});
       this.mainProc = server;
@@ -128,7 +140,7 @@ export class BenchContext {
     if (!this.selfHosted) throw new Error(`${label}: cannot start servers when targeting --url`);
     const p = await startServer({
       label,
-      redisUrl: this.redisUrl,
+      redisUrl: this.cluster ? { cluster: this.cluster.seedList } : this.redisUrl,
       secret: this.secret,
       env: { ...BENCH_LIMITS, ...(this.push.configured ? this.push.env : {}), ...env },
       ...(this.profileDir ? { cpuProfDir: this.profileDir } : {}),
@@ -142,9 +154,28 @@ export class BenchContext {
    * `api,gateway` process plus a `worker` process (`<label>-worker`) with the same settings.
    */
   async startDeployment(label: string, env: Record<string, string>): Promise<{ server: ListeningProcess; worker?: ListeningProcess }> {
-    if (this.opts.topology !== 'split') return { server: await this.startServer(label, env) };
+    if (this.opts.topology !== 'split' && !this.cluster) return { server: await this.startServer(label, env) };
     const server = await this.startServer(label, { ...env, ROLES: 'api,gateway' });
-    return { server, worker: await this.startServer(`${label}-worker`, { ...env, ROLES: 'worker' }) };
+    const worker = await this.startServer(`${label}-worker`, { ...env, ROLES: 'worker' });
+    // On a cluster, a second worker shares the relay's shards and the queues.
+    if (this.cluster) this.secondWorker = await this.startServer(`${label}-worker-2`, { ...env, ROLES: 'worker' });
+    return { server, worker };
+  }
+
+  /** With --cluster: the second worker process of the main deployment. */
+  secondWorker: ListeningProcess | undefined;
+
+  /** Per primary (--cluster): commands and CPU seconds so far, by node address. */
+  async perPrimary(): Promise<{ node: string; calls: number; cpuSec: number }[]> {
+    return Promise.all(
+      this.nodeInfo.map(async (r) => {
+        const [stats, info] = await Promise.all([r.info('commandstats'), r.info('cpu')]);
+        let calls = 0;
+        for (const m of stats.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) if (m[1] !== 'info') calls += Number(m[2]);
+        const num = (k: string) => Number(new RegExp(`^${k}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+        return { node: `${r.options.host}:${r.options.port}`, calls, cpuSec: num('used_cpu_user') + num('used_cpu_sys') };
+      }),
+    );
   }
 
   async stopServer(p: Started): Promise<void> {
@@ -203,18 +234,30 @@ export class BenchContext {
     return this.info!.info();
   }
 
+  /** INFO of every primary (--cluster) or of the one Redis. */
+  private async infoTexts(section?: string): Promise<string[]> {
+    const clients = this.nodeInfo.length > 0 ? this.nodeInfo : [this.info!];
+    return Promise.all(clients.map((c) => (section ? c.info(section) : c.info())));
+  }
+
   /** Per-command call counts and time from INFO commandstats (commands run inside scripts included). */
   async commandStats(): Promise<Record<string, { calls: number; usec: number }>> {
-    const text = await this.info!.info('commandstats');
     const out: Record<string, { calls: number; usec: number }> = {};
-    for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) out[m[1]!] = { calls: Number(m[2]), usec: Number(m[3]) };
+    // Summed over the primaries on a cluster.
+    for (const text of await this.infoTexts('commandstats')) {
+      for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+        const prev = out[m[1]!] ?? { calls: 0, usec: 0 };
+        out[m[1]!] = { calls: prev.calls + Number(m[2]), usec: prev.usec + Number(m[3]) };
+      }
+    }
     return out;
   }
 
   /** Redis's own CPU seconds (user + sys) and memory, from INFO (works for any Redis). */
   async redisInfo(): Promise<{ cpuSec: number; usedMemory: number; clients: number; readsProcessed: number }> {
-    const text = await this.info!.info();
-    const num = (k: string) => Number(new RegExp(`^${k}:([\\d.]+)`, 'm').exec(text)?.[1] ?? NaN);
+    // Summed over the primaries on a cluster.
+    const texts = await this.infoTexts();
+    const num = (k: string) => texts.reduce((sum, text) => sum + Number(new RegExp(`^${k}:([\\d.]+)`, 'm').exec(text)?.[1] ?? NaN), 0);
     return {
       cpuSec: num('used_cpu_user') + num('used_cpu_sys'),
       usedMemory: num('used_memory'),
@@ -226,7 +269,13 @@ export class BenchContext {
 
   /** Starts measuring CPU of the server processes, Redis and the machine. */
   async cpuWindow(extraPids: Record<string, number | undefined> = {}): Promise<() => Promise<CpuShares>> {
-    const meter = new CpuMeter({ server: this.main.pid, 'server worker': this.workerProc?.pid, 'push fakes': this.pushFakePid, ...extraPids }).begin();
+    const meter = new CpuMeter({
+      server: this.main.pid,
+      'server worker': this.workerProc?.pid,
+      ...(this.secondWorker ? { 'server worker 2': this.secondWorker.pid } : {}),
+      'push fakes': this.pushFakePid,
+      ...extraPids,
+    }).begin();
     const r0 = await this.redisInfo();
     const m0 = machineCpu();
     const t0 = performance.now();
@@ -281,6 +330,9 @@ export class BenchContext {
     await this.workerProc?.stop().catch(() => {});
     await this.pushFakes?.close().catch(() => {});
     this.info?.disconnect();
+    await this.secondWorker?.stop().catch(() => {});
+    for (const r of this.nodeInfo) r.disconnect();
+    await this.cluster?.stop().catch(() => {});
     await this.redisProc?.stop().catch(() => {});
   }
 }

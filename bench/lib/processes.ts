@@ -208,7 +208,8 @@ function cleanEnv(): Record<string, string> {
 
 export interface ServerOptions {
   label: string;
-  redisUrl: string;
+  /** REDIS_URL, or `{ cluster }` for REDIS_CLUSTER_NODES. */
+  redisUrl: string | { cluster: string };
   secret: string;
   /** Extra configuration (ROLES, REDIS_PREFIX, RING_TIMEOUT_MS, push settings, …). */
   env?: Record<string, string>;
@@ -222,7 +223,7 @@ export function startServer(o: ServerOptions): Promise<ListeningProcess> {
     ...cleanEnv(),
     HOST: '127.0.0.1',
     PORT: '0',
-    REDIS_URL: o.redisUrl,
+    ...(typeof o.redisUrl === 'string' ? { REDIS_URL: o.redisUrl } : { REDIS_CLUSTER_NODES: o.redisUrl.cluster }),
     AUTH_JWT_SECRET: o.secret,
     // `info` only for the start line; the server logs nothing per request at info.
     LOG_LEVEL: 'info',

@@ -67,6 +67,12 @@ export interface StepResult {
     redisCallsPerLifecycle: number;
     /** Batches of commands Redis read from its clients (INFO total_reads_processed): round trips. */
     redisRoundTripsPerLifecycle: number;
+    /**
+     * With --cluster: each primary's Redis commands and CPU per lifecycle, and the spread (the
+     * largest deviation of a primary's commands from their mean, as a fraction of the mean).
+     */
+    perPrimary?: { node: string; commands: number; cpuMs: number }[];
+    spread?: number;
   };
   /** Worst p99 over the steps (not the whole lifecycle), and which step. */
   worstP99: { step: string; ms: number };
@@ -84,6 +90,7 @@ export async function runCallStep(
   await ctx.collectPush(); // drop what belongs to earlier steps
   const stopCpu = await ctx.cpuWindow(Object.fromEntries(pool.pids().map((pid, i) => [`generator ${i}`, pid])));
   const stats0 = await ctx.commandStats();
+  const primaries0 = ctx.cluster ? await ctx.perPrimary() : undefined;
   const reads0 = (await ctx.redisInfo()).readsProcessed;
   const t0 = performance.now();
   const startAtMs = nowMs() + 250;
@@ -103,6 +110,7 @@ export async function runCallStep(
   const cpu = await stopCpu();
   const wallMs = performance.now() - t0;
   const stats1 = await ctx.commandStats();
+  const primaries1 = primaries0 ? await ctx.perPrimary() : undefined;
   const reads1 = (await ctx.redisInfo()).readsProcessed;
   const push = await ctx.collectPush();
   const results = outs.map((o) => o.result);
@@ -152,13 +160,36 @@ export async function runCallStep(
     push: push ? { statuses: push.statuses } : undefined,
     generator: { ...gen, maxLagMs: Math.max(...results.map((r) => r.maxLagMs)) },
     cpu,
-    cost: { cpuMsPerLifecycle, redisCommandsPerLifecycle, redisCallsPerLifecycle: redisCalls / per, redisRoundTripsPerLifecycle: (reads1 - reads0) / per },
+    cost: {
+      cpuMsPerLifecycle,
+      redisCommandsPerLifecycle,
+      redisCallsPerLifecycle: redisCalls / per,
+      redisRoundTripsPerLifecycle: (reads1 - reads0) / per,
+      ...spreadOver(primaries0, primaries1, per),
+    },
     worstP99: worst,
     pass,
     boundBy: '',
   };
   res.boundBy = describeBound(cpu, gen.bound, gen.maxShare);
   return res;
+}
+
+/** Per primary (--cluster): what a lifecycle cost on each, and how evenly the commands spread. */
+function spreadOver(
+  before: { node: string; calls: number; cpuSec: number }[] | undefined,
+  after: { node: string; calls: number; cpuSec: number }[] | undefined,
+  lifecycles: number,
+): { perPrimary?: { node: string; commands: number; cpuMs: number }[]; spread?: number } {
+  if (!before || !after) return {};
+  const perPrimary = after.map((a, i) => ({
+    node: a.node,
+    commands: (a.calls - before[i]!.calls) / lifecycles,
+    cpuMs: ((a.cpuSec - before[i]!.cpuSec) * 1000) / lifecycles,
+  }));
+  const mean = perPrimary.reduce((sum, p) => sum + p.commands, 0) / perPrimary.length;
+  const spread = Math.max(...perPrimary.map((p) => Math.abs(p.commands - mean) / Math.max(mean, 1e-9)));
+  return { perPrimary, spread };
 }
 
 /** Names the resource that bounds a run, from the CPU readings taken during it. */
@@ -192,6 +223,10 @@ export function costSummary(s: StepResult): string {
     .join(', ');
   return (
     `CPU per lifecycle: ${cpu}. Redis commands per lifecycle: ${s.cost.redisCallsPerLifecycle.toFixed(1)} (counted by INFO commandstats, commands inside scripts included): ${cmds}. ` +
-    `Redis round trips per lifecycle (batches of commands read, INFO total_reads_processed): ${s.cost.redisRoundTripsPerLifecycle.toFixed(1)}.`
+    `Redis round trips per lifecycle (batches of commands read, INFO total_reads_processed): ${s.cost.redisRoundTripsPerLifecycle.toFixed(1)}.` +
+    (s.cost.perPrimary
+      ? ` Per primary (commands, Redis CPU per lifecycle): ${s.cost.perPrimary.map((p) => `${p.node} ${p.commands.toFixed(1)} / ${p.cpuMs.toFixed(3)} ms`).join('; ')}; ` +
+        `spread ±${((s.cost.spread ?? 0) * 100).toFixed(0)} % of the mean (${(s.cost.spread ?? 1) <= 0.25 ? 'within' : 'OUTSIDE'} ±25 %).`
+      : '')
   );
 }
