@@ -7,14 +7,14 @@ import { deliveriesFor } from './audience.js';
 import type { EventLog, RelayedDelivery } from './eventLog.js';
 import type { Logger } from '../util/logger.js';
 import { ShardLeases } from './shardLeases.js';
+import { compareStreamIds } from './cursor.js';
 import { busyMarkerOps, type MarkerOp } from '../calls/activeCalls.js';
 
 /**
  * The outbox relay (README "Relays"): reads the call shards' outbox streams through a consumer
  * group, writes every change's events into the audience's event logs (which also notifies the
  * gateways) and keeps the users' busy markers in the same write, hands the changes to the
- * side-effect handlers (pushes), then
- * acknowledges and deletes the entries.
+ * side-effect handlers (pushes), then acknowledges the entries (removed in bulk once a second).
  *
  * Relays share the shards by leases (shardLeases.ts): each reads about shards ÷ relays of them,
  * each shard on its own blocking connection (a read never crosses hash slots, so this works on
@@ -38,6 +38,9 @@ export interface RelayOptions extends KeySpace {
 }
 
 export const RELAY_GROUP = 'relay';
+
+/** How often a shard's acknowledged entries are removed from its outbox. */
+const TRIM_EVERY_MS = 1000;
 
 /** How many delivered batches of one shard may wait for their side effects before reading stops. */
 const MAX_BATCHES_IN_EFFECTS = 4;
@@ -146,6 +149,11 @@ class ShardReader {
   private readonly effects = new Set<Promise<void>>();
   /** Per handler: the tail of its chain (batches run in outbox order per handler). */
   private readonly tails: Promise<unknown>[];
+  /** The newest entry this reader acknowledged, and when acknowledged entries were last removed. */
+  private highestAcked = '0-0';
+  /** Entries were acknowledged since the last trim. */
+  private untrimmed = false;
+  private trimmedAt = 0;
   /** Per handler: entries it has done that are not acknowledged yet (skipped when retried). */
   private readonly done: Set<string>[];
 
@@ -177,6 +185,12 @@ class ShardReader {
       cursor = next;
     } while (cursor !== '0-0');
     if (claimed > 0) this.relay.deps.logger.warn({ shard: this.shard, claimed }, 'relay took over unacknowledged outbox entries');
+    // Everything the group delivered is acknowledged or pending: remove what the previous reader
+    // acknowledged but did not get to remove.
+    const groups = (await redis.xinfo('GROUPS', this.key)) as unknown[][];
+    const group = groups.map((g) => fieldsOf(g)).find((g) => g.name === RELAY_GROUP);
+    if (group?.['last-delivered-id']) this.highestAcked = String(group['last-delivered-id']);
+    await this.trim();
     this.running = true;
     this.loop = this.readLoop();
   }
@@ -189,6 +203,8 @@ class ShardReader {
     // own once it does (running is false), and nothing of this shard is in flight meanwhile.
     await Promise.race([this.loop?.catch(() => {}), sleep(this.opts.blockMs + 1000)]);
     await this.settle();
+    // Hand the shard over clean: what this reader acknowledged leaves the outbox now.
+    if (this.untrimmed) await this.trim().catch(() => {});
   }
 
   private async readLoop(): Promise<void> {
@@ -214,6 +230,8 @@ class ShardReader {
         )) as [string, Entry[]][] | null;
         const entries = reply?.[0]?.[1];
         if (entries && entries.length > 0) await this.process(entries);
+        // Idle: remove what was acknowledged since the last trim.
+        else if (this.untrimmed) await this.trim();
       } catch (err) {
         if (!this.running) return;
         logger.warn({ err: (err as Error).message, shard: this.shard }, 'relay read failed; retrying');
@@ -299,16 +317,48 @@ class ShardReader {
     await Promise.all([...byUser].map(([userId, u]) => eventLog.append(userId, this.shard, u.deliveries, u.marker)));
   }
 
-  /** Acknowledges and deletes a batch whose events and side effects are done. */
+  /**
+   * Acknowledges a batch whose events and side effects are done. Acknowledged entries are removed
+   * in bulk, at most once a second (trim), not one batch at a time.
+   */
   private async acknowledge(entries: Entry[]): Promise<void> {
     const { redis } = this.relay.deps;
     const ids = entries.map(([id]) => id);
-    // Plain commands, not MULTI (both are idempotent): they share the auto-pipelined write of
-    // whatever else this turn sends.
-    await Promise.all([redis.xack(this.key, RELAY_GROUP, ...ids), redis.xdel(this.key, ...ids)]);
+    await redis.xack(this.key, RELAY_GROUP, ...ids);
     for (const set of this.done) for (const id of ids) set.delete(id);
+    for (const id of ids) if (compareStreamIds(id, this.highestAcked) > 0) this.highestAcked = id;
+    this.untrimmed = true;
     this.relay.countRelayed(ids.length);
+    if (Date.now() - this.trimmedAt >= TRIM_EVERY_MS) await this.trim();
   }
+
+  /**
+   * Removes the acknowledged entries: everything older than both the oldest entry still pending
+   * (for any consumer: a relay that died may have left some) and the newest this reader
+   * acknowledged. An entry read later than that is newer, and stays.
+   */
+  private async trim(): Promise<void> {
+    this.trimmedAt = Date.now();
+    this.untrimmed = false;
+    const { redis } = this.relay.deps;
+    const [count, oldestPending] = (await redis.xpending(this.key, RELAY_GROUP)) as [number, string | null];
+    // MINID keeps its own ID: the oldest pending entry stays, the newest acknowledged goes.
+    const keepFrom = count > 0 && oldestPending && compareStreamIds(oldestPending, this.highestAcked) <= 0 ? oldestPending : nextStreamId(this.highestAcked);
+    if (this.highestAcked !== '0-0') await redis.xtrim(this.key, 'MINID', keepFrom);
+  }
+}
+
+/** A flat [field, value, ...] reply as an object. */
+function fieldsOf(flat: unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) out[String(flat[i])] = flat[i + 1];
+  return out;
+}
+
+/** The smallest stream ID after `id`. */
+function nextStreamId(id: string): string {
+  const [ms, seq] = id.split('-');
+  return `${ms}-${Number(seq ?? 0) + 1}`;
 }
 
 function sleep(ms: number): Promise<void> {
