@@ -142,7 +142,7 @@ export class BenchContext {
       label,
       redisUrl: this.cluster ? { cluster: this.cluster.seedList } : this.redisUrl,
       secret: this.secret,
-      env: { ...BENCH_LIMITS, ...(this.push.configured ? this.push.env : {}), ...env },
+      env: { ...BENCH_LIMITS, ...(this.cluster ? clusterSettings(this.cluster.nodes.length) : {}), ...(this.push.configured ? this.push.env : {}), ...env },
       ...(this.profileDir ? { cpuProfDir: this.profileDir } : {}),
     });
     if (label !== 'server') this.extra.push(p);
@@ -362,4 +362,12 @@ export function mergeHists(list: readonly Record<string, SerializedHistogram>[],
   const set = new HistogramSet();
   for (const h of list) set.mergeSerialized(h);
   return set.summaries(order);
+}
+
+/**
+ * On a cluster: 16 call shards (8 hash tags fall 2/4/2 on 3 primaries' default slot ranges, 16
+ * fall 6/6/4) and a queue partition per primary, as README "Redis Cluster" advises.
+ */
+function clusterSettings(primaries: number): Record<string, string> {
+  return { CALL_SHARDS: '16', QUEUE_PARTITIONS: String(primaries) };
 }
