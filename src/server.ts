@@ -64,7 +64,7 @@ export async function startServer(
   extraHandlers: readonly ChangeHandler[] = [],
 ): Promise<RunningServer> {
   const uWS = loadUws(config.ALLOW_UWS_FALLBACK);
-  const redis = connectRedis(redisTarget, 'commands', 'calling-backend');
+  const redis = connectRedis(redisTarget, 'commands', 'calling-backend', config.REDIS_COMMAND_TIMEOUT_MS);
   await redis.connect();
   await loadScripts(redis);
 
@@ -115,7 +115,8 @@ export async function startServer(
   const routes: Route[] = [
     ...healthRoutes({
       accepting: () => accepting,
-      redisReady: async () => (await redis.ping()) === 'PONG',
+      // Answers within a second whatever REDIS_COMMAND_TIMEOUT_MS says: a stalled Redis is not ready.
+      redisReady: () => Promise.race([redis.ping().then((r) => r === 'PONG'), sleep(900).then(() => false)]),
     }),
     { method: 'get', pattern: '/v1/openapi.json', handler: () => ({ status: 200, body: openApiText }) },
     {
@@ -294,4 +295,8 @@ async function warnOnCoarseRedisHz(redis: RedisClient, logger: Logger): Promise<
   if (hz < 50) {
     logger.warn({ hz }, `Redis runs with hz ${hz}: ring sweeps and push retries may start up to ${Math.round(1000 / hz)} ms late; run Redis with hz 100`);
   }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms).unref());
 }

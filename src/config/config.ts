@@ -61,6 +61,11 @@ export const configSchema = z
     PORT: int(8080, 0, 65535),
     ROLES: roleList,
     REDIS_URL: optionalUrl.or(optionalString),
+    /**
+     * How long a request waits for Redis before it answers 503 `unavailable` (a stalled Redis
+     * must not hang requests; README "Operations").
+     */
+    REDIS_COMMAND_TIMEOUT_MS: int(500, 50, 60_000),
     /** Seed nodes of a Redis Cluster, instead of REDIS_URL (README "Redis Cluster"). */
     REDIS_CLUSTER_NODES: clusterNodes,
     REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]{1,32}$/).default('cb'),

@@ -27,9 +27,12 @@ export function describeTarget(target: RedisTarget): string {
   return typeof target === 'string' ? target : `cluster ${target.cluster.map((n) => `${n.host}:${n.port}`).join(',')}`;
 }
 
-export function connectRedis(target: string, role: ConnectionRole, name: string): Redis;
-export function connectRedis(target: RedisTarget, role: ConnectionRole, name: string): RedisClient;
-export function connectRedis(target: RedisTarget, role: ConnectionRole, name: string): RedisClient {
+/** Default bound on a command of the `commands` role (REDIS_COMMAND_TIMEOUT_MS). */
+export const DEFAULT_COMMAND_TIMEOUT_MS = 500;
+
+export function connectRedis(target: string, role: ConnectionRole, name: string, commandTimeoutMs?: number): Redis;
+export function connectRedis(target: RedisTarget, role: ConnectionRole, name: string, commandTimeoutMs?: number): RedisClient;
+export function connectRedis(target: RedisTarget, role: ConnectionRole, name: string, commandTimeoutMs = DEFAULT_COMMAND_TIMEOUT_MS): RedisClient {
   const options: RedisOptions = {
     connectionName: `${name}:${role}`,
     // Fail a command fast while Redis is unreachable (the API answers 503) instead of queueing
@@ -44,9 +47,10 @@ export function connectRedis(target: RedisTarget, role: ConnectionRole, name: st
     // costs far more CPU than encoding the command. (BullMQ's blocking connections inherit it
     // harmlessly: they send one command at a time.)
     enableAutoPipelining: role === 'commands' || role === 'queues',
-    // Blocking reads block for at most a second (the relay's BLOCK): one that hangs far longer is
-    // on a connection that died without telling.
-    ...(role === 'commands' ? { commandTimeout: 5_000 } : role === 'blocking' ? { commandTimeout: 10_000 } : {}),
+    // A stalled Redis (up but not answering) fails a command after commandTimeoutMs, so a request
+    // answers 503 instead of hanging. Blocking reads block for at most a second (the relay's
+    // BLOCK): one that hangs far longer is on a connection that died without telling.
+    ...(role === 'commands' ? { commandTimeout: commandTimeoutMs } : role === 'blocking' ? { commandTimeout: 10_000 } : {}),
     lazyConnect: true,
   };
   let client: RedisClient;

@@ -83,8 +83,10 @@ export class RingSweeper {
         ended += r.ended;
         onSweep(r);
       } catch (err) {
-        // Redis unreachable or slow: try again next tick; the next slot's job carries on if this one ends.
+        // Redis unreachable or stalled: back off for a second (not every tick), then go on; the
+        // next slot's job carries on if this one ends meanwhile.
         logger.warn({ err: (err as Error).message }, 'ring sweep failed; retrying');
+        await sleep(Math.max(0, Math.min(1000, until - Date.now())));
       }
       const next = started + s.tickMs;
       if (next >= until) break;

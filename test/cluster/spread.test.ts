@@ -41,10 +41,12 @@ describe('on a Redis Cluster', () => {
       const perNode = await Promise.all(nodes.map(async (n) => (await n.dbsize()) as number));
       // Each primary holds part of the data (calls, operation records, logs, leases, queues).
       for (const size of perNode) expect(size).toBeGreaterThan(0);
-      // The callee's log got each call's events (relayed from shards on different primaries).
+      // The callee's log gets each call's events (relayed from shards on different primaries).
       for (const { callee, callId } of lifecycles.slice(0, 4)) {
-        const log = await stack.redis.xrange(keys.eventLog(ks, callee.userId), '-', '+');
-        expect(log.map(([, f]) => JSON.parse(f[1]!).callId)).toContain(callId);
+        await waitUntil(`call ${callId} in its callee's log`, async () => {
+          const log = await stack.redis.xrange(keys.eventLog(ks, callee.userId), '-', '+');
+          return log.some(([, f]) => JSON.parse(f[1]!).callId === callId);
+        }, 10_000);
       }
       const slots = new Set(await Promise.all(lifecycles.map((l) => stack.redis.cluster('KEYSLOT', keys.call(ks, l.callId)))));
       expect(slots.size).toBeGreaterThan(3);
