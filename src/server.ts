@@ -134,6 +134,7 @@ export async function startServer(
     gateway = new Gateway(subscriber, deps.eventLog, deps.auth, logger, {
       ...ks,
       messagesPer10s: config.RATE_WS_MESSAGES_PER_10S,
+      maxSocketsPerUser: config.WS_MAX_SOCKETS_PER_USER,
       clientIpHeader: config.CLIENT_IP_HEADER,
       idleTimeoutS: config.WS_IDLE_TIMEOUT_S,
       maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,

@@ -96,6 +96,8 @@ export const configSchema = z
     RELAY_CLAIM_IDLE_MS: int(5_000, 100),
     WS_IDLE_TIMEOUT_S: int(60, 8, 960),
     WS_MAX_MESSAGE_BYTES: int(4096, 256, 1024 * 1024),
+    /** Open signaling sockets one user may hold on one gateway process (0: no cap). */
+    WS_MAX_SOCKETS_PER_USER: int(20, 0, 100_000),
     /** Bytes a socket may have queued before it counts as a slow consumer and is closed (4008). */
     WS_MAX_BACKPRESSURE_BYTES: int(256 * 1024, 1024),
 

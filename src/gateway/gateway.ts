@@ -40,6 +40,8 @@ export interface GatewaySettings extends KeySpace {
   readBatch: number;
   /** Client messages allowed per 10 s per socket (0: no limit). */
   messagesPer10s: number;
+  /** Open sockets one user may hold on this gateway (0: no cap). */
+  maxSocketsPerUser: number;
   clientIpHeader: string | undefined;
 }
 
@@ -142,6 +144,14 @@ export class Gateway {
               return;
             }
             const principal = result.principal;
+            // Per-user cap: refused before upgrading, so a leaked or abusive client cannot hold
+            // thousands of sockets (and the user's other devices keep theirs). The count moves
+            // synchronously (open runs within upgrade), so concurrent upgrades cannot overshoot.
+            const cap = this.settings.maxSocketsPerUser;
+            if (cap > 0 && this.live.socketsOf(principal.userId) >= cap) {
+              reject(rateLimited(`this user already has ${cap} open signaling sockets on this server (WS_MAX_SOCKETS_PER_USER); close one first`, 10_000));
+              return;
+            }
             const data: SocketData = {
               userId: principal.userId,
               installationId: principal.installationId,

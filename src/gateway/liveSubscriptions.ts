@@ -57,6 +57,11 @@ export class LiveSubscriptions<S> {
     }
   }
 
+  /** How many sockets of this user this gateway holds. */
+  socketsOf(userId: string): number {
+    return this.byUser.get(userId)?.sockets.size ?? 0;
+  }
+
   users(): number {
     return this.byUser.size;
   }
