@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { relayBlockingConnection } from '../support/fixtures.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { loadScripts } from '../../src/redis/scripts.js';
 import { keys } from '../../src/redis/keys.js';
@@ -39,11 +40,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-async function blockingConnection(): Promise<Redis> {
-  const c = connectRedis(server.url, 'blocking', 'test');
-  await c.connect();
-  return c;
-}
+const blockingConnection = () => relayBlockingConnection(server.url);
 
 async function createCall(callerUserId: string): Promise<string> {
   const callId = randomUUID();

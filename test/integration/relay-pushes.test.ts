@@ -4,6 +4,7 @@ import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import type { Queue, Worker } from 'bullmq';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { relayBlockingConnection } from '../support/fixtures.js';
 import { makeApnsKey, startFakeApns, type FakeApns } from '../support/apns-server.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { loadScripts } from '../../src/redis/scripts.js';
@@ -80,11 +81,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-async function blockingConnection(): Promise<Redis> {
-  const c = connectRedis(server.url, 'blocking', 'test');
-  await c.connect();
-  return c;
-}
+const blockingConnection = () => relayBlockingConnection(server.url);
 
 async function iPhones(userId: string, n: number): Promise<string[]> {
   const tokens: string[] = [];

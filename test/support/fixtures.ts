@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { api, type Api, type ApiResponse } from './http.js';
 import { tokenFor } from './tokens.js';
 import { errorCatalogue, type ErrorCode } from '../../src/http/errors.js';
+import { connectRedis } from '../../src/redis/connection.js';
 
 /** Shared helpers of the integration tests: devices, calls, problem bodies and Redis state. */
 
@@ -103,6 +104,13 @@ export function expectProblem(res: ApiResponse, code: ErrorCode, detail: string 
 export function expectJson(res: ApiResponse, status: number): void {
   expect(res.status, res.text).toBe(status);
   expect(res.headers.get('content-type'), res.text).toBe('application/json');
+}
+
+/** A connected `blocking` connection of the project's kind, as the relay opens one per shard. */
+export async function relayBlockingConnection(url: string): Promise<Redis> {
+  const c = connectRedis(url, 'blocking', 'test');
+  await c.connect();
+  return c;
 }
 
 export function connectTestRedis(url: string): Redis {
