@@ -12,17 +12,20 @@
   ARGV[3] retentionMs
   ARGV[4] operationTtlMs
   ARGV[5] fingerprint
+  ARGV[6] maxRenames         renames one call may have (each is an event in the callee's log)
 
-  An ended call, or the same name again, is returned unchanged (no revision, no event).
+  An ended call, or the same name again, is returned unchanged (no revision, no event). A call
+  renamed maxRenames times already is refused (`rename_limit`): one call cannot fill the
+  callee's event log.
 
   Returns
     { 'fresh' | 'replay', 'ok', 200, fields }
-    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' }
+    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'rename_limit' }
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local userId, displayName = ARGV[1], ARGV[2]
 local retentionMs, operationTtlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
-local fingerprint = ARGV[5]
+local fingerprint, maxRenames = ARGV[5], tonumber(ARGV[6])
 
 --@include "nowMs"
 --@include "callRecord"
@@ -43,6 +46,8 @@ expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
 if call.values.state == 'ended' or call.values.callerDisplayName == displayName then
   return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)
 end
-setCallFields(callKey, call, 'callerDisplayName', displayName, 'revision', nextRevision(call))
+local renames = tonumber(call.values.renames or '0')
+if renames >= maxRenames then return { 'error', 'rename_limit' } end
+setCallFields(callKey, call, 'callerDisplayName', displayName, 'revision', nextRevision(call), 'renames', string.format('%d', renames + 1))
 local fields = appendOutbox(outboxKey, call, 'renamed', now)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

@@ -77,6 +77,7 @@ export async function startServer(
       retentionMs: config.CALL_RETENTION_MS,
       operationTtlMs: config.IDEMPOTENCY_TTL_MS,
       callWaiting: config.CALL_WAITING,
+      maxRenamesPerCall: config.RENAMES_PER_CALL,
     }),
     auth: {
       verify: createTokenVerifier({
@@ -91,6 +92,7 @@ export async function startServer(
     limits: {
       callCreates:
         config.RATE_CALL_CREATES_PER_MIN > 0 ? new RedisRateLimiter(redis, { limit: config.RATE_CALL_CREATES_PER_MIN, windowMs: 60_000 }) : undefined,
+      renames: config.RATE_RENAMES_PER_MIN > 0 ? new RedisRateLimiter(redis, { limit: config.RATE_RENAMES_PER_MIN, windowMs: 60_000 }) : undefined,
       pushTokenWrites:
         config.RATE_PUSH_TOKEN_WRITES_PER_HOUR > 0
           ? new RedisRateLimiter(redis, { limit: config.RATE_PUSH_TOKEN_WRITES_PER_HOUR, windowMs: 3_600_000 })

@@ -77,7 +77,7 @@ export function createTask(): Task {
     async setup(raw) {
       s = raw as CeilingSetup;
       ks = { prefix: s.prefix, shards: 8 };
-      store = { ...ks, ringTimeoutMs: s.ringTimeoutMs, retentionMs: 24 * 3600_000, operationTtlMs: 24 * 3600_000, callWaiting: false };
+      store = { ...ks, ringTimeoutMs: s.ringTimeoutMs, retentionMs: 24 * 3600_000, operationTtlMs: 24 * 3600_000, callWaiting: false, maxRenamesPerCall: 10 };
       redis = connectRedis(s.redisUrl, 'commands', 'bench-ceiling');
       await redis.connect();
       await loadScripts(redis);

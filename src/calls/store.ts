@@ -17,6 +17,8 @@ export interface StoreSettings extends KeySpace {
   operationTtlMs: number;
   /** When false, a call to a callee in an accepted call ends at once as `busy`. */
   callWaiting: boolean;
+  /** Renames one call may have (RENAMES_PER_CALL). */
+  maxRenamesPerCall: number;
 }
 
 export interface ScriptCall {
@@ -25,7 +27,7 @@ export interface ScriptCall {
 }
 
 export type OutcomeCode = 'ok' | 'answer_conflict' | 'revision_conflict';
-export type FailureCode = 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_exists';
+export type FailureCode = 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_exists' | 'rename_limit';
 
 export type Outcome =
   | { kind: 'outcome'; code: OutcomeCode; status: number; call: CallRecord; replayed: boolean }
@@ -89,7 +91,7 @@ export interface RenameInput {
 export function renameCallKeysArgs(s: StoreSettings, i: RenameInput): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.userId, i.operationId),
-    args: [i.userId, i.displayName, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint],
+    args: [i.userId, i.displayName, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall)],
   };
 }
 
@@ -129,7 +131,7 @@ export function readCallKeysArgs(s: StoreSettings, callId: string, userId: strin
   return { keys: [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], args: [userId, String(s.retentionMs)] };
 }
 
-const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists']);
+const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists', 'rename_limit']);
 const OUTCOMES = new Set<string>(['ok', 'answer_conflict', 'revision_conflict']);
 
 /** Maps every reply of the create/answer/end/read scripts to a typed outcome. */

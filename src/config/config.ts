@@ -104,6 +104,9 @@ export const configSchema = z
     /** Abuse limits (0 turns one off). */
     RATE_CALL_CREATES_PER_MIN: int(60, 0),
     RATE_PUSH_TOKEN_WRITES_PER_HOUR: int(60, 0),
+    /** Renames per user per minute, and per call in all (each rename is an event in the callee's log). */
+    RATE_RENAMES_PER_MIN: int(30, 0),
+    RENAMES_PER_CALL: int(10, 1, 1000),
     RATE_WS_MESSAGES_PER_10S: int(50, 0),
     RATE_AUTH_FAILURES_PER_MIN: int(30, 0),
     /** Behind a proxy: the header carrying the client address (first entry), e.g. x-forwarded-for. */

@@ -11,7 +11,7 @@ export interface ApiDeps {
   calls: CallStore;
   auth: AuthGuard;
   /** Per-user call creation and per-installation push-token writes (undefined: no limit). */
-  limits: { callCreates: RedisRateLimiter | undefined; pushTokenWrites: RedisRateLimiter | undefined };
+  limits: { callCreates: RedisRateLimiter | undefined; pushTokenWrites: RedisRateLimiter | undefined; renames: RedisRateLimiter | undefined };
   pushRegistry: PushRegistry;
   eventLog: EventLog;
 }

@@ -51,6 +51,7 @@ export const keys = {
 
   /** Fixed-window rate-limit counters. */
   callCreateLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:create`,
+  renameLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:rename`,
   pushTokenWriteLimit: (ks: KeySpace, userId: string, installationId: string) =>
     `${ks.prefix}:{u:${userId}}:rl:push:${installationId}`,
   eventLog: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:log`,

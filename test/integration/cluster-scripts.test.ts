@@ -28,7 +28,7 @@ afterAll(async () => {
 
 describe('Lua scripts on Redis Cluster', () => {
   it('create, answer, end, read and expire run on a cluster; the outbox entries carry every change', async () => {
-    const calls = new CallStore(client, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 86_400_000, callWaiting: false });
+    const calls = new CallStore(client, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 86_400_000, callWaiting: false, maxRenamesPerCall: 10 });
     const slots = new Set<number>();
     for (let i = 0; i < 12; i++) {
       const callId = randomUUID();

@@ -32,7 +32,7 @@ beforeAll(async () => {
   redis = connectRedis(server.url, 'commands', 'test');
   await redis.connect();
   await loadScripts(redis);
-  calls = new CallStore(redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: false });
+  calls = new CallStore(redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: false, maxRenamesPerCall: 10 });
   eventLog = new EventLog(redis, { ...ks, maxLen: 100, maxAgeMs: 60_000, metaTtlMs: 600_000 });
 });
 afterAll(async () => {

@@ -34,7 +34,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const settings = (ringTimeoutMs: number): StoreSettings => ({ ...ks, ringTimeoutMs, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: true });
+const settings = (ringTimeoutMs: number): StoreSettings => ({ ...ks, ringTimeoutMs, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: true, maxRenamesPerCall: 10 });
 const sweep = { ...ks, retentionMs: 60_000, pageSize: 7 };
 const allShards = Array.from({ length: ks.shards }, (_, i) => i);
 

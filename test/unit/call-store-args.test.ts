@@ -17,7 +17,7 @@ import { keys } from '../../src/redis/keys.js';
  * (in the order the lua/*.lua headers document), and `parseOutcome` for every script reply.
  */
 
-const s: StoreSettings = { prefix: 'cb', shards: 8, ringTimeoutMs: 45_000, retentionMs: 86_400_000, callWaiting: false,
+const s: StoreSettings = { prefix: 'cb', shards: 8, ringTimeoutMs: 45_000, retentionMs: 86_400_000, callWaiting: false, maxRenamesPerCall: 10,
   operationTtlMs: 172_800_000 };
 const tagOf = (key: string) => /\{[^}]*\}/.exec(key)?.[0];
 

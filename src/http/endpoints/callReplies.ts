@@ -39,6 +39,8 @@ export function failureError(code: Extract<Outcome, { kind: 'failure' }>['code']
       return new ApiError('not_found', 'call not found');
     case 'forbidden':
       return new ApiError('forbidden', forbidden);
+    case 'rename_limit':
+      return new ApiError('rate_limited', 'this call was renamed as often as it may be (RENAMES_PER_CALL)', {}, { 'retry-after': '60' });
     case 'idempotency_conflict':
       return new ApiError('idempotency_conflict', 'this operationId was already used with a different request');
     case 'call_exists':
