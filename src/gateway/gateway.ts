@@ -96,7 +96,9 @@ export class Gateway {
 
   mount(app: TemplatedApp): void {
     app.ws<SocketData>('/v1/signaling', {
-      maxPayloadLength: this.settings.maxMessageBytes,
+      // uWebSockets.js drops a frame over this without a close frame (1006), so its bound sits
+      // above ours: a frame over WS_MAX_MESSAGE_BYTES is closed by us with 1009 (message()).
+      maxPayloadLength: transportFrameLimit(this.settings.maxMessageBytes),
       maxBackpressure: this.settings.maxBackpressureBytes,
       idleTimeout: this.settings.idleTimeoutS,
       sendPingsAutomatically: true,
@@ -178,6 +180,11 @@ export class Gateway {
       },
       message: (ws, message, isBinary) => {
         const data = ws.getUserData();
+        if (message.byteLength > this.settings.maxMessageBytes) {
+          data.closed = true;
+          ws.end(CLOSE.tooBig, 'frame too large');
+          return;
+        }
         if (this.settings.messagesPer10s > 0) {
           // Created on the first message, so idle sockets carry no bucket.
           data.messages ??= new TokenBucket({ limit: this.settings.messagesPer10s, windowMs: 10_000 });
@@ -338,4 +345,9 @@ export class Gateway {
     this.logger.warn({ err: (err as Error).message, userId: data.userId }, 'signaling sync failed; closing socket');
     ws.end(1011, 'temporary failure; reconnect with your cursor');
   }
+}
+
+/** The frame size uWebSockets.js itself enforces: well above WS_MAX_MESSAGE_BYTES (see mount). */
+export function transportFrameLimit(maxMessageBytes: number): number {
+  return Math.max(4 * maxMessageBytes, 64 * 1024);
 }

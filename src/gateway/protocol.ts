@@ -11,6 +11,8 @@ export const CLOSE = {
   normal: 1000,
   /** Server shutting down: reconnect (to any gateway) with your last cursor. */
   goingAway: 1001,
+  /** A client frame larger than WS_MAX_MESSAGE_BYTES. */
+  tooBig: 1009,
   /** A frame that is not a valid client message. */
   badMessage: 4000,
   /** The session token expired: reconnect with a fresh token and your last cursor. */

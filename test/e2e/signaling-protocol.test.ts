@@ -183,6 +183,17 @@ describe('client frames', () => {
     expect(ws.closeInfo).toBeUndefined();
   });
 
+  it('a frame over WS_MAX_MESSAGE_BYTES (4 KiB) closes the socket with 1009; one just under it is answered', async () => {
+    const [d] = user(url, 1);
+    const ws = sockets.track(await connect(url, d!.token, { name: 'big-framer' }));
+    // Just under the limit: understood (an error frame for the unknown field is fine too).
+    ws.ws.send(JSON.stringify({ type: 'ping', pad: 'x'.repeat(4096 - 32) }));
+    await ws.next();
+    expect(ws.closeInfo).toBeUndefined();
+    ws.ws.send(JSON.stringify({ type: 'ping', pad: 'x'.repeat(4096) }));
+    expect(await ws.closed).toEqual({ code: 1009, reason: 'frame too large' });
+  });
+
   it('the socket of one user never receives another user’s events', async () => {
     const [caller] = user(url, 1);
     const [bob] = user(url, 1);
