@@ -11,8 +11,10 @@ import type { RedisTarget } from './redis/connection.js';
  * is on the PATH (data in EMBEDDED_REDIS_DIR, append-only) and stopped on exit.
  */
 async function main(): Promise<void> {
-  const dev = process.argv.includes('--dev');
   const env = { ...process.env };
+  // In production nothing is defaulted silently: no generated secret, no embedded Redis.
+  const production = env.NODE_ENV === 'production';
+  const dev = process.argv.includes('--dev') && !production;
   if (dev && !env.AUTH_JWT_SECRET && !env.AUTH_JWT_PUBLIC_KEY && !env.AUTH_JWKS_URL) {
     env.AUTH_JWT_SECRET = devSecret('.data/dev-secret');
   }
@@ -34,6 +36,10 @@ async function main(): Promise<void> {
 
   let embedded: EmbeddedRedis | undefined;
   let redisTarget: RedisTarget | undefined = config.REDIS_CLUSTER_NODES ? { cluster: config.REDIS_CLUSTER_NODES } : config.REDIS_URL;
+  if (!redisTarget && production) {
+    process.stderr.write('invalid configuration:\n  REDIS_URL: with NODE_ENV=production set REDIS_URL or REDIS_CLUSTER_NODES (the embedded Redis is for development only)\n');
+    process.exit(2);
+  }
   if (!redisTarget) {
     if (!redisServerOnPath()) {
       process.stderr.write('invalid configuration:\n  REDIS_URL: neither REDIS_URL nor REDIS_CLUSTER_NODES is set, and no redis-server on the PATH to start an embedded one\n');

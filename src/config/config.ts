@@ -142,6 +142,8 @@ export const configSchema = z
     ANDROID_PROJECT_ID: optionalString,
     ANDROID_SERVICE_ACCOUNT_FILE: optionalString,
 
+    /** `production`: no silent defaults (no embedded Redis, no generated dev secret). */
+    NODE_ENV: z.string().optional(),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
     /** Run on uWebSockets.js's slow `ws` fallback when its native binary does not load. */
     ALLOW_UWS_FALLBACK: bool(false),

@@ -63,6 +63,16 @@ describe('start-up', () => {
     expect(output).toMatch(/AUTH_JWT_SECRET: set one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY or AUTH_JWKS_URL/);
   });
 
+  it('with NODE_ENV=production, no Redis configured is a start error (no embedded Redis), and so is no verification key, even with --dev', async () => {
+    const noRedis = await runMain({ NODE_ENV: 'production', AUTH_JWT_SECRET: 'x'.repeat(40) }).exited;
+    expect(noRedis.code).toBe(2);
+    expect(noRedis.output).toMatch(/REDIS_URL: with NODE_ENV=production set REDIS_URL or REDIS_CLUSTER_NODES/);
+    expect(noRedis.output).not.toMatch(/embedded redis-server/);
+    const noKey = await runMain({ NODE_ENV: 'production', REDIS_URL: 'redis://127.0.0.1:1' }, ['--dev']).exited;
+    expect(noKey.code).toBe(2);
+    expect(noKey.output).toMatch(/AUTH_JWT_SECRET: set one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY or AUTH_JWKS_URL/);
+  });
+
   it('refuses to run on the uWebSockets.js ws fallback unless allowed', async () => {
     const { code, output } = await runMain({ UWS_USE_FALLBACK: '1', AUTH_JWT_SECRET: 'x'.repeat(40), REDIS_URL: 'redis://127.0.0.1:1' }).exited;
     expect(code).toBe(1);
