@@ -1,5 +1,6 @@
 import type { Config } from './config/config.js';
 import { loadUws } from './http/uws.js';
+import type { TemplatedApp } from 'uWebSockets.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
 import { ApiError } from './http/errors.js';
 import { connectRedis, isRedisUnavailable, type RedisClient, type RedisTarget } from './redis/connection.js';
@@ -31,10 +32,14 @@ import { renameCallRoute } from './http/endpoints/renameCall.js';
 import { createPushSenders } from './push/providers.js';
 import { openApiDocument } from './http/openapi.js';
 import { Metrics } from './observability/metrics.js';
+import { startMetricsServer } from './observability/metricsServer.js';
+import { callChangeObserver } from './observability/callChanges.js';
 import { keys } from './redis/keys.js';
 
 export interface RunningServer {
   port: number;
+  /** The metrics listener's port (METRICS_PORT; README "Observability"). */
+  metricsPort: number;
   redis: RedisClient;
   gateway: Gateway | undefined;
   relay: OutboxRelay | undefined;
@@ -56,6 +61,23 @@ export function apiRoutes(deps: ApiDeps): Route[] {
   ];
 }
 
+/** What every role is started with: one set of Redis connections and one metrics registry. */
+interface RoleContext {
+  config: Config;
+  redisTarget: RedisTarget;
+  redis: RedisClient;
+  deps: ApiDeps;
+  ks: { prefix: string; shards: number };
+  metrics: Metrics;
+  logger: Logger;
+}
+
+/** A started role: its public routes, if any, and how to stop it (README "Graceful shutdown"). */
+interface StartedRole {
+  routes?: Route[];
+  close(): Promise<void>;
+}
+
 /** Starts the roles named in config.ROLES on one uWS app and one set of Redis connections. */
 export async function startServer(
   config: Config,
@@ -69,7 +91,91 @@ export async function startServer(
   await loadScripts(redis);
 
   const ks = { prefix: config.REDIS_PREFIX, shards: config.CALL_SHARDS };
-  const deps: ApiDeps = {
+  const metrics = new Metrics();
+  scriptObserver.observe = (script, seconds) => metrics.scriptDuration.observe({ script }, seconds);
+  const ctx: RoleContext = { config, redisTarget, redis, deps: apiDeps(config, redis, ks), ks, metrics, logger };
+
+  const app = uWS.App();
+  const api = config.ROLES.includes('api') ? startApi(ctx) : undefined;
+  const gateway = config.ROLES.includes('gateway') ? await startGateway(ctx, app) : undefined;
+  const worker = config.ROLES.includes('worker') ? await startWorker(ctx, extraHandlers) : undefined;
+  // The relay feeds the queues and the gateways serve what the relay appended: stop in this order.
+  const roles = [api, gateway, worker].filter((r): r is StartedRole => r !== undefined);
+
+  // A stalled Redis is not ready: answers within a second whatever REDIS_COMMAND_TIMEOUT_MS says.
+  const redisUp = () => Promise.race([redis.ping().then((r) => r === 'PONG'), sleep(900).then(() => false)]).catch(() => false);
+  metrics.gauge('redis_up', 'Whether Redis answered PING within 900 ms at scrape time (1) or not (0)', async () => ((await redisUp()) ? 1 : 0));
+  metrics.gauge('outbox_pending_entries', 'Outbox entries not yet relayed (all shards)', async () => {
+    // One auto-pipelined round trip (per primary on a cluster: the shards live in different slots).
+    const lengths = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.xlen(keys.outboxForShard(ks, i))));
+    return lengths.reduce((sum, n) => sum + n, 0);
+  });
+
+  let accepting = true;
+  const openApiText = JSON.stringify(openApiDocument());
+  const routes: Route[] = [
+    ...healthRoutes({ accepting: () => accepting, redisReady: redisUp }),
+    { method: 'get', pattern: '/v1/openapi.json', handler: () => ({ status: 200, body: openApiText }) },
+    ...roles.flatMap((r) => r.routes ?? []),
+  ];
+  const inFlight = { count: 0 };
+  mountRoutes(app, routes, {
+    bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    clientIpHeader: config.CLIENT_IP_HEADER,
+    inFlight,
+    onResponse: (ctx, route, status, startedAt) => {
+      const method = ctx.method.toUpperCase();
+      metrics.httpRequests.inc({ route, method, status: String(status) });
+      const seconds = (performance.now() - startedAt) / 1000;
+      metrics.httpDuration.observe({ route, method }, seconds);
+      // One line per request at debug; server-side failures also at warn. Never headers or bodies.
+      const line = { requestId: ctx.requestId, method, route, status, ms: Math.round(seconds * 1e4) / 10 };
+      if (status >= 500) logger.warn(line, 'request failed');
+      else logger.debug(line, 'request');
+    },
+    onError: (err, ctx) => logger.error({ err, requestId: ctx.requestId, path: ctx.path }, 'request failed'),
+    classifyError: (err) =>
+      isRedisUnavailable(err) ? new ApiError('unavailable', 'the call store is unreachable; retry later', {}, { 'retry-after': '1' }) : undefined,
+  });
+  mountNotFound(app);
+
+  const listenSocket = await new Promise<unknown>((res, rej) => {
+    app.listen(config.HOST, config.PORT, (sock) => (sock ? res(sock) : rej(new Error(`cannot listen on ${config.HOST}:${config.PORT}`))));
+  });
+  const port = uWS.us_socket_local_port(listenSocket as never);
+  const metricsServer = await startMetricsServer(metrics, config.METRICS_HOST, config.METRICS_PORT);
+  logger.info({ port, metricsPort: metricsServer.port, roles: config.ROLES }, 'listening');
+
+  return {
+    port,
+    metricsPort: metricsServer.port,
+    redis,
+    gateway: gateway?.gateway,
+    relay: worker?.relay,
+    pushOutcomes: worker?.pushOutcomes ?? new Map(),
+    /**
+     * Graceful shutdown: not ready, stop accepting connections, let in-flight requests finish,
+     * close sockets with 1001 (reconnect with your cursor), stop the relay and let the queue
+     * workers finish their active jobs, then drop idle keep-alive connections and quit Redis.
+     * The caller bounds the whole with SHUTDOWN_TIMEOUT_MS.
+     */
+    async close() {
+      accepting = false;
+      uWS.us_listen_socket_close(listenSocket as never);
+      while (inFlight.count > 0) await new Promise((r) => setTimeout(r, 10));
+      for (const role of roles) await role.close();
+      // Requests that came in on kept-alive connections meanwhile are answered too; closing the
+      // app in the same tick as this check cuts off none whose handler already started.
+      while (inFlight.count > 0) await new Promise((r) => setTimeout(r, 10));
+      (app as unknown as { close?: () => void }).close?.();
+      await metricsServer.close();
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}
+
+function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shards: number }): ApiDeps {
+  return {
     config,
     calls: new CallStore(redis, {
       ...ks,
@@ -107,182 +213,124 @@ export async function startServer(
       metaTtlMs: config.EVENT_LOG_MAX_AGE_MS * 7,
     }),
   };
-  const closers: (() => Promise<void>)[] = [];
+}
 
-  let accepting = true;
-  const app = uWS.App();
-  const metrics = new Metrics();
-  scriptObserver.observe = (script, seconds) => metrics.scriptDuration.observe({ script }, seconds);
-  const openApiText = JSON.stringify(openApiDocument());
-  const routes: Route[] = [
-    ...healthRoutes({
-      accepting: () => accepting,
-      // Answers within a second whatever REDIS_COMMAND_TIMEOUT_MS says: a stalled Redis is not ready.
-      redisReady: () => Promise.race([redis.ping().then((r) => r === 'PONG'), sleep(900).then(() => false)]),
-    }),
-    { method: 'get', pattern: '/v1/openapi.json', handler: () => ({ status: 200, body: openApiText }) },
-    {
-      method: 'get',
-      pattern: '/metrics',
-      handler: async () => ({ status: 200, body: await metrics.text(), contentType: metrics.registry.contentType }),
-    },
-  ];
-  if (config.ROLES.includes('api')) routes.push(...apiRoutes(deps));
+/** The HTTP API: its routes only; it holds nothing that needs stopping. */
+function startApi(ctx: RoleContext): StartedRole {
+  return { routes: apiRoutes(ctx.deps), close: async () => {} };
+}
 
-  let gateway: Gateway | undefined;
-  if (config.ROLES.includes('gateway')) {
-    const subscriber = connectRedis(redisTarget, 'subscriber', 'calling-backend');
-    await subscriber.connect();
-    gateway = new Gateway(subscriber, deps.eventLog, deps.auth, logger, {
-      ...ks,
-      messagesPer10s: config.RATE_WS_MESSAGES_PER_10S,
-      maxSocketsPerUser: config.WS_MAX_SOCKETS_PER_USER,
-      clientIpHeader: config.CLIENT_IP_HEADER,
-      idleTimeoutS: config.WS_IDLE_TIMEOUT_S,
-      maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
-      maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
-      readBatch: 200,
-    });
-    gateway.mount(app);
-    gateway.startSweeps();
-    const g = gateway;
-    metrics.gauge('ws_open_sockets', 'Open signaling WebSockets', () => g.openSockets());
-    metrics.countersFrom('ws_events_sent_total', 'Events sent over signaling', [], () => [[[], g.stats.eventsSent]]);
-    metrics.countersFrom('ws_rate_limited_total', 'Sockets closed for too many client messages (4029)', [], () => [[[], g.stats.rateLimited]]);
-    metrics.countersFrom('ws_slow_consumers_closed_total', 'Sockets closed as slow consumers (4008)', [], () => [[[], g.stats.slowConsumersClosed]]);
-    closers.push(async () => {
-      gateway?.closeAll();
+/** The signaling gateway: WebSockets on the same app, fed by sharded Pub/Sub. */
+async function startGateway(ctx: RoleContext, app: TemplatedApp): Promise<StartedRole & { gateway: Gateway }> {
+  const { config, metrics } = ctx;
+  const subscriber = connectRedis(ctx.redisTarget, 'subscriber', 'calling-backend');
+  await subscriber.connect();
+  const gateway = new Gateway(subscriber, ctx.deps.eventLog, ctx.deps.auth, ctx.logger, {
+    ...ctx.ks,
+    messagesPer10s: config.RATE_WS_MESSAGES_PER_10S,
+    maxSocketsPerUser: config.WS_MAX_SOCKETS_PER_USER,
+    clientIpHeader: config.CLIENT_IP_HEADER,
+    idleTimeoutS: config.WS_IDLE_TIMEOUT_S,
+    maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
+    maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
+    readBatch: 200,
+  });
+  gateway.mount(app);
+  gateway.startSweeps();
+  metrics.gaugesFrom('ws_open_sockets', 'Open signaling WebSockets by encoding (json, msgpack)', ['encoding'], () =>
+    [...gateway.openSocketsByEncoding()].map(([encoding, n]) => [[encoding], n]),
+  );
+  metrics.countersFrom('ws_events_sent_total', 'Events sent over signaling', [], () => [[[], gateway.stats.eventsSent]]);
+  metrics.countersFrom('ws_rate_limited_total', 'Sockets closed for too many client messages (4029)', [], () => [[[], gateway.stats.rateLimited]]);
+  metrics.countersFrom('ws_slow_consumers_closed_total', 'Sockets closed as slow consumers (4008)', [], () => [[[], gateway.stats.slowConsumersClosed]]);
+  return {
+    gateway,
+    async close() {
+      gateway.closeAll();
       subscriber.disconnect();
-    });
-  }
+    },
+  };
+}
 
-  let relay: OutboxRelay | undefined;
+/** The worker: outbox relays, first push attempts and retries, ring sweeps. */
+async function startWorker(
+  ctx: RoleContext,
+  extraHandlers: readonly ChangeHandler[],
+): Promise<StartedRole & { relay: OutboxRelay; pushOutcomes: PushOutcomes }> {
+  const { config, redis, deps, ks, metrics, logger } = ctx;
+  // BullMQ needs connections that retry for ever (maxRetriesPerRequest: null).
+  const queueConnection = connectRedis(ctx.redisTarget, 'queues', 'calling-backend-queues');
+  const partitioning = { ...ks, partitions: Math.min(config.QUEUE_PARTITIONS, config.CALL_SHARDS) };
+  const retryQueues = createPushQueues(queueConnection, partitioning);
+  const senders: PushSenders = createPushSenders(config, logger);
+  const enabled = { iosVoip: senders.apns !== undefined, androidPush: senders.fcm !== undefined };
+  await warnOnCoarseRedisHz(redis, logger);
+  const peekCall = (callId: string) => deps.calls.peek(callId);
   const pushOutcomes: PushOutcomes = new Map();
-  if (config.ROLES.includes('worker')) {
-    // BullMQ needs connections that retry for ever (maxRetriesPerRequest: null).
-    const queueConnection = connectRedis(redisTarget, 'queues', 'calling-backend-queues');
-    const partitioning = { ...ks, partitions: Math.min(config.QUEUE_PARTITIONS, config.CALL_SHARDS) };
-    const retryQueues = createPushQueues(queueConnection, partitioning);
-    const senders: PushSenders = createPushSenders(config, logger);
-    const enabled = { iosVoip: senders.apns !== undefined, androidPush: senders.fcm !== undefined };
-    await warnOnCoarseRedisHz(redis, logger);
-    const peekCall = (callId: string) => deps.calls.peek(callId);
-    const dispatcher = new PushDispatcher({
-      registry: deps.pushRegistry,
-      peekCall,
-      senders,
-      retryQueues,
-      partitioning,
-      logger,
-      outcomes: pushOutcomes,
-    });
-    const retryWorkers = startPushRetryWorkers(queueConnection, partitioning, config.PUSH_CONCURRENCY, dispatcher, logger);
-    const sweeper = await RingSweeper.start(
-      redis,
-      queueConnection,
-      { ...partitioning, retentionMs: config.CALL_RETENTION_MS, pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000 },
-      logger,
-      (r) => {
-        for (const ms of r.lateMs) metrics.ringSweepLateness.observe(ms / 1000);
-      },
-    );
-    metrics.countersFrom('push_outcomes_total', 'Push attempts by provider and result (accepted = accepted for delivery)', ['provider', 'result'], () =>
-      [...pushOutcomes].map(([k, v]) => [k.split(':'), v]),
-    );
-    metrics.gauge('queue_push_waiting', 'Push retry jobs waiting or delayed (all partitions)', async () => {
-      const counts = await Promise.all(retryQueues.map((q) => q.getJobCounts('waiting', 'delayed', 'active', 'prioritized')));
-      return counts.reduce((sum, c) => sum + Object.values(c).reduce((a, b) => a + b, 0), 0);
-    });
-    metrics.gauge('ringing_calls', 'Calls ringing now (in the shards\' ring indexes, all shards)', async () => {
-      const counts = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.zcard(keys.ringingForShard(ks, i))));
-      return counts.reduce((a, b) => a + b, 0);
-    });
-    const handlers: ChangeHandler[] = [
-      pushHandler(deps.pushRegistry, peekCall, dispatcher, enabled) as ChangeHandler,
-      ...extraHandlers,
-    ];
-    const blockingConnections = new Set<RedisClient>();
-    relay = new OutboxRelay(
-      redis,
-      async () => {
-        const c = connectRedis(redisTarget, 'blocking', 'calling-backend-relay');
-        await c.connect();
-        blockingConnections.add(c);
-        c.once('end', () => blockingConnections.delete(c));
-        return c;
-      },
-      deps.eventLog,
-      handlers,
-      logger,
-      { ...ks, batchSize: config.RELAY_BATCH_SIZE, blockMs: 1000, leaseMs: config.RELAY_CLAIM_IDLE_MS },
-    );
-    await relay.start();
-    const r = relay;
-    metrics.countersFrom('relay_changes_total', 'Call changes relayed from the outbox', [], () => [[[], r.relayed]]);
+  const dispatcher = new PushDispatcher({
+    registry: deps.pushRegistry,
+    peekCall,
+    senders,
+    retryQueues,
+    partitioning,
+    logger,
+    outcomes: pushOutcomes,
+    observeSend: (provider, result, seconds) => metrics.pushDuration.observe({ provider, result }, seconds),
+  });
+  const retryWorkers = startPushRetryWorkers(queueConnection, partitioning, config.PUSH_CONCURRENCY, dispatcher, logger);
+  const sweeper = await RingSweeper.start(
+    redis,
+    queueConnection,
+    { ...partitioning, retentionMs: config.CALL_RETENTION_MS, pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000 },
+    logger,
+    (r) => {
+      for (const ms of r.lateMs) metrics.ringSweepLateness.observe(ms / 1000);
+    },
+  );
+  metrics.countersFrom('push_outcomes_total', 'Push attempts by provider and result (accepted = accepted for delivery)', ['provider', 'result'], () =>
+    [...pushOutcomes].map(([k, v]) => [k.split(':'), v]),
+  );
+  metrics.gauge('queue_push_waiting', 'Push retry jobs waiting or delayed (all partitions)', async () => {
+    const counts = await Promise.all(retryQueues.map((q) => q.getJobCounts('waiting', 'delayed', 'active', 'prioritized')));
+    return counts.reduce((sum, c) => sum + Object.values(c).reduce((a, b) => a + b, 0), 0);
+  });
+  metrics.gauge('ringing_calls', "Calls ringing now (in the shards' ring indexes, all shards)", async () => {
+    const counts = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.zcard(keys.ringingForShard(ks, i))));
+    return counts.reduce((a, b) => a + b, 0);
+  });
+  const handlers: ChangeHandler[] = [
+    callChangeObserver(metrics, logger),
+    pushHandler(deps.pushRegistry, peekCall, dispatcher, enabled) as ChangeHandler,
+    ...extraHandlers,
+  ];
+  const blockingConnections = new Set<RedisClient>();
+  const relay = new OutboxRelay(
+    redis,
+    async () => {
+      const c = connectRedis(ctx.redisTarget, 'blocking', 'calling-backend-relay');
+      await c.connect();
+      blockingConnections.add(c);
+      c.once('end', () => blockingConnections.delete(c));
+      return c;
+    },
+    deps.eventLog,
+    handlers,
+    logger,
+    { ...ks, batchSize: config.RELAY_BATCH_SIZE, blockMs: 1000, leaseMs: config.RELAY_CLAIM_IDLE_MS },
+  );
+  await relay.start();
+  metrics.countersFrom('relay_changes_total', 'Call changes relayed from the outbox', [], () => [[[], relay.relayed]]);
+  return {
+    relay,
+    pushOutcomes,
     // The relay feeds the queues: stop it first, then let the workers finish their active jobs.
-    closers.push(async () => {
-      await r.stop();
+    async close() {
+      await relay.stop();
       for (const c of blockingConnections) c.disconnect();
       await Promise.all([sweeper.close(), ...retryWorkers.map((w) => w.close())]);
       await Promise.all(retryQueues.map((q) => q.close()));
       await senders.close?.();
       queueConnection.disconnect();
-    });
-  }
-  metrics.gauge('outbox_pending_entries', 'Outbox entries not yet relayed (all shards)', async () => {
-    // One auto-pipelined round trip (per primary on a cluster: the shards live in different slots).
-    const lengths = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.xlen(keys.outboxForShard(ks, i))));
-    return lengths.reduce((sum, n) => sum + n, 0);
-  });
-  const inFlight = { count: 0 };
-  mountRoutes(app, routes, {
-    bodyLimitBytes: config.BODY_LIMIT_BYTES,
-    clientIpHeader: config.CLIENT_IP_HEADER,
-    inFlight,
-    onResponse: (ctx, route, status, startedAt) => {
-      const method = ctx.method.toUpperCase();
-      metrics.httpRequests.inc({ route, method, status: String(status) });
-      const seconds = (performance.now() - startedAt) / 1000;
-      metrics.httpDuration.observe({ route, method }, seconds);
-      // One line per request at debug; server-side failures also at warn. Never headers or bodies.
-      const line = { requestId: ctx.requestId, method, route, status, ms: Math.round(seconds * 1e4) / 10 };
-      if (status >= 500) logger.warn(line, 'request failed');
-      else logger.debug(line, 'request');
-    },
-    onError: (err, ctx) => logger.error({ err, requestId: ctx.requestId, path: ctx.path }, 'request failed'),
-    classifyError: (err) =>
-      isRedisUnavailable(err) ? new ApiError('unavailable', 'the call store is unreachable; retry later', {}, { 'retry-after': '1' }) : undefined,
-  });
-  mountNotFound(app);
-
-  const listenSocket = await new Promise<unknown>((res, rej) => {
-    app.listen(config.HOST, config.PORT, (sock) => (sock ? res(sock) : rej(new Error(`cannot listen on ${config.HOST}:${config.PORT}`))));
-  });
-  const port = uWS.us_socket_local_port(listenSocket as never);
-  logger.info({ port, roles: config.ROLES }, 'listening');
-
-  return {
-    port,
-    redis,
-    gateway,
-    relay,
-    pushOutcomes,
-    /**
-     * Graceful shutdown: not ready, stop accepting connections, let in-flight requests finish,
-     * close sockets with 1001 (reconnect with your cursor), stop the relay and let the queue
-     * workers finish their active jobs, then drop idle keep-alive connections and quit Redis.
-     * The caller bounds the whole with SHUTDOWN_TIMEOUT_MS.
-     */
-    async close() {
-      accepting = false;
-      uWS.us_listen_socket_close(listenSocket as never);
-      while (inFlight.count > 0) await new Promise((r) => setTimeout(r, 10));
-      for (const close of closers) await close();
-      // Requests that came in on kept-alive connections meanwhile are answered too; closing the
-      // app in the same tick as this check cuts off none whose handler already started.
-      while (inFlight.count > 0) await new Promise((r) => setTimeout(r, 10));
-      (app as unknown as { close?: () => void }).close?.();
-      await redis.quit().catch(() => redis.disconnect());
     },
   };
 }

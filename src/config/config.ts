@@ -60,6 +60,14 @@ export const configSchema = z
     HOST: z.string().default('0.0.0.0'),
     PORT: int(8080, 0, 65535),
     ROLES: roleList,
+    /**
+     * Prometheus metrics on a listener of their own, not the public port (README "Observability"):
+     * loopback by default, so only the host (or the pod's sidecar/scraper) reaches it.
+     */
+    METRICS_HOST: z.string().default('127.0.0.1'),
+    METRICS_PORT: int(9464, 0, 65535),
+    /** OpenTelemetry tracing (README "Tracing"): `off` (default, costs nothing) or `otlp`. */
+    TRACING: z.enum(['off', 'otlp']).default('off'),
     REDIS_URL: optionalUrl.or(optionalString),
     /**
      * How long a request waits for Redis before it answers 503 `unavailable` (a stalled Redis

@@ -176,6 +176,8 @@ export class Gateway {
       },
       open: (ws) => {
         this.sockets.add(ws);
+        const data = ws.getUserData();
+        this.logger.debug({ userId: data.userId, installationId: data.installationId, encoding: data.encoding }, 'socket open');
         void this.start(ws);
       },
       message: (ws, message, isBinary) => {
@@ -202,8 +204,9 @@ export class Gateway {
         }
         this.send(ws, { type: 'pong' });
       },
-      close: (ws) => {
+      close: (ws, code) => {
         const data = ws.getUserData();
+        this.logger.debug({ userId: data.userId, installationId: data.installationId, code }, 'socket closed');
         data.closed = true;
         data.pending = undefined;
         this.sockets.delete(ws);
@@ -234,6 +237,19 @@ export class Gateway {
 
   openSockets(): number {
     return this.sockets.size;
+  }
+
+  /** Open sockets by wire encoding (metrics), counted when asked rather than kept on every open. */
+  openSocketsByEncoding(): Map<Encoding, number> {
+    const counts = new Map<Encoding, number>([
+      ['json', 0],
+      ['msgpack', 0],
+    ]);
+    for (const ws of this.sockets) {
+      const e = ws.getUserData().encoding;
+      counts.set(e, (counts.get(e) ?? 0) + 1);
+    }
+    return counts;
   }
 
   private async start(ws: Socket): Promise<void> {

@@ -173,7 +173,6 @@ export function openApiDocument(): Record<string, unknown> {
       '/readyz': {
         get: { operationId: 'readyz', security: [], summary: 'Readiness', responses: { '200': { description: 'ready' }, '503': { description: 'not ready' } } },
       },
-      '/metrics': { get: { operationId: 'metrics', security: [], summary: 'Prometheus metrics', responses: { '200': { description: 'text exposition' } } } },
     },
   };
 }

@@ -1,47 +1,80 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { CallChange } from '../events/change.js';
+
+/** Every metric this server exports starts with this (README "Metrics"). */
+export const METRIC_PREFIX = 'calling_';
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+/** Human time scales: answering and ringing take seconds, not milliseconds. */
+const CALL_SECONDS_BUCKETS = [0.5, 1, 2, 3, 5, 8, 13, 20, 30, 45, 60, 90];
 
 /**
  * Prometheus metrics. Counters and histograms on the hot path are updated directly; values
  * that already live elsewhere (open sockets, push outcomes, queue depths, outbox lag) are read
- * at scrape time through `collectors`, so there is one source for each number.
+ * at scrape time through `gauge`/`countersFrom`, so there is one source for each number.
+ * Call outcomes are counted by the relay as it relays each change (`observeChanges`): every
+ * change passes exactly one relay, whichever process made it (API request, ring sweep).
  */
 export class Metrics {
   readonly registry = new Registry();
-  readonly httpRequests = new Counter({
-    name: 'http_requests_total',
-    help: 'HTTP requests by route, method and status',
-    labelNames: ['route', 'method', 'status'] as const,
-    registers: [this.registry],
-  });
-  readonly httpDuration = new Histogram({
-    name: 'http_request_duration_seconds',
-    help: 'HTTP request latency by route and method',
-    labelNames: ['route', 'method'] as const,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
-    registers: [this.registry],
-  });
-  readonly scriptDuration = new Histogram({
-    name: 'redis_script_duration_seconds',
-    help: 'Lua script round-trip latency by script',
-    labelNames: ['script'] as const,
-    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25],
-    registers: [this.registry],
-  });
-  readonly ringSweepLateness = new Histogram({
-    name: 'ring_sweep_lateness_seconds',
-    help: 'How long after its expiresAtMs each unanswered call was ended by a ring sweep',
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-    registers: [this.registry],
-  });
+  readonly httpRequests = this.counter('http_requests_total', 'HTTP requests by route, method and status', ['route', 'method', 'status']);
+  readonly httpDuration = this.histogram('http_request_duration_seconds', 'HTTP request latency by route and method', ['route', 'method'], LATENCY_BUCKETS);
+  readonly scriptDuration = this.histogram('redis_script_duration_seconds', 'Lua script round-trip latency by script', ['script'], [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25,
+  ]);
+  readonly ringSweepLateness = this.histogram(
+    'ring_sweep_lateness_seconds',
+    'How long after its expiresAtMs each unanswered call was ended by a ring sweep',
+    [],
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+  );
+  readonly callsCreated = this.counter('calls_created_total', 'Calls created (counted as relayed)', []);
+  readonly callsAnswered = this.counter('calls_answered_total', 'Calls answered (counted as relayed)', []);
+  readonly callsEnded = this.counter('calls_ended_total', 'Calls ended, by end reason and by which side ended them', ['reason', 'ended_by']);
+  readonly answerSeconds = this.histogram('call_answer_seconds', 'From call creation to the accepted answer', [], CALL_SECONDS_BUCKETS);
+  readonly ringSeconds = this.histogram(
+    'call_ring_seconds',
+    'How long calls rang, by how the ringing stopped (answered, or the end reason)',
+    ['outcome'],
+    CALL_SECONDS_BUCKETS,
+  );
+  readonly relayLag = this.histogram('relay_lag_seconds', 'From a call change (Redis time) to its relay appending the events', [], [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+  ]);
+  readonly pushDuration = this.histogram(
+    'push_request_duration_seconds',
+    'Push provider round trip by provider and result (accepted, invalid-token, retry, rejected)',
+    ['provider', 'result'],
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  );
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry });
+    collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
+  }
+
+  /** Counts relayed changes: outcomes, answer and ring times, and how far the relay runs behind. */
+  observeChanges(changes: readonly CallChange[], nowMs = Date.now()): void {
+    for (const { kind, call, atMs } of changes) {
+      this.relayLag.observe(Math.max(0, nowMs - atMs) / 1000);
+      if (kind === 'created') this.callsCreated.inc();
+      else if (kind === 'answered') {
+        this.callsAnswered.inc();
+        const seconds = ((call.acceptedAtMs ?? atMs) - call.createdAtMs) / 1000;
+        this.answerSeconds.observe(seconds);
+        this.ringSeconds.observe({ outcome: 'answered' }, seconds);
+      } else if (kind === 'ended') {
+        const reason = call.endReason ?? 'unknown';
+        this.callsEnded.inc({ reason, ended_by: call.endedBy ?? 'system' });
+        // Ended while ringing: the ringing stopped with this end.
+        if (call.acceptedAtMs === undefined) this.ringSeconds.observe({ outcome: reason }, ((call.endedAtMs ?? atMs) - call.createdAtMs) / 1000);
+      }
+    }
   }
 
   /** A gauge whose value is read when Prometheus scrapes. */
   gauge(name: string, help: string, read: () => number | Promise<number>): void {
     new Gauge({
-      name,
+      name: METRIC_PREFIX + name,
       help,
       registers: [this.registry],
       async collect() {
@@ -50,18 +83,30 @@ export class Metrics {
     });
   }
 
-  /** A labelled counter whose values are read at scrape time from a map `labelValue → count`. */
-  countersFrom(name: string, help: string, labelNames: string[], read: () => Iterable<[string[], number]>): void {
-    new Counter({
-      name,
+  /** A labelled gauge whose values are read at scrape time. */
+  gaugesFrom(name: string, help: string, labelNames: string[], read: () => Iterable<[string[], number]>): void {
+    new Gauge({
+      name: METRIC_PREFIX + name,
       help,
       labelNames,
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const [labels, value] of read()) {
-          this.inc(Object.fromEntries(labelNames.map((l, i) => [l, labels[i] ?? ''])), value);
-        }
+        for (const [labels, value] of read()) this.set(labelsOf(labelNames, labels), value);
+      },
+    });
+  }
+
+  /** A labelled counter whose values are read at scrape time from a map `labelValue → count`. */
+  countersFrom(name: string, help: string, labelNames: string[], read: () => Iterable<[string[], number]>): void {
+    new Counter({
+      name: METRIC_PREFIX + name,
+      help,
+      labelNames,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [labels, value] of read()) this.inc(labelsOf(labelNames, labels), value);
       },
     });
   }
@@ -69,4 +114,16 @@ export class Metrics {
   text(): Promise<string> {
     return this.registry.metrics();
   }
+
+  private counter<L extends string>(name: string, help: string, labelNames: L[]): Counter<L> {
+    return new Counter({ name: METRIC_PREFIX + name, help, labelNames, registers: [this.registry] });
+  }
+
+  private histogram<L extends string>(name: string, help: string, labelNames: L[], buckets: number[]): Histogram<L> {
+    return new Histogram({ name: METRIC_PREFIX + name, help, labelNames, buckets, registers: [this.registry] });
+  }
+}
+
+function labelsOf(names: string[], values: string[]): Record<string, string> {
+  return Object.fromEntries(names.map((l, i) => [l, values[i] ?? '']));
 }

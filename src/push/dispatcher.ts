@@ -58,6 +58,8 @@ export interface DispatcherDeps {
   partitioning: Partitioning;
   logger: Logger;
   outcomes: PushOutcomes;
+  /** Each provider round trip: provider, result (as in `outcomes`) and seconds (metrics). */
+  observeSend?: (provider: 'apns' | 'fcm', result: string, seconds: number) => void;
 }
 
 type Ready = { msg: PushMessage; reg: PushRegistration; payload: object; deadlineMs: number };
@@ -72,24 +74,22 @@ export class PushDispatcher {
     // A registration updated after this moment is newer than the token we send to: it survives a
     // report that the token is invalid.
     const sentAtMs = Date.now();
-    const results = await Promise.all(ready.map((r) => this.sendOne(r)));
+    const results = await Promise.all(ready.map((r) => this.timed(r)));
     const retry: { r: Ready; retryAfterMs: number | undefined }[] = [];
     const removals: Promise<unknown>[] = [];
     results.forEach((result, i) => {
       const r = ready[i]!;
       const provider = providerOf(r.msg);
-      if (result.ok) return this.count(provider, 'accepted');
+      this.count(provider, resultLabel(result));
+      if (result.ok) return;
       switch (result.kind) {
         case 'invalidToken':
-          this.count(provider, 'invalid-token');
           removals.push(this.removeInvalid(r, result.reason, sentAtMs));
           return;
         case 'retry':
-          this.count(provider, 'retry');
           retry.push({ r, retryAfterMs: result.retryAfterMs });
           return;
         case 'fatal':
-          this.count(provider, 'rejected');
           this.deps.logger.warn({ provider, installationId: r.reg.installationId, reason: result.reason, status: result.status }, 'push rejected');
       }
     });
@@ -127,6 +127,15 @@ export class PushDispatcher {
       }
     });
     return ready;
+  }
+
+  private async timed(r: Ready): Promise<SendResult> {
+    const observe = this.deps.observeSend;
+    if (!observe) return this.sendOne(r);
+    const started = performance.now();
+    const result = await this.sendOne(r);
+    observe(providerOf(r.msg), resultLabel(result), (performance.now() - started) / 1000);
+    return result;
   }
 
   private sendOne(r: Ready): Promise<SendResult> {
@@ -174,6 +183,11 @@ export class PushDispatcher {
     const k = `${provider}:${result}`;
     this.deps.outcomes.set(k, (this.deps.outcomes.get(k) ?? 0) + 1);
   }
+}
+
+function resultLabel(result: SendResult): string {
+  if (result.ok) return 'accepted';
+  return { invalidToken: 'invalid-token', retry: 'retry', fatal: 'rejected' }[result.kind];
 }
 
 function providerOf(m: PushMessage): 'apns' | 'fcm' {

@@ -28,6 +28,8 @@ export function createLogger(level: string, destination?: NodeJS.WritableStream)
     {
       level,
       base: { pid: process.pid },
+      // Level names ("info"), not pino's numbers: readable as they are and by every log shipper.
+      formatters: { level: (label) => ({ level: label }) },
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
     },

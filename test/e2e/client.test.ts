@@ -416,8 +416,8 @@ describe('SignalingClient automatic resume', () => {
     await sleep(2_500);
     expect(cap.opened.length, `connections opened after stop(): ${JSON.stringify(cap.opened.slice(opened))}`).toBe(opened);
     expect(c.rec.synced).toHaveLength(1);
-    const metrics = await (await fetch(`${B.url}/metrics`)).text();
-    expect(metrics).toMatch(/^ws_open_sockets 0$/m);
+    const metrics = await (await fetch(`${B.metricsUrl}/metrics`)).text();
+    expect(metrics).toMatch(/^calling_ws_open_sockets\{encoding="json"\} 0$/m);
   }, 60_000);
 });
 

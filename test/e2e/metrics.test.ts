@@ -6,7 +6,8 @@ import { answer, device, end, sleep, uid } from '../support/fixtures.js';
 import { closeAll, connect, quietPeriod, type SignalingClient } from '../support/ws-client.js';
 
 /**
- * GET /metrics end to end: the Prometheus text of a real server process, parsed here (not with
+ * GET /metrics end to end, on the metrics listener (METRICS_PORT): the Prometheus text of a real
+ * server process, parsed here (not with
  * prom-client), scraped before and after a full call lifecycle with both parties online, and the
  * liveness / readiness endpoints next to it.
  */
@@ -83,10 +84,12 @@ function parseExposition(text: string): Exposition {
   return { samples, types, help };
 }
 
-/** Samples named `name` whose labels include all of `labels`. */
+/** Samples named `calling_<name>` whose labels include all of `labels`. */
 function find(e: Exposition, name: string, labels: Record<string, string> = {}): Sample[] {
-  return e.samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  return e.samples.filter((s) => s.name === PREFIX + name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
 }
+
+const PREFIX = 'calling_';
 
 /** The single sample `name{labels}`'s value; 0 when absent (a counter not yet incremented). */
 function value(e: Exposition, name: string, labels: Record<string, string> = {}): number {
@@ -160,12 +163,26 @@ describe('GET /healthz and /readyz', () => {
   });
 });
 
+describe('the metrics listener', () => {
+  it('serves /metrics on its own port only: the public port answers 404', async () => {
+    const pub = await api(stack.url).get('/metrics');
+    expect(pub.status).toBe(404);
+    const res = await fetch(`${stack.servers[0]!.metricsUrl}/metrics`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toMatch(/^# HELP calling_http_requests_total /m);
+    const other = await fetch(`${stack.servers[0]!.metricsUrl}/v1/calls`);
+    expect(other.status).toBe(404);
+    await other.body?.cancel();
+  });
+});
+
 describe('GET /metrics', () => {
   it('the counters, histograms and gauges move with a full call lifecycle', async () => {
     const caller = device(stack.url, uid('caller'), uid('caller-phone'), 'Caller');
     const callee = device(stack.url, uid('callee'), uid('callee-phone'));
-    const base = await scrape(stack.url);
-    const wsBefore = value(base, 'ws_open_sockets');
+    const metricsUrl = stack.servers[0]!.metricsUrl;
+    const base = await scrape(metricsUrl);
+    const wsBefore = value(base, 'ws_open_sockets', { encoding: 'json' });
 
     // Declared types: counters, histograms, gauges.
     for (const [name, type] of [
@@ -178,11 +195,22 @@ describe('GET /metrics', () => {
       ['outbox_pending_entries', 'gauge'],
       ['ringing_calls', 'gauge'],
       ['queue_push_waiting', 'gauge'],
+      ['redis_up', 'gauge'],
+      ['calls_created_total', 'counter'],
+      ['calls_answered_total', 'counter'],
+      ['calls_ended_total', 'counter'],
+      ['call_answer_seconds', 'histogram'],
+      ['call_ring_seconds', 'histogram'],
+      ['relay_lag_seconds', 'histogram'],
+      ['ring_sweep_lateness_seconds', 'histogram'],
+      ['push_request_duration_seconds', 'histogram'],
     ] as const) {
-      expect(base.types.get(name), name).toBe(type);
+      expect(base.types.get(PREFIX + name), name).toBe(type);
     }
-    // Default process metrics are there too.
+    // Default process metrics are there too, and every name carries the prefix.
     expect(find(base, 'process_cpu_user_seconds_total').length).toBe(1);
+    expect(base.samples.filter((x) => !x.name.startsWith(PREFIX)).map((x) => x.name)).toEqual([]);
+    expect(value(base, 'redis_up')).toBe(1);
 
     // Both parties online, and one push token registered (no push provider configured).
     const callerWs = await connect(stack.url, caller.token, { name: 'caller' });
@@ -210,7 +238,7 @@ describe('GET /metrics', () => {
     expect(calleeWs.events().map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/remoteEnded']);
 
     const after = await scrapeUntil(
-      stack.url,
+      metricsUrl,
       (e) => value(e, 'relay_changes_total') - value(base, 'relay_changes_total') >= 3 && value(e, 'outbox_pending_entries') === 0,
       'three changes relayed and an empty outbox',
     );
@@ -236,8 +264,14 @@ describe('GET /metrics', () => {
       const byLe = buckets.map((b) => b.value);
       expect([...byLe].sort((a, b) => a - b)).toEqual(byLe);
     }
-    // The scrapes themselves are counted under their own route.
-    expect(value(after, 'http_requests_total', { route: '/metrics', method: 'GET', status: '200' })).toBeGreaterThanOrEqual(1);
+    // Call outcomes, counted once each as the relay passed the changes on: the caller hung up.
+    expect(delta('calls_created_total')).toBe(1);
+    expect(delta('calls_answered_total')).toBe(1);
+    expect(delta('calls_ended_total', { reason: 'localHangup', ended_by: 'caller' })).toBe(1);
+    expect(delta('call_answer_seconds_count')).toBe(1);
+    expect(delta('call_ring_seconds_count', { outcome: 'answered' })).toBe(1);
+    expect(delta('call_ring_seconds_sum', { outcome: 'answered' })).toBeCloseTo(delta('call_answer_seconds_sum'), 6);
+    expect(delta('relay_lag_seconds_count')).toBe(3);
 
     // Redis scripts: one run of each state-changing script.
     for (const script of ['createCall', 'answerCall', 'endCall', 'registerPushToken']) {
@@ -255,7 +289,8 @@ describe('GET /metrics', () => {
     const received = callerWs.events().length + calleeWs.events().length;
     expect(received).toBe(3);
     expect(delta('ws_events_sent_total')).toBe(received);
-    expect(value(after, 'ws_open_sockets')).toBe(wsBefore + 2);
+    expect(value(after, 'ws_open_sockets', { encoding: 'json' })).toBe(wsBefore + 2);
+    expect(find(after, 'ws_open_sockets', { encoding: 'msgpack' })).toHaveLength(1);
 
     // Queues are reported (the ring timer was planned, then the call ended).
     expect(find(after, 'ringing_calls')).toHaveLength(1);
@@ -264,30 +299,31 @@ describe('GET /metrics', () => {
 
     // Closing the sockets brings the gauge back.
     await closeAll([callerWs, calleeWs]);
-    await scrapeUntil(stack.url, (e) => value(e, 'ws_open_sockets') === wsBefore, 'ws_open_sockets back to its start value', 5000);
+    await scrapeUntil(metricsUrl, (e) => value(e, 'ws_open_sockets', { encoding: 'json' }) === wsBefore, 'ws_open_sockets back to its start value', 5000);
   });
 
   it('ws_open_sockets equals the number of connected sockets', async () => {
-    const base = value(await scrape(stack.url), 'ws_open_sockets');
+    const metricsUrl = stack.servers[0]!.metricsUrl;
+    const base = value(await scrape(metricsUrl), 'ws_open_sockets', { encoding: 'json' });
     const d = device(stack.url);
     const opened: SignalingClient[] = [];
     for (let i = 1; i <= 3; i++) {
       const ws = await connect(stack.url, device(stack.url, d.userId).token, { name: `s${i}` });
       opened.push(ws);
       sockets.push(ws);
-      expect(value(await scrape(stack.url), 'ws_open_sockets')).toBe(base + i);
+      expect(value(await scrape(metricsUrl), 'ws_open_sockets', { encoding: 'json' })).toBe(base + i);
     }
     await closeAll(opened);
-    await scrapeUntil(stack.url, (e) => value(e, 'ws_open_sockets') === base, 'ws_open_sockets back down', 5000);
+    await scrapeUntil(metricsUrl, (e) => value(e, 'ws_open_sockets', { encoding: 'json' }) === base, 'ws_open_sockets back down', 5000);
   });
 
   it('a process reports only the metrics of the roles it runs', async () => {
     const apiOnly = await stack.addServer({ ROLES: 'api' });
-    const e = await scrape(apiOnly.url);
-    expect(e.types.get('http_requests_total')).toBe('counter');
+    const e = await scrape(apiOnly.metricsUrl);
+    expect(e.types.get(PREFIX + 'http_requests_total')).toBe('counter');
     expect(find(e, 'outbox_pending_entries')).toHaveLength(1);
     for (const name of ['ws_open_sockets', 'ws_events_sent_total', 'relay_changes_total', 'ringing_calls']) {
-      expect(e.types.has(name), name).toBe(false);
+      expect(e.types.has(PREFIX + name), name).toBe(false);
       expect(find(e, name), name).toEqual([]);
     }
     expect((await api(apiOnly.url).get('/readyz')).status).toBe(200);

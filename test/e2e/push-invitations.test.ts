@@ -294,4 +294,21 @@ describe('configured push', () => {
     const warnings = logRecords(ps.stack.servers[0]!.logs()).filter((r) => /push is not configured/.test(String(r.msg)));
     expect(warnings).toEqual([]);
   });
+
+  it("the worker's metrics time each provider round trip by provider and result", async () => {
+    const metricsUrl = ps.stack.servers[0]!.metricsUrl;
+    const accepted = async (provider: string) => {
+      const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+      const m = new RegExp(`^calling_push_request_duration_seconds_count\\{provider="${provider}",result="accepted"\\} (\\d+)$`, 'm').exec(text);
+      return Number(m?.[1] ?? 0);
+    };
+    const before = [await accepted('apns'), await accepted('fcm')];
+    const calleeUserId = uid('callee');
+    const [iosTok, androidTok] = [iosToken(), androidToken()];
+    await registerIos(inst(url, calleeUserId), iosTok);
+    await registerAndroid(inst(url, calleeUserId), androidTok);
+    await createCall(inst(url, uid('caller')), calleeUserId);
+    await waitUntil('both invitations', () => apnsTo(ps.apns, iosTok).length >= 1 && fcmTo(ps.fcm, androidTok).length >= 1);
+    await waitUntil('both round trips timed', async () => (await accepted('apns')) > before[0]! && (await accepted('fcm')) > before[1]!);
+  });
 });

@@ -12,6 +12,8 @@ import { TEST_JWT_SECRET } from './tokens.js';
 export interface TestServer {
   url: string;
   port: number;
+  /** The metrics listener (METRICS_PORT=0 picks a free port): `${metricsUrl}/metrics`. */
+  metricsUrl: string;
   /** SIGTERM, then SIGKILL after 5 s; resolves once the process has exited. */
   stop(): Promise<void>;
   /** Everything the process wrote so far (stdout and stderr, interleaved). */
@@ -54,6 +56,7 @@ export async function startServer(env: Record<string, string>): Promise<TestServ
     HOST: '127.0.0.1',
     AUTH_JWT_SECRET: TEST_JWT_SECRET,
     LOG_LEVEL: 'info',
+    METRICS_PORT: '0',
     RATE_CALL_CREATES_PER_MIN: '0',
     RATE_RENAMES_PER_MIN: '0',
     RATE_PUSH_TOKEN_WRITES_PER_HOUR: '0',
@@ -75,7 +78,7 @@ export async function startServer(env: Record<string, string>): Promise<TestServ
   let pending = '';
   const exited = new Promise<void>((res) => child.once('exit', () => res()));
 
-  const port = await new Promise<number>((res, rej) => {
+  const { port, metricsPort } = await new Promise<{ port: number; metricsPort: number }>((res, rej) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       rej(new Error(`server did not report "listening" within ${START_TIMEOUT_MS} ms; output:\n${output}`));
@@ -90,10 +93,10 @@ export async function startServer(env: Record<string, string>): Promise<TestServ
         const line = pending.slice(0, nl);
         pending = pending.slice(nl + 1);
         try {
-          const rec = JSON.parse(line) as { msg?: unknown; port?: unknown };
-          if (rec.msg === 'listening' && typeof rec.port === 'number') {
+          const rec = JSON.parse(line) as { msg?: unknown; port?: unknown; metricsPort?: unknown };
+          if (rec.msg === 'listening' && typeof rec.port === 'number' && typeof rec.metricsPort === 'number') {
             clearTimeout(timer);
-            res(rec.port);
+            res({ port: rec.port, metricsPort: rec.metricsPort });
           }
         } catch {
           /* not a JSON log line */
@@ -112,6 +115,7 @@ export async function startServer(env: Record<string, string>): Promise<TestServ
   return {
     url: `http://127.0.0.1:${port}`,
     port,
+    metricsUrl: `http://127.0.0.1:${metricsPort}`,
     child,
     logs: () => output,
     async stop() {
