@@ -12,6 +12,7 @@
   ARGV[4] retentionMs
   ARGV[5] operationTtlMs
   ARGV[6] fingerprint
+  ARGV[7] traceparent        optional: the request's W3C trace context (README "Tracing")
 
   Returns one of
     { 'fresh' | 'replay', code, status, fields } with code
@@ -38,6 +39,7 @@ if replay then return replay end
 
 local call = loadCall(callKey)
 if not isParty(call, userId) then return { 'error', 'not_found' } end
+call.trace = ARGV[7]
 if userId ~= call.values.calleeUserId then return { 'error', 'forbidden' } end
 
 local now = nowMs()

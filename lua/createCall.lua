@@ -22,6 +22,7 @@
   ARGV[12] busy                  '1' when the callee is in an accepted call (and call waiting
                                  is off): the call is created already ended as `busy`, so it
                                  never rings
+  ARGV[14] traceparent           optional: the request's W3C trace context (README "Tracing")
   ARGV[13] firstUse              '1' when the caller's operationId binding was new: no record of
                                  this operation can exist unless a concurrent replay made it
 
@@ -57,7 +58,7 @@ if redis.call('EXISTS', callKey) == 1 then
 end
 
 local now = nowMs()
-local call = { names = {}, values = {} }
+local call = { names = {}, values = {}, trace = ARGV[14] }
 setCallFields(callKey, call,
   'callId', callId,
   'state', 'ringing',

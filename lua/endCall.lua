@@ -12,6 +12,7 @@
   ARGV[4] retentionMs
   ARGV[5] operationTtlMs
   ARGV[6] fingerprint
+  ARGV[7] traceparent        optional: the request's W3C trace context (README "Tracing")
 
   Rules (see README "End reasons"):
     - an already ended call is returned as is (absorbs echoes and retries);
@@ -41,6 +42,7 @@ if replay then return replay end
 
 local call = loadCall(callKey)
 if not isParty(call, userId) then return { 'error', 'not_found' } end
+call.trace = ARGV[7]
 
 local now = nowMs()
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)

@@ -13,6 +13,7 @@
   ARGV[4] operationTtlMs
   ARGV[5] fingerprint
   ARGV[6] maxRenames         renames one call may have (each is an event in the callee's log)
+  ARGV[7] traceparent        optional: the request's W3C trace context (README "Tracing")
 
   An ended call, or the same name again, is returned unchanged (no revision, no event). A call
   renamed maxRenames times already is refused (`rename_limit`): one call cannot fill the
@@ -39,6 +40,7 @@ if replay then return replay end
 
 local call = loadCall(callKey)
 if not isParty(call, userId) then return { 'error', 'not_found' } end
+call.trace = ARGV[7]
 if userId ~= call.values.callerUserId then return { 'error', 'forbidden' } end
 
 local now = nowMs()

@@ -3,6 +3,7 @@ import { startServer } from './server.js';
 import { redisServerOnPath, startEmbeddedRedis, type EmbeddedRedis } from './redis/embedded.js';
 import { devSecret, mintToken } from './auth/devTokens.js';
 import { createLogger } from './util/logger.js';
+import { flushTracing, startTracing } from './observability/tracing.js';
 import type { RedisTarget } from './redis/connection.js';
 
 /**
@@ -50,6 +51,7 @@ async function main(): Promise<void> {
     logger.info({ redis: redisTarget, dir: config.EMBEDDED_REDIS_DIR }, 'started embedded redis-server');
   }
 
+  if (config.TRACING === 'otlp') startTracing(`calling-backend-${config.ROLES.join('-')}`);
   const server = await startServer(config, redisTarget, logger);
 
   if (dev && config.AUTH_JWT_SECRET) {
@@ -70,6 +72,7 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'shutting down');
     const timer = setTimeout(() => process.exit(1), config.SHUTDOWN_TIMEOUT_MS).unref();
     await server.close();
+    await flushTracing();
     await embedded?.stop();
     clearTimeout(timer);
     process.exit(0);

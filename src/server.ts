@@ -34,6 +34,7 @@ import { openApiDocument } from './http/openapi.js';
 import { Metrics } from './observability/metrics.js';
 import { startMetricsServer } from './observability/metricsServer.js';
 import { callChangeObserver } from './observability/callChanges.js';
+import { inSpan, SpanKind, tracingEnabled } from './observability/tracing.js';
 import { keys } from './redis/keys.js';
 
 export interface RunningServer {
@@ -113,11 +114,11 @@ export async function startServer(
 
   let accepting = true;
   const openApiText = JSON.stringify(openApiDocument());
-  const routes: Route[] = [
+  const routes = ([
     ...healthRoutes({ accepting: () => accepting, redisReady: redisUp }),
     { method: 'get', pattern: '/v1/openapi.json', handler: () => ({ status: 200, body: openApiText }) },
     ...roles.flatMap((r) => r.routes ?? []),
-  ];
+  ] satisfies Route[]).map((r): Route => (tracingEnabled() ? traced(r) : r));
   const inFlight = { count: 0 };
   mountRoutes(app, routes, {
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
@@ -332,6 +333,34 @@ async function startWorker(
       await senders.close?.();
       queueConnection.disconnect();
     },
+  };
+}
+
+/** The route with a server span around its handler (README "Tracing"); a 4xx is not a failure. */
+function traced(route: Route): Route {
+  const name = `${route.method === 'del' ? 'DELETE' : route.method.toUpperCase()} ${route.pattern}`;
+  return {
+    ...route,
+    handler: (ctx) =>
+      inSpan(
+        name,
+        {
+          kind: SpanKind.SERVER,
+          parent: ctx.traceparent || undefined,
+          attributes: { 'http.route': route.pattern, 'http.request.method': ctx.method.toUpperCase() },
+          errorIf: (err) => !(err instanceof ApiError) || err.status >= 500,
+        },
+        async (span) => {
+          try {
+            const reply = await route.handler(ctx);
+            span?.setAttribute('http.response.status_code', reply.status);
+            return reply;
+          } catch (err) {
+            if (err instanceof ApiError) span?.setAttribute('http.response.status_code', err.status);
+            throw err;
+          }
+        },
+      ),
   };
 }
 

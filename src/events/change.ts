@@ -10,18 +10,23 @@ export interface CallChange {
   kind: ChangeKind;
   atMs: number;
   call: CallRecord;
+  /** The W3C trace context the change was made under, when traced (README "Tracing"). */
+  traceparent?: string;
 }
 
 const KINDS = new Set<string>(['created', 'answered', 'ended', 'renamed']);
 
-/** Parses one outbox entry's flat field list: `change <kind> at <ms> <call fields…>`. */
+/** Parses one outbox entry's flat field list: `change <kind> at <ms> <call fields…> [tp <traceparent>]`. */
 export function parseChange(entryId: string, shard: number, flat: string[]): CallChange {
   if (flat[0] !== 'change' || flat[2] !== 'at') throw new CorruptRecordError(`outbox entry ${entryId} has no change header`);
   const kind = flat[1] ?? '';
   if (!KINDS.has(kind)) throw new CorruptRecordError(`outbox entry ${entryId} has unknown change ${kind}`);
   const atMs = Number(flat[3]);
   if (!Number.isSafeInteger(atMs)) throw new CorruptRecordError(`outbox entry ${entryId} has a bad time`);
-  return { entryId, shard, kind: kind as ChangeKind, atMs, call: parseCallFields(flat.slice(4)) };
+  const change: CallChange = { entryId, shard, kind: kind as ChangeKind, atMs, call: parseCallFields(flat.slice(4)) };
+  // `tp` is the last pair when present (lua/includes/appendOutbox.lua); the call parser ignores it.
+  if (flat.length >= 6 && flat[flat.length - 2] === 'tp') change.traceparent = flat[flat.length - 1]!;
+  return change;
 }
 
 /**

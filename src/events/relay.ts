@@ -1,3 +1,5 @@
+import type { Span } from '@opentelemetry/api';
+import { openSpan, SpanKind, tracingEnabled } from '../observability/tracing.js';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis, Cluster } from 'ioredis';
@@ -249,6 +251,7 @@ class ShardReader {
       await sleep(200);
     };
     const changes = this.parse(entries);
+    const spans = tracingEnabled() ? this.traceChanges(changes) : undefined;
     // What each handler still has to do of this batch (all of it, unless this is a retry).
     const todo = handlers.map((_, i) => changes.filter((c) => !this.done[i]!.has(c.entryId)));
     let prepared: unknown[];
@@ -273,7 +276,10 @@ class ShardReader {
     const done: Promise<void> = Promise.all(runs)
       .then(() => this.acknowledge(entries))
       .catch(failed)
-      .finally(() => this.effects.delete(done));
+      .finally(() => {
+        this.effects.delete(done);
+        for (const span of spans ?? []) span.end();
+      });
     this.effects.add(done);
     if (this.effects.size > MAX_BATCHES_IN_EFFECTS) await this.effects.values().next().value;
   }
@@ -281,6 +287,26 @@ class ShardReader {
   /** Waits until the effects of every delivered batch are done (or failed and marked pending). */
   private async settle(): Promise<void> {
     while (this.effects.size > 0) await Promise.all(this.effects);
+  }
+
+  /**
+   * One span per traced change, a child of the request's Lua change, ended once the batch's side
+   * effects are done; the change then carries this span's context on to its pushes.
+   */
+  private traceChanges(changes: CallChange[]): Span[] {
+    const spans: Span[] = [];
+    for (const c of changes) {
+      if (!c.traceparent) continue;
+      const opened = openSpan(`relay ${c.kind}`, {
+        kind: SpanKind.CONSUMER,
+        parent: c.traceparent,
+        attributes: { 'calling.call_id': c.call.callId, 'calling.shard': c.shard, 'calling.revision': Number(c.call.revision) },
+      });
+      if (!opened) continue;
+      spans.push(opened.span);
+      c.traceparent = opened.traceparent;
+    }
+    return spans;
   }
 
   private parse(entries: Entry[]): CallChange[] {

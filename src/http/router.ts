@@ -19,6 +19,8 @@ export interface RequestContext {
   query: string;
   params: string[];
   authorization: string;
+  /** The client's W3C `traceparent` header ('' when absent): the parent of the request's span. */
+  traceparent: string;
   contentType: string;
   requestId: string;
   remoteAddress: string;
@@ -110,6 +112,7 @@ function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number,
     query: req.getQuery() ?? '',
     params,
     authorization: req.getHeader('authorization'),
+    traceparent: req.getHeader('traceparent'),
     contentType: req.getHeader('content-type'),
     requestId: /^[A-Za-z0-9._:-]{1,128}$/.test(incomingId) ? incomingId : randomUUID(),
     remoteAddress: clientAddress(res, req, clientIpHeader),

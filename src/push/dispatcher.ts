@@ -1,3 +1,4 @@
+import { inSpan, SpanKind, tracingEnabled } from '../observability/tracing.js';
 import type { Queue } from 'bullmq';
 import type { CallRecord } from '../calls/model.js';
 import { invitationPayload } from '../events/payloads.js';
@@ -129,7 +130,17 @@ export class PushDispatcher {
     return ready;
   }
 
-  private async timed(r: Ready): Promise<SendResult> {
+  private timed(r: Ready): Promise<SendResult> {
+    if (!r.msg.tp || !tracingEnabled()) return this.measured(r);
+    const provider = providerOf(r.msg);
+    return inSpan(`push ${provider}`, { kind: SpanKind.CLIENT, parent: r.msg.tp, attributes: { 'calling.call_id': r.msg.callId, 'calling.push': r.msg.t } }, async (span) => {
+      const result = await this.measured(r);
+      span?.setAttribute('calling.push_result', resultLabel(result));
+      return result;
+    });
+  }
+
+  private async measured(r: Ready): Promise<SendResult> {
     const observe = this.deps.observeSend;
     if (!observe) return this.sendOne(r);
     const started = performance.now();

@@ -19,7 +19,7 @@ import { partitionQueueName, queuePrefix, QUEUE_STREAMS, type Partitioning } fro
 export const PUSH_QUEUE = 'push';
 
 /** One push message to one device. */
-export type PushMessage =
+export type PushMessage = (
   | { t: 'invite'; callId: string; userId: string; installationId: string; kind: PushTokenKind }
   | {
       t: 'signal';
@@ -30,7 +30,11 @@ export type PushMessage =
       payload: EventPayload;
       /** After this the signal is pointless: its ttl and the end of its retries. */
       deadlineMs: number;
-    };
+    }
+) & {
+  /** The relayed change's trace context, when traced: each send's span joins it, retries too (README "Tracing"). */
+  tp?: string;
+};
 
 /** A retry job: the messages that failed together, and how many attempts they have had. */
 export interface PushRetryJob {

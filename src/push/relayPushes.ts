@@ -38,7 +38,9 @@ export function pushHandler(
     async handle(changes, prepared) {
       const { registrations, invitedCalls } = prepared ?? prepare(changes);
       const regs = await registrations;
-      const messages = changes.flatMap((c) => pushesFor(c, (u) => regs.get(u) ?? [], enabled)).map((p) => p.data);
+      const messages = changes.flatMap((c) =>
+        pushesFor(c, (u) => regs.get(u) ?? [], enabled).map((p) => (c.traceparent ? { ...p.data, tp: c.traceparent } : p.data)),
+      );
       if (messages.length === 0) return;
       const byKey = new Map<string, PushRegistration>();
       for (const list of regs.values()) for (const r of list) byKey.set(registrationKey(r.userId, r.installationId, r.kind), r);

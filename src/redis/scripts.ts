@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Redis, Cluster, ChainableCommander } from 'ioredis';
+import { currentTraceparent, inSpan, SpanKind, tracingEnabled } from '../observability/tracing.js';
 
 /**
  * Loads `lua/*.lua`, inlining `--@include "name"` lines with `lua/includes/name.lua` (each at
@@ -26,11 +27,15 @@ export const LUA_DIR = [join(here, '../../lua'), join(here, '../../../lua')].fin
   }
 }) ?? join(here, '../../lua');
 
-/** Every script and how many keys it takes (`variable`: as many as the call passes). */
+/**
+ * Every script and how many keys it takes (`variable`: as many as the call passes). `traced`: a
+ * call change whose outbox entry carries the request's trace context, passed as one more last
+ * argument while tracing is on (README "Tracing").
+ */
 export const scriptDefinitions = {
-  createCall: { file: 'createCall.lua', numberOfKeys: 4 },
-  answerCall: { file: 'answerCall.lua', numberOfKeys: 4 },
-  endCall: { file: 'endCall.lua', numberOfKeys: 4 },
+  createCall: { file: 'createCall.lua', numberOfKeys: 4, traced: true },
+  answerCall: { file: 'answerCall.lua', numberOfKeys: 4, traced: true },
+  endCall: { file: 'endCall.lua', numberOfKeys: 4, traced: true },
   readCall: { file: 'readCall.lua', numberOfKeys: 3 },
   expireDue: { file: 'expireDue.lua', numberOfKeys: 'variable' },
   registerPushToken: { file: 'registerPushToken.lua', numberOfKeys: 2 },
@@ -38,10 +43,10 @@ export const scriptDefinitions = {
   appendEvents: { file: 'appendEvents.lua', numberOfKeys: 2 },
   readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
   hitRateLimit: { file: 'hitRateLimit.lua', numberOfKeys: 1 },
-  renameCall: { file: 'renameCall.lua', numberOfKeys: 4 },
+  renameCall: { file: 'renameCall.lua', numberOfKeys: 4, traced: true },
   holdShardLease: { file: 'holdShardLease.lua', numberOfKeys: 1 },
   relayHeartbeat: { file: 'relayHeartbeat.lua', numberOfKeys: 1 },
-} as const satisfies Record<string, { file: string; numberOfKeys: number | 'variable' }>;
+} as const satisfies Record<string, { file: string; numberOfKeys: number | 'variable'; traced?: boolean }>;
 
 export type ScriptName = keyof typeof scriptDefinitions;
 
@@ -85,6 +90,16 @@ export const scriptObserver: { observe?: (name: ScriptName, seconds: number) => 
 
 /** Executes a script by name: keys then args (all keys in one hash slot on a cluster). */
 export async function runScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+  if (tracingEnabled()) {
+    return inSpan(`redis ${name}`, { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'redis', 'db.operation.name': 'EVALSHA', 'calling.script': name } }, () => {
+      const traced = 'traced' in scriptDefinitions[name] && currentTraceparent();
+      return observed(client, name, keys, traced ? [...args, traced] : args);
+    });
+  }
+  return observed(client, name, keys, args);
+}
+
+async function observed(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   const observe = scriptObserver.observe;
   if (!observe) return evalScript(client, name, keys, args);
   const started = performance.now();

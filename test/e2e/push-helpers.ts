@@ -31,7 +31,17 @@ export interface PushStack {
   stop(): Promise<void>;
 }
 
-export async function startPushStack(env: Record<string, string> = {}): Promise<PushStack> {
+/** Local APNs (production and sandbox) and FCM, and the variables that point a server at them. */
+export interface PushProviders {
+  apns: FakeApns;
+  apnsSandbox: FakeApns;
+  fcm: FakeFcm;
+  key: ApnsKey;
+  pushEnv: Record<string, string>;
+  close(): Promise<void>;
+}
+
+export async function startPushProviders(): Promise<PushProviders> {
   const key = makeApnsKey();
   const fakeOpts = { bundleId: BUNDLE_ID, keyId: key.keyId, teamId: key.teamId, publicKey: key.publicKey };
   const [apns, apnsSandbox, fcm] = await Promise.all([startFakeApns(fakeOpts), startFakeApns(fakeOpts), startFakeFcm()]);
@@ -49,14 +59,29 @@ export async function startPushStack(env: Record<string, string> = {}): Promise<
     ANDROID_PROJECT_ID: fcm.projectId,
     ANDROID_SERVICE_ACCOUNT_FILE: writeServiceAccountFile(dir, fcm.serviceAccount.json),
   };
+  return {
+    apns,
+    apnsSandbox,
+    fcm,
+    key,
+    pushEnv,
+    async close() {
+      await Promise.all([apns.close(), apnsSandbox.close(), fcm.close()]);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function startPushStack(env: Record<string, string> = {}): Promise<PushStack> {
+  const providers = await startPushProviders();
   let stack: Stack;
   try {
-    stack = await startStack({ ...pushEnv, ...env });
+    stack = await startStack({ ...providers.pushEnv, ...env });
   } catch (err) {
-    await Promise.all([apns.close(), apnsSandbox.close(), fcm.close()]);
-    rmSync(dir, { recursive: true, force: true });
+    await providers.close();
     throw err;
   }
+  const { apns, apnsSandbox, fcm, key, pushEnv } = providers;
   return {
     stack,
     url: stack.url,
@@ -67,8 +92,7 @@ export async function startPushStack(env: Record<string, string> = {}): Promise<
     pushEnv,
     async stop() {
       await stack.stop();
-      await Promise.all([apns.close(), apnsSandbox.close(), fcm.close()]);
-      rmSync(dir, { recursive: true, force: true });
+      await providers.close();
     },
   };
 }
