@@ -85,28 +85,26 @@ export class Metrics {
 
   /** A labelled gauge whose values are read at scrape time. */
   gaugesFrom(name: string, help: string, labelNames: string[], read: () => Iterable<[string[], number]>): void {
-    new Gauge({
-      name: METRIC_PREFIX + name,
-      help,
-      labelNames,
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const [labels, value] of read()) this.set(labelsOf(labelNames, labels), value);
-      },
-    });
+    this.readAtScrape(Gauge, name, help, labelNames, read);
   }
 
-  /** A labelled counter whose values are read at scrape time from a map `labelValue → count`. */
+  /** A labelled counter whose values are kept elsewhere and read at scrape time. */
   countersFrom(name: string, help: string, labelNames: string[], read: () => Iterable<[string[], number]>): void {
-    new Counter({
+    this.readAtScrape(Counter, name, help, labelNames, read);
+  }
+
+  private readAtScrape(type: typeof Gauge | typeof Counter, name: string, help: string, labelNames: string[], read: () => Iterable<[string[], number]>): void {
+    const metric: Gauge | Counter = new type({
       name: METRIC_PREFIX + name,
       help,
       labelNames,
       registers: [this.registry],
       collect() {
-        this.reset();
-        for (const [labels, value] of read()) this.inc(labelsOf(labelNames, labels), value);
+        metric.reset();
+        for (const [labels, value] of read()) {
+          if (metric instanceof Gauge) metric.set(labelsOf(labelNames, labels), value);
+          else metric.inc(labelsOf(labelNames, labels), value);
+        }
       },
     });
   }

@@ -1,6 +1,6 @@
 import { ApnsKeyError, ApnsProviderToken } from './apnsProviderToken.js';
 import type { Http2Pool, Http2Response } from './http2Pool.js';
-import { headerValue, parseJsonBody, parseRetryAfter, reasonCode, transportFailure } from './providerResponse.js';
+import { headerValue, parseJsonBody, reasonCode, retryOrFatal, sendWithCredential } from './providerResponse.js';
 import type { SendResult } from './sendResult.js';
 
 /**
@@ -77,18 +77,17 @@ export class ApnsSender {
     const path = `/3/device/${encodeURIComponent(target.token)}`;
     const body = JSON.stringify({ aps: {}, callpayload });
 
-    let first = true;
-    for (;;) {
-      let jwt: string;
-      try {
-        jwt = await this.providerToken.get();
-      } catch (err) {
-        if (err instanceof ApnsKeyError) return { ok: false, kind: 'fatal', reason: 'unusable provider key' };
-        throw err;
-      }
-      let res: Http2Response;
-      try {
-        res = await this.pool.request(
+    return sendWithCredential<string>({
+      credential: async () => {
+        try {
+          return await this.providerToken.get();
+        } catch (err) {
+          if (err instanceof ApnsKeyError) return { ok: false, kind: 'fatal', reason: 'unusable provider key' };
+          throw err;
+        }
+      },
+      send: (jwt) =>
+        this.pool.request(
           origin,
           {
             method: 'POST',
@@ -104,23 +103,12 @@ export class ApnsSender {
             body,
           },
           this.timeoutMs,
-        );
-      } catch (err) {
-        return transportFailure(err);
-      }
-
-      const reason = res.status === 200 ? '' : reasonCode(reasonOf(res.body), res.status);
-      if (res.status === 403 && REJECTED_PROVIDER_TOKEN.has(reason)) {
-        this.providerToken.invalidate(jwt);
-        // Once: a fresh token rejected again means the key, key ID or team ID is wrong.
-        if (first) {
-          first = false;
-          continue;
-        }
-        return { ok: false, kind: 'fatal', reason, status: res.status };
-      }
-      return this.classify(res, reason);
-    }
+        ),
+      // A fresh token refused again means the key, key ID or team ID is wrong: fatal (classify).
+      refusesCredential: (res) => res.status === 403 && REJECTED_PROVIDER_TOKEN.has(reasonOf(res)),
+      invalidate: (jwt) => this.providerToken.invalidate(jwt),
+      classify: (res) => this.classify(res, res.status === 200 ? '' : reasonOf(res)),
+    });
   }
 
   private classify(res: Http2Response, reason: string): SendResult {
@@ -132,18 +120,12 @@ export class ApnsSender {
     if (status === 410 || (status === 400 && INVALID_TOKEN_REASONS.has(reason))) {
       return { ok: false, kind: 'invalidToken', reason };
     }
-    if (status === 429 || status >= 500) {
-      const retryAfterMs = parseRetryAfter(res.headers['retry-after'], this.now());
-      return retryAfterMs === undefined
-        ? { ok: false, kind: 'retry', reason, status }
-        : { ok: false, kind: 'retry', reason, status, retryAfterMs };
-    }
-    return { ok: false, kind: 'fatal', reason, status };
+    return retryOrFatal(res, reason, this.now());
   }
 }
 
-/** APNs error bodies are `{"reason":"BadDeviceToken"}` (410 adds `timestamp`). */
-function reasonOf(body: string): unknown {
-  const json = parseJsonBody(body);
-  return json !== null && typeof json === 'object' ? (json as { reason?: unknown }).reason : undefined;
+/** APNs error bodies are `{"reason":"BadDeviceToken"}` (410 adds `timestamp`): the reason code. */
+function reasonOf(res: Http2Response): string {
+  const json = parseJsonBody(res.body);
+  return reasonCode(json !== null && typeof json === 'object' ? (json as { reason?: unknown }).reason : undefined, res.status);
 }

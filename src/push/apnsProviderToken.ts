@@ -1,3 +1,4 @@
+import { CachedCredential } from './cachedCredential.js';
 import { SignJWT, importPKCS8, type CryptoKey } from 'jose';
 
 /**
@@ -30,7 +31,7 @@ export class ApnsKeyError extends Error {
 }
 
 interface SignedToken {
-  jwt: string;
+  value: string;
   issuedAtMs: number;
 }
 
@@ -41,8 +42,10 @@ export class ApnsProviderToken {
   private readonly refreshAfterMs: number;
   private readonly now: () => number;
   private key: Promise<CryptoKey> | undefined;
-  private current: SignedToken | undefined;
-  private signing: Promise<SignedToken> | undefined;
+  private readonly cache = new CachedCredential<SignedToken>(
+    () => this.sign(),
+    (t) => this.isFresh(t),
+  );
   private signed = 0;
 
   constructor(options: ApnsProviderTokenOptions) {
@@ -65,13 +68,8 @@ export class ApnsProviderToken {
 
   /** The token to send now: the cached one while it is younger than the refresh age. */
   async get(): Promise<string> {
-    const cached = this.current;
-    if (cached && this.isFresh(cached)) return cached.jwt;
     // Concurrent pushes at refresh time share one signature, so APNs sees one new token.
-    this.signing ??= this.sign().finally(() => {
-      this.signing = undefined;
-    });
-    return (await this.signing).jwt;
+    return this.cache.get();
   }
 
   /**
@@ -81,8 +79,7 @@ export class ApnsProviderToken {
    * TooManyProviderTokenUpdates.
    */
   invalidate(rejected?: string): void {
-    if (rejected !== undefined && this.current?.jwt !== rejected) return;
-    this.current = undefined;
+    this.cache.invalidate(rejected);
   }
 
   private isFresh(t: SignedToken): boolean {
@@ -100,10 +97,8 @@ export class ApnsProviderToken {
       .setIssuer(this.teamId)
       .setIssuedAt(issuedAtMs / 1000)
       .sign(key);
-    const token = { jwt, issuedAtMs };
-    this.current = token;
     this.signed++;
-    return token;
+    return { value: jwt, issuedAtMs };
   }
 
   private importKey(): Promise<CryptoKey> {

@@ -1,6 +1,6 @@
 import { FcmAccessToken, FcmAuthError, type ServiceAccount } from './fcmAccessToken.js';
 import type { Http2Pool, Http2Response } from './http2Pool.js';
-import { parseJsonBody, parseRetryAfter, reasonCode, transportFailure } from './providerResponse.js';
+import { parseJsonBody, reasonCode, retryOrFatal, sendWithCredential } from './providerResponse.js';
 import type { SendResult } from './sendResult.js';
 
 /**
@@ -91,22 +91,21 @@ export class FcmSender {
       },
     });
 
-    let first = true;
-    for (;;) {
-      let accessToken: string;
-      try {
-        accessToken = await this.accessToken.get();
-      } catch (err) {
-        if (!(err instanceof FcmAuthError)) throw err;
-        const reason =
-          err.status !== undefined ? `token exchange status ${err.status}` : err.transient ? 'token exchange failed' : 'unusable service account';
-        return err.transient
-          ? { ok: false, kind: 'retry', reason }
-          : { ok: false, kind: 'fatal', reason, ...(err.status === undefined ? {} : { status: err.status }) };
-      }
-      let res: Http2Response;
-      try {
-        res = await this.pool.request(
+    return sendWithCredential<string>({
+      credential: async () => {
+        try {
+          return await this.accessToken.get();
+        } catch (err) {
+          if (!(err instanceof FcmAuthError)) throw err;
+          const reason =
+            err.status !== undefined ? `token exchange status ${err.status}` : err.transient ? 'token exchange failed' : 'unusable service account';
+          return err.transient
+            ? { ok: false, kind: 'retry', reason }
+            : { ok: false, kind: 'fatal', reason, ...(err.status === undefined ? {} : { status: err.status }) };
+        }
+      },
+      send: (accessToken) =>
+        this.pool.request(
           this.origin,
           {
             method: 'POST',
@@ -115,21 +114,12 @@ export class FcmSender {
             body,
           },
           this.timeoutMs,
-        );
-      } catch (err) {
-        return transportFailure(err);
-      }
-
-      if (res.status === 401) {
-        this.accessToken.invalidate(accessToken);
-        // Once: a fresh token refused again means the account lacks access to the project.
-        if (first) {
-          first = false;
-          continue;
-        }
-      }
-      return this.classify(res);
-    }
+        ),
+      // A fresh token refused again means the account lacks access to the project.
+      refusesCredential: (res) => res.status === 401,
+      invalidate: (accessToken) => this.accessToken.invalidate(accessToken),
+      classify: (res) => this.classify(res),
+    });
   }
 
   private classify(res: Http2Response): SendResult {
@@ -144,13 +134,7 @@ export class FcmSender {
     if ((status === 404 && error.errorCode === 'UNREGISTERED') || (status === 400 && isBadRegistrationToken(error))) {
       return { ok: false, kind: 'invalidToken', reason };
     }
-    if (status === 429 || status >= 500) {
-      const retryAfterMs = parseRetryAfter(res.headers['retry-after'], this.now());
-      return retryAfterMs === undefined
-        ? { ok: false, kind: 'retry', reason, status }
-        : { ok: false, kind: 'retry', reason, status, retryAfterMs };
-    }
-    return { ok: false, kind: 'fatal', reason, status };
+    return retryOrFatal(res, reason, this.now());
   }
 }
 

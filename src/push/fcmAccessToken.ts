@@ -1,3 +1,4 @@
+import { CachedCredential } from './cachedCredential.js';
 import { SignJWT, importPKCS8, type CryptoKey } from 'jose';
 
 /**
@@ -69,7 +70,7 @@ export interface FcmAccessTokenOptions {
 }
 
 interface CachedToken {
-  accessToken: string;
+  value: string;
   refreshAtMs: number;
 }
 
@@ -79,8 +80,10 @@ export class FcmAccessToken {
   private readonly now: () => number;
   private readonly fetch: typeof globalThis.fetch;
   private key: Promise<CryptoKey> | undefined;
-  private current: CachedToken | undefined;
-  private refreshing: Promise<CachedToken> | undefined;
+  private readonly cache = new CachedCredential<CachedToken>(
+    () => this.exchange(),
+    (t) => this.now() < t.refreshAtMs,
+  );
   private exchanges = 0;
 
   constructor(options: FcmAccessTokenOptions) {
@@ -97,12 +100,7 @@ export class FcmAccessToken {
 
   /** A valid access token; rejects with FcmAuthError when none can be obtained. */
   async get(): Promise<string> {
-    const cached = this.current;
-    if (cached && this.now() < cached.refreshAtMs) return cached.accessToken;
-    this.refreshing ??= this.exchange().finally(() => {
-      this.refreshing = undefined;
-    });
-    return (await this.refreshing).accessToken;
+    return this.cache.get();
   }
 
   /**
@@ -110,8 +108,7 @@ export class FcmAccessToken {
    * meanwhile by another caller is kept.
    */
   invalidate(rejected?: string): void {
-    if (rejected !== undefined && this.current?.accessToken !== rejected) return;
-    this.current = undefined;
+    this.cache.invalidate(rejected);
   }
 
   private async exchange(): Promise<CachedToken> {
@@ -158,10 +155,8 @@ export class FcmAccessToken {
     }
     // Counted from the request, not the answer: the token's lifetime started at the server.
     const lifetimeMs = expiresIn * 1000;
-    const token = { accessToken, refreshAtMs: requestedAtMs + lifetimeMs - Math.min(REFRESH_MARGIN_MS, lifetimeMs / 2) };
-    this.current = token;
     this.exchanges++;
-    return token;
+    return { value: accessToken, refreshAtMs: requestedAtMs + lifetimeMs - Math.min(REFRESH_MARGIN_MS, lifetimeMs / 2) };
   }
 
   private importKey(): Promise<CryptoKey> {

@@ -1,5 +1,5 @@
-import { Http2RequestError } from './http2Pool.js';
-import type { SendFailure } from './sendResult.js';
+import { Http2RequestError, type Http2Response } from './http2Pool.js';
+import type { SendFailure, SendResult } from './sendResult.js';
 
 /** Helpers both provider clients use to read answers without trusting them. */
 
@@ -44,4 +44,52 @@ export function headerValue(value: string | string[] | undefined): string | unde
 export function transportFailure(err: unknown): SendFailure {
   if (!(err instanceof Http2RequestError)) throw err;
   return { ok: false, kind: 'retry', reason: err.kind === 'timeout' ? 'timeout' : `network ${err.code ?? err.kind}` };
+}
+
+/** A refused answer that is not about the token: 429 and 5xx are worth retrying later, the rest never. */
+export function retryOrFatal(res: Http2Response, reason: string, nowMs: number): SendFailure {
+  const { status } = res;
+  if (status === 429 || status >= 500) {
+    const retryAfterMs = parseRetryAfter(res.headers['retry-after'], nowMs);
+    return retryAfterMs === undefined ? { ok: false, kind: 'retry', reason, status } : { ok: false, kind: 'retry', reason, status, retryAfterMs };
+  }
+  return { ok: false, kind: 'fatal', reason, status };
+}
+
+export interface CredentialedRequest<C> {
+  /** The cached credential, or the failure to report when none can be had. */
+  credential(): Promise<C | SendFailure>;
+  send(credential: C): Promise<Http2Response>;
+  /** Whether the provider refused the credential itself (not the message). */
+  refusesCredential(res: Http2Response): boolean;
+  /** Drops the refused credential from the cache, so the next `credential()` makes a new one. */
+  invalidate(credential: C): void;
+  classify(res: Http2Response): SendResult;
+}
+
+/**
+ * One provider request with a cached credential (APNs provider JWT, FCM access token): a
+ * credential the provider refuses is dropped and the request sent once more with a fresh one; a
+ * fresh credential refused again is a configuration error, classified like any other answer.
+ */
+export async function sendWithCredential<C>(r: CredentialedRequest<C>): Promise<SendResult> {
+  for (let attempt = 1; ; attempt++) {
+    const credential = await r.credential();
+    if (isFailure(credential)) return credential;
+    let res: Http2Response;
+    try {
+      res = await r.send(credential);
+    } catch (err) {
+      return transportFailure(err);
+    }
+    if (r.refusesCredential(res)) {
+      r.invalidate(credential);
+      if (attempt === 1) continue;
+    }
+    return r.classify(res);
+  }
+}
+
+function isFailure(v: unknown): v is SendFailure {
+  return typeof v === 'object' && v !== null && (v as { ok?: unknown }).ok === false;
 }
