@@ -197,13 +197,11 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
       failures: config.RATE_AUTH_FAILURES_PER_MIN > 0 ? new FailureCounter({ limit: config.RATE_AUTH_FAILURES_PER_MIN, windowMs: 60_000 }) : undefined,
     },
     limits: {
-      callCreates:
-        config.RATE_CALL_CREATES_PER_MIN > 0 ? new RedisRateLimiter(redis, { limit: config.RATE_CALL_CREATES_PER_MIN, windowMs: 60_000 }) : undefined,
-      renames: config.RATE_RENAMES_PER_MIN > 0 ? new RedisRateLimiter(redis, { limit: config.RATE_RENAMES_PER_MIN, windowMs: 60_000 }) : undefined,
-      pushTokenWrites:
-        config.RATE_PUSH_TOKEN_WRITES_PER_HOUR > 0
-          ? new RedisRateLimiter(redis, { limit: config.RATE_PUSH_TOKEN_WRITES_PER_HOUR, windowMs: 3_600_000 })
-          : undefined,
+      callCreates: limiter(redis, config.RATE_CALL_CREATES_PER_MIN, 60_000, (s: { userId: string }) => keys.callCreateLimit(ks, s.userId)),
+      renames: limiter(redis, config.RATE_RENAMES_PER_MIN, 60_000, (s: { userId: string }) => keys.renameLimit(ks, s.userId)),
+      pushTokenWrites: limiter(redis, config.RATE_PUSH_TOKEN_WRITES_PER_HOUR, 3_600_000, (s: { userId: string; installationId: string }) =>
+        keys.pushTokenWriteLimit(ks, s.userId, s.installationId),
+      ),
     },
     pushRegistry: new PushRegistry(redis, ks),
     eventLog: new EventLog(redis, {
@@ -214,6 +212,11 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
       metaTtlMs: config.EVENT_LOG_MAX_AGE_MS * 7,
     }),
   };
+}
+
+/** A Redis rate limiter, or none when its limit is 0 (switched off). */
+function limiter<S>(redis: RedisClient, limit: number, windowMs: number, keyOf: (s: S) => string): RedisRateLimiter<S> | undefined {
+  return limit > 0 ? new RedisRateLimiter(redis, { limit, windowMs }, keyOf) : undefined;
 }
 
 /** The HTTP API: its routes only; it holds nothing that needs stopping. */

@@ -8,7 +8,8 @@ import { isForInstallation } from '../events/audience.js';
 import { bearerToken } from '../auth/verifier.js';
 import { checkToken, type AuthGuard } from '../auth/guard.js';
 import { TokenBucket } from '../limits/rateLimiter.js';
-import { ApiError, errorCatalogue, problemBody } from '../http/errors.js';
+import { ApiError } from '../http/errors.js';
+import { requestIdOf, writeProblem } from '../http/router.js';
 import { rateLimited } from '../http/request.js';
 import { clientAddress } from '../http/clientAddress.js';
 import type { Logger } from '../util/logger.js';
@@ -117,13 +118,10 @@ export class Gateway {
         const { encoding, protocol } = negotiate(protocols);
 
         const remoteAddress = clientAddress(res, req, this.settings.clientIpHeader);
+        const requestId = requestIdOf(req);
+        // The same answer as any route's refusal (status line, x-request-id, problem+json).
         const reject = (err: ApiError) => {
-          if (aborted) return;
-          res.cork(() => {
-            res.writeStatus(`${err.status} ${errorCatalogue[err.code].title}`).writeHeader('content-type', 'application/problem+json');
-            for (const [k, v] of Object.entries(err.headers)) res.writeHeader(k, v);
-            res.end(problemBody(err));
-          });
+          if (!aborted) writeProblem(res, requestId, err);
         };
         const startCursor = rawCursor ? decodeCursor(rawCursor) : undefined;
         if (rawCursor && !startCursor) {

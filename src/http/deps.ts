@@ -11,7 +11,12 @@ export interface ApiDeps {
   calls: CallStore;
   auth: AuthGuard;
   /** Per-user call creation and per-installation push-token writes (undefined: no limit). */
-  limits: { callCreates: RedisRateLimiter | undefined; pushTokenWrites: RedisRateLimiter | undefined; renames: RedisRateLimiter | undefined };
+  /** Per-user and per-installation limits (README "Abuse limits"); undefined when switched off. */
+  limits: {
+    callCreates: RedisRateLimiter<{ userId: string }> | undefined;
+    pushTokenWrites: RedisRateLimiter<{ userId: string; installationId: string }> | undefined;
+    renames: RedisRateLimiter<{ userId: string }> | undefined;
+  };
   pushRegistry: PushRegistry;
   eventLog: EventLog;
 }

@@ -85,12 +85,12 @@ interface ResponseState {
   done: boolean;
 }
 
-function send(res: HttpResponse, state: ResponseState, ctx: RequestContext, reply: Reply, closeConnection = false): void {
+function send(res: HttpResponse, state: ResponseState, requestId: string, reply: Reply, closeConnection = false): void {
   if (state.aborted || state.done) return;
   state.done = true;
   res.cork(() => {
     res.writeStatus(statusLine(reply.status));
-    res.writeHeader('x-request-id', ctx.requestId);
+    res.writeHeader('x-request-id', requestId);
     if (reply.body !== undefined) res.writeHeader('content-type', reply.contentType ?? 'application/json');
     for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
     if (reply.body === undefined) res.endWithoutBody(0, closeConnection);
@@ -102,10 +102,23 @@ export function problemReply(err: ApiError): Reply {
   return { status: err.status, body: problemBody(err), contentType: 'application/problem+json', headers: err.headers };
 }
 
+/**
+ * Answers with a problem outside mountRoutes (the WebSocket upgrade refusal), the same way as
+ * every route does: status line, `x-request-id`, problem+json. The caller checks it was not aborted.
+ */
+export function writeProblem(res: HttpResponse, requestId: string, err: ApiError): void {
+  send(res, { aborted: false, done: false }, requestId, problemReply(err));
+}
+
+/** The client's `x-request-id` when it is sane, else a new one. */
+export function requestIdOf(req: HttpRequest): string {
+  const incomingId = req.getHeader('x-request-id');
+  return /^[A-Za-z0-9._:-]{1,128}$/.test(incomingId) ? incomingId : randomUUID();
+}
+
 function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number, clientIpHeader?: string): RequestContext {
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
-  const incomingId = req.getHeader('x-request-id');
   return {
     method: req.getMethod(),
     path: req.getUrl(),
@@ -114,7 +127,7 @@ function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number,
     authorization: req.getHeader('authorization'),
     traceparent: req.getHeader('traceparent'),
     contentType: req.getHeader('content-type'),
-    requestId: /^[A-Za-z0-9._:-]{1,128}$/.test(incomingId) ? incomingId : randomUUID(),
+    requestId: requestIdOf(req),
     remoteAddress: clientAddress(res, req, clientIpHeader),
     body: undefined,
   };
@@ -176,7 +189,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
       }
       const finish = (reply: Reply, closeConnection = false) => {
         release();
-        send(res, state, ctx, reply, closeConnection);
+        send(res, state, ctx.requestId, reply, closeConnection);
         opts.onResponse?.(ctx, route.pattern, reply.status, startedAt);
       };
       const run = () => {
@@ -220,7 +233,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
       });
       const ctx = captureContext(res, req, 0);
       const err = new ApiError('method_not_allowed', `${ctx.method.toUpperCase()} is not allowed on ${ctx.path}; allowed: ${allow}`, {}, { allow });
-      send(res, state, ctx, problemReply(err));
+      send(res, state, ctx.requestId, problemReply(err));
     });
   }
 }
@@ -233,7 +246,7 @@ export function mountNotFound(app: TemplatedApp): void {
       state.aborted = true;
     });
     const ctx = captureContext(res, req, 0);
-    send(res, state, ctx, problemReply(new ApiError('not_found', `no route for ${ctx.method.toUpperCase()} ${ctx.path}`)));
+    send(res, state, ctx.requestId, problemReply(new ApiError('not_found', `no route for ${ctx.method.toUpperCase()} ${ctx.path}`)));
   });
 }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { IOS_ENVIRONMENTS, PUSH_TOKEN_KINDS } from '../push/kinds.js';
 import { REQUEST_END_REASONS, END_REASONS } from '../calls/reasons.js';
 import { ID_PATTERN } from '../auth/principal.js';
 
@@ -44,11 +45,8 @@ export const mediaSessionBody = z.object({
   operationId: opaqueId.optional(),
 });
 
-export const pushTokenKind = z.enum(['iosVoip', 'androidPush']);
-export type PushTokenKind = z.infer<typeof pushTokenKind>;
-
-export const iosEnvironment = z.enum(['production', 'development']);
-export type IosEnvironment = z.infer<typeof iosEnvironment>;
+export const pushTokenKind = z.enum(PUSH_TOKEN_KINDS);
+export const iosEnvironment = z.enum(IOS_ENVIRONMENTS);
 
 export const pushTokenBody = z.object({
   token: z.string().regex(/^[\x21-\x7e]{8,4096}$/, 'must be 8 to 4096 printable ASCII characters'),

@@ -18,14 +18,19 @@ export interface LimitRule {
   windowMs: number;
 }
 
-/** A fixed-window counter in Redis (lua/hitRateLimit.lua). */
-export class RedisRateLimiter {
+/**
+ * A fixed-window counter in Redis (lua/hitRateLimit.lua) per subject (a user, an installation):
+ * the limiter knows how its counters are keyed, callers name only whom they count.
+ */
+export class RedisRateLimiter<Subject> {
   constructor(
     private readonly redis: Redis | Cluster,
     private readonly rule: LimitRule,
+    private readonly keyOf: (subject: Subject) => string,
   ) {}
 
-  async hit(key: string): Promise<LimitDecision> {
+  async hit(subject: Subject): Promise<LimitDecision> {
+    const key = this.keyOf(subject);
     const [allowed, ttl] = (await runScript(this.redis, 'hitRateLimit', [key], [String(this.rule.limit), String(this.rule.windowMs)])) as [
       number,
       number,

@@ -1,6 +1,6 @@
 import { Queue, type ConnectionOptions, type DefaultJobOptions } from 'bullmq';
 import type { EventPayload } from '../events/payloads.js';
-import type { PushTokenKind } from '../http/schemas.js';
+import type { PushTokenKind } from './kinds.js';
 import { partitionQueueName, queuePrefix, QUEUE_STREAMS, type Partitioning } from '../redis/partitions.js';
 
 /**

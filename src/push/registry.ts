@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
-import type { IosEnvironment, PushTokenKind } from '../http/schemas.js';
+import type { IosEnvironment, PushTokenKind } from './kinds.js';
 
 /**
  * Push registrations: one per (installation, kind), stored under the user so invitations fan out

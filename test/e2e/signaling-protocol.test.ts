@@ -36,6 +36,8 @@ function expectRefused(outcome: UpgradeRejected | SignalingClient, status: numbe
   }
   expect(outcome.status).toBe(status);
   expect(outcome.headers['content-type']).toBe('application/problem+json');
+  // The same writer as every route's refusal: a request ID comes back with it.
+  expect(outcome.headers['x-request-id']).toMatch(/^[A-Za-z0-9._:-]{1,128}$/);
   const body = JSON.parse(outcome.body) as Record<string, unknown>;
   expect(body.status).toBe(status);
   expect(body.code).toBe(status === 401 ? 'unauthorized' : 'invalid_request');

@@ -1,7 +1,6 @@
 import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { authenticate, parseJsonBody, rateLimited } from '../request.js';
-import { keys } from '../../redis/keys.js';
 import { createCallBody } from '../schemas.js';
 import { ApiError } from '../errors.js';
 import { fingerprint } from '../../calls/store.js';
@@ -18,7 +17,7 @@ export function createCallRoute(deps: ApiDeps): Route {
       const body = parseJsonBody(ctx, createCallBody);
       if (body.calleeUserId === me.userId) throw new ApiError('invalid_request', 'calleeUserId: you cannot call yourself');
       // Sent now, so it shares a round trip with the store's first reads.
-      const hit = deps.limits.callCreates?.hit(keys.callCreateLimit(deps.calls.settings, me.userId));
+      const hit = deps.limits.callCreates?.hit(me);
       const outcome = await deps.calls.create(
         {
           callId: body.callId,

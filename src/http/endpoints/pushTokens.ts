@@ -1,7 +1,6 @@
 import type { ApiDeps } from '../deps.js';
 import type { RequestContext, Route } from '../router.js';
 import { authenticate, parseJsonBody, parseParam, rateLimited } from '../request.js';
-import { keys } from '../../redis/keys.js';
 import { principalId, pushTokenBody, pushTokenKind } from '../schemas.js';
 import { ApiError } from '../errors.js';
 import { tokenSuffix } from '../../push/registry.js';
@@ -38,7 +37,7 @@ export function putPushTokenRoute(deps: ApiDeps): Route {
         throw new ApiError('invalid_request', 'token: an iosVoip token is the device token in hexadecimal (at least 64 digits)');
       }
       if (deps.limits.pushTokenWrites) {
-        const d = await deps.limits.pushTokenWrites.hit(keys.pushTokenWriteLimit(deps.calls.settings, me.userId, installationId));
+        const d = await deps.limits.pushTokenWrites.hit({ userId: me.userId, installationId });
         if (!d.allowed) throw rateLimited('too many push token writes from this installation; retry later', d.retryAfterMs);
       }
       const saved = await deps.pushRegistry.register({

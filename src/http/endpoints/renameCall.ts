@@ -1,7 +1,6 @@
 import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { authenticate, parseJsonBody, parseParam, rateLimited } from '../request.js';
-import { keys } from '../../redis/keys.js';
 import { opaqueId, renameCallBody } from '../schemas.js';
 import { fingerprint } from '../../calls/store.js';
 import { displayNameFor } from '../../calls/identity.js';
@@ -21,7 +20,7 @@ export function renameCallRoute(deps: ApiDeps): Route {
       const body = parseJsonBody(ctx, renameCallBody);
       const displayName = displayNameFor(body.displayName);
       // Each rename is an event in the callee's log: one user may not flood other users' logs.
-      const hit = await deps.limits.renames?.hit(keys.renameLimit(deps.calls.settings, me.userId));
+      const hit = await deps.limits.renames?.hit(me);
       if (hit && !hit.allowed) throw rateLimited('too many renames by this user; retry later', hit.retryAfterMs);
       const outcome = await deps.calls.rename({
         callId,
