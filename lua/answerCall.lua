@@ -27,23 +27,11 @@ local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
 
 --@include "fmtInt"
---@include "nowMs"
---@include "callRecord"
---@include "callParties"
 --@include "appendOutbox"
---@include "expireIfDue"
---@include "operationRecord"
+--@include "openCallChange"
 
-local replay = replayOperation(opKey, fingerprint, true)
-if replay then return replay end
-
-local call = loadCall(callKey)
-if not isParty(call, userId) then return { 'error', 'not_found' } end
-call.trace = ARGV[7]
-if userId ~= call.values.calleeUserId then return { 'error', 'forbidden' } end
-
-local now = nowMs()
-expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, retentionMs, ARGV[7])
+if reply then return reply end
 
 local state, winner = call.values.state, call.values.answeredByInstallationId
 if state == 'accepted' and winner == installationId then

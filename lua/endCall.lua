@@ -30,22 +30,11 @@ local userId, installationId, reason = ARGV[1], ARGV[2], ARGV[3]
 local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
 
---@include "nowMs"
---@include "callRecord"
---@include "callParties"
 --@include "endCallNow"
---@include "expireIfDue"
---@include "operationRecord"
+--@include "openCallChange"
 
-local replay = replayOperation(opKey, fingerprint, true)
-if replay then return replay end
-
-local call = loadCall(callKey)
-if not isParty(call, userId) then return { 'error', 'not_found' } end
-call.trace = ARGV[7]
-
-local now = nowMs()
-expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, retentionMs, ARGV[7])
+if reply then return reply end
 
 local state, callerInstallationId, winner = call.values.state, call.values.callerInstallationId, call.values.answeredByInstallationId
 local side = (userId == call.values.callerUserId) and 'caller' or 'callee'
@@ -59,6 +48,7 @@ if reason == 'remoteEnded' or reason == 'callerCancelled' or reason == 'answered
   return unchanged()
 end
 if state == 'accepted' then
+  -- The installations in the call (src/calls/model.ts inCallInstallation states the same rule).
   local inCall = (side == 'caller' and installationId == callerInstallationId)
     or (side == 'callee' and installationId == winner)
   if not inCall then return unchanged() end

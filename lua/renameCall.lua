@@ -28,23 +28,11 @@ local userId, displayName = ARGV[1], ARGV[2]
 local retentionMs, operationTtlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
 local fingerprint, maxRenames = ARGV[5], tonumber(ARGV[6])
 
---@include "nowMs"
---@include "callRecord"
---@include "callParties"
 --@include "appendOutbox"
---@include "expireIfDue"
---@include "operationRecord"
+--@include "openCallChange"
 
-local replay = replayOperation(opKey, fingerprint, true)
-if replay then return replay end
-
-local call = loadCall(callKey)
-if not isParty(call, userId) then return { 'error', 'not_found' } end
-call.trace = ARGV[7]
-if userId ~= call.values.callerUserId then return { 'error', 'forbidden' } end
-
-local now = nowMs()
-expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, retentionMs, ARGV[7])
+if reply then return reply end
 if call.values.state == 'ended' or call.values.callerDisplayName == displayName then
   return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)
 end

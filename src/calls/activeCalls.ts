@@ -1,4 +1,5 @@
 import type { CallChange } from '../events/change.js';
+import { wasAnswered } from './model.js';
 
 /**
  * Busy detection: each user's relay state (the event log's meta hash, lua/appendEvents.lua) holds
@@ -14,6 +15,6 @@ export function busyMarkerOps(change: CallChange): [userId: string, op: MarkerOp
   const { kind, call } = change;
   const parties = [call.callerUserId, call.calleeUserId];
   if (kind === 'answered') return parties.map((u) => [u, { op: 'set', callId: call.callId }]);
-  if (kind === 'ended' && call.acceptedAtMs !== undefined) return parties.map((u) => [u, { op: 'clear', callId: call.callId }]);
+  if (kind === 'ended' && wasAnswered(call)) return parties.map((u) => [u, { op: 'clear', callId: call.callId }]);
   return [];
 }

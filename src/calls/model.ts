@@ -77,6 +77,21 @@ export function parseCallFields(flat: unknown): CallRecord {
   return rec;
 }
 
+/** Whether the call was ever answered (for an ended call: it ended after an answer, not while ringing). */
+export function wasAnswered(call: CallRecord): boolean {
+  return call.acceptedAtMs !== undefined;
+}
+
+/**
+ * The installation of `side` that is in the call: the caller's calling installation, or the one
+ * that answered; none while ringing or after an end. lua/endCall.lua applies the same rule inside
+ * its script (who may hang up an accepted call), where it must be decided atomically.
+ */
+export function inCallInstallation(call: CallRecord, side: Side): string | undefined {
+  if (call.state !== 'accepted') return undefined;
+  return side === 'caller' ? call.callerInstallationId : call.answeredByInstallationId;
+}
+
 export function sideOf(call: CallRecord, userId: string): Side | undefined {
   if (userId === call.callerUserId) return 'caller';
   if (userId === call.calleeUserId) return 'callee';

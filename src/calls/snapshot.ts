@@ -1,4 +1,4 @@
-import type { CallRecord } from './model.js';
+import { wasAnswered, type CallRecord } from './model.js';
 import { reasonForSide, type EndReason, type Side } from './reasons.js';
 
 /** The call snapshot (spec 2.3, plus DESIGN.md's accepted/ended fields), as one side sees it. */
@@ -35,7 +35,7 @@ export function toSnapshot(call: CallRecord, viewer: Side): CallSnapshot {
   if (call.acceptedAtMs !== undefined) snap.acceptedAtMs = call.acceptedAtMs;
   if (call.endedAtMs !== undefined) snap.endedAtMs = call.endedAtMs;
   if (call.state === 'ended' && call.endReason !== undefined) {
-    snap.endReason = reasonForSide(call.endReason, call.endedBy ?? 'system', call.acceptedAtMs !== undefined, viewer);
+    snap.endReason = reasonForSide(call.endReason, call.endedBy ?? 'system', wasAnswered(call), viewer);
   }
   return snap;
 }

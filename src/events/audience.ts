@@ -1,4 +1,5 @@
 import { reasonForSide } from '../calls/reasons.js';
+import { wasAnswered } from '../calls/model.js';
 import type { CallChange } from './change.js';
 import { acceptedPayload, endedPayload, invitationPayload, renamedPayload, type EventPayload } from './payloads.js';
 
@@ -41,7 +42,7 @@ export function deliveriesFor(change: CallChange): Delivery[] {
     case 'ended': {
       const by = call.endedBy ?? 'system';
       const reason = call.endReason ?? 'remoteEnded';
-      const accepted = call.acceptedAtMs !== undefined;
+      const accepted = wasAnswered(call);
       const forCaller = endedPayload(call, atMs, reasonForSide(reason, by, accepted, 'caller'), 'ended-caller');
       const forCallee = endedPayload(call, atMs, reasonForSide(reason, by, accepted, 'callee'), 'ended-callee');
       const winner = call.answeredByInstallationId;

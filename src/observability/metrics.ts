@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CallChange } from '../events/change.js';
+import { wasAnswered } from '../calls/model.js';
 
 /** Every metric this server exports starts with this (README "Metrics"). */
 export const METRIC_PREFIX = 'calling_';
@@ -66,7 +67,7 @@ export class Metrics {
         const reason = call.endReason ?? 'unknown';
         this.callsEnded.inc({ reason, ended_by: call.endedBy ?? 'system' });
         // Ended while ringing: the ringing stopped with this end.
-        if (call.acceptedAtMs === undefined) this.ringSeconds.observe({ outcome: reason }, ((call.endedAtMs ?? atMs) - call.createdAtMs) / 1000);
+        if (!wasAnswered(call)) this.ringSeconds.observe({ outcome: reason }, ((call.endedAtMs ?? atMs) - call.createdAtMs) / 1000);
       }
     }
   }

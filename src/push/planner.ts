@@ -1,5 +1,6 @@
 import type { CallChange } from '../events/change.js';
-import { deliveriesFor } from '../events/audience.js';
+import { deliveriesFor, isForInstallation } from '../events/audience.js';
+import { wasAnswered } from '../calls/model.js';
 import type { PushRegistration } from './registry.js';
 import type { PushMessage } from './queues.js';
 import { jobIdPart } from './queues.js';
@@ -33,7 +34,7 @@ export function usersToLookUp(change: CallChange): string[] {
   if (change.kind === 'created') return [change.call.calleeUserId];
   if (change.kind === 'answered') return [change.call.calleeUserId, change.call.callerUserId];
   if (change.kind === 'renamed') return [];
-  return change.call.acceptedAtMs === undefined ? [change.call.calleeUserId] : [];
+  return wasAnswered(change.call) ? [] : [change.call.calleeUserId];
 }
 
 export function pushesFor(
@@ -55,14 +56,13 @@ export function pushesFor(
   }
   if (!enabled.androidPush || change.kind === 'renamed') return out;
   // Signals follow the signaling deliveries of the change, so both say the same thing.
-  const wasRinging = change.kind === 'answered' || call.acceptedAtMs === undefined;
+  const wasRinging = change.kind === 'answered' || !wasAnswered(call);
   for (const d of deliveriesFor(change)) {
     const toCallee = d.userId === call.calleeUserId;
     if (toCallee ? !(wasRinging && d.payload.type === 'call.ended') : d.payload.type !== 'call.accepted') continue;
     for (const reg of registrationsOf(d.userId)) {
       if (reg.kind !== 'androidPush') continue;
-      if (d.only && d.only !== reg.installationId) continue;
-      if (d.except && d.except === reg.installationId) continue;
+      if (!isForInstallation(d.only, d.except, reg.installationId)) continue;
       out.push({
         id: `signal.${jobIdPart(d.payload.eventId)}.${jobIdPart(reg.installationId)}`,
         data: {

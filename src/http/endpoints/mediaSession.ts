@@ -4,7 +4,7 @@ import { authenticate, parseJsonBody, parseParam } from '../request.js';
 import { mediaSessionBody, opaqueId } from '../schemas.js';
 import { ApiError } from '../errors.js';
 import { fingerprint, type Outcome } from '../../calls/store.js';
-import { sideOf } from '../../calls/model.js';
+import { inCallInstallation, sideOf } from '../../calls/model.js';
 import { toSnapshot } from '../../calls/snapshot.js';
 import { mediaCredentials } from '../../calls/mediaCredentials.js';
 import { callReply, failureError } from './callReplies.js';
@@ -44,11 +44,7 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
         call = outcome.call;
       }
 
-      const inCall =
-        call.state === 'accepted' &&
-        ((side === 'caller' && me.installationId === call.callerInstallationId) ||
-          (side === 'callee' && me.installationId === call.answeredByInstallationId));
-      if (!inCall) {
+      if (inCallInstallation(call, side) !== me.installationId) {
         if (call.state === 'accepted' && side === 'callee') {
           throw new ApiError('answer_conflict', 'the call was answered by another installation', { snapshot: toSnapshot(call, side) });
         }

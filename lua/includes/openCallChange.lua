@@ -1,0 +1,24 @@
+-- The opening that every request-driven change of an existing call shares (answer, end, rename):
+--   1. a replayed request gets its recorded reply;
+--   2. the call is loaded; a user who is not a party gets not_found (the call's existence is not
+--      revealed); one of the wrong side (`role`: 'caller' or 'callee', nil for either) gets
+--      forbidden, before anything changes;
+--   3. the request's trace context is noted for the outbox entry (README "Tracing");
+--   4. a ringing call past its expiresAtMs is ended as unanswered first (lazy expiry).
+-- Returns `call, now`, or `nil, nil, reply` when the script must answer `reply` at once.
+--@include "nowMs"
+--@include "callRecord"
+--@include "callParties"
+--@include "expireIfDue"
+--@include "operationRecord"
+local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, role, fingerprint, retentionMs, traceparent)
+  local replay = replayOperation(opKey, fingerprint, true)
+  if replay then return nil, nil, replay end
+  local call = loadCall(callKey)
+  if not isParty(call, userId) then return nil, nil, { 'error', 'not_found' } end
+  if role and userId ~= call.values[role .. 'UserId'] then return nil, nil, { 'error', 'forbidden' } end
+  call.trace = traceparent
+  local now = nowMs()
+  expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
+  return call, now
+end
