@@ -53,7 +53,7 @@ export function createTokenVerifier(s: AuthSettings): TokenVerifier {
         return principalFromClaims(payload as Record<string, unknown>);
       } catch (err) {
         if (err instanceof AuthError) throw err;
-        throw new AuthError(describeJoseError(err));
+        throw new AuthError(describeError(JOSE_ERRORS, err));
       }
     };
   }
@@ -72,31 +72,31 @@ export function createTokenVerifier(s: AuthSettings): TokenVerifier {
     try {
       claims = verify(token) as Record<string, unknown>;
     } catch (err) {
-      throw new AuthError(describeFastJwtError(err));
+      throw new AuthError(describeError(FAST_JWT_ERRORS, err));
     }
     return principalFromClaims(claims);
   };
 }
 
-function describeFastJwtError(err: unknown): string {
-  const code = (err as { code?: string }).code ?? '';
-  if (code === 'FAST_JWT_EXPIRED') return 'token expired';
-  if (code === 'FAST_JWT_INVALID_SIGNATURE') return 'token signature is invalid';
-  if (code === 'FAST_JWT_INVALID_ALGORITHM') return 'token algorithm is not accepted';
-  if (code === 'FAST_JWT_MISSING_REQUIRED_CLAIM') return 'token is missing a required claim (exp, sub, iid)';
-  if (code === 'FAST_JWT_INVALID_CLAIM_VALUE') return 'token issuer or audience is not accepted';
-  if (code === 'FAST_JWT_INACTIVE') return 'token is not active yet';
-  return 'token is malformed';
-}
+/** What each library's error code means for the client (401 detail); anything else: malformed. */
+const FAST_JWT_ERRORS: Record<string, string> = {
+  FAST_JWT_EXPIRED: 'token expired',
+  FAST_JWT_INVALID_SIGNATURE: 'token signature is invalid',
+  FAST_JWT_INVALID_ALGORITHM: 'token algorithm is not accepted',
+  FAST_JWT_MISSING_REQUIRED_CLAIM: 'token is missing a required claim (exp, sub, iid)',
+  FAST_JWT_INVALID_CLAIM_VALUE: 'token issuer or audience is not accepted',
+  FAST_JWT_INACTIVE: 'token is not active yet',
+};
+const JOSE_ERRORS: Record<string, string> = {
+  ERR_JWT_EXPIRED: 'token expired',
+  ERR_JWS_SIGNATURE_VERIFICATION_FAILED: 'token signature is invalid',
+  ERR_JOSE_ALG_NOT_ALLOWED: 'token algorithm is not accepted',
+  ERR_JWKS_NO_MATCHING_KEY: 'token key is unknown',
+  ERR_JWT_CLAIM_VALIDATION_FAILED: 'token claims are not accepted',
+};
 
-function describeJoseError(err: unknown): string {
-  const code = (err as { code?: string }).code ?? '';
-  if (code === 'ERR_JWT_EXPIRED') return 'token expired';
-  if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') return 'token signature is invalid';
-  if (code === 'ERR_JOSE_ALG_NOT_ALLOWED') return 'token algorithm is not accepted';
-  if (code === 'ERR_JWKS_NO_MATCHING_KEY') return 'token key is unknown';
-  if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED') return 'token claims are not accepted';
-  return 'token is malformed';
+function describeError(messages: Record<string, string>, err: unknown): string {
+  return messages[(err as { code?: string }).code ?? ''] ?? 'token is malformed';
 }
 
 /** Extracts the token from `Authorization: Bearer <t>`; undefined when absent or another scheme. */

@@ -35,20 +35,17 @@ interface SignedToken {
   issuedAtMs: number;
 }
 
-export class ApnsProviderToken {
+export class ApnsProviderToken extends CachedCredential<SignedToken> {
   private readonly keyPem: string;
   private readonly keyId: string;
   private readonly teamId: string;
   private readonly refreshAfterMs: number;
   private readonly now: () => number;
   private key: Promise<CryptoKey> | undefined;
-  private readonly cache = new CachedCredential<SignedToken>(
-    () => this.sign(),
-    (t) => this.isFresh(t),
-  );
   private signed = 0;
 
   constructor(options: ApnsProviderTokenOptions) {
+    super();
     const refreshAfterMs = options.refreshAfterMs ?? DEFAULT_REFRESH_MS;
     if (!Number.isFinite(refreshAfterMs) || refreshAfterMs < MIN_REFRESH_MS || refreshAfterMs > MAX_REFRESH_MS) {
       throw new RangeError(`APNs token refresh age must be between ${MIN_REFRESH_MS} and ${MAX_REFRESH_MS} ms`);
@@ -66,29 +63,13 @@ export class ApnsProviderToken {
     return this.signed;
   }
 
-  /** The token to send now: the cached one while it is younger than the refresh age. */
-  async get(): Promise<string> {
-    // Concurrent pushes at refresh time share one signature, so APNs sees one new token.
-    return this.cache.get();
-  }
-
-  /**
-   * Forgets the token after APNs rejected it (ExpiredProviderToken, InvalidProviderToken).
-   * Pass the rejected token: when many pushes in flight are rejected together, only the first
-   * rejection replaces it, instead of each one signing another token and running into
-   * TooManyProviderTokenUpdates.
-   */
-  invalidate(rejected?: string): void {
-    this.cache.invalidate(rejected);
-  }
-
-  private isFresh(t: SignedToken): boolean {
+  protected isFresh(t: SignedToken): boolean {
     const age = this.now() - t.issuedAtMs;
     // A negative age means the clock went back; the token's real age is then unknown.
     return age >= 0 && age < this.refreshAfterMs;
   }
 
-  private async sign(): Promise<SignedToken> {
+  protected async make(): Promise<SignedToken> {
     const key = await this.importKey();
     // Ages are counted from the second APNs sees in `iat`.
     const issuedAtMs = Math.floor(this.now() / 1000) * 1000;

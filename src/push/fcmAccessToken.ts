@@ -74,19 +74,16 @@ interface CachedToken {
   refreshAtMs: number;
 }
 
-export class FcmAccessToken {
+export class FcmAccessToken extends CachedCredential<CachedToken> {
   private readonly account: ServiceAccount;
   private readonly timeoutMs: number;
   private readonly now: () => number;
   private readonly fetch: typeof globalThis.fetch;
   private key: Promise<CryptoKey> | undefined;
-  private readonly cache = new CachedCredential<CachedToken>(
-    () => this.exchange(),
-    (t) => this.now() < t.refreshAtMs,
-  );
   private exchanges = 0;
 
   constructor(options: FcmAccessTokenOptions) {
+    super();
     this.account = options.serviceAccount;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.now = options.now ?? Date.now;
@@ -98,17 +95,13 @@ export class FcmAccessToken {
     return this.exchanges;
   }
 
-  /** A valid access token; rejects with FcmAuthError when none can be obtained. */
-  async get(): Promise<string> {
-    return this.cache.get();
+  protected isFresh(t: CachedToken): boolean {
+    return this.now() < t.refreshAtMs;
   }
 
-  /**
-   * Forgets the token after FCM answered 401. With the rejected token given, a token obtained
-   * meanwhile by another caller is kept.
-   */
-  invalidate(rejected?: string): void {
-    this.cache.invalidate(rejected);
+  /** A new access token; rejects with FcmAuthError when none can be obtained. */
+  protected async make(): Promise<CachedToken> {
+    return this.exchange();
   }
 
   private async exchange(): Promise<CachedToken> {
