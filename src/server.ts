@@ -4,7 +4,7 @@ import type { TemplatedApp } from 'uWebSockets.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
 import { ApiError } from './http/errors.js';
 import { connectRedis, isRedisUnavailable, type RedisClient, type RedisTarget } from './redis/connection.js';
-import { loadScripts, scriptObserver } from './redis/scripts.js';
+import { loadScripts, observeScripts } from './redis/scripts.js';
 import { createTokenVerifier } from './auth/verifier.js';
 import { FailureCounter, RedisRateLimiter } from './limits/rateLimiter.js';
 import { CallStore } from './calls/store.js';
@@ -93,7 +93,7 @@ export async function startServer(
 
   const ks = { prefix: config.REDIS_PREFIX, shards: config.CALL_SHARDS };
   const metrics = new Metrics();
-  scriptObserver.observe = (script, seconds) => metrics.scriptDuration.observe({ script }, seconds);
+  observeScripts(redis, (script, seconds) => metrics.scriptDuration.observe({ script }, seconds));
   const ctx: RoleContext = { config, redisTarget, redis, deps: apiDeps(config, redis, ks), ks, metrics, logger };
 
   const app = uWS.App();

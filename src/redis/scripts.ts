@@ -85,8 +85,14 @@ export async function loadScripts(client: Redis | Cluster): Promise<void> {
   await Promise.all(servers.flatMap((server) => [...compiled().values()].map((s) => server.script('LOAD', s.lua))));
 }
 
-/** Receives each script's round-trip time (set once by the server for its metrics). */
-export const scriptObserver: { observe?: (name: ScriptName, seconds: number) => void } = {};
+type ScriptObserver = (name: ScriptName, seconds: number) => void;
+/** Per connection, so two servers in one process (tests) each see only their own scripts. */
+const observers = new WeakMap<Redis | Cluster, ScriptObserver>();
+
+/** Reports each script's round-trip time on `client` to `observe` (the server's metrics). */
+export function observeScripts(client: Redis | Cluster, observe: ScriptObserver): void {
+  observers.set(client, observe);
+}
 
 /** Executes a script by name: keys then args (all keys in one hash slot on a cluster). */
 export async function runScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
@@ -100,7 +106,7 @@ export async function runScript(client: Redis | Cluster, name: ScriptName, keys:
 }
 
 async function observed(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
-  const observe = scriptObserver.observe;
+  const observe = observers.get(client);
   if (!observe) return evalScript(client, name, keys, args);
   const started = performance.now();
   try {
