@@ -57,6 +57,10 @@ export async function startServer(env: Record<string, string>): Promise<TestServ
     AUTH_JWT_SECRET: TEST_JWT_SECRET,
     LOG_LEVEL: 'info',
     METRICS_PORT: '0',
+    // Production answers 503 after 500 ms without Redis; on a loaded test machine (parallel files,
+    // clusters) a healthy Redis can take that long, so tests wait longer unless they test the bound
+    // (redis-stalled.test.ts sets the default back).
+    REDIS_COMMAND_TIMEOUT_MS: '5000',
     RATE_CALL_CREATES_PER_MIN: '0',
     RATE_RENAMES_PER_MIN: '0',
     RATE_PUSH_TOKEN_WRITES_PER_HOUR: '0',
