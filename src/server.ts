@@ -1,6 +1,5 @@
 import type { Config } from './config/config.js';
-import { loadUws } from './http/uws.js';
-import type { TemplatedApp } from 'uWebSockets.js';
+import { loadUws, type Uws } from './http/uws.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
 import { ApiError } from './http/errors.js';
 import { connectRedis, isRedisUnavailable, type RedisClient, type RedisTarget } from './redis/connection.js';
@@ -86,7 +85,7 @@ export async function startServer(
   logger: Logger,
   extraHandlers: readonly ChangeHandler[] = [],
 ): Promise<RunningServer> {
-  const uWS = loadUws(config.ALLOW_UWS_FALLBACK);
+  const { uWS, build: uwsBuild } = loadUws(config.ALLOW_UWS_FALLBACK);
   const redis = connectRedis(redisTarget, 'commands', 'calling-backend', config.REDIS_COMMAND_TIMEOUT_MS);
   await redis.connect();
   await loadScripts(redis);
@@ -145,7 +144,7 @@ export async function startServer(
   });
   const port = uWS.us_socket_local_port(listenSocket as never);
   const metricsServer = await startMetricsServer(metrics, config.METRICS_HOST, config.METRICS_PORT);
-  logger.info({ port, metricsPort: metricsServer.port, roles: config.ROLES }, 'listening');
+  logger.info({ port, metricsPort: metricsServer.port, roles: config.ROLES, uws: uwsBuild, node: process.version }, 'listening');
 
   return {
     port,
@@ -225,7 +224,7 @@ function startApi(ctx: RoleContext): StartedRole {
 }
 
 /** The signaling gateway: WebSockets on the same app, fed by sharded Pub/Sub. */
-async function startGateway(ctx: RoleContext, app: TemplatedApp): Promise<StartedRole & { gateway: Gateway }> {
+async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>): Promise<StartedRole & { gateway: Gateway }> {
   const { config, metrics } = ctx;
   const subscriber = connectRedis(ctx.redisTarget, 'subscriber', 'calling-backend');
   await subscriber.connect();

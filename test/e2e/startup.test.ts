@@ -76,7 +76,10 @@ describe('start-up', () => {
   it('refuses to run on the uWebSockets.js ws fallback unless allowed', async () => {
     const { code, output } = await runMain({ UWS_USE_FALLBACK: '1', AUTH_JWT_SECRET: 'x'.repeat(40), REDIS_URL: 'redis://127.0.0.1:1' }).exited;
     expect(code).toBe(1);
-    expect(output).toMatch(/uWebSockets\.js native binary did not load/);
+    expect(output).toMatch(/no uWebSockets\.js native binary loads on Node\.js v/);
+    // Both builds were tried, each with its reason.
+    expect(output).toMatch(/@btc-vision\/uwebsockets\.js: /);
+    expect(output).toMatch(/uWebSockets\.js: no native binary for this Node\.js \(fell back to its ws shim\)/);
     expect(output).toMatch(/ALLOW_UWS_FALLBACK=true/);
   });
 

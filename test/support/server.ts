@@ -44,7 +44,12 @@ function installExitHook(): void {
  * them: every test client shares 127.0.0.1, and suites create many calls and bad tokens on purpose
  * (test/integration/abuse-limits.test.ts covers the limits).
  */
-export async function startServer(env: Record<string, string>): Promise<TestServer> {
+export interface StartOptions {
+  /** How to run Node.js (default: this process's own); e.g. another Node version (test/support/otherNode.ts). */
+  node?: string[];
+}
+
+export async function startServer(env: Record<string, string>, opts: StartOptions = {}): Promise<TestServer> {
   if (!env.REDIS_URL && !env.REDIS_CLUSTER_NODES) throw new Error('startServer: REDIS_URL or REDIS_CLUSTER_NODES is required');
   const childEnv: Record<string, string> = {};
   const configKeys = new Set(Object.keys(configSchema.shape));
@@ -69,7 +74,8 @@ export async function startServer(env: Record<string, string>): Promise<TestServ
     ...env,
   });
 
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const [node, ...nodeArgs] = opts.node ?? [process.execPath];
+  const child = spawn(node!, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
     cwd: REPO_ROOT,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
