@@ -138,6 +138,7 @@ export async function startServer(
       messagesPer10s: config.RATE_WS_MESSAGES_PER_10S,
       maxSocketsPerUser: config.WS_MAX_SOCKETS_PER_USER,
       clientIpHeader: config.CLIENT_IP_HEADER,
+      allowedOrigins: config.WS_CHECK_ORIGIN ? config.CORS_ORIGINS : undefined,
       idleTimeoutS: config.WS_IDLE_TIMEOUT_S,
       maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
       maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
@@ -238,6 +239,7 @@ export async function startServer(
   mountRoutes(app, routes, {
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     clientIpHeader: config.CLIENT_IP_HEADER,
+    cors: config.CORS_ORIGINS,
     inFlight,
     onResponse: (ctx, route, status, startedAt) => {
       const method = ctx.method.toUpperCase();
@@ -253,7 +255,7 @@ export async function startServer(
     classifyError: (err) =>
       isRedisUnavailable(err) ? new ApiError('unavailable', 'the call store is unreachable; retry later', {}, { 'retry-after': '1' }) : undefined,
   });
-  mountNotFound(app);
+  mountNotFound(app, config.CORS_ORIGINS);
 
   const listenSocket = await new Promise<unknown>((res, rej) => {
     app.listen(config.HOST, config.PORT, (sock) => (sock ? res(sock) : rej(new Error(`cannot listen on ${config.HOST}:${config.PORT}`))));

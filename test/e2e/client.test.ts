@@ -2,7 +2,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CallingClient, ProblemError, SignalingClient, type EventPayload, type SignalingOptions } from '../../src/client/index.js';
+import { CallingClient, ProblemError, SignalingClient, type EventPayload, type SignalingOptions } from '@calling-backend/client';
 import { eventSchema } from '../../src/events/payloadSchemas.js';
 import { mintToken } from '../../src/auth/devTokens.js';
 import { startStack, type Stack } from '../support/stack.js';
