@@ -79,7 +79,7 @@ describe('CORS_ORIGINS as a list', () => {
       const res = await preflight(listed.url, '/v1/calls', origin);
       expect(res.status, String(origin)).toBe(403);
       expect(res.headers.get('content-type')).toBe('application/problem+json');
-      expect((await res.json()).code).toBe('forbidden');
+      expect(((await res.json()) as { code: string }).code).toBe('forbidden');
       expect(res.headers.get('access-control-allow-origin')).toBeNull();
     }
   });
