@@ -79,7 +79,7 @@ describe('trimmed', () => {
     }
     // Continuing from the gap's cursor: no gap, nothing yet.
     const after = await d.api.get(`/v1/call-events?cursor=${encodeURIComponent(head)}`);
-    expect(after.json).toEqual({ events: [], nextCursor: head });
+    expect(after.json).toEqual({ events: [], nextCursor: head, hasMore: false });
 
     // The boundary: a cursor at the newest trimmed entry lost nothing, so it is not a gap.
     const [[firstKept]] = (await stack.redis.xrange(logKey(d.userId), '-', '+', 'COUNT', 1)) as [[string, string[]]];

@@ -154,9 +154,10 @@ export async function readAllEvents(d: Device, cursor: string, limit?: number): 
     pages.push(res);
     events.push(...(res.json.events as EventPayload[]));
     const next = res.json.nextCursor as string;
-    // The log is read to its end when the cursor stops moving (a page may be empty while the
-    // entries it passed were for other installations).
-    if (next === c) return { events, pages, cursor: c };
+    // Read to the end when the server says no more follows (a page may be empty while the
+    // entries it passed were for other installations, and still have more after it).
+    expect(typeof res.json.hasMore, res.text).toBe('boolean');
+    if (res.json.hasMore === false) return { events, pages, cursor: next };
     c = next;
   }
   throw new Error('call-events paging did not end');
