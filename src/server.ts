@@ -292,7 +292,7 @@ export async function startServer(
 /**
  * BullMQ's workers wait for delayed jobs (ring sweep slots, push retries) in a blocking read whose
  * timeout Redis only notices `hz` times a second: with Redis's default hz 10 they start up to
- * 100 ms late. Said once at start (README "Redis settings").
+ * 100 ms late. Said once at start (README "Operations").
  */
 async function warnOnCoarseRedisHz(redis: RedisClient, logger: Logger): Promise<void> {
   const info = await redis.info('server').catch(() => '');

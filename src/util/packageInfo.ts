@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 
 /**
  * The server package's version, read from its package.json: the interface documents carry it as
- * `info.version` (README "Versioning"). Found by walking up from this module, so it works from
+ * `info.version` (docs/protocol.md "Versioning"). Found by walking up from this module, so it works from
  * src/ (tsx) and from dist/src/ (the build).
  */
 export function packageVersion(): string {

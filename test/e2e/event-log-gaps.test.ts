@@ -5,7 +5,7 @@ import { connect } from '../support/ws-client.js';
 import { Sockets, createCall, online, readAllEvents, user, waitUntil } from './helpers.js';
 
 /**
- * Explicit gaps (DESIGN "Event log", signaling.md "gap"): a cursor whose events were trimmed
+ * Explicit gaps (docs/protocol.md "Catching up over HTTP", docs/signaling.md "Server → client frames"): a cursor whose events were trimmed
  * away (EVENT_LOG_MAX_LEN) gets `trimmed`, a cursor from before the user's log was lost gets
  * `reset`, over WebSocket and over GET /v1/call-events, and delivery continues from the head.
  */
@@ -71,7 +71,7 @@ describe('trimmed', () => {
       { type: 'synced', cursor: head },
     ]);
 
-    // HTTP: the explicit gap, exactly as DESIGN.md fixes it; the cursor from before any event too.
+    // HTTP: the explicit gap, exactly as docs/protocol.md "Catching up over HTTP" fixes it; the cursor from before any event too.
     for (const cursor of [old, start]) {
       const res = await d.api.get(`/v1/call-events?cursor=${encodeURIComponent(cursor)}`);
       expect(res.status).toBe(200);

@@ -12,7 +12,7 @@ const limitSchema = z.coerce.number().int().min(1).max(500);
  * GET /v1/call-events?cursor=&limit=: the events for this installation after the cursor, the next
  * cursor, and `hasMore`. `limit` counts entries of the user's log read, not events returned: entries
  * meant for the user's other installations are read and skipped, so a page may hold fewer events
- * than `limit`, even none, while `hasMore` is true (README "Catching up over HTTP"). Without a
+ * than `limit`, even none, while `hasMore` is true (docs/protocol.md "Catching up over HTTP"). Without a
  * cursor: no history, `nextCursor` at the head. A cursor older than the log's retention, or from
  * before a reset, gets an explicit gap.
  */
