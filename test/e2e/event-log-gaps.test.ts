@@ -75,7 +75,7 @@ describe('trimmed', () => {
     for (const cursor of [old, start]) {
       const res = await d.api.get(`/v1/call-events?cursor=${encodeURIComponent(cursor)}`);
       expect(res.status).toBe(200);
-      expect(res.text).toBe(`{"gap":{"reason":"trimmed"},"events":[],"nextCursor":"${head}"}`);
+      expect(res.text).toBe(`{"gap":{"reason":"trimmed"},"events":[],"nextCursor":"${head}","hasMore":false}`);
     }
     // Continuing from the gap's cursor: no gap, nothing yet.
     const after = await d.api.get(`/v1/call-events?cursor=${encodeURIComponent(head)}`);
@@ -167,7 +167,7 @@ describe('reset', () => {
     for (const cursor of [old, start]) {
       const res = await d.api.get(`/v1/call-events?cursor=${encodeURIComponent(cursor)}`);
       expect(res.status).toBe(200);
-      expect(res.text).toBe(`{"gap":{"reason":"reset"},"events":[],"nextCursor":"${gap!.cursor as string}"}`);
+      expect(res.text).toBe(`{"gap":{"reason":"reset"},"events":[],"nextCursor":"${gap!.cursor as string}","hasMore":false}`);
     }
 
     // New events after the reset reach the device live, and the new cursors work over HTTP.
