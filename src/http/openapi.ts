@@ -224,7 +224,8 @@ export function openApiDocument(): Record<string, unknown> {
             'Starts a call from the session user to `calleeUserId`. The invitations to every callee installation ' +
             '(push and signaling) are queued in the same transaction. The call rings until answered, ended or ' +
             'expired (`expiresAtMs`). A retry with the same `operationId` and body returns the original response; ' +
-            'a `callId` is never reused (`call_exists`). A callee already in a call makes the call end at once as `busy`.',
+            'a `callId` is never reused (`call_exists`). When the callee is in an accepted call (and `CALL_WAITING` is off) ' +
+            'the call is created already ended as `busy`: nothing rings and only the caller is told.',
           requestBody: {
             required: true,
             content: json('CreateCall', {
