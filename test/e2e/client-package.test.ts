@@ -77,7 +77,8 @@ describe('the packed client package', () => {
   it('installs from its tarball into an empty project and makes a real call', async () => {
     // Pack (prepack builds dist/).
     const packed = await run(NPM, ['pack', '-w', 'packages/client', '--pack-destination', work, '--json'], { cwd: REPO_ROOT, maxBuffer: 16 << 20 });
-    const [info] = JSON.parse(packed.stdout) as { filename: string; files: { path: string }[] }[];
+    // Lifecycle output (prepack) may precede the JSON report.
+    const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['), packed.stdout.lastIndexOf(']') + 1)) as { filename: string; files: { path: string }[] }[];
     const files = info!.files.map((f) => f.path).sort();
     expect(files).toEqual(expect.arrayContaining(['package.json', 'dist/index.js', 'dist/index.d.ts', 'dist/signaling.js', 'dist/http.js']));
     expect(files.every((f) => /^(package\.json|README\.md|dist\/|src\/)/.test(f)), files.join(' ')).toBe(true);
