@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -29,6 +30,10 @@ const CLUSTER_SUITES = [
 ];
 
 export default defineConfig({
+  // Tests run the client package from its source (packages/client/src), so they need no build;
+  // typecheck and tsx resolve it the same way through tsconfig.json "paths". The packed package
+  // itself is tested by test/e2e/client-package.test.ts.
+  resolve: { alias: { '@calling-backend/client': fileURLToPath(new URL('./packages/client/src/index.ts', import.meta.url)) } },
   test: {
     // Integration tests start their own redis-server and server processes: give them room,
     // and keep parallelism modest on a 2-core machine.

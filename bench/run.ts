@@ -15,7 +15,7 @@ import { compareScenario } from './scenarios/compare.js';
  * `npm run bench -- [--quick | --full] [...]`: starts its own Redis and server (or targets
  * --url/--redis), measures the limits of this machine (Redis-bound and raw uWS ceilings), runs
  * the scenarios, prints progress and a table, and writes bench/results/<time>.json, <time>.md
- * and latest.md. See bench/README.md.
+ * and bench/results/latest.md. See bench/README.md.
  */
 
 const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) => Promise<ScenarioResult> }> = {

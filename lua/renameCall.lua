@@ -1,5 +1,5 @@
 --[[
-  Changes the caller's display name on a ringing or accepted call (spec 6 rule 10); the callee's
+  Changes the caller's display name on a ringing or accepted call (README "Rename"); the callee's
   devices are told with a `call.renamed` event.
 
   KEYS[1] callKey

@@ -72,7 +72,7 @@ interface RoleContext {
   logger: Logger;
 }
 
-/** A started role: its public routes, if any, and how to stop it (README "Graceful shutdown"). */
+/** A started role: its public routes, if any, and how to stop it (README "Operations"). */
 interface StartedRole {
   routes?: Route[];
   close(): Promise<void>;
@@ -122,6 +122,7 @@ export async function startServer(
   mountRoutes(app, routes, {
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     clientIpHeader: config.CLIENT_IP_HEADER,
+    cors: config.CORS_ORIGINS,
     inFlight,
     onResponse: (ctx, route, status, startedAt) => {
       const method = ctx.method.toUpperCase();
@@ -137,7 +138,7 @@ export async function startServer(
     classifyError: (err) =>
       isRedisUnavailable(err) ? new ApiError('unavailable', 'the call store is unreachable; retry later', {}, { 'retry-after': '1' }) : undefined,
   });
-  mountNotFound(app);
+  mountNotFound(app, config.CORS_ORIGINS);
 
   const listenSocket = await new Promise<unknown>((res, rej) => {
     app.listen(config.HOST, config.PORT, (sock) => (sock ? res(sock) : rej(new Error(`cannot listen on ${config.HOST}:${config.PORT}`))));
@@ -233,6 +234,7 @@ async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>): Prom
     messagesPer10s: config.RATE_WS_MESSAGES_PER_10S,
     maxSocketsPerUser: config.WS_MAX_SOCKETS_PER_USER,
     clientIpHeader: config.CLIENT_IP_HEADER,
+    allowedOrigins: config.WS_CHECK_ORIGIN ? config.CORS_ORIGINS : undefined,
     idleTimeoutS: config.WS_IDLE_TIMEOUT_S,
     maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
     maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
@@ -369,7 +371,7 @@ function traced(route: Route): Route {
 /**
  * BullMQ's workers wait for delayed jobs (ring sweep slots, push retries) in a blocking read whose
  * timeout Redis only notices `hz` times a second: with Redis's default hz 10 they start up to
- * 100 ms late. Said once at start (README "Redis settings").
+ * 100 ms late. Said once at start (README "Operations").
  */
 async function warnOnCoarseRedisHz(redis: RedisClient, logger: Logger): Promise<void> {
   const info = await redis.info('server').catch(() => '');

@@ -3,7 +3,7 @@ import { Pool } from 'undici';
 /**
  * The generators' HTTP client: undici keep-alive connection pools (Node's global fetch costs
  * several times more CPU per request, which would make the generator the bottleneck). Requests
- * carry exactly what the typed client (src/client/http.ts) sends: bearer token, JSON body.
+ * carry exactly what the typed client (packages/client/src/http.ts) sends: bearer token, JSON body.
  */
 
 export interface HttpReply {

@@ -4,7 +4,7 @@ import { nowMs } from './clock.js';
 
 /**
  * One device's signaling socket for the generators: the wire format of docs/signaling.md and of
- * the typed client (src/client/signaling.ts), with the `ws` package so that a source address can
+ * the typed client (packages/client/src/signaling.ts), with the `ws` package so that a source address can
  * be chosen (many loopback addresses get past one address's ephemeral ports). No automatic
  * reconnect: a bench must see every close.
  */

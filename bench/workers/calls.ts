@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import type { EventPayload } from '../../src/events/payloads.js';
-import { CallingClient } from '../../src/client/index.js';
+import { CallingClient } from '@calling-backend/client';
 import { nowMs, sleep } from '../lib/clock.js';
 import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
 import { JsonHttp } from '../lib/http.js';

@@ -21,7 +21,7 @@ export const ID_PATTERN = /^[^\u0000-\u001f\u007f{}]{1,128}$/;
 export function principalFromClaims(claims: Record<string, unknown>): Principal {
   const { sub, iid, name, exp } = claims;
   if (typeof sub !== 'string' || !ID_PATTERN.test(sub)) throw new AuthError('token has no valid sub claim');
-  // The handle `<scheme>:<percent-encoded sub>` must stay within the spec's 256 bytes.
+  // The handle `<scheme>:<percent-encoded sub>` must stay within the 256 bytes docs/protocol.md "Limits" allows.
   if (encodeURIComponent(sub).length > 200) throw new AuthError('token sub claim is too long');
   if (typeof iid !== 'string' || !ID_PATTERN.test(iid)) throw new AuthError('token has no valid iid claim');
   if (typeof exp !== 'number') throw new AuthError('token has no exp claim');

@@ -1,4 +1,4 @@
-/** What the callee's phone shows for the caller: spec 2.5 limits displayName to 1..256 UTF-8 bytes. */
+/** What the callee's phone shows for the caller: docs/protocol.md "Limits": displayName is 1..256 UTF-8 bytes. */
 export const MAX_DISPLAY_NAME_BYTES = 256;
 
 /** Cuts a string to at most `maxBytes` UTF-8 bytes without splitting a character. */
@@ -17,7 +17,7 @@ export function displayNameFor(name: string): string {
 }
 
 /**
- * The caller's stable application address, `<scheme>:<userId>` (spec 5 rule 7). The userId is
+ * The caller's stable application address, `<scheme>:<userId>` (README "Caller identity and call back"). The userId is
  * percent-encoded where needed so the handle parses as a URI; `userIdFromHandle` reverses it.
  */
 export function handleFor(scheme: string, userId: string): string {

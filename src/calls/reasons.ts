@@ -1,5 +1,5 @@
 /**
- * End reasons and how each maps for each side of a call. The spec's rule: a reason is named from
+ * End reasons and how each maps for each side of a call. The rule (docs/protocol.md "End reasons"): a reason is named from
  * the point of view of the side that reads it. The requesting phone reports only ends it decided
  * itself; the backend turns them into what the other side is told.
  */

@@ -1,7 +1,7 @@
 import { wasAnswered, type CallRecord } from './model.js';
 import { reasonForSide, type EndReason, type Side } from './reasons.js';
 
-/** The call snapshot (spec 2.3, plus DESIGN.md's accepted/ended fields), as one side sees it. */
+/** The call snapshot (docs/protocol.md "Call snapshot"), as one side sees it. */
 export interface CallSnapshot {
   schemaVersion: 1;
   callId: string;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { corsOriginsSchema } from '../http/cors.js';
 
 /**
  * The whole configuration, parsed once at start from an explicit environment table.
@@ -118,6 +119,10 @@ export const configSchema = z
     RATE_WS_MESSAGES_PER_10S: int(50, 0),
     RATE_AUTH_FAILURES_PER_MIN: int(30, 0),
     /** Behind a proxy: the header carrying the client address (first entry), e.g. x-forwarded-for. */
+    /** Browser origins allowed to call the API: a comma-separated list, or `*` (README "CORS"). */
+    CORS_ORIGINS: corsOriginsSchema,
+    /** Refuse (403) a signaling upgrade whose Origin header is not in CORS_ORIGINS (README "CORS"). */
+    WS_CHECK_ORIGIN: bool(false),
     CLIENT_IP_HEADER: z.string().regex(/^[a-z0-9-]{1,64}$/, 'a lower-case header name').optional(),
 
     /** Concurrent push retry jobs per queue partition and worker process. */
@@ -173,6 +178,9 @@ export const configSchema = z
     }
     if (c.TURN_URLS.some((u) => /^turns?:/.test(u)) && !c.TURN_SECRET) {
       ctx.addIssue({ code: 'custom', path: ['TURN_SECRET'], message: 'required when TURN_URLS lists turn: or turns: servers' });
+    }
+    if (c.WS_CHECK_ORIGIN && !c.CORS_ORIGINS) {
+      ctx.addIssue({ code: 'custom', path: ['WS_CHECK_ORIGIN'], message: 'needs CORS_ORIGINS (the list of allowed origins)' });
     }
     if (c.AUTH_JWT_SECRET !== undefined && Buffer.byteLength(c.AUTH_JWT_SECRET) < 32) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWT_SECRET'], message: 'must be at least 32 bytes' });

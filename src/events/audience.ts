@@ -27,7 +27,7 @@ export function deliveriesFor(change: CallChange): Delivery[] {
       const winner = call.answeredByInstallationId ?? '';
       return [
         // The caller's devices learn the answer. The winning device is not told its own answer
-        // (it has the HTTP response; spec 6 rule 4).
+        // (it has the HTTP response; docs/protocol.md "What the app does with an event").
         { userId: caller, payload: acceptedPayload(call, atMs) },
         // Every other device of the callee stops ringing, including ones that already got a 409.
         { userId: callee, payload: endedPayload(call, atMs, 'answeredElsewhere', 'elsewhere'), except: winner },

@@ -1,7 +1,7 @@
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
-import { encodeCursor, newEpoch, type Cursor } from './cursor.js';
+import { compareStreamIds, encodeCursor, newEpoch, type Cursor } from './cursor.js';
 import { isForInstallation, type Delivery } from './audience.js';
 import type { EventPayload } from './payloads.js';
 import type { MarkerOp } from '../calls/activeCalls.js';
@@ -99,7 +99,8 @@ export class EventLog {
     }
     if (kind !== 'events' || !cursor) throw new EventLogError(`unexpected readEvents reply ${String(kind)}`);
     const epoch = String(reply[1]);
-    const head = encodeCursor({ epoch, id: String(reply[2]) });
+    const headId = String(reply[2]);
+    const head = encodeCursor({ epoch, id: headId });
     const entries = (reply[3] ?? []) as [string, string[]][];
     const events: LoggedEvent[] = [];
     let lastId = cursor.id;
@@ -110,7 +111,9 @@ export class EventLog {
         events.push({ cursor: encodeCursor({ epoch, id }), json: entry.p });
       }
     }
-    return { kind: 'events', events, nextCursor: encodeCursor({ epoch, id: lastId }), head, more: entries.length >= limit };
+    // More follows exactly when this page stopped before the log's newest entry (docs/protocol.md
+    // "Catching up over HTTP"): a page can hold no event for this installation and still have more.
+    return { kind: 'events', events, nextCursor: encodeCursor({ epoch, id: lastId }), head, more: compareStreamIds(lastId, headId) < 0 };
   }
 }
 

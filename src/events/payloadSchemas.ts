@@ -2,14 +2,14 @@ import { z } from 'zod';
 import { END_REASONS } from '../calls/reasons.js';
 
 /**
- * The spec's network payloads as zod schemas: the single source of their TypeScript types
+ * The network payloads (docs/protocol.md "Events", "Push formats") as zod schemas: the single source of their TypeScript types
  * (src/events/payloads.ts) and of the JSON Schemas in docs/schemas/.
  */
 
 const decimal = z.string().regex(/^[0-9]+$/);
 const epochMs = z.number().int().nonnegative();
 
-/** Spec 2.5: the invitation (`call.invited`), sent by push and over signaling. */
+/** The invitation (`call.invited`), sent by push and over signaling (docs/protocol.md "Events"). */
 export const invitationSchema = z
   .object({
     schemaVersion: z.literal(1),
@@ -23,7 +23,7 @@ export const invitationSchema = z
     expiresAtMs: epochMs,
     video: z.boolean(),
   })
-  .meta({ title: 'call.invited', description: 'Spec 2.5 invitation payload' });
+  .meta({ title: 'call.invited', description: 'The invitation: a call is ringing (docs/protocol.md "Events")' });
 
 const eventCommon = {
   schemaVersion: z.literal(1),
@@ -33,29 +33,29 @@ const eventCommon = {
   occurredAtMs: epochMs,
 };
 
-/** Spec 2.6: the callee accepted. */
+/** The callee accepted (docs/protocol.md "Events"). */
 export const acceptedSchema = z
   .object({ ...eventCommon, type: z.literal('call.accepted'), answeredByInstallationId: z.string().min(1) })
   .meta({ title: 'call.accepted' });
 
-/** Spec 2.6: the call ended, `reason` from the receiver's side. */
+/** The call ended, `reason` from the receiver's side (docs/protocol.md "End reasons"). */
 export const endedSchema = z
   .object({ ...eventCommon, type: z.literal('call.ended'), reason: z.enum(END_REASONS) })
   .meta({ title: 'call.ended' });
 
-/** The caller changed the name shown for a ringing or accepted call (spec 6 rule 10). */
+/** The caller changed the name shown for a ringing or accepted call (README "Rename"). */
 export const renamedSchema = z
   .object({ ...eventCommon, type: z.literal('call.renamed'), displayName: z.string().min(1) })
   .meta({ title: 'call.renamed' });
 
 export const eventSchema = z.discriminatedUnion('type', [invitationSchema, acceptedSchema, endedSchema, renamedSchema]);
 
-/** Spec 4.1: the iOS VoIP push body. */
+/** The iOS VoIP push body (docs/protocol.md "iOS VoIP invitation"). */
 export const apnsBodySchema = z
   .object({ aps: z.object({}).strict(), callpayload: invitationSchema })
   .meta({ title: 'iOS VoIP push body' });
 
-/** Spec 4.2 / 4.3: the Android data message. `callpayload` is the payload serialised as JSON. */
+/** The Android data message (docs/protocol.md "Android invitation", "Android push signals"). `callpayload` is the payload serialised as JSON. */
 export const fcmMessageSchema = z
   .object({
     message: z.object({

@@ -3,7 +3,7 @@ import type { EndReason } from '../calls/reasons.js';
 import type { z } from 'zod';
 import type { acceptedSchema, endedSchema, invitationSchema, renamedSchema } from './payloadSchemas.js';
 
-/** Builders of the spec's network payloads (schemas in payloadSchemas.ts): the invitation (2.5) and the signaling events (2.6). */
+/** Builders of the event payloads (schemas in payloadSchemas.ts; docs/protocol.md "Events"). */
 
 export type InvitationPayload = z.infer<typeof invitationSchema>;
 export type AcceptedPayload = z.infer<typeof acceptedSchema>;

@@ -3,6 +3,7 @@ import type { RedisClient } from '../redis/connection.js';
 import type { KeySpace } from '../redis/keys.js';
 import type { EventLog } from '../events/eventLog.js';
 import type { LiveMessage } from '../events/eventLog.js';
+import { originAllowed, type CorsOrigins } from '../http/cors.js';
 import { compareStreamIds, decodeCursor, encodeCursor, type Cursor } from '../events/cursor.js';
 import { isForInstallation } from '../events/audience.js';
 import { bearerToken } from '../auth/verifier.js';
@@ -44,6 +45,11 @@ export interface GatewaySettings extends KeySpace {
   /** Open sockets one user may hold on this gateway (0: no cap). */
   maxSocketsPerUser: number;
   clientIpHeader: string | undefined;
+  /**
+   * WS_CHECK_ORIGIN: origins allowed to open a socket (CORS_ORIGINS). An upgrade without an Origin
+   * header (a native app, a server) is not a browser's and passes (README "CORS").
+   */
+  allowedOrigins?: CorsOrigins | undefined;
 }
 
 interface SocketData {
@@ -115,14 +121,20 @@ export class Gateway {
         const query = new URLSearchParams(req.getQuery() ?? '');
         const token = bearerToken(req.getHeader('authorization')) ?? query.get('access_token') ?? '';
         const rawCursor = query.get('cursor');
+        const origin = req.getHeader('origin');
         const { encoding, protocol } = negotiate(protocols);
 
         const remoteAddress = clientAddress(res, req, this.settings.clientIpHeader);
         const requestId = requestIdOf(req);
         // The same answer as any route's refusal (status line, x-request-id, problem+json).
         const reject = (err: ApiError) => {
-          if (!aborted) writeProblem(res, requestId, err);
+          if (!aborted) writeProblem(res, { requestId, origin }, err, this.settings.allowedOrigins);
         };
+        const allowed = this.settings.allowedOrigins;
+        if (allowed && origin && !originAllowed(allowed, origin)) {
+          reject(new ApiError('forbidden', `origin "${origin}" may not open a signaling socket (CORS_ORIGINS)`));
+          return;
+        }
         const startCursor = rawCursor ? decodeCursor(rawCursor) : undefined;
         if (rawCursor && !startCursor) {
           reject(new ApiError('invalid_request', 'cursor: not a cursor issued by this server'));

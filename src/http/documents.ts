@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { openApiDocument } from './openapi.js';
+import { asyncApiDocument } from '../gateway/asyncapi.js';
 import {
   acceptedSchema,
   apnsBodySchema,
@@ -9,10 +10,16 @@ import {
   renamedSchema,
 } from '../events/payloadSchemas.js';
 
+/** Where the JSON Schemas say they live: each schema's `$id` is this plus its file name. */
+export const SCHEMA_ID_BASE = 'https://calling-backend.dev/schemas/';
+
 /** Every generated document, by repository path, as the exact text checked in. */
 export function generatedDocuments(): Map<string, string> {
   const text = (v: unknown) => `${JSON.stringify(v, null, 2)}\n`;
-  const docs = new Map<string, string>([['docs/openapi.json', text(openApiDocument())]]);
+  const docs = new Map<string, string>([
+    ['docs/openapi.json', text(openApiDocument())],
+    ['docs/asyncapi.json', text(asyncApiDocument())],
+  ]);
   const schemas = {
     'call.invited': invitationSchema,
     'call.accepted': acceptedSchema,
@@ -22,7 +29,8 @@ export function generatedDocuments(): Map<string, string> {
     'android-push-message': fcmMessageSchema,
   };
   for (const [name, schema] of Object.entries(schemas)) {
-    docs.set(`docs/schemas/${name}.json`, text(z.toJSONSchema(schema, { target: 'draft-2020-12' })));
+    const { $schema, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12' }) as Record<string, unknown>;
+    docs.set(`docs/schemas/${name}.json`, text({ $schema, $id: `${SCHEMA_ID_BASE}${name}.json`, ...rest }));
   }
   return docs;
 }

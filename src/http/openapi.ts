@@ -1,10 +1,14 @@
 import { z } from 'zod';
 import * as s from './schemas.js';
-import { errorCatalogue } from './errors.js';
+import { errorCatalogue, PROBLEM_TYPE_BASE, type ErrorCode } from './errors.js';
+import { acceptedSchema, endedSchema, invitationSchema, renamedSchema } from '../events/payloadSchemas.js';
+import { packageVersion } from '../util/packageInfo.js';
 
 /**
- * The OpenAPI 3.1 document, generated from the same zod schemas that validate requests.
- * Served at GET /v1/openapi.json and checked in as docs/openapi.json (a test keeps them equal).
+ * The OpenAPI 3.1 document, generated from the same zod schemas that validate requests, with the
+ * semantics README "API" explains and an example for every body. Served at GET /v1/openapi.json
+ * and checked in as docs/openapi.json (a test keeps them equal and lints it with Redocly and
+ * Spectral). The WebSocket at /v1/signaling is described by docs/asyncapi.yaml instead.
  */
 
 function schema(t: z.ZodType, io: 'input' | 'output' = 'output'): Record<string, unknown> {
@@ -13,35 +17,124 @@ function schema(t: z.ZodType, io: 'input' | 'output' = 'output'): Record<string,
 }
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const json = (name: string) => ({ 'application/json': { schema: ref(name) } });
-const problemContent = { 'application/problem+json': { schema: ref('Problem') } };
 
-function problems(...codes: (keyof typeof errorCatalogue)[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+function json(name: string, examples: Record<string, { summary: string; value: unknown }>): Record<string, unknown> {
+  return { 'application/json': { schema: ref(name), examples } };
+}
+
+// Examples (each one valid against its schema: the linters check).
+const CALL_ID = '3f1c9a52-7d1e-4f0e-9b8a-2c6d5e4f7a10';
+const T0 = 1795236718009;
+const RINGING = {
+  schemaVersion: 1,
+  callId: CALL_ID,
+  revision: '1',
+  state: 'ringing',
+  caller: { userId: 'alice', displayName: 'Alice', handle: 'app:alice' },
+  calleeUserId: 'bob',
+  createdAtMs: T0,
+  expiresAtMs: T0 + 45_000,
+  video: false,
+};
+const ACCEPTED = { ...RINGING, revision: '2', state: 'accepted', answeredByInstallationId: 'bob-phone', acceptedAtMs: T0 + 70 };
+const ENDED = { ...ACCEPTED, revision: '3', state: 'ended', endedAtMs: T0 + 60_000, endReason: 'localHangup' };
+const INVITED_EVENT = {
+  schemaVersion: 1,
+  type: 'call.invited',
+  callId: CALL_ID,
+  displayName: 'Alice',
+  handle: 'app:alice',
+  eventId: `${CALL_ID}:1:invited`,
+  revision: '1',
+  issuedAtMs: T0,
+  expiresAtMs: T0 + 45_000,
+  video: false,
+};
+const ENDED_EVENT = { schemaVersion: 1, eventId: `${CALL_ID}:3:remote`, type: 'call.ended', callId: CALL_ID, revision: '3', occurredAtMs: T0 + 60_000, reason: 'remoteEnded' };
+const CURSOR = 'mhx2k9c1a7f3qz_1795236718009-0';
+const snapshotExamples = (summary: string, value: unknown) => ({ snapshot: { summary, value } });
+
+/** Problem responses for `codes`, grouped by status, each code with an example body. */
+function problems(...codes: ErrorCode[]): Record<string, unknown> {
+  const out: Record<string, { description: string; content: Record<string, { schema: unknown; examples: Record<string, unknown> }> }> = {};
   for (const code of codes) {
-    const status = String(errorCatalogue[code].status);
-    const prev = out[status] as { description: string } | undefined;
-    out[status] = { description: prev ? `${prev.description}, ${code}` : code, content: problemContent };
+    const { status, title } = errorCatalogue[code];
+    const key = String(status);
+    const entry = (out[key] ??= {
+      description: '',
+      content: { 'application/problem+json': { schema: ref('Problem'), examples: {} } },
+    });
+    entry.description = entry.description ? `${entry.description}, \`${code}\`` : `Problem \`${code}\``;
+    entry.content['application/problem+json']!.examples[code] = {
+      summary: title,
+      value: { type: PROBLEM_TYPE_BASE + code, title, status, detail: PROBLEM_DETAIL[code], code },
+    };
   }
   return out;
 }
 
+const PROBLEM_DETAIL: Record<ErrorCode, string> = {
+  invalid_request: 'callId: must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -',
+  unauthorized: 'token expired',
+  forbidden: 'only the callee answers a call',
+  not_found: 'no call with this callId',
+  method_not_allowed: 'DELETE is not allowed on /v1/calls; allowed: POST',
+  answer_conflict: 'the call was answered by another installation',
+  idempotency_conflict: 'operationId was used for a different request',
+  revision_conflict: 'expectedRevision 1 does not match the current revision 2',
+  call_exists: 'this callId was already used',
+  payload_too_large: 'request body exceeds the limit of 16384 bytes',
+  unsupported_media_type: 'content-type must be application/json, got "text/plain"',
+  rate_limited: 'too many calls created by this user; retry later',
+  internal: 'internal error; request 0b6f6d0e-5d1a-4c57-9d0e-8d7f2b1a3c4e',
+  unavailable: 'the call store is unreachable; retry later',
+};
+
 const COMMON = ['unauthorized', 'rate_limited', 'internal', 'unavailable'] as const;
-const callIdParam = { name: 'id', in: 'path', required: true, schema: schema(s.opaqueId) };
+const callIdParam = {
+  name: 'id',
+  in: 'path',
+  required: true,
+  description: 'The callId: 1 to 128 characters of `A-Z a-z 0-9 . _ ~ : -` (a UUID fits), chosen by the caller.',
+  schema: schema(s.opaqueId),
+  example: CALL_ID,
+};
 
 export function openApiDocument(): Record<string, unknown> {
+  const callEventsPage = schema(s.callEventsPage);
+  (callEventsPage['properties'] as Record<string, unknown>)['events'] = {
+    type: 'array',
+    description: 'The events for this installation, in log order.',
+    items: ref('CallEvent'),
+  };
+  const problem = schema(s.problem);
+  (problem['properties'] as Record<string, unknown>)['snapshot'] = ref('CallSnapshot');
+  const eventSchema = (t: z.ZodType) => schema(t);
+
   return {
     openapi: '3.1.0',
     info: {
       title: 'calling-backend',
-      version: '1.0.0',
-      description: 'Backend for one-to-one voice and video calls on phones. See README.md and docs/signaling.md.',
+      version: packageVersion(),
+      description:
+        'Backend for one-to-one voice and video calls on phones: calls with a state machine, push invitations, ' +
+        'a resumable per-user event log and media credentials. The protocol (states, end reasons, events, push ' +
+        'formats, limits) is described in docs/protocol.md; the WebSocket at /v1/signaling in docs/asyncapi.yaml.',
       license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
+      contact: { name: 'calling-backend maintainers', url: 'https://calling-backend.dev' },
     },
-    servers: [{ url: '/' }],
+    servers: [{ url: '/', description: 'The server that serves this document' }],
     security: [{ bearer: [] }],
+    tags: [
+      { name: 'Calls', description: 'Create, answer, end and rename calls; read a call snapshot.' },
+      { name: 'Media', description: 'Short-lived TURN credentials for the parties of an accepted call.' },
+      { name: 'Events', description: 'The per-user event log, read by cursor (the same events signaling sends).' },
+      { name: 'Push tokens', description: 'Register and remove an installation’s VoIP or Android push token.' },
+    ],
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Session JWT: `sub` is the userId, `iid` the installationId (README "Authentication").' },
+      },
       schemas: {
         CreateCall: schema(s.createCallBody, 'input'),
         AnswerCall: schema(s.answerCallBody, 'input'),
@@ -52,38 +145,95 @@ export function openApiDocument(): Record<string, unknown> {
         PushTokenRegistration: schema(s.pushTokenRegistration),
         CallSnapshot: schema(s.callSnapshot),
         MediaSession: schema(s.mediaSession),
-        CallEventsPage: schema(s.callEventsPage),
-        Problem: schema(s.problem),
+        CallEventsPage: callEventsPage,
+        CallInvited: eventSchema(invitationSchema),
+        CallAccepted: eventSchema(acceptedSchema),
+        CallEnded: eventSchema(endedSchema),
+        CallRenamed: eventSchema(renamedSchema),
+        CallEvent: {
+          description: 'One event of the log, told apart by `type`.',
+          oneOf: [ref('CallInvited'), ref('CallAccepted'), ref('CallEnded'), ref('CallRenamed')],
+          discriminator: {
+            propertyName: 'type',
+            mapping: {
+              'call.invited': '#/components/schemas/CallInvited',
+              'call.accepted': '#/components/schemas/CallAccepted',
+              'call.ended': '#/components/schemas/CallEnded',
+              'call.renamed': '#/components/schemas/CallRenamed',
+            },
+          },
+        },
+        Problem: problem,
       },
     },
     paths: {
       '/v1/installations/{id}/push-tokens/{kind}': {
         parameters: [
-          { name: 'id', in: 'path', required: true, schema: schema(s.principalId), description: "must be the session's installation" },
-          { name: 'kind', in: 'path', required: true, schema: schema(s.pushTokenKind) },
+          {
+            name: 'id',
+            in: 'path',
+            required: true,
+            schema: schema(s.principalId),
+            description: "The installationId; must be the session token's own installation (`iid`).",
+            example: 'alice-phone',
+          },
+          { name: 'kind', in: 'path', required: true, schema: schema(s.pushTokenKind), description: '`iosVoip` or `androidPush`.', example: 'iosVoip' },
         ],
         put: {
           operationId: 'putPushToken',
+          tags: ['Push tokens'],
           summary: 'Register this installation’s push token',
-          requestBody: { required: true, content: json('PushTokenRequest') },
+          description:
+            'Saves (or replaces) the push token invitations are sent to. An `iosVoip` token is the APNs VoIP device token ' +
+            'as 64 or more hex characters, and `iosEnvironment` is required; `androidPush` is an FCM registration token ' +
+            'and refuses `iosEnvironment`. The token is never echoed back: the response names its last characters.',
+          requestBody: {
+            required: true,
+            content: json('PushTokenRequest', {
+              ios: { summary: 'An iOS VoIP token', value: { token: '9f'.repeat(32), appId: 'com.example.calls', iosEnvironment: 'production' } },
+              android: { summary: 'An Android FCM token', value: { token: 'fcm-registration-token-0123456789', appId: 'com.example.calls' } },
+            }),
+          },
           responses: {
-            '200': { description: 'saved registration', content: json('PushTokenRegistration') },
+            '200': {
+              description: 'The saved registration',
+              content: json('PushTokenRegistration', {
+                ios: {
+                  summary: 'iOS registration',
+                  value: { installationId: 'alice-phone', kind: 'iosVoip', appId: 'com.example.calls', iosEnvironment: 'production', tokenSuffix: '9f9f9f', updatedAtMs: T0 },
+                },
+              }),
+            },
             ...problems('invalid_request', 'forbidden', 'payload_too_large', 'unsupported_media_type', ...COMMON),
           },
         },
         delete: {
           operationId: 'deletePushToken',
-          summary: 'Unregister (sign-out)',
-          responses: { '204': { description: 'removed' }, ...problems('invalid_request', 'forbidden', ...COMMON) },
+          tags: ['Push tokens'],
+          summary: 'Remove this installation’s push token (sign-out)',
+          description: 'Removes the registration; the installation gets no more push invitations. Removing a token that is not there succeeds too.',
+          responses: { '204': { description: 'Removed (or was not there)' }, ...problems('invalid_request', 'forbidden', ...COMMON) },
         },
       },
       '/v1/calls': {
         post: {
           operationId: 'createCall',
-          summary: 'Create a ringing call; invitations are queued in the same transaction',
-          requestBody: { required: true, content: json('CreateCall') },
+          tags: ['Calls'],
+          summary: 'Create a ringing call',
+          description:
+            'Starts a call from the session user to `calleeUserId`. The invitations to every callee installation ' +
+            '(push and signaling) are queued in the same transaction. The call rings until answered, ended or ' +
+            'expired (`expiresAtMs`). A retry with the same `operationId` and body returns the original response; ' +
+            'a `callId` is never reused (`call_exists`). When the callee is in an accepted call (and `CALL_WAITING` is off) ' +
+            'the call is created already ended as `busy`: nothing rings and only the caller is told.',
+          requestBody: {
+            required: true,
+            content: json('CreateCall', {
+              audio: { summary: 'An audio call', value: { callId: CALL_ID, calleeUserId: 'bob', operationId: 'op-create-1', video: false } },
+            }),
+          },
           responses: {
-            '201': { description: 'call snapshot (a replay returns the original)', content: json('CallSnapshot') },
+            '201': { description: 'The snapshot of the new call (a replay returns the original)', content: json('CallSnapshot', snapshotExamples('Ringing', RINGING)) },
             ...problems('invalid_request', 'idempotency_conflict', 'call_exists', 'payload_too_large', 'unsupported_media_type', ...COMMON),
           },
         },
@@ -92,18 +242,36 @@ export function openApiDocument(): Record<string, unknown> {
         parameters: [callIdParam],
         get: {
           operationId: 'getCall',
-          summary: 'Current snapshot, ended calls included',
-          responses: { '200': { description: 'snapshot', content: json('CallSnapshot') }, ...problems('invalid_request', 'not_found', ...COMMON) },
+          tags: ['Calls'],
+          summary: 'Read a call',
+          description:
+            'The current snapshot as the session user’s side sees it, ended calls included (kept `CALL_RETENTION_MS`). ' +
+            'Only the caller and the callee may read a call; anyone else gets `not_found`.',
+          responses: {
+            '200': { description: 'The snapshot', content: json('CallSnapshot', snapshotExamples('Accepted', ACCEPTED)) },
+            ...problems('invalid_request', 'not_found', ...COMMON),
+          },
         },
       },
       '/v1/calls/{id}/answer': {
         parameters: [callIdParam],
         post: {
           operationId: 'answerCall',
-          summary: 'Answer; the first answering installation wins',
-          requestBody: { required: true, content: json('AnswerCall') },
+          tags: ['Calls'],
+          summary: 'Answer a ringing call',
+          description:
+            'The first answer while the call rings wins, atomically; the caller is told `call.accepted` and the ' +
+            'callee’s other installations `call.ended` with `answeredElsewhere`. A later answer from another ' +
+            'installation gets `answer_conflict` with the winner’s snapshot; an `expectedRevision` that does not ' +
+            'match gets `revision_conflict`. Only the callee answers.',
+          requestBody: {
+            required: true,
+            content: json('AnswerCall', {
+              answer: { summary: 'Answer from the phone', value: { operationId: 'op-answer-1', installationId: 'bob-phone', expectedRevision: '1' } },
+            }),
+          },
           responses: {
-            '200': { description: 'winner snapshot', content: json('CallSnapshot') },
+            '200': { description: 'The winner’s snapshot', content: json('CallSnapshot', snapshotExamples('Accepted', ACCEPTED)) },
             ...problems('invalid_request', 'forbidden', 'not_found', 'answer_conflict', 'revision_conflict', 'idempotency_conflict', ...COMMON),
           },
         },
@@ -112,10 +280,19 @@ export function openApiDocument(): Record<string, unknown> {
         parameters: [callIdParam],
         post: {
           operationId: 'endCall',
-          summary: 'Hang up, cancel, decline or report a local failure',
-          requestBody: { required: true, content: json('EndCall') },
+          tags: ['Calls'],
+          summary: 'End a call',
+          description:
+            'Hang up, cancel, decline, or report a local failure, with the reason as this side saw it. The other side ' +
+            'is told the reason from its own side (docs/protocol.md "End reasons"). The echoes `remoteEnded`, ' +
+            '`callerCancelled` and `answeredElsewhere` are accepted and change nothing. Ending an ended call returns ' +
+            'its terminal snapshot.',
+          requestBody: {
+            required: true,
+            content: json('EndCall', { hangUp: { summary: 'Hang up', value: { operationId: 'op-end-1', reason: 'localHangup' } } }),
+          },
           responses: {
-            '200': { description: 'terminal (or current) snapshot', content: json('CallSnapshot') },
+            '200': { description: 'The terminal (or current) snapshot', content: json('CallSnapshot', snapshotExamples('Ended', ENDED)) },
             ...problems('invalid_request', 'not_found', 'idempotency_conflict', ...COMMON),
           },
         },
@@ -124,10 +301,21 @@ export function openApiDocument(): Record<string, unknown> {
         parameters: [callIdParam],
         post: {
           operationId: 'renameCall',
-          summary: 'The caller changes the name shown on a ringing or accepted call (call.renamed)',
-          requestBody: { required: true, content: json('RenameCall') },
+          tags: ['Calls'],
+          summary: 'Change the caller’s displayed name',
+          description:
+            'The caller changes the name shown on a ringing or accepted call; callee installations that still show ' +
+            'the call get `call.renamed`. The name is cut to 256 UTF-8 bytes. Renaming an ended call changes nothing. ' +
+            'Limited per user (`RATE_RENAMES_PER_MIN`) and per call (`RENAMES_PER_CALL`).',
+          requestBody: {
+            required: true,
+            content: json('RenameCall', { rename: { summary: 'A new name', value: { operationId: 'op-rename-1', displayName: 'Alice (work)' } } }),
+          },
           responses: {
-            '200': { description: 'snapshot (unchanged for an ended call)', content: json('CallSnapshot') },
+            '200': {
+              description: 'The snapshot (unchanged for an ended call)',
+              content: json('CallSnapshot', snapshotExamples('Renamed', { ...ACCEPTED, revision: '3', caller: { ...ACCEPTED.caller, displayName: 'Alice (work)' } })),
+            },
             ...problems('invalid_request', 'forbidden', 'not_found', 'idempotency_conflict', ...COMMON),
           },
         },
@@ -136,10 +324,30 @@ export function openApiDocument(): Record<string, unknown> {
         parameters: [callIdParam],
         post: {
           operationId: 'createMediaSession',
-          summary: 'Short-lived TURN credentials for a participant of an accepted call',
-          requestBody: { required: false, content: json('MediaSessionRequest') },
+          tags: ['Media'],
+          summary: 'Get TURN credentials for an accepted call',
+          description:
+            'Short-lived ICE servers for the caller’s installation and the answering installation of an accepted call ' +
+            '(TURN REST credentials: username `<expiry seconds>:<userId>`, HMAC-SHA1 credential). A server without ' +
+            '`TURN_URLS` answers an empty `iceServers` list. Another callee installation gets `answer_conflict`.',
+          requestBody: { required: false, content: json('MediaSessionRequest', { empty: { summary: 'No options', value: {} } }) },
           responses: {
-            '200': { description: 'credentials', content: json('MediaSession') },
+            '200': {
+              description: 'ICE servers and their expiry',
+              content: json('MediaSession', {
+                turn: {
+                  summary: 'With TURN_URLS set',
+                  value: {
+                    iceServers: [
+                      { urls: ['stun:stun.example.org:3478'] },
+                      { urls: ['turn:turn.example.org:3478?transport=udp'], username: '1795237318:alice', credential: 'q0b3Yx1xW0c2l2o4WqW0f6b4s3A=' },
+                    ],
+                    expiresAtMs: 1795237318000,
+                  },
+                },
+                noTurn: { summary: 'Without TURN_URLS', value: { iceServers: [], expiresAtMs: 1795237318000 } },
+              }),
+            },
             ...problems('invalid_request', 'forbidden', 'not_found', 'answer_conflict', ...COMMON),
           },
         },
@@ -147,31 +355,39 @@ export function openApiDocument(): Record<string, unknown> {
       '/v1/call-events': {
         get: {
           operationId: 'listCallEvents',
-          summary: 'Events after a cursor, or an explicit gap',
+          tags: ['Events'],
+          summary: 'Read the event log after a cursor',
+          description:
+            'The events for this installation after `cursor`, the cursor to continue from, and `hasMore`. Without a ' +
+            'cursor: no history, `nextCursor` is the head of the log. Keep reading while `hasMore` is true: a page can ' +
+            'hold fewer events than `limit`, even none, and still have more after it. A cursor older than the log’s ' +
+            'retention, or from before a reset, gets `gap` (events were lost: refetch the calls you know) and the head ' +
+            'cursor. Signaling sends the same events live.',
           parameters: [
-            { name: 'cursor', in: 'query', required: false, schema: { type: 'string' } },
-            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 500, default: 100 } },
+            { name: 'cursor', in: 'query', required: false, description: 'A cursor from an earlier page or signaling frame.', schema: { type: 'string' }, example: CURSOR },
+            {
+              name: 'limit',
+              in: 'query',
+              required: false,
+              description:
+                'How many entries of the user’s event log one page reads, 1 to 500 (default 100). Entries meant for the ' +
+                'user’s other installations are read and skipped, so a page holds at most `limit` events, possibly none.',
+              schema: { type: 'integer', minimum: 1, maximum: 500, default: 100 },
+              example: 100,
+            },
           ],
-          responses: { '200': { description: 'events page', content: json('CallEventsPage') }, ...problems('invalid_request', ...COMMON) },
+          responses: {
+            '200': {
+              description: 'One page of events, or a gap',
+              content: json('CallEventsPage', {
+                events: { summary: 'Events, more to read', value: { events: [INVITED_EVENT, ENDED_EVENT], nextCursor: CURSOR, hasMore: true } },
+                end: { summary: 'Nothing more for now', value: { events: [], nextCursor: CURSOR, hasMore: false } },
+                gap: { summary: 'Events were lost', value: { gap: { reason: 'trimmed' }, events: [], nextCursor: CURSOR, hasMore: false } },
+              }),
+            },
+            ...problems('invalid_request', ...COMMON),
+          },
         },
-      },
-      '/v1/signaling': {
-        get: {
-          operationId: 'signaling',
-          summary: 'WebSocket upgrade (see docs/signaling.md)',
-          parameters: [
-            { name: 'cursor', in: 'query', required: false, schema: { type: 'string' } },
-            { name: 'access_token', in: 'query', required: false, schema: { type: 'string' } },
-          ],
-          responses: { '101': { description: 'switching protocols' }, ...problems('invalid_request', 'unauthorized') },
-        },
-      },
-      '/v1/openapi.json': {
-        get: { operationId: 'openapi', security: [], summary: 'This document', responses: { '200': { description: 'OpenAPI 3.1' } } },
-      },
-      '/healthz': { get: { operationId: 'healthz', security: [], summary: 'Liveness', responses: { '200': { description: 'alive' } } } },
-      '/readyz': {
-        get: { operationId: 'readyz', security: [], summary: 'Readiness', responses: { '200': { description: 'ready' }, '503': { description: 'not ready' } } },
       },
     },
   };

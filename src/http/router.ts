@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { ApiError, problemBody } from './errors.js';
 import { clientAddress } from './clientAddress.js';
+import { corsResponseHeaders, originAllowed, preflightHeaders, type CorsOrigins } from './cors.js';
 
 /**
  * The one layer that touches raw uWS HTTP objects. It copies what handlers need from `req`
@@ -23,6 +24,8 @@ export interface RequestContext {
   traceparent: string;
   contentType: string;
   requestId: string;
+  /** The Origin header ('' when absent): browsers send it cross-origin. */
+  origin: string;
   remoteAddress: string;
   body: Buffer | undefined;
 }
@@ -55,6 +58,8 @@ export interface RouterOptions {
   clientIpHeader?: string | undefined;
   /** Requests being handled right now (graceful shutdown waits for it to reach 0). */
   inFlight?: { count: number };
+  /** CORS_ORIGINS: browser origins allowed (README "CORS"); undefined: no CORS headers. */
+  cors?: CorsOrigins | undefined;
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -85,12 +90,15 @@ interface ResponseState {
   done: boolean;
 }
 
-function send(res: HttpResponse, state: ResponseState, requestId: string, reply: Reply, closeConnection = false): void {
+function send(res: HttpResponse, state: ResponseState, ctx: Pick<RequestContext, 'requestId' | 'origin'>, reply: Reply, cors: CorsOrigins | undefined, closeConnection = false): void {
   if (state.aborted || state.done) return;
   state.done = true;
   res.cork(() => {
     res.writeStatus(statusLine(reply.status));
-    res.writeHeader('x-request-id', requestId);
+    res.writeHeader('x-request-id', ctx.requestId);
+    // Every response, errors included, carries the CORS headers: a browser script can then read
+    // a 429's retry-after or a 500's request ID.
+    for (const [k, v] of Object.entries(corsResponseHeaders(cors, ctx.origin))) res.writeHeader(k, v);
     if (reply.body !== undefined) res.writeHeader('content-type', reply.contentType ?? 'application/json');
     for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
     if (reply.body === undefined) res.endWithoutBody(0, closeConnection);
@@ -106,8 +114,8 @@ export function problemReply(err: ApiError): Reply {
  * Answers with a problem outside mountRoutes (the WebSocket upgrade refusal), the same way as
  * every route does: status line, `x-request-id`, problem+json. The caller checks it was not aborted.
  */
-export function writeProblem(res: HttpResponse, requestId: string, err: ApiError): void {
-  send(res, { aborted: false, done: false }, requestId, problemReply(err));
+export function writeProblem(res: HttpResponse, ctx: Pick<RequestContext, 'requestId' | 'origin'>, err: ApiError, cors?: CorsOrigins): void {
+  send(res, { aborted: false, done: false }, ctx, problemReply(err), cors);
 }
 
 /** The client's `x-request-id` when it is sane, else a new one. */
@@ -128,6 +136,7 @@ function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number,
     traceparent: req.getHeader('traceparent'),
     contentType: req.getHeader('content-type'),
     requestId: requestIdOf(req),
+    origin: req.getHeader('origin'),
     remoteAddress: clientAddress(res, req, clientIpHeader),
     body: undefined,
   };
@@ -189,7 +198,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
       }
       const finish = (reply: Reply, closeConnection = false) => {
         release();
-        send(res, state, ctx.requestId, reply, closeConnection);
+        send(res, state, ctx, reply, opts.cors, closeConnection);
         opts.onResponse?.(ctx, route.pattern, reply.status, startedAt);
       };
       const run = () => {
@@ -223,6 +232,28 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
     });
   }
 
+  // With CORS_ORIGINS set, a preflight for a known path: 204 for a listed origin (403 otherwise).
+  // Without it, OPTIONS is one more method the path does not allow (405 below).
+  const cors = opts.cors;
+  if (cors) {
+    for (const [pattern, list] of byPattern) {
+      const allow = list.map((r) => METHOD_NAME[r.method]).join(', ');
+      app.options(pattern, (res, req) => {
+        const state: ResponseState = { aborted: false, done: false };
+        res.onAborted(() => {
+          state.aborted = true;
+        });
+        const ctx = captureContext(res, req, 0);
+        if (!ctx.origin || !originAllowed(cors, ctx.origin)) {
+          const err = new ApiError('forbidden', `origin "${ctx.origin}" is not allowed (CORS_ORIGINS)`);
+          send(res, state, ctx, problemReply(err), cors);
+          return;
+        }
+        send(res, state, ctx, { status: 204, headers: { allow, ...preflightHeaders(allow) } }, cors);
+      });
+    }
+  }
+
   // A known path with another method: 405 with the methods it does allow.
   for (const [pattern, list] of byPattern) {
     const allow = list.map((r) => METHOD_NAME[r.method]).join(', ');
@@ -233,20 +264,20 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
       });
       const ctx = captureContext(res, req, 0);
       const err = new ApiError('method_not_allowed', `${ctx.method.toUpperCase()} is not allowed on ${ctx.path}; allowed: ${allow}`, {}, { allow });
-      send(res, state, ctx.requestId, problemReply(err));
+      send(res, state, ctx, problemReply(err), cors);
     });
   }
 }
 
 /** The catch-all 404; mount it last. */
-export function mountNotFound(app: TemplatedApp): void {
+export function mountNotFound(app: TemplatedApp, cors?: CorsOrigins): void {
   app.any('/*', (res, req) => {
     const state: ResponseState = { aborted: false, done: false };
     res.onAborted(() => {
       state.aborted = true;
     });
     const ctx = captureContext(res, req, 0);
-    send(res, state, ctx.requestId, problemReply(new ApiError('not_found', `no route for ${ctx.method.toUpperCase()} ${ctx.path}`)));
+    send(res, state, ctx, problemReply(new ApiError('not_found', `no route for ${ctx.method.toUpperCase()} ${ctx.path}`)), cors);
   });
 }
 

@@ -94,7 +94,8 @@ export const problem = z.object({
 });
 
 export const callEventsPage = z.object({
-  events: z.array(z.record(z.string(), z.unknown())).describe('spec payloads: call.invited, call.accepted, call.ended, call.renamed'),
+  events: z.array(z.record(z.string(), z.unknown())).describe('call.invited, call.accepted, call.ended and call.renamed payloads (docs/schemas/)'),
   nextCursor: z.string(),
+  hasMore: z.boolean(),
   gap: z.object({ reason: z.enum(['trimmed', 'reset']) }).optional(),
 });

@@ -4,8 +4,8 @@ import { headerValue, parseJsonBody, reasonCode, retryOrFatal, sendWithCredentia
 import type { SendResult } from './sendResult.js';
 
 /**
- * iOS VoIP invitations (spec 4.1): one HTTP/2 POST per device over the shared pool, with the
- * header names the spec fixes (`ios-push-type`, `ios-topic`, `ios-priority`, `ios-expiration`).
+ * iOS VoIP invitations (docs/protocol.md "iOS VoIP invitation"): one HTTP/2 POST per device over the shared pool, with the
+ * header names the protocol fixes (`ios-push-type`, `ios-topic`, `ios-priority`, `ios-expiration`).
  * A 200 means the provider accepted the push for delivery, nothing more.
  */
 
@@ -70,7 +70,7 @@ export class ApnsSender {
     });
   }
 
-  /** Sends one VoIP push carrying `callpayload` (spec 2.5) to one device. */
+  /** Sends one VoIP push carrying `callpayload` (the invitation, docs/protocol.md "Events") to one device. */
   async sendVoip(target: ApnsTarget, callpayload: object): Promise<SendResult> {
     const origin = this.urls[target.environment];
     if (origin === undefined) throw new TypeError('APNs environment must be production or development');

@@ -4,7 +4,7 @@ import { parseJsonBody, reasonCode, retryOrFatal, sendWithCredential } from './p
 import type { SendResult } from './sendResult.js';
 
 /**
- * Android data messages through the FCM HTTP v1 API (spec 4.2, 4.3), over the shared HTTP/2
+ * Android data messages through the FCM HTTP v1 API (docs/protocol.md "Android invitation", "Android push signals"), over the shared HTTP/2
  * pool. Data messages only: the app's code presents the call, and a notification block would
  * make the system show one instead of waking the app.
  */

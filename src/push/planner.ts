@@ -6,7 +6,7 @@ import type { PushMessage } from './queues.js';
 import { jobIdPart } from './queues.js';
 
 /**
- * Which push messages one change causes (spec 4.1-4.3):
+ * Which push messages one change causes (docs/protocol.md "Push formats"):
  *  - created: a VoIP push to every iOS installation and a HIGH data message to every Android
  *    installation of the callee;
  *  - the call stops ringing (answered elsewhere, cancelled, declined on another device,

@@ -2,7 +2,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CallingClient, ProblemError, SignalingClient, type EventPayload, type SignalingOptions } from '../../src/client/index.js';
+import { CallingClient, ProblemError, SignalingAuthError, SignalingClient, type AuthFailure, type CallEventsPage, type EventPayload, type SignalingOptions } from '@calling-backend/client';
 import { eventSchema } from '../../src/events/payloadSchemas.js';
 import { mintToken } from '../../src/auth/devTokens.js';
 import { startStack, type Stack } from '../support/stack.js';
@@ -11,7 +11,7 @@ import { TEST_JWT_SECRET, tokenFor, type Identity } from '../support/tokens.js';
 import { sleep, uid } from '../support/fixtures.js';
 
 /**
- * The project's typed client (src/client) against real server processes: CallingClient for the
+ * The project's typed client (packages/client, from source) against real server processes: CallingClient for the
  * HTTP API and SignalingClient (with `ws` as its WebSocket) for the events, through a whole call;
  * then SignalingClient's automatic resume across a gateway restart, its eventId deduplication
  * against frames the server really repeats, the msgpack encoding, and stop().
@@ -449,5 +449,178 @@ describe('SignalingClient encodings', () => {
     // Both clients keep a cursor the HTTP log accepts.
     const page = await http(A, viaMsgpack).callEvents(m.client.cursor);
     expect(page.events).toEqual([]);
+  });
+});
+
+describe('catching up over HTTP', () => {
+  it('catchUp pages with limit=1 through a mixed log (entries for other installations) and loses no event', async () => {
+    const caller = party(uid('caller'), uid('caller-phone'));
+    const bobId = uid('bob');
+    const phone = party(bobId, `${bobId}-phone`);
+    const tablet = party(bobId, `${bobId}-tablet`);
+    const callerApi = http(A, caller);
+    const phoneApi = http(A, phone);
+    const tabletApi = http(A, tablet);
+    const start = (await phoneApi.callEvents()).nextCursor;
+
+    // Call 1: the tablet answers (the phone is told answeredElsewhere, the tablet is not);
+    // call 2: the phone answers, then hangs up; call 3: the caller cancels. The log holds entries
+    // for one installation only (the tablet's call.accepted and ends), so some pages are empty.
+    const c1 = await callerApi.createCall({ calleeUserId: bobId });
+    await tabletApi.answer(c1.callId, { installationId: tablet.installationId });
+    await tabletApi.end(c1.callId, { reason: 'localHangup' });
+    const c2 = await callerApi.createCall({ calleeUserId: bobId });
+    await phoneApi.answer(c2.callId, { installationId: phone.installationId });
+    await phoneApi.end(c2.callId, { reason: 'localHangup' });
+    const c3 = await callerApi.createCall({ calleeUserId: bobId });
+    await callerApi.end(c3.callId, { reason: 'localHangup' });
+
+    // The reference: the whole log in big pages, once the relay appended everything.
+    let reference: EventPayload[] = [];
+    for (const deadline = Date.now() + WAIT_MS; ; await sleep(50)) {
+      reference = [];
+      const whole = await http(A, phone).catchUp(start, { onEvent: (e) => reference.push(e) }, { limit: 500 });
+      expect(whole.delivered).toBe(reference.length);
+      if (reference.some((e) => e.callId === c3.callId && e.type === 'call.ended')) break;
+      if (Date.now() > deadline) throw new Error(`log incomplete: ${JSON.stringify(reference.map((e) => e.type))}`);
+    }
+    const shape = (list: EventPayload[]) => list.map((e) => `${e.type}/${e.callId}${'reason' in e ? `/${e.reason}` : ''}`);
+    expect(shape(reference)).toEqual([
+      `call.invited/${c1.callId}`,
+      `call.ended/${c1.callId}/answeredElsewhere`,
+      `call.invited/${c2.callId}`,
+      `call.invited/${c3.callId}`,
+      `call.ended/${c3.callId}/callerCancelled`,
+    ]);
+
+    // Page by page with limit=1, recording what the server said.
+    const pages: CallEventsPage[] = [];
+    const recording = new CallingClient({
+      baseUrl: A.url,
+      token: phone.token,
+      fetch: async (url: string, init: RequestInit) => {
+        const res = await fetch(url, init);
+        if (url.includes('/v1/call-events')) pages.push((await res.clone().json()) as CallEventsPage);
+        return res;
+      },
+    });
+    const paged: EventPayload[] = [];
+    const result = await recording.catchUp(start, { onEvent: (e) => paged.push(e) }, { limit: 1 });
+    expect(paged).toEqual(reference);
+    expect(result.delivered).toBe(reference.length);
+    // Empty pages with more after them happened, and only the last page said no more.
+    expect(pages.some((p) => p.events.length === 0 && p.hasMore)).toBe(true);
+    expect(pages.map((p) => p.hasMore)).toEqual([...pages.slice(1).map(() => true), false]);
+    expect(pages.every((p) => p.events.length <= 1)).toBe(true);
+    expect(result.cursor).toBe(pages.at(-1)!.nextCursor);
+    // From the returned cursor nothing more, and the flag says so.
+    expect(await phoneApi.callEvents(result.cursor, 1)).toEqual({ events: [], nextCursor: result.cursor, hasMore: false });
+  });
+});
+
+describe('SignalingClient and the session token', () => {
+  it('on Node with an injected WebSocket class the token travels in a header, not in the URL', async () => {
+    const p = party(uid('user'), uid('inst'));
+    const cap = capturingWebSocket();
+    const c = await online(A, p, { WebSocket: cap.Ctor });
+    expect(c.rec.synced).toHaveLength(1);
+    expect(cap.opened).toHaveLength(1);
+    expect(new URL(cap.opened[0]!).searchParams.has('access_token')).toBe(false);
+    expect(cap.opened[0]).not.toContain(p.token);
+  });
+
+  it('a refused token stops the client: start() rejects, one connection only, the callback is asked once', async () => {
+    const p = party(uid('user'), uid('inst'));
+    const bad = mintToken('another-secret-0123456789abcdef-0123456789', { sub: p.userId, iid: p.installationId });
+    const cap = capturingWebSocket();
+    const failures: AuthFailure[] = [];
+    const client = new SignalingClient({
+      url: wsUrl(A),
+      token: bad,
+      WebSocket: cap.Ctor,
+      maxBackoffMs: 50,
+      onEvent: () => {},
+      onAuthFailure: (f) => {
+        failures.push(f);
+        return undefined;
+      },
+    });
+    clients.push(client);
+    const err = await client.start().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(SignalingAuthError);
+    expect((err as SignalingAuthError).failure).toEqual({ status: 401, detail: 'upgrade answered 401' });
+    expect(failures).toEqual([{ status: 401, detail: 'upgrade answered 401' }]);
+    // A barrier: a good client connects and syncs on the same server after the refusal; the
+    // stopped client opened nothing more meanwhile.
+    await online(A, party(uid('user'), uid('inst')));
+    expect(cap.opened).toHaveLength(1);
+  });
+
+  it('in a browser (status hidden, token in the URL) a refused token is recognised by one HTTP check', async () => {
+    const p = party(uid('user'), uid('inst'));
+    const bad = mintToken('another-secret-0123456789abcdef-0123456789', { sub: p.userId, iid: p.installationId });
+    const cap = capturingWebSocket();
+    /** Like a browser's WebSocket: a refused upgrade is a bare error and a 1006 close. */
+    const real = Object.getOwnPropertyDescriptor(WebSocket.prototype, 'onerror')!;
+    class BrowserLike extends (cap.Ctor as unknown as typeof WebSocket) {
+      constructor(url: string, protocols?: string | string[], options?: WebSocket.ClientOptions) {
+        super(url, protocols, options);
+        Object.defineProperty(this, 'onerror', {
+          set: (fn: ((ev: unknown) => void) | null) => real.set!.call(this, fn ? () => fn({ type: 'error' }) : null),
+          get: () => real.get!.call(this) as unknown,
+        });
+      }
+    }
+    const client = new SignalingClient({ url: wsUrl(A), token: bad, WebSocket: BrowserLike as Ctor, tokenIn: 'query', onEvent: () => {} });
+    clients.push(client);
+    const err = await client.start().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(SignalingAuthError);
+    expect((err as SignalingAuthError).failure).toEqual({ status: 401, detail: 'token check answered 401' });
+    expect(new URL(cap.opened[0]!).searchParams.get('access_token')).toBe(bad);
+    expect(cap.opened).toHaveLength(1);
+  });
+
+  it('an expired fixed token (4001) asks the callback, which gives a fresh one: it resumes from its cursor', async () => {
+    const caller = party(uid('caller'), uid('caller-phone'));
+    const callee = party(uid('callee'), uid('callee-phone'));
+    const short = mintToken(TEST_JWT_SECRET, { sub: callee.userId, iid: callee.installationId, ttlSeconds: 3 });
+    const failures: AuthFailure[] = [];
+    const cap = capturingWebSocket();
+    const c = await online(A, callee, {
+      WebSocket: cap.Ctor,
+      token: short,
+      onAuthFailure: (f) => {
+        failures.push(f);
+        return callee.token;
+      },
+    });
+    const call = await http(A, caller).createCall({ calleeUserId: callee.userId });
+    await c.rec.waitForEvents(1);
+    await c.rec.until('the 4001 close and the resync', () => c.rec.synced.length >= 2, 15_000);
+    expect(failures).toEqual([{ status: 401, detail: 'closed 4001: token expired; reconnect with a fresh token and your cursor' }]);
+    expect(new URL(cap.opened[1]!).searchParams.get('cursor')).toBe(c.rec.events[0]!.cursor);
+    await http(A, caller).end(call.callId, { reason: 'localHangup' });
+    await c.rec.waitForEvents(2);
+    expect(c.rec.shape()).toEqual([`call.invited/${call.callId}`, `call.ended/${call.callId}/callerCancelled`]);
+    c.rec.expectClean();
+  }, 30_000);
+
+  it('start() settles: it rejects when stop() comes first, and when no server answers within startTimeoutMs', async () => {
+    const p = party(uid('user'), uid('inst'));
+    const early = new SignalingClient({ url: wsUrl(A), token: p.token, WebSocket, onEvent: () => {} });
+    const started = early.start();
+    early.stop();
+    await expect(started).rejects.toThrow('stopped before synced');
+
+    const nowhere = await freePort();
+    const lonely = new SignalingClient({ url: `ws://127.0.0.1:${nowhere}`, token: p.token, WebSocket, maxBackoffMs: 100, startTimeoutMs: 1500, onEvent: () => {} });
+    clients.push(lonely);
+    await expect(lonely.start()).rejects.toThrow('not synced within 1500 ms');
   });
 });

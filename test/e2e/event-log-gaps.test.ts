@@ -5,7 +5,7 @@ import { connect } from '../support/ws-client.js';
 import { Sockets, createCall, online, readAllEvents, user, waitUntil } from './helpers.js';
 
 /**
- * Explicit gaps (DESIGN "Event log", signaling.md "gap"): a cursor whose events were trimmed
+ * Explicit gaps (docs/protocol.md "Catching up over HTTP", docs/signaling.md "Server → client frames"): a cursor whose events were trimmed
  * away (EVENT_LOG_MAX_LEN) gets `trimmed`, a cursor from before the user's log was lost gets
  * `reset`, over WebSocket and over GET /v1/call-events, and delivery continues from the head.
  */
@@ -71,15 +71,15 @@ describe('trimmed', () => {
       { type: 'synced', cursor: head },
     ]);
 
-    // HTTP: the explicit gap, exactly as DESIGN.md fixes it; the cursor from before any event too.
+    // HTTP: the explicit gap, exactly as docs/protocol.md "Catching up over HTTP" fixes it; the cursor from before any event too.
     for (const cursor of [old, start]) {
       const res = await d.api.get(`/v1/call-events?cursor=${encodeURIComponent(cursor)}`);
       expect(res.status).toBe(200);
-      expect(res.text).toBe(`{"gap":{"reason":"trimmed"},"events":[],"nextCursor":"${head}"}`);
+      expect(res.text).toBe(`{"gap":{"reason":"trimmed"},"events":[],"nextCursor":"${head}","hasMore":false}`);
     }
     // Continuing from the gap's cursor: no gap, nothing yet.
     const after = await d.api.get(`/v1/call-events?cursor=${encodeURIComponent(head)}`);
-    expect(after.json).toEqual({ events: [], nextCursor: head });
+    expect(after.json).toEqual({ events: [], nextCursor: head, hasMore: false });
 
     // The boundary: a cursor at the newest trimmed entry lost nothing, so it is not a gap.
     const [[firstKept]] = (await stack.redis.xrange(logKey(d.userId), '-', '+', 'COUNT', 1)) as [[string, string[]]];
@@ -167,7 +167,7 @@ describe('reset', () => {
     for (const cursor of [old, start]) {
       const res = await d.api.get(`/v1/call-events?cursor=${encodeURIComponent(cursor)}`);
       expect(res.status).toBe(200);
-      expect(res.text).toBe(`{"gap":{"reason":"reset"},"events":[],"nextCursor":"${gap!.cursor as string}"}`);
+      expect(res.text).toBe(`{"gap":{"reason":"reset"},"events":[],"nextCursor":"${gap!.cursor as string}","hasMore":false}`);
     }
 
     // New events after the reset reach the device live, and the new cursors work over HTTP.

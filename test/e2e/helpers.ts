@@ -6,7 +6,7 @@ import { closeAll, connect, quietPeriod, type ConnectOptions, type EventPayload,
 
 /**
  * Helpers shared by the signaling end-to-end tests: users with several installations online,
- * exact payload checks (spec 2.5 / 2.6), and "exactly these events, then silence" assertions.
+ * exact payload checks (docs/protocol.md "Events"), and "exactly these events, then silence" assertions.
  */
 
 export const QUIET_MS = 300;
@@ -68,7 +68,7 @@ export async function settle(expected: [OnlineDevice, number][], timeoutMs = 500
 
 const REVISION = /^[1-9][0-9]*$/;
 
-/** The common part of every event (spec 2.6). */
+/** The common part of every event (docs/protocol.md "Events"). */
 function expectCommon(e: EventPayload): void {
   expect(e.schemaVersion).toBe(1);
   expect(typeof e.eventId).toBe('string');
@@ -76,7 +76,7 @@ function expectCommon(e: EventPayload): void {
   expect(e.revision).toMatch(REVISION);
 }
 
-/** A `call.invited` payload exactly as spec 2.5: all its fields, nothing else. */
+/** A `call.invited` payload exactly as docs/protocol.md "Events": all its fields, nothing else. */
 export function expectInvited(e: EventPayload, call: { snapshot: Record<string, any> }): void {
   const s = call.snapshot;
   expect(Object.keys(e).sort()).toEqual(
@@ -97,7 +97,7 @@ export function expectInvited(e: EventPayload, call: { snapshot: Record<string, 
   expect(e.issuedAtMs as number).toBeLessThan(s.expiresAtMs as number);
 }
 
-/** A `call.accepted` payload exactly as spec 2.6, matching the answer's snapshot. */
+/** A `call.accepted` payload exactly as docs/protocol.md "Events", matching the answer's snapshot. */
 export function expectAccepted(e: EventPayload, answered: Record<string, any>): void {
   expect(Object.keys(e).sort()).toEqual(
     ['answeredByInstallationId', 'callId', 'eventId', 'occurredAtMs', 'revision', 'schemaVersion', 'type'].sort(),
@@ -114,7 +114,7 @@ export function expectAccepted(e: EventPayload, answered: Record<string, any>): 
 }
 
 /**
- * A `call.ended` payload exactly as spec 2.6, with `reason`. `at` is the snapshot of the change
+ * A `call.ended` payload exactly as docs/protocol.md "Events", with `reason`. `at` is the snapshot of the change
  * (its revision and time); for `answeredElsewhere` that is the answer's snapshot.
  */
 export function expectEnded(e: EventPayload, reason: string, at: { callId: string; revision: string; atMs: number }): void {
@@ -154,9 +154,10 @@ export async function readAllEvents(d: Device, cursor: string, limit?: number): 
     pages.push(res);
     events.push(...(res.json.events as EventPayload[]));
     const next = res.json.nextCursor as string;
-    // The log is read to its end when the cursor stops moving (a page may be empty while the
-    // entries it passed were for other installations).
-    if (next === c) return { events, pages, cursor: c };
+    // Read to the end when the server says no more follows (a page may be empty while the
+    // entries it passed were for other installations, and still have more after it).
+    expect(typeof res.json.hasMore, res.text).toBe('boolean');
+    if (res.json.hasMore === false) return { events, pages, cursor: next };
     c = next;
   }
   throw new Error('call-events paging did not end');

@@ -204,12 +204,15 @@ describe('resume by cursor', () => {
       const paged = await readAllEvents(via(away, base), cursor, limit);
       expect(paged.events).toEqual(all);
       for (const page of paged.pages) {
-        expect(Object.keys(page.json).sort()).toEqual(['events', 'nextCursor']);
+        expect(Object.keys(page.json).sort()).toEqual(['events', 'hasMore', 'nextCursor']);
         expect((page.json.events as unknown[]).length).toBeLessThanOrEqual(limit);
       }
-      // More than one page was needed, and the last page is empty with a stable cursor.
-      expect(paged.pages.length).toBeGreaterThanOrEqual(Math.ceil(7 / limit) + 1);
-      expect(paged.pages.at(-1)!.json.events).toEqual([]);
+      // More than one page was needed; only the last says no more follows, and reading on from
+      // its cursor finds nothing.
+      expect(paged.pages.length).toBeGreaterThanOrEqual(Math.ceil(7 / limit));
+      expect(paged.pages.map((p) => p.json.hasMore)).toEqual([...paged.pages.slice(1).map(() => true), false]);
+      const after = await via(away, base).api.get(`/v1/call-events?cursor=${encodeURIComponent(paged.cursor)}&limit=${limit}`);
+      expect(after.json).toEqual({ events: [], nextCursor: paged.cursor, hasMore: false });
     }
 
     // Resuming in the middle: a cursor taken after the 3rd event gives exactly the rest.

@@ -17,9 +17,9 @@ import {
 } from './push-helpers.js';
 
 /**
- * Tokens a provider reports invalid are removed (spec 4.2 rule 5, 7), unless the device registered
+ * Tokens a provider reports invalid are removed (docs/protocol.md "What is not sent, retries and invalid tokens"), unless the device registered
  * again meanwhile; and none of the failures leak tokens, credentials or payloads into the logs
- * (spec 5 rule 6). The server runs with LOG_LEVEL=debug; the last test reads everything it logged.
+ * (docs/protocol.md "Push formats"). The server runs with LOG_LEVEL=debug; the last test reads everything it logged.
  */
 
 let ps: PushStack;

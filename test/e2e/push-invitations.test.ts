@@ -20,7 +20,7 @@ import {
 } from './push-helpers.js';
 
 /**
- * Push invitations end to end (spec 2.5, 4.1, 4.2, 8): a real server process configured by
+ * Push invitations end to end (docs/protocol.md "Push formats", "Limits"): a real server process configured by
  * environment only, real BullMQ workers on a real Redis, and local fake APNs / FCM that check what
  * the real providers check. What is asserted is what reached the providers.
  */
@@ -90,7 +90,7 @@ describe('invitation requests, exactly', () => {
     };
     expect(s.caller.handle).toBe(invitation.handle);
 
-    // --- iOS (spec 4.1)
+    // --- iOS (docs/protocol.md "iOS VoIP invitation")
     const r = ios[0]!;
     expect(r.status, r.reason).toBe(200);
     expect(r.method).toBe('POST');
@@ -110,7 +110,7 @@ describe('invitation requests, exactly', () => {
     expect(iosIssued).toBeGreaterThanOrEqual(s.createdAtMs);
     expect(iosIssued).toBeLessThanOrEqual(r.receivedAtMs);
 
-    // --- Android (spec 4.2)
+    // --- Android (docs/protocol.md "Android invitation")
     const m = fcm[0]!;
     expect(m.status, JSON.stringify(m.response)).toBe(200);
     expect(m.method).toBe('POST');

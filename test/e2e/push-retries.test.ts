@@ -16,7 +16,7 @@ import {
 } from './push-helpers.js';
 
 /**
- * Push retries (spec 4.2 rule 4): a transient refusal is retried, but never for a call that
+ * Push retries (docs/protocol.md "What is not sent, retries and invalid tokens"): a transient refusal is retried, but never for a call that
  * stopped ringing or expired meanwhile; provider credentials rejected as expired are renewed once.
  * (Invalid tokens and the logs: push-invalid-tokens.test.ts.)
  */

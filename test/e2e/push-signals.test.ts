@@ -20,7 +20,7 @@ import {
 } from './push-helpers.js';
 
 /**
- * Android push signals (spec 4.3): when a call stops ringing, the callee's Android installations
+ * Android push signals (docs/protocol.md "Android push signals"): when a call stops ringing, the callee's Android installations
  * that are told over signaling also get a NORMAL data message with the same `call.ended` JSON; the
  * caller's Android installations get `call.accepted`. iOS never gets a signal: every VoIP push must
  * ring, so the iOS fake sees invitations only.

@@ -7,7 +7,7 @@ import { Sockets, createCall, endedAt, expectEnded, expectInvited, online, settl
 
 /**
  * What the server does on its own, without any request: the ring timer ends an unanswered call
- * (spec 3 "server timer at expiresAtMs") and tells both sides; a socket whose session token
+ * (docs/protocol.md "States and transitions") and tells both sides; a socket whose session token
  * expires is closed with 4001.
  */
 

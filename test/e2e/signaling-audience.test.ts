@@ -15,9 +15,9 @@ import {
 } from './helpers.js';
 
 /**
- * Who receives what (spec section 3, README "Who receives what"), over real WebSockets: every
+ * Who receives what (docs/protocol.md "Who receives what"), over real WebSockets: every
  * user has several installations online, and for each transition each installation must get
- * exactly its events (payloads exactly as spec 2.5 / 2.6) and nothing else within a quiet period.
+ * exactly its events (payloads exactly as docs/protocol.md "Events") and nothing else within a quiet period.
  * The ring timeout is in server-timers.test.ts (it needs a short RING_TIMEOUT_MS).
  */
 
@@ -75,7 +75,7 @@ describe('signaling audience per transition', () => {
 
     const won = await answer(b1, call.callId);
     expect(won.status, won.text).toBe(200);
-    // b2 tries too and loses: it must still be told to stop ringing (spec 6 rule 3).
+    // b2 tries too and loses: it must still be told to stop ringing (docs/protocol.md "Who receives what").
     const lost = await answer(b2, call.callId);
     expect(lost.status, lost.text).toBe(409);
     expect(lost.json.code).toBe('answer_conflict');
@@ -224,7 +224,7 @@ describe('signaling audience per transition', () => {
     const call = await createCall(a1, b1.userId);
     await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
 
-    // An echo of a backend-decided end never changes a call (spec 3, last paragraph).
+    // An echo of a backend-decided end never changes a call (docs/protocol.md "End reasons").
     const echo = await end(b1, call.callId, 'answeredElsewhere');
     expect(echo.status, echo.text).toBe(200);
     expect(echo.json.state).toBe('ringing');

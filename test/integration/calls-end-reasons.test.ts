@@ -3,7 +3,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import { acceptedCall, device, end, expectJson, getCall, ringingCall, sibling } from '../support/fixtures.js';
 
 /**
- * End reasons per side (spec §3 "Reason mapping is from the ending side's point of view", the
+ * End reasons per side (docs/protocol.md "End reasons", the
  * echo rule, src/calls/reasons.ts and lua/endCall.lua): what the ending side and the other side
  * read after each kind of end, and the ends that must change nothing.
  */

@@ -4,7 +4,7 @@ import { answer, device, end, expectJson, expectProblem, getCall, ringingCall, s
 import { keys } from '../../src/redis/keys.js';
 
 /**
- * Lazy expiry (spec §3 "server timer at expiresAtMs", §8 "Server timeout"): with the shortest
+ * Lazy expiry (docs/protocol.md "States and transitions", "Limits"): with the shortest
  * ring timeout (RING_TIMEOUT_MS=1000) and the api role only (no worker, so no timer of any kind
  * runs), a call past expiresAtMs is still stored as ringing, yet every request sees it ended as
  * `unanswered`: the Lua scripts end it on first touch.

@@ -6,8 +6,8 @@ import type { ApiResponse } from '../support/http.js';
 import { keys } from '../../src/redis/keys.js';
 
 /**
- * Idempotency (spec §4 rule 1, §3 "A retry … returns the original outcome", §7 rows on
- * operationIds): create, answer and end are idempotent on (account, operationId, request
+ * Idempotency (README "Idempotency", docs/protocol.md "States and
+ * transitions"): create, answer and end are idempotent on (account, operationId, request
  * fingerprint). The server runs the api role only, so the shard outboxes are not drained and the
  * number of changes written for a call can be counted there.
  */

@@ -17,9 +17,9 @@ import {
 } from '../support/fixtures.js';
 
 /**
- * Spec section 3 "States and transitions": one test per row of the table, named after the row
- * (From | Trigger | Condition → To | Also happens), run against a real server with all roles
- * (api, gateway, worker), so the "Also happens" column is observed in the devices' event logs
+ * docs/protocol.md "States and transitions": one test per row of the table, named after the row
+ * (From | What happens | Condition → To | Also), run against a real server with all roles
+ * (api, gateway, worker), so the "Also" column is observed in the devices' event logs
  * (GET /v1/call-events) exactly as the outbox relay delivers it.
  *
  * The client-side states (`connecting`, `active`) that section 3 also names are client-only:
@@ -47,7 +47,7 @@ afterAll(async () => {
 
 const byType = (events: { type: string }[], type: string) => events.filter((e) => e.type === type);
 
-describe('spec §3 states and transitions', () => {
+describe('states and transitions (docs/protocol.md)', () => {
   it('(none) → ringing | POST /v1/calls | valid request → snapshot returned; invitations queued in the same transaction', async () => {
     const caller = device(url, uid('alice'), uid('alice-phone'), 'Alice Caller');
     const calleePhone = device(url);
@@ -62,7 +62,7 @@ describe('spec §3 states and transitions', () => {
     const createdAtMs = res.json.createdAtMs as number;
     expect(createdAtMs).toBeGreaterThanOrEqual(before - 1000);
     expect(createdAtMs).toBeLessThanOrEqual(Date.now() + 1000);
-    // Exactly the ringing-form snapshot (spec 2.3), in a fixed field order.
+    // Exactly the ringing-form snapshot (docs/protocol.md "Call snapshot"), in a fixed field order.
     expect(res.text).toBe(
       JSON.stringify({
         schemaVersion: 1,
@@ -80,7 +80,7 @@ describe('spec §3 states and transitions', () => {
     expect((await getCall(caller, callId)).text).toBe(res.text);
     expect((await getCall(calleePhone, callId)).text).toBe(res.text);
 
-    // The invitation went out with the change: every callee device gets call.invited (spec 2.5).
+    // The invitation went out with the change: every callee device gets call.invited (docs/protocol.md "Who receives what").
     for (const [i, d] of [calleePhone, calleeTablet].entries()) {
       const events = await eventsUntil(d, cursors[i]!, (e) => e.length >= 1);
       expect(events).toEqual([

@@ -73,7 +73,7 @@ describe('ApnsSender', () => {
     });
   }
 
-  it('sends a VoIP push with exactly the spec headers and body', async () => {
+  it('sends a VoIP push with exactly the documented headers and body', async () => {
     const token = apnsToken();
     const result = await sender().sendVoip({ token, environment: 'production' }, invitation);
 
@@ -297,7 +297,7 @@ describe('FcmSender', () => {
     });
   }
 
-  it('sends an invitation as a HIGH data message with exactly the spec body and headers, over HTTP/2', async () => {
+  it('sends an invitation as a HIGH data message with exactly the documented body and headers, over HTTP/2', async () => {
     const token = fcmToken();
     const result = await sender().send(token, { priority: 'HIGH', ttlSeconds: 45, callpayload: invitation });
 

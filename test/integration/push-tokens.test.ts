@@ -5,7 +5,7 @@ import { keys } from '../../src/redis/keys.js';
 import { tokenHash } from '../../src/push/registry.js';
 
 /**
- * Push token registration (spec §2.4, §4, §5 rules 6; DESIGN.md "Push token registration"):
+ * Push token registration (README "API", docs/protocol.md "Push formats"):
  * PUT returns the saved registration without the token (only its last 6 characters), DELETE is
  * 204, a token registered from another installation moves there, and tokens are never logged.
  * Stored state is checked directly in Redis.

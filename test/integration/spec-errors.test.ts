@@ -22,12 +22,12 @@ import { PushRegistry, tokenHash } from '../../src/push/registry.js';
 import { keys } from '../../src/redis/keys.js';
 
 /**
- * Spec section 7 "Errors": one test per row that concerns the server, named after the row
- * (Condition → Result), against a real server with all roles so that events can be observed.
+ * The error conditions of README "Errors" and docs/protocol.md "States and transitions": one
+ * test per condition that concerns the server, named Condition → Result, against a real server with all roles so that events can be observed.
  *
  * Rows that are client-only, with no server behaviour to test:
  *  - "Framework hand-over without native bootstrap → notConfigured": a result of the client
- *    library's Dart/JavaScript API (spec §6 rule 6); it never reaches the backend.
+ *    library's Dart/JavaScript API (the phone library's, outside this repo); it never reaches the backend.
  * Rows that are mostly client behaviour are tested for their server part only:
  *  - "Outgoing call rejected locally → client ends the call with reason failed": the decision is
  *    the phone's; the server's part is accepting `failed` and telling the callee.
@@ -56,7 +56,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-describe('spec §7 errors', () => {
+describe('error conditions of README "Errors"', () => {
   it('Answer lost to another device → conflict (409) carrying the winner’s snapshot; no media session', async () => {
     const caller = device(url);
     const winner = device(url);
@@ -73,7 +73,7 @@ describe('spec §7 errors', () => {
     expect(media.status).toBe(409);
     expect(media.json.code).toBe('answer_conflict');
     expect(media.json.iceServers).toBeUndefined();
-    // The loser still stops ringing: call.ended answeredElsewhere reaches it (spec §6 rule 3).
+    // The loser still stops ringing: call.ended answeredElsewhere reaches it (docs/protocol.md "Who receives what").
     const events = await eventsUntil(loser, loserCursor, (e) => e.some((x) => x.type === 'call.ended'));
     expect(events.filter((e) => e.type === 'call.ended')).toMatchObject([{ callId, reason: 'answeredElsewhere', revision: '2' }]);
   });

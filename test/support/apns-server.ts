@@ -26,8 +26,8 @@ import {
 /**
  * A fake Apple Push Notification service for VoIP pushes over cleartext HTTP/2 (h2c).
  *
- * It checks what APNs checks for a token-authenticated VoIP push, with the header names of our
- * spec (section 4.1): the `apns-` headers are written `ios-` (`ios-push-type`, `ios-topic`,
+ * It checks what APNs checks for a token-authenticated VoIP push, with the header names of
+ * docs/protocol.md "iOS VoIP invitation": the `apns-` headers are written `ios-` (`ios-push-type`, `ios-topic`,
  * `ios-priority`, `ios-expiration`), so an `apns-` header means the sender used the wrong names.
  * Answers use APNs reasons; the two checks APNs does not make have fake-only reasons:
  * `UnexpectedApnsHeader` and `BadContentType`.
@@ -325,7 +325,7 @@ function checkRoute(req: Http2ServerRequest, token: string): Reply | null {
   return null;
 }
 
-/** Our spec renames every `apns-` header to `ios-`: an `apns-` header is a naming bug. */
+/** docs/protocol.md "iOS VoIP invitation" names every `apns-` header `ios-`: an `apns-` header is a naming bug. */
 function checkNoApnsHeaders(headers: IncomingHttpHeaders): Reply | null {
   return Object.keys(headers).some((name) => name.startsWith('apns-')) ? reject(400, 'UnexpectedApnsHeader') : null;
 }

@@ -23,8 +23,8 @@ import {
  * A fake Firebase Cloud Messaging HTTP v1 API with its OAuth 2.0 token endpoint, on one
  * cleartext port that speaks HTTP/1.1 and HTTP/2 (h2c).
  *
- * It checks what FCM and Google's token endpoint check, plus our product's rules from the spec
- * (section 4.2/4.3): no notification block, an explicit priority and a non-zero ttl, and a
+ * It checks what FCM and Google's token endpoint check, plus our product's rules (docs/protocol.md
+ * "Android invitation", "Android push signals"): no notification block, an explicit priority and a non-zero ttl, and a
  * `data.callpayload` string holding a JSON object. Errors have Google's shape.
  */
 

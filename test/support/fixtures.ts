@@ -64,7 +64,7 @@ export function getCall(d: Device, callId: string): Promise<ApiResponse> {
   return d.api.get(`/v1/calls/${callId}`);
 }
 
-/** HTTP status of every error code, as DESIGN.md fixes them (not read from the code under test). */
+/** HTTP status of every error code, as README "Errors" fixes them (not read from the code under test). */
 export const STATUS_OF: Record<ErrorCode, number> = {
   invalid_request: 400,
   unauthorized: 401,

@@ -153,7 +153,7 @@ function baseArgs(port: number, dir: string): string[] {
     '--bind', HOST,
     '--dir', dir,
     '--save', '',
-    // As in production (README "Redis settings"): ring timers wait in blocking reads whose
+    // As in production (README "Operations"): ring timers wait in blocking reads whose
     // timeouts Redis handles hz times a second.
     '--hz', '100',
     '--daemonize', 'no',

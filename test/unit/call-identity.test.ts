@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { displayNameFor, handleFor, MAX_DISPLAY_NAME_BYTES, truncateUtf8, userIdFromHandle } from '../../src/calls/identity.js';
 
-/** src/calls/identity.ts: displayName (spec 2.5/8: 1 to 256 UTF-8 bytes) and the handle (spec 5 rule 7). */
+/** src/calls/identity.ts: displayName (docs/protocol.md "Limits": 1 to 256 UTF-8 bytes) and the handle (README "Caller identity and call back"). */
 
 const bytes = (s: string) => Buffer.byteLength(s, 'utf8');
 
@@ -62,7 +62,7 @@ describe('displayNameFor', () => {
     expect(displayNameFor(' '.repeat(10) + 'x'.repeat(256) + ' ')).toBe('x'.repeat(256));
   });
 
-  it('never returns an empty name (spec: at least 1 byte)', () => {
+  it('never returns an empty name (docs/protocol.md "Limits": at least 1 byte)', () => {
     expect(displayNameFor('')).toBe('?');
     expect(displayNameFor('   ')).toBe('?');
     expect(bytes(displayNameFor('😀'))).toBe(4);

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { END_REASONS, REQUEST_END_REASONS, reasonForSide, type EndReason, type EndedBy, type Side } from '../../src/calls/reasons.js';
 
-/** src/calls/reasons.ts: the end reasons of spec §3 and how each side reads them. */
+/** src/calls/reasons.ts: the end reasons of docs/protocol.md "End reasons" and how each side reads them. */
 
 describe('END_REASONS / REQUEST_END_REASONS', () => {
-  it('END_REASONS are exactly the reasons spec §3 names (including busy)', () => {
+  it('END_REASONS are exactly the reasons docs/protocol.md names (including busy)', () => {
     expect([...END_REASONS].sort()).toEqual(
       ['localHangup', 'declined', 'unanswered', 'remoteEnded', 'callerCancelled', 'answeredElsewhere', 'failed', 'busy'].sort(),
     );
@@ -23,12 +23,12 @@ describe('reasonForSide(stored, endedBy, wasAccepted, viewer)', () => {
     ['failed', 'caller', false, 'caller', 'failed', 'caller failed locally, caller view'],
     ['declined', 'callee', false, 'callee', 'declined', 'callee decline, callee view'],
     ['localHangup', 'callee', true, 'callee', 'localHangup', 'callee hang-up, callee view'],
-    // Spec §3: the caller hanging up before an answer is callerCancelled for the callee.
+    // docs/protocol.md "End reasons": the caller hanging up before an answer is callerCancelled for the callee.
     ['localHangup', 'caller', false, 'callee', 'callerCancelled', 'caller cancel, callee view'],
     ['failed', 'caller', false, 'callee', 'callerCancelled', 'caller failed locally, callee view'],
     ['busy', 'caller', false, 'callee', 'callerCancelled', 'caller busy, callee view'],
     ['unanswered', 'caller', false, 'callee', 'callerCancelled', 'caller gave up, callee view'],
-    // Spec §3: the callee's declined is declined for the caller.
+    // docs/protocol.md "End reasons": the callee's declined is declined for the caller.
     ['declined', 'callee', false, 'caller', 'declined', 'callee decline, caller view'],
     ['busy', 'callee', false, 'caller', 'busy', 'callee busy, caller view'],
     ['unanswered', 'callee', false, 'caller', 'unanswered', 'callee ring deadline, caller view'],

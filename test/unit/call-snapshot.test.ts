@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { toSnapshot } from '../../src/calls/snapshot.js';
 import type { CallRecord } from '../../src/calls/model.js';
 
-/** src/calls/snapshot.ts: the snapshot each side reads (spec 2.3 + DESIGN.md accepted/ended fields). */
+/** src/calls/snapshot.ts: the snapshot each side reads (docs/protocol.md "Call snapshot"). */
 
 const ringing: CallRecord = {
   callId: 'c-1',
@@ -21,7 +21,7 @@ const ringing: CallRecord = {
 const accepted: CallRecord = { ...ringing, state: 'accepted', revision: '2', answeredByInstallationId: 'bob-phone', acceptedAtMs: 1_700_000_005_000 };
 
 describe('toSnapshot', () => {
-  it('ringing: exactly the spec 2.3 fields (plus video), in a fixed order, with no installation IDs', () => {
+  it('ringing: exactly the ringing fields of docs/protocol.md (plus video), in a fixed order, with no installation IDs', () => {
     const text = JSON.stringify(toSnapshot(ringing, 'caller'));
     expect(text).toBe(
       '{"schemaVersion":1,"callId":"c-1","revision":"1","state":"ringing",' +

@@ -2,10 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { ApiError, errorCatalogue, problemBody, PROBLEM_TYPE_BASE, type ErrorCode } from '../../src/http/errors.js';
 import { problemReply } from '../../src/http/router.js';
 
-/** src/http/errors.ts: the error catalogue (DESIGN.md "Statuses and errors") and RFC 9457 bodies. */
+/** src/http/errors.ts: the error catalogue (README "Errors") and RFC 9457 bodies. */
 
-/** DESIGN.md's codes and statuses, written out here rather than read from the code under test. */
-const DESIGN_STATUSES: Record<string, number> = {
+/** README "Errors"'s codes and statuses, written out here rather than read from the code under test. */
+const DOCUMENTED_STATUSES: Record<string, number> = {
   invalid_request: 400,
   unauthorized: 401,
   forbidden: 403,
@@ -22,14 +22,14 @@ const DESIGN_STATUSES: Record<string, number> = {
 };
 
 describe('errorCatalogue', () => {
-  it('has every code DESIGN.md lists, with its status', () => {
-    for (const [code, status] of Object.entries(DESIGN_STATUSES)) {
+  it('has every code README "Errors" lists, with its status', () => {
+    for (const [code, status] of Object.entries(DOCUMENTED_STATUSES)) {
       expect(errorCatalogue[code as ErrorCode]?.status, code).toBe(status);
     }
   });
 
-  it('adds only method_not_allowed (405) beyond DESIGN.md', () => {
-    const extra = Object.keys(errorCatalogue).filter((c) => !(c in DESIGN_STATUSES));
+  it('adds only method_not_allowed (405) beyond the original design', () => {
+    const extra = Object.keys(errorCatalogue).filter((c) => !(c in DOCUMENTED_STATUSES));
     expect(extra).toEqual(['method_not_allowed']);
     expect(errorCatalogue.method_not_allowed.status).toBe(405);
   });

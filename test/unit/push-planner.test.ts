@@ -34,7 +34,7 @@ const all = { iosVoip: true, androidPush: true };
 const plan = (c: CallChange, enabled = all) => pushesFor(c, (u) => regs[u] ?? [], enabled);
 const at = (kind: CallChange['kind'], patch: Partial<CallRecord>): CallChange => ({ entryId: '1-0', shard: 0, kind, atMs: 5000, call: { ...call, ...patch } });
 
-describe('push planner (spec 4.1-4.3)', () => {
+describe('push planner (docs/protocol.md "Push formats")', () => {
   it('created: one invitation per callee installation, both platforms, deterministic IDs without ":"', () => {
     const p = plan(at('created', {}));
     expect(p.map((j) => `${j.data.t}:${j.data.installationId}:${j.data.kind}`)).toEqual([

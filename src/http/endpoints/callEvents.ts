@@ -9,9 +9,12 @@ import { decodeCursor } from '../../events/cursor.js';
 const limitSchema = z.coerce.number().int().min(1).max(500);
 
 /**
- * GET /v1/call-events?cursor=&limit=: the events for this installation after the cursor, and
- * the next cursor. Without a cursor: no history, `nextCursor` at the head. A cursor older than
- * the log's retention, or from before a reset, gets an explicit gap.
+ * GET /v1/call-events?cursor=&limit=: the events for this installation after the cursor, the next
+ * cursor, and `hasMore`. `limit` counts entries of the user's log read, not events returned: entries
+ * meant for the user's other installations are read and skipped, so a page may hold fewer events
+ * than `limit`, even none, while `hasMore` is true (docs/protocol.md "Catching up over HTTP"). Without a
+ * cursor: no history, `nextCursor` at the head. A cursor older than the log's retention, or from
+ * before a reset, gets an explicit gap.
  */
 export function callEventsRoute(deps: { auth: AuthGuard; eventLog: EventLog }): Route {
   return {
@@ -28,12 +31,13 @@ export function callEventsRoute(deps: { auth: AuthGuard; eventLog: EventLog }): 
       if (typeof limit !== 'number' && !limit.success) throw new ApiError('invalid_request', 'limit: must be an integer from 1 to 500');
       const result = await deps.eventLog.read(me.userId, me.installationId, cursor, typeof limit === 'number' ? limit : limit.data);
       if (result.kind === 'gap') {
-        return { status: 200, body: `{"gap":{"reason":"${result.reason}"},"events":[],"nextCursor":"${result.nextCursor}"}` };
+        // The gap's cursor is the log's head: nothing follows it yet.
+        return { status: 200, body: `{"gap":{"reason":"${result.reason}"},"events":[],"nextCursor":"${result.nextCursor}","hasMore":false}` };
       }
       // Stored payloads are already JSON text: splice them in instead of re-serialising.
       return {
         status: 200,
-        body: `{"events":[${result.events.map((e) => e.json).join(',')}],"nextCursor":"${result.nextCursor}"}`,
+        body: `{"events":[${result.events.map((e) => e.json).join(',')}],"nextCursor":"${result.nextCursor}","hasMore":${result.more}}`,
       };
     },
   };

@@ -12,7 +12,7 @@ import { callReply, failureError } from './callReplies.js';
 /**
  * POST /v1/calls/{id}/media-session: short-lived TURN credentials for a participant of an
  * accepted call: the caller's calling installation or the answering installation. With
- * MEDIA_SESSION_ANSWERS, the callee's request on a ringing call is its answer claim (spec 5.4).
+ * MEDIA_SESSION_ANSWERS, the callee's request on a ringing call is its answer claim (docs/protocol.md "Media session").
  */
 export function mediaSessionRoute(deps: ApiDeps): Route {
   const { config } = deps;

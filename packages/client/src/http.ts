@@ -1,22 +1,21 @@
-import type { CallSnapshot } from '../calls/snapshot.js';
-import type { EventPayload } from '../events/payloads.js';
-import type { MediaCredentials } from '../calls/mediaCredentials.js';
-import type { RequestEndReason } from '../calls/reasons.js';
+import { globalFetch, randomId, type FetchLike } from './runtime.js';
+import type {
+  CallEventsPage,
+  CallSnapshot,
+  EventPayload,
+  GapReason,
+  MediaSession,
+  Problem,
+  PushTokenKind,
+  PushTokenRegistration,
+  RequestEndReason,
+} from './types.js';
+import { EventFilter } from './eventFilter.js';
 
 /**
- * A typed client for the HTTP API, usable from Node (tests, bench) and JavaScript apps.
- * Every mutating call carries an operationId (generated unless given) so that retrying the
- * same call object after a timeout is safe.
+ * A typed client for the HTTP API (README "API"). Every mutating call carries an operationId
+ * (generated unless given), so retrying the same call after a timeout is safe.
  */
-
-export interface Problem {
-  type: string;
-  title: string;
-  status: number;
-  detail: string;
-  code: string;
-  snapshot?: CallSnapshot;
-}
 
 export class ProblemError extends Error {
   override name = 'ProblemError';
@@ -31,45 +30,41 @@ export class ProblemError extends Error {
   }
 }
 
-export type CallEventsPage =
-  | { events: EventPayload[]; nextCursor: string; gap?: undefined }
-  | { gap: { reason: 'trimmed' | 'reset' }; events: []; nextCursor: string };
-
-export interface PushTokenRegistration {
-  installationId: string;
-  kind: 'iosVoip' | 'androidPush';
-  appId: string;
-  iosEnvironment?: 'production' | 'development';
-  tokenSuffix: string;
-  updatedAtMs: number;
-}
-
 export interface ClientOptions {
+  /** http(s) base URL, e.g. https://calls.example.com */
   baseUrl: string;
   /** The session token, or a function returning the current one. */
   token: string | (() => string | Promise<string>);
-  fetch?: typeof fetch;
+  /** Defaults to the global fetch (browsers, Node 20+). */
+  fetch?: FetchLike | ((url: string, init: never) => Promise<unknown>);
+}
+
+export interface CatchUpResult {
+  /** Events delivered to `onEvent`, in log order. */
+  delivered: number;
+  /** The cursor to resume from (signaling or the next catch-up). */
+  cursor: string;
 }
 
 export class CallingClient {
-  private readonly fetchImpl: typeof fetch;
+  private readonly fetchImpl: FetchLike;
   constructor(private readonly opts: ClientOptions) {
-    this.fetchImpl = opts.fetch ?? fetch;
+    this.fetchImpl = (opts.fetch as FetchLike | undefined) ?? globalFetch();
   }
 
   createCall(input: { calleeUserId: string; callId?: string; video?: boolean; operationId?: string }): Promise<CallSnapshot> {
     return this.request('POST', '/v1/calls', {
-      callId: input.callId ?? globalThis.crypto.randomUUID(),
+      callId: input.callId ?? randomId(),
       calleeUserId: input.calleeUserId,
       video: input.video ?? false,
-      operationId: input.operationId ?? globalThis.crypto.randomUUID(),
+      operationId: input.operationId ?? randomId(),
     });
   }
 
   answer(callId: string, input: { installationId: string; expectedRevision?: string; operationId?: string }): Promise<CallSnapshot> {
     return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/answer`, {
       installationId: input.installationId,
-      operationId: input.operationId ?? globalThis.crypto.randomUUID(),
+      operationId: input.operationId ?? randomId(),
       ...(input.expectedRevision ? { expectedRevision: input.expectedRevision } : {}),
     });
   }
@@ -77,14 +72,14 @@ export class CallingClient {
   end(callId: string, input: { reason: RequestEndReason; operationId?: string }): Promise<CallSnapshot> {
     return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/end`, {
       reason: input.reason,
-      operationId: input.operationId ?? globalThis.crypto.randomUUID(),
+      operationId: input.operationId ?? randomId(),
     });
   }
 
   rename(callId: string, input: { displayName: string; operationId?: string }): Promise<CallSnapshot> {
     return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/rename`, {
       displayName: input.displayName,
-      operationId: input.operationId ?? globalThis.crypto.randomUUID(),
+      operationId: input.operationId ?? randomId(),
     });
   }
 
@@ -92,10 +87,11 @@ export class CallingClient {
     return this.request('GET', `/v1/calls/${encodeURIComponent(callId)}`);
   }
 
-  mediaSession(callId: string): Promise<MediaCredentials> {
+  mediaSession(callId: string): Promise<MediaSession> {
     return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/media-session`, {});
   }
 
+  /** One page of GET /v1/call-events. Without a cursor: no history, the cursor of the log's head. */
   callEvents(cursor?: string, limit?: number): Promise<CallEventsPage> {
     const q = new URLSearchParams();
     if (cursor) q.set('cursor', cursor);
@@ -104,21 +100,47 @@ export class CallingClient {
     return this.request('GET', `/v1/call-events${qs ? `?${qs}` : ''}`);
   }
 
+  /**
+   * Reads every page after `cursor` until the server says `hasMore: false`, handing each new event
+   * to `onEvent` (repeated eventIds and stale revisions dropped by `filter`). A page may hold no
+   * event for this installation and still have more after it: only `hasMore` ends the loop.
+   */
+  async catchUp(
+    cursor: string,
+    handlers: { onEvent: (event: EventPayload, cursor: string) => void; onGap?: (reason: GapReason, cursor: string) => void },
+    opts: { limit?: number; filter?: EventFilter } = {},
+  ): Promise<CatchUpResult> {
+    const filter = opts.filter ?? new EventFilter();
+    let delivered = 0;
+    let at = cursor;
+    for (;;) {
+      const page = await this.callEvents(at, opts.limit);
+      if (page.gap) handlers.onGap?.(page.gap.reason, page.nextCursor);
+      for (const event of page.events) {
+        if (!filter.accept(event)) continue;
+        delivered++;
+        handlers.onEvent(event, page.nextCursor);
+      }
+      at = page.nextCursor;
+      if (!page.hasMore) return { delivered, cursor: at };
+    }
+  }
+
   putPushToken(
     installationId: string,
-    kind: 'iosVoip' | 'androidPush',
+    kind: PushTokenKind,
     body: { token: string; appId: string; iosEnvironment?: 'production' | 'development' },
   ): Promise<PushTokenRegistration> {
     return this.request('PUT', `/v1/installations/${encodeURIComponent(installationId)}/push-tokens/${kind}`, body);
   }
 
-  async deletePushToken(installationId: string, kind: 'iosVoip' | 'androidPush'): Promise<void> {
+  async deletePushToken(installationId: string, kind: PushTokenKind): Promise<void> {
     await this.request('DELETE', `/v1/installations/${encodeURIComponent(installationId)}/push-tokens/${kind}`);
   }
 
   private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     const token = typeof this.opts.token === 'function' ? await this.opts.token() : this.opts.token;
-    const res = await this.fetchImpl(this.opts.baseUrl + path, {
+    const res = await this.fetchImpl(this.opts.baseUrl.replace(/\/+$/, '') + path, {
       method,
       headers: {
         authorization: `Bearer ${token}`,

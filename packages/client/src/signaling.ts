@@ -1,0 +1,315 @@
+import { Packr } from 'msgpackr';
+import { globalFetch, globalWebSocket, isNode, type FetchLike } from './runtime.js';
+import { EventFilter } from './eventFilter.js';
+import type { EventPayload, GapReason } from './types.js';
+
+/**
+ * The signaling client (docs/signaling.md): it connects to /v1/signaling, hands each new event to
+ * `onEvent`, and after a close reconnects with backoff, resuming from the last cursor it
+ * processed. Repeated eventIds and stale revisions are dropped (EventFilter). A rejected token
+ * (401/403 at the upgrade, or an expired static token) stops it and asks `onAuthFailure` for a new
+ * one instead of retrying the same token.
+ */
+
+interface MinimalWebSocket {
+  binaryType: string;
+  readyState: number;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null;
+  onerror: ((ev: { message?: string }) => void) | null;
+  send(data: string | Uint8Array): void;
+  close(code?: number, reason?: string): void;
+}
+type WebSocketCtor = new (url: string, protocols?: string | string[], options?: unknown) => MinimalWebSocket;
+/**
+ * What the `WebSocket` option accepts: the browser's WebSocket or the `ws` package's class. Kept
+ * loose on purpose: their handler and option types differ from MinimalWebSocket's in ways that do
+ * not matter at run time, and strict TypeScript would otherwise refuse `ws`.
+ */
+export type AnyWebSocketClass = new (url: string, protocols?: string | string[], options?: any) => object;
+
+/** Why the server refused the session token. */
+export interface AuthFailure {
+  /** 401: missing, invalid or expired token; 403: the token may not do this. */
+  status: 401 | 403;
+  /** What was seen: the upgrade's HTTP status, or the close code (4001 token expired). */
+  detail: string;
+}
+
+/** start() rejects with this when the token was refused and no new token was given. */
+export class SignalingAuthError extends Error {
+  override name = 'SignalingAuthError';
+  constructor(readonly failure: AuthFailure) {
+    super(`signaling token refused (${failure.status}): ${failure.detail}`);
+  }
+}
+
+export interface SignalingOptions {
+  /** ws:// or wss:// base, e.g. wss://calls.example.com */
+  url: string;
+  /** The session token, or a function returning the current one (called before each connect). */
+  token: string | (() => string | Promise<string>);
+  /** Resume after this cursor; without it the server starts at the head (no history). */
+  cursor?: string;
+  encoding?: 'json' | 'msgpack';
+  /** A WebSocket class; defaults to the global one (browsers, Node 22+). On Node pass `ws`. */
+  WebSocket?: AnyWebSocketClass;
+  /** Extra constructor options for the `ws` package (e.g. localAddress). */
+  wsOptions?: Record<string, unknown>;
+  /**
+   * Where the token goes: an `Authorization` header (only a Node WebSocket class such as `ws`
+   * can send one) or the `access_token` query parameter (browsers). Default: header on Node
+   * with an injected class, query otherwise.
+   */
+  tokenIn?: 'header' | 'query';
+  onEvent: (event: EventPayload, cursor: string) => void;
+  /** Events were lost (log trimmed or reset): refetch the calls you know of. */
+  onGap?: (reason: GapReason, cursor: string) => void;
+  onSynced?: (cursor: string) => void;
+  onClose?: (code: number, reason: string) => void;
+  /**
+   * The token was refused. Return a new token to reconnect with it, or nothing to stay stopped
+   * (start() then rejects with SignalingAuthError). Without this option the client stays stopped.
+   */
+  onAuthFailure?: (failure: AuthFailure) => string | undefined | Promise<string | undefined>;
+  /** Reconnect after a close (default true). */
+  reconnect?: boolean;
+  maxBackoffMs?: number;
+  /** How many recent eventIds (and calls' revisions) to remember. */
+  dedupeWindow?: number;
+  /** start() rejects (and the client stops) when not synced within this time; default 30 000. */
+  startTimeoutMs?: number;
+  /** Used in browsers to tell a refused token from a network failure; defaults to global fetch. */
+  fetch?: FetchLike | ((url: string, init: never) => Promise<unknown>);
+}
+
+const packr = new Packr({ useRecords: false, mapsAsObjects: true });
+
+interface PendingStart {
+  resolve: () => void;
+  reject: (err: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+export class SignalingClient {
+  private ws: MinimalWebSocket | undefined;
+  private stopped = true;
+  private attempt = 0;
+  private readonly filter: EventFilter;
+  private lastCursor: string | undefined;
+  private pending: PendingStart | undefined;
+  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  private token: SignalingOptions['token'];
+  /** A token from onAuthFailure, used for the next connection only when `token` is a function. */
+  private nextToken: string | undefined;
+
+  constructor(private readonly opts: SignalingOptions) {
+    this.lastCursor = opts.cursor;
+    this.token = opts.token;
+    this.filter = new EventFilter(opts.dedupeWindow ?? 1000);
+  }
+
+  get cursor(): string | undefined {
+    return this.lastCursor;
+  }
+
+  /**
+   * Connects; resolves once the server said `synced` (replay done, live from here). Always
+   * settles: rejects with SignalingAuthError when the token is refused and no new one is given,
+   * with an Error when stop() is called first or startTimeoutMs passes.
+   */
+  start(): Promise<void> {
+    if (this.pending) return this.pendingPromise!;
+    if (!this.stopped) return Promise.resolve(); // already running and synced
+    this.stopped = false;
+    this.attempt = 0;
+    this.pendingPromise = new Promise<void>((resolve, reject) => {
+      const timeoutMs = this.opts.startTimeoutMs ?? 30_000;
+      const timer = setTimeout(() => this.halt(new Error(`signaling: not synced within ${timeoutMs} ms`)), timeoutMs);
+      this.pending = { resolve, reject, timer };
+    });
+    void this.connect();
+    return this.pendingPromise;
+  }
+  private pendingPromise: Promise<void> | undefined;
+
+  stop(): void {
+    this.halt(new Error('signaling: stopped before synced'));
+  }
+
+  ping(): void {
+    this.sendFrame({ type: 'ping' });
+  }
+
+  private halt(reason: Error): void {
+    this.stopped = true;
+    // A reconnect may be scheduled (backoff) or under way (awaiting the token): cancel both.
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = undefined;
+    this.ws?.close(1000, 'client stopped');
+    this.settle(reason);
+  }
+
+  private settle(error?: Error): void {
+    const p = this.pending;
+    if (!p) return;
+    this.pending = undefined;
+    this.pendingPromise = undefined;
+    clearTimeout(p.timer);
+    if (error) p.reject(error);
+    else p.resolve();
+  }
+
+  private async currentToken(): Promise<string> {
+    if (this.nextToken !== undefined) {
+      const t = this.nextToken;
+      this.nextToken = undefined;
+      return t;
+    }
+    return typeof this.token === 'function' ? await this.token() : this.token;
+  }
+
+  private async connect(): Promise<void> {
+    const Ctor = (this.opts.WebSocket ?? globalWebSocket()) as WebSocketCtor | undefined;
+    if (!Ctor) {
+      this.halt(new Error('no global WebSocket: pass the `ws` package as the WebSocket option'));
+      return;
+    }
+    let token: string;
+    try {
+      token = await this.currentToken();
+    } catch (err) {
+      this.halt(err instanceof Error ? err : new Error(String(err)));
+      return;
+    }
+    if (this.stopped) return;
+    const inHeader = (this.opts.tokenIn ?? (this.opts.WebSocket && isNode() ? 'header' : 'query')) === 'header';
+    const q = new URLSearchParams();
+    if (!inHeader) q.set('access_token', token);
+    if (this.lastCursor) q.set('cursor', this.lastCursor);
+    const qs = q.toString();
+    const protocol = this.opts.encoding === 'msgpack' ? 'calling.v1.msgpack' : 'calling.v1.json';
+    const options = inHeader
+      ? { ...this.opts.wsOptions, headers: { ...(this.opts.wsOptions?.['headers'] as object | undefined), authorization: `Bearer ${token}` } }
+      : this.opts.wsOptions;
+    const ws = new Ctor(`${this.opts.url.replace(/\/+$/, '')}/v1/signaling${qs ? `?${qs}` : ''}`, protocol, options);
+    ws.binaryType = 'arraybuffer';
+    this.ws = ws;
+    let opened = false;
+    let errorMessage = '';
+    ws.onopen = () => {
+      opened = true;
+    };
+    ws.onmessage = (ev) => this.onFrame(ev.data);
+    ws.onerror = (ev) => {
+      errorMessage = typeof ev?.message === 'string' ? ev.message : '';
+    };
+    ws.onclose = (ev) => {
+      if (this.ws === ws) this.ws = undefined;
+      this.opts.onClose?.(ev.code, ev.reason);
+      if (this.stopped) return;
+      void this.afterClose(ev.code, ev.reason, opened, errorMessage, token);
+    };
+  }
+
+  private async afterClose(code: number, reason: string, opened: boolean, errorMessage: string, token: string): Promise<void> {
+    const failure = await this.authFailure(code, reason, opened, errorMessage, token);
+    if (this.stopped) return;
+    if (failure) {
+      let fresh: string | undefined;
+      try {
+        fresh = await this.opts.onAuthFailure?.(failure);
+      } catch {
+        fresh = undefined;
+      }
+      if (this.stopped) return;
+      if (!fresh) {
+        this.halt(new SignalingAuthError(failure));
+        return;
+      }
+      if (typeof this.token === 'string') this.token = fresh;
+      else this.nextToken = fresh;
+      void this.connect();
+      return;
+    }
+    if (this.opts.reconnect === false) {
+      this.halt(new Error(`signaling: closed ${code} ${reason}`));
+      return;
+    }
+    const delay = Math.min(this.opts.maxBackoffMs ?? 10_000, 100 * 2 ** this.attempt++) * (0.5 + Math.random() / 2);
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      void this.connect();
+    }, delay);
+  }
+
+  /**
+   * Whether a close means the token was refused. An expired token (4001) counts only when the
+   * token is a fixed string: a token function is asked for a fresh one on the next connect. A
+   * refused upgrade shows as 1006: `ws` names the HTTP status in its error; a browser hides it,
+   * so the token is checked with one HTTP request.
+   */
+  private async authFailure(code: number, reason: string, opened: boolean, errorMessage: string, token: string): Promise<AuthFailure | undefined> {
+    if (code === 4001) return typeof this.token === 'string' ? { status: 401, detail: `closed 4001: ${reason}` } : undefined;
+    if (opened) return undefined;
+    const m = /Unexpected server response: (\d{3})/.exec(errorMessage);
+    if (m) {
+      const status = Number(m[1]);
+      return status === 401 || status === 403 ? { status, detail: `upgrade answered ${status}` } : undefined;
+    }
+    return this.probeToken(token);
+  }
+
+  private async probeToken(token: string): Promise<AuthFailure | undefined> {
+    let fetchImpl: FetchLike;
+    try {
+      fetchImpl = (this.opts.fetch as FetchLike | undefined) ?? globalFetch();
+    } catch {
+      return undefined;
+    }
+    const base = this.opts.url.replace(/^ws/, 'http').replace(/\/+$/, '');
+    try {
+      const res = await fetchImpl(`${base}/v1/call-events`, { method: 'GET', headers: { authorization: `Bearer ${token}` } });
+      await res.text().catch(() => '');
+      return res.status === 401 || res.status === 403 ? { status: res.status, detail: `token check answered ${res.status}` } : undefined;
+    } catch {
+      return undefined; // the server is unreachable: an ordinary reconnect
+    }
+  }
+
+  private onFrame(data: unknown): void {
+    let frame: { type: string; cursor?: string; event?: EventPayload; reason?: GapReason };
+    try {
+      frame =
+        typeof data === 'string'
+          ? JSON.parse(data)
+          : (packr.unpack(data instanceof ArrayBuffer ? new Uint8Array(data) : (data as Uint8Array)) as typeof frame);
+    } catch {
+      return;
+    }
+    switch (frame.type) {
+      case 'event': {
+        this.lastCursor = frame.cursor;
+        if (!frame.event || !this.filter.accept(frame.event)) return;
+        this.opts.onEvent(frame.event, frame.cursor!);
+        return;
+      }
+      case 'gap':
+        this.lastCursor = frame.cursor;
+        this.opts.onGap?.(frame.reason!, frame.cursor!);
+        return;
+      case 'synced':
+        this.lastCursor = frame.cursor;
+        this.attempt = 0;
+        this.opts.onSynced?.(frame.cursor!);
+        this.settle();
+        return;
+    }
+  }
+
+  private sendFrame(frame: object): void {
+    if (!this.ws || this.ws.readyState !== 1) return;
+    this.ws.send(this.opts.encoding === 'msgpack' ? packr.pack(frame) : JSON.stringify(frame));
+  }
+}

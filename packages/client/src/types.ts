@@ -1,0 +1,114 @@
+/**
+ * The wire types of calling-backend's API, declared here so that the package depends on nothing
+ * of the server. docs/protocol.md describes each field; docs/schemas/ holds the JSON Schemas.
+ */
+
+/** Every end reason a snapshot or event can carry, named from the reader's side (docs/protocol.md "End reasons"). */
+export type EndReason =
+  | 'localHangup'
+  | 'declined'
+  | 'unanswered'
+  | 'remoteEnded'
+  | 'callerCancelled'
+  | 'answeredElsewhere'
+  | 'failed'
+  | 'busy';
+
+/** What POST /v1/calls/{id}/end accepts. */
+export type RequestEndReason = EndReason;
+
+export type CallState = 'ringing' | 'accepted' | 'ended';
+
+export interface CallSnapshot {
+  schemaVersion: 1;
+  callId: string;
+  /** Decimal string; grows by one with every change of the call. */
+  revision: string;
+  state: CallState;
+  caller: { userId: string; displayName: string; handle: string };
+  calleeUserId: string;
+  createdAtMs: number;
+  expiresAtMs: number;
+  video: boolean;
+  answeredByInstallationId?: string;
+  acceptedAtMs?: number;
+  endedAtMs?: number;
+  endReason?: EndReason;
+}
+
+interface EventCommon {
+  schemaVersion: 1;
+  eventId: string;
+  callId: string;
+  revision: string;
+}
+
+export interface InvitationPayload extends EventCommon {
+  type: 'call.invited';
+  displayName: string;
+  handle: string;
+  /** The invitation carries issuedAtMs where the other events carry occurredAtMs (docs/protocol.md "Events"). */
+  issuedAtMs: number;
+  expiresAtMs: number;
+  video: boolean;
+}
+
+export interface AcceptedPayload extends EventCommon {
+  type: 'call.accepted';
+  occurredAtMs: number;
+  answeredByInstallationId: string;
+}
+
+export interface EndedPayload extends EventCommon {
+  type: 'call.ended';
+  occurredAtMs: number;
+  reason: EndReason;
+}
+
+export interface RenamedPayload extends EventCommon {
+  type: 'call.renamed';
+  occurredAtMs: number;
+  displayName: string;
+}
+
+export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload;
+
+export interface IceServer {
+  urls: string[];
+  username?: string;
+  credential?: string;
+}
+
+/** POST /v1/calls/{id}/media-session; `iceServers` is empty when the server has no TURN_URLS. */
+export interface MediaSession {
+  iceServers: IceServer[];
+  expiresAtMs: number;
+}
+
+export type PushTokenKind = 'iosVoip' | 'androidPush';
+
+export interface PushTokenRegistration {
+  installationId: string;
+  kind: PushTokenKind;
+  appId: string;
+  iosEnvironment?: 'production' | 'development';
+  tokenSuffix: string;
+  updatedAtMs: number;
+}
+
+export type GapReason = 'trimmed' | 'reset';
+
+/** GET /v1/call-events: `hasMore` says whether another page follows right now. */
+export type CallEventsPage =
+  | { events: EventPayload[]; nextCursor: string; hasMore: boolean; gap?: undefined }
+  | { gap: { reason: GapReason }; events: []; nextCursor: string; hasMore: boolean };
+
+/** An RFC 9457 problem as the server sends it. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: string;
+  snapshot?: CallSnapshot;
+}

@@ -1,0 +1,54 @@
+import { z } from 'zod';
+
+/**
+ * Cross-origin access for browser apps (README "CORS"). Auth is by bearer token only, so the
+ * server never allows credentials (cookies): `*` is safe, and a list answers with the request's
+ * own origin when it is listed.
+ */
+
+export type CorsOrigins = '*' | readonly string[];
+
+/** CORS_ORIGINS: empty (off), `*`, or a comma-separated list of origins such as https://app.example.com. */
+export const corsOriginsSchema = z
+  .string()
+  .default('')
+  .transform((v, ctx): CorsOrigins | undefined => {
+    const entries = v.split(',').map((e) => e.trim()).filter(Boolean);
+    if (entries.length === 0) return undefined;
+    if (entries.length === 1 && entries[0] === '*') return '*';
+    for (const e of entries) {
+      if (!/^https?:\/\/[A-Za-z0-9.-]+(:\d{1,5})?$/.test(e)) {
+        ctx.addIssue({ code: 'custom', message: `"${e}" is not an origin (scheme://host[:port], no path or trailing slash), nor a lone *` });
+        return z.NEVER;
+      }
+    }
+    return entries.map((e) => e.toLowerCase());
+  });
+
+/** Headers a browser may send cross-origin, and response headers its scripts may read. */
+export const CORS_ALLOW_HEADERS = 'authorization, content-type, x-request-id';
+export const CORS_EXPOSE_HEADERS = 'retry-after, x-request-id, allow, www-authenticate';
+export const CORS_MAX_AGE_S = 600;
+
+export function originAllowed(origins: CorsOrigins, origin: string): boolean {
+  return origins === '*' || origins.includes(origin.toLowerCase());
+}
+
+/** The CORS headers of an ordinary (or error) response to a request carrying `origin`. */
+export function corsResponseHeaders(origins: CorsOrigins | undefined, origin: string): Record<string, string> {
+  if (!origins || !origin || !originAllowed(origins, origin)) return origins && origins !== '*' ? { vary: 'origin' } : {};
+  return {
+    'access-control-allow-origin': origins === '*' ? '*' : origin,
+    'access-control-expose-headers': CORS_EXPOSE_HEADERS,
+    ...(origins === '*' ? {} : { vary: 'origin' }),
+  };
+}
+
+/** The extra headers of a successful preflight for a path that allows `methods`. */
+export function preflightHeaders(methods: string): Record<string, string> {
+  return {
+    'access-control-allow-methods': methods,
+    'access-control-allow-headers': CORS_ALLOW_HEADERS,
+    'access-control-max-age': String(CORS_MAX_AGE_S),
+  };
+}
