@@ -28,6 +28,7 @@ import { PushDispatcher, type PushOutcomes, type PushSenders } from './push/disp
 import { startPushRetryWorkers } from './push/pushWorker.js';
 import { RingSweeper } from './timers/ringSweeper.js';
 import { renameCallRoute } from './http/endpoints/renameCall.js';
+import { readMessagesRoute, sendMessageRoute } from './http/endpoints/callMessages.js';
 import { createPushSenders } from './push/providers.js';
 import { openApiDocument } from './http/openapi.js';
 import { Metrics } from './observability/metrics.js';
@@ -50,6 +51,8 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     answerCallRoute(deps),
     endCallRoute(deps),
     renameCallRoute(deps),
+    sendMessageRoute(deps),
+    readMessagesRoute(deps),
     mediaSessionRoute(deps),
     putPushTokenRoute(deps),
     deletePushTokenRoute(deps),
@@ -92,6 +95,8 @@ export async function startServer(
     limits: {
       callCreates:
         config.RATE_CALL_CREATES_PER_MIN > 0 ? new RedisRateLimiter(redis, { limit: config.RATE_CALL_CREATES_PER_MIN, windowMs: 60_000 }) : undefined,
+      callMessages:
+        config.RATE_CALL_MESSAGES_PER_10S > 0 ? new RedisRateLimiter(redis, { limit: config.RATE_CALL_MESSAGES_PER_10S, windowMs: 10_000 }) : undefined,
       renames: config.RATE_RENAMES_PER_MIN > 0 ? new RedisRateLimiter(redis, { limit: config.RATE_RENAMES_PER_MIN, windowMs: 60_000 }) : undefined,
       pushTokenWrites:
         config.RATE_PUSH_TOKEN_WRITES_PER_HOUR > 0
@@ -148,6 +153,7 @@ export async function startServer(
     const g = gateway;
     metrics.gauge('ws_open_sockets', 'Open signaling WebSockets', () => g.openSockets());
     metrics.countersFrom('ws_events_sent_total', 'Events sent over signaling', [], () => [[[], g.stats.eventsSent]]);
+    metrics.countersFrom('ws_messages_sent_total', 'In-call messages sent over signaling', [], () => [[[], g.stats.messagesSent]]);
     metrics.countersFrom('ws_rate_limited_total', 'Sockets closed for too many client messages (4029)', [], () => [[[], g.stats.rateLimited]]);
     metrics.countersFrom('ws_slow_consumers_closed_total', 'Sockets closed as slow consumers (4008)', [], () => [[[], g.stats.slowConsumersClosed]]);
     closers.push(async () => {

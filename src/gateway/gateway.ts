@@ -18,6 +18,7 @@ import {
   decodeClientMessage,
   encodeEventFrame,
   encodeFrame,
+  encodeMessageFrame,
   negotiate,
   type Encoding,
   type ServerFrame,
@@ -69,13 +70,15 @@ export interface GatewayStats {
   slowConsumersClosed: number;
   tokensExpired: number;
   rateLimited: number;
+  /** In-call messages sent (README "In-call messages"). */
+  messagesSent: number;
 }
 
 export class Gateway {
   private readonly sockets = new Set<Socket>();
   private readonly live: LiveSubscriptions<Socket>;
   private sweepTimer: NodeJS.Timeout | undefined;
-  readonly stats: GatewayStats = { eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0 };
+  readonly stats: GatewayStats = { eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0 };
 
   constructor(
     subscriber: RedisClient,
@@ -281,6 +284,15 @@ export class Gateway {
   private onLive(ws: Socket, msg: LiveMessage): void {
     const data = ws.getUserData();
     if (data.closed) return;
+    if (msg.id === '') {
+      // An in-call message: outside the log, so neither buffered nor checked for holes; sent at
+      // once, in the order the relay published it (docs/signaling.md "In-call messages").
+      if (isForInstallation(msg.only || undefined, undefined, data.installationId)) {
+        this.stats.messagesSent++;
+        this.sendRaw(ws, encodeMessageFrame(data.encoding, msg.json));
+      }
+      return;
+    }
     if (data.pending) {
       data.pending.push(msg);
       return;

@@ -49,6 +49,12 @@ export function encodeEventFrame(encoding: Encoding, cursor: string, payloadJson
   return packr.pack({ type: 'event', cursor, event: JSON.parse(payloadJson) as unknown });
 }
 
+/** An in-call message frame (`call.message`, outside the event log: no cursor). */
+export function encodeMessageFrame(encoding: Encoding, eventJson: string): string | Uint8Array {
+  if (encoding === 'json') return `{"type":"message","event":${eventJson}}`;
+  return packr.pack({ type: 'message', event: JSON.parse(eventJson) as unknown });
+}
+
 export function encodeFrame(encoding: Encoding, frame: ServerFrame): string | Uint8Array {
   return encoding === 'json' ? JSON.stringify(frame) : packr.pack(frame);
 }

@@ -11,7 +11,11 @@ export interface ApiDeps {
   calls: CallStore;
   auth: AuthGuard;
   /** Per-user call creation and per-installation push-token writes (undefined: no limit). */
-  limits: { callCreates: RedisRateLimiter | undefined; pushTokenWrites: RedisRateLimiter | undefined; renames: RedisRateLimiter | undefined };
+  limits: {
+    callCreates: RedisRateLimiter | undefined; pushTokenWrites: RedisRateLimiter | undefined; renames: RedisRateLimiter | undefined;
+    /** In-call messages per call and sender. */
+    callMessages?: RedisRateLimiter | undefined;
+  };
   pushRegistry: PushRegistry;
   eventLog: EventLog;
 }

@@ -39,6 +39,8 @@ export interface Route {
   method: Method;
   pattern: string;
   handler: Handler;
+  /** This route's body limit, when it differs from RouterOptions.bodyLimitBytes. */
+  bodyLimitBytes?: number;
 }
 
 export interface RouterOptions {
@@ -195,7 +197,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
         run();
         return;
       }
-      readBody(res, declared, opts.bodyLimitBytes, (body) => {
+      readBody(res, declared, route.bodyLimitBytes ?? opts.bodyLimitBytes, (body) => {
         if (body instanceof ApiError) {
           // Stop reading an oversized upload: answer and close the connection.
           finish(problemReply(body), true);

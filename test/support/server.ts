@@ -58,6 +58,7 @@ export async function startServer(env: Record<string, string>): Promise<TestServ
     RATE_RENAMES_PER_MIN: '0',
     RATE_PUSH_TOKEN_WRITES_PER_HOUR: '0',
     RATE_WS_MESSAGES_PER_10S: '0',
+    RATE_CALL_MESSAGES_PER_10S: '0',
     RATE_AUTH_FAILURES_PER_MIN: '0',
     ...env,
   });
