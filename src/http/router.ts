@@ -39,7 +39,7 @@ export interface Route {
   method: Method;
   pattern: string;
   handler: Handler;
-  /** This route's body limit, when it differs from RouterOptions.bodyLimitBytes. */
+  /** A larger body limit for this route than RouterOptions.bodyLimitBytes (the larger of the two applies). */
   bodyLimitBytes?: number;
 }
 
@@ -197,7 +197,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
         run();
         return;
       }
-      readBody(res, declared, route.bodyLimitBytes ?? opts.bodyLimitBytes, (body) => {
+      readBody(res, declared, Math.max(route.bodyLimitBytes ?? 0, opts.bodyLimitBytes), (body) => {
         if (body instanceof ApiError) {
           // Stop reading an oversized upload: answer and close the connection.
           finish(problemReply(body), true);
