@@ -33,6 +33,15 @@ import { createPushSenders } from './push/providers.js';
 import { openApiDocument } from './http/openapi.js';
 import { Metrics } from './observability/metrics.js';
 import { keys } from './redis/keys.js';
+import { DEMO_DIR, demoRoutes } from './demo/demoRoutes.js';
+
+export interface StartOptions {
+  /**
+   * The dev signing secret, when the process runs in dev mode (`--dev`): with DEMO=true the
+   * softphone can then get tokens from /demo-api/token. Never set in production.
+   */
+  devTokenSecret?: string | undefined;
+}
 
 export interface RunningServer {
   port: number;
@@ -65,6 +74,7 @@ export async function startServer(
   redisTarget: RedisTarget,
   logger: Logger,
   extraHandlers: readonly ChangeHandler[] = [],
+  options: StartOptions = {},
 ): Promise<RunningServer> {
   const uWS = loadUws(config.ALLOW_UWS_FALLBACK);
   const redis = connectRedis(redisTarget, 'commands', 'calling-backend', config.REDIS_COMMAND_TIMEOUT_MS);
@@ -133,6 +143,10 @@ export async function startServer(
     },
   ];
   if (config.ROLES.includes('api')) routes.push(...apiRoutes(deps));
+  if (config.DEMO && config.ROLES.includes('api')) {
+    routes.push(...demoRoutes({ dir: DEMO_DIR, devTokenSecret: options.devTokenSecret }));
+    logger.info({ devTokens: options.devTokenSecret !== undefined }, 'serving the browser softphone at /demo/');
+  }
 
   let gateway: Gateway | undefined;
   if (config.ROLES.includes('gateway')) {

@@ -152,6 +152,8 @@ export const configSchema = z
     /** Embedded Redis data directory, used when REDIS_URL is unset. */
     EMBEDDED_REDIS_DIR: z.string().default('.data/redis'),
     SHUTDOWN_TIMEOUT_MS: int(10_000, 100, 120_000),
+    /** Serve the browser softphone at /demo/ (README "Browser softphone"); off unless set. */
+    DEMO: bool(false),
   })
   .superRefine((c, ctx) => {
     const sources = [c.AUTH_JWT_SECRET, c.AUTH_JWT_PUBLIC_KEY, c.AUTH_JWKS_URL].filter(Boolean).length;

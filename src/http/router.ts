@@ -61,6 +61,7 @@ const STATUS_TEXT: Record<number, string> = {
   200: '200 OK',
   201: '201 Created',
   204: '204 No Content',
+  302: '302 Found',
   400: '400 Bad Request',
   401: '401 Unauthorized',
   403: '403 Forbidden',
