@@ -149,7 +149,8 @@ export class Signaling {
     this.stopped = true;
     const ws = this.ws;
     this.ws = undefined;
-    ws?.close(1000, 'signed out');
+    ws?.close(1000, 'stopped');
+    this.handlers.onStatus('offline');
   }
 
   saveCursor(cursor) {

@@ -42,7 +42,7 @@ function installExitHook(): void {
  * them: every test client shares 127.0.0.1, and suites create many calls and bad tokens on purpose
  * (test/integration/abuse-limits.test.ts covers the limits).
  */
-export async function startServer(env: Record<string, string>): Promise<TestServer> {
+export async function startServer(env: Record<string, string>, args: readonly string[] = []): Promise<TestServer> {
   if (!env.REDIS_URL && !env.REDIS_CLUSTER_NODES) throw new Error('startServer: REDIS_URL or REDIS_CLUSTER_NODES is required');
   const childEnv: Record<string, string> = {};
   const configKeys = new Set(Object.keys(configSchema.shape));
@@ -63,7 +63,7 @@ export async function startServer(env: Record<string, string>): Promise<TestServ
     ...env,
   });
 
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], {
     cwd: REPO_ROOT,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
