@@ -137,6 +137,8 @@ function onEvent(e, replaying) {
       if (call && !isOver(call) && call.id !== e.callId) return; // busy with another call
       if (call?.id === e.callId) return;
       state.call = newCall(e.callId, 'callee', e.displayName, e.video, 'incoming');
+      // README "Caller identity and call back": the handle is <scheme>:<percent-encoded userId>.
+      state.call.peerUserId = decodeURIComponent(e.handle.slice(e.handle.indexOf(':') + 1));
       render();
       return;
     case 'call.accepted':
@@ -191,6 +193,7 @@ async function placeCall(calleeUserId, video) {
   try {
     const snapshot = await state.api.createCall(calleeUserId, video);
     const call = newCall(snapshot.callId, 'caller', calleeUserId, video, snapshot.state === 'ended' ? 'ended' : 'outgoing');
+    call.peerUserId = calleeUserId;
     state.call = call;
     if (snapshot.state === 'ended') finish(call, snapshot.endReason);
     render();
@@ -309,6 +312,8 @@ function render() {
   $('cancel-btn').hidden = status !== 'outgoing';
   $('hangup-btn').hidden = status !== 'connecting' && status !== 'connected';
   $('call-btn').disabled = !!call && !isOver(call);
+  $('callback-btn').hidden = status !== 'ended' || !call.peerUserId;
+  $('call-timer').textContent = '';
   const reason = $('end-reason');
   reason.hidden = status !== 'ended';
   reason.dataset.reason = call?.endReason ?? '';
@@ -380,5 +385,13 @@ $('decline-btn').addEventListener('click', () => endCall('declined'));
 $('cancel-btn').addEventListener('click', hangUp);
 $('hangup-btn').addEventListener('click', hangUp);
 $('reconnect-btn').addEventListener('click', () => state.signaling?.reconnect());
+$('callback-btn').addEventListener('click', () => placeCall(state.call.peerUserId, state.call.video));
+// The duration of the call in progress.
+setInterval(() => {
+  const call = state.call;
+  if (call?.status !== 'connected' || !call.connectedAt) return;
+  const s = Math.floor((Date.now() - call.connectedAt) / 1000);
+  $('call-timer').textContent = `${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
+}, 500);
 $('signout-btn').addEventListener('click', signOut);
 init().catch(showError);

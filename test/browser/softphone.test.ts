@@ -189,6 +189,13 @@ describe('browser softphone', () => {
     expect(await bob.textContent('#end-reason')).toContain('Alice cancelled the call');
     await shot(alice, 'cancel-alice');
     await shot(bob, 'cancel-bob');
+    // Bob calls back from the missed call (the invitation's handle names alice).
+    await bob.click('#callback-btn');
+    await alice.waitForSelector('#call-state[data-state="incoming"]');
+    await expect.poll(() => alice.textContent('#call-peer')).toContain('Bob');
+    await shot(alice, 'cancel-alice-called-back');
+    await alice.click('#decline-btn');
+    await endReason(bob, 'declined');
   }, 90_000);
 
   it('ring-out: nobody answers within RING_TIMEOUT_MS; both sides show unanswered', async () => {
