@@ -161,7 +161,7 @@ export async function startServer(
       maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
       maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
       readBatch: 200,
-    });
+    }, { calls: deps.calls, limiter: deps.limits.callMessages });
     gateway.mount(app);
     gateway.startSweeps();
     const g = gateway;

@@ -228,6 +228,35 @@ describe('in-call messages', () => {
   });
 });
 
+describe('in-call messages as signaling frames', () => {
+  it('a `message` client frame sends like the HTTP endpoint and is answered with messageSent or an error frame', async () => {
+    const { a1, b1 } = await parties();
+    const call = await createCall(a1, b1.userId);
+    expect((await answer(b1, call.callId)).status).toBe(200);
+    const op = uid('op');
+    a1.ws.send({ type: 'message', callId: call.callId, operationId: op, payload: { kind: 'offer', sdp: 'v=0' } });
+    const sent = await a1.ws.next('messageSent', 5000);
+    expect(sent).toMatchObject({ type: 'messageSent', operationId: op, callId: call.callId, seq: 1 });
+    await waitUntil('the frame-sent message at b1', () => messages(b1).length === 1);
+    expect(messages(b1)[0]).toMatchObject({ eventId: sent.eventId, seq: 1, fromInstallationId: a1.installationId, payload: { kind: 'offer', sdp: 'v=0' } });
+    // The same operation over HTTP is a replay of it: same event, nothing sent again.
+    const replay = await send(a1, call.callId, { kind: 'offer', sdp: 'v=0' }, op);
+    expect(replay.json).toMatchObject({ eventId: sent.eventId, seq: 1 });
+
+    a1.ws.send({ type: 'message', callId: call.callId, operationId: 'op-bad', payload: 'not an object' });
+    expect(await a1.ws.next('error', 5000)).toMatchObject({ code: 'invalid_request', operationId: 'op-bad', detail: expect.stringMatching(/payload/) });
+    b1.ws.send({ type: 'message', callId: call.callId, operationId: uid('op'), payload: { kind: 'answer' } });
+    expect(await b1.ws.next('messageSent', 5000)).toMatchObject({ seq: 1 });
+    await waitUntil('the answer at a1', () => messages(a1).length === 1);
+
+    expect((await end(a1, call.callId, 'localHangup')).status).toBe(200);
+    const late = uid('op');
+    a1.ws.send({ type: 'message', callId: call.callId, operationId: late, payload: { kind: 'candidate' } });
+    expect(await a1.ws.next('error', 5000)).toMatchObject({ code: 'call_not_active', operationId: late });
+    expect(messages(b1)).toHaveLength(1);
+  });
+});
+
 describe('in-call message limits', () => {
   let limited: Stack;
   beforeAll(async () => {

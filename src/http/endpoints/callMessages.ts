@@ -1,28 +1,13 @@
-import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
-import { authenticate, parseJsonBody, parseParam, rateLimited } from '../request.js';
-import { keys } from '../../redis/keys.js';
+import { authenticate, parseJsonBody, parseParam } from '../request.js';
 import { MESSAGE_PAYLOAD_MAX_BYTES, opaqueId, sendMessageBody } from '../schemas.js';
 import { ApiError } from '../errors.js';
-import { fingerprint, type MessageOutcome } from '../../calls/store.js';
+import { sendCallMessage } from '../../calls/callMessages.js';
 
 /** Room for the envelope (`operationId` and JSON punctuation) around a payload of the maximum size. */
 const ENVELOPE_BYTES = 1024;
-
-function messageError(code: Extract<MessageOutcome, { kind: 'failure' }>['code']): ApiError {
-  switch (code) {
-    case 'not_found':
-      return new ApiError('not_found', 'call not found');
-    case 'forbidden':
-      return new ApiError('forbidden', 'only the installations in the call may send messages (the caller\'s calling installation, a ringing callee installation, or the answering one)');
-    case 'idempotency_conflict':
-      return new ApiError('idempotency_conflict', 'this operationId was already used with a different request');
-    case 'call_not_active':
-      return new ApiError('call_not_active', 'the call has ended; messages can only be sent while it rings or is accepted');
-  }
-}
 
 /**
  * POST /v1/calls/{id}/messages: an in-call message (SDP, ICE candidates, anything the apps agree
@@ -39,30 +24,8 @@ export function sendMessageRoute(deps: ApiDeps): Route {
       const me = await authenticate(ctx, deps.auth);
       const callId = parseParam('id', ctx.params[0]!, opaqueId);
       const body = parseJsonBody(ctx, sendMessageBody);
-      const payloadJson = JSON.stringify(body.payload);
-      const size = Buffer.byteLength(payloadJson);
-      if (size > MESSAGE_PAYLOAD_MAX_BYTES) {
-        throw new ApiError('payload_too_large', `payload is ${size} bytes as JSON; the limit is ${MESSAGE_PAYLOAD_MAX_BYTES}`);
-      }
-      const limiter = deps.limits.callMessages;
-      if (limiter) {
-        const d = await limiter.hit(keys.callMessageLimit(deps.calls.settings, callId, me.userId));
-        if (!d.allowed) throw rateLimited('too many messages on this call from this user; retry later', d.retryAfterMs);
-      }
-      const outcome = await deps.calls.message({
-        callId,
-        userId: me.userId,
-        installationId: me.installationId,
-        eventId: randomUUID(),
-        payloadJson,
-        operationId: body.operationId,
-        fingerprint: fingerprint('message', [callId, me.installationId, payloadJson]),
-      });
-      if (outcome.kind === 'failure') throw messageError(outcome.code);
-      return {
-        status: 200,
-        body: JSON.stringify({ eventId: outcome.eventId, callId, seq: outcome.seq, occurredAtMs: outcome.occurredAtMs }),
-      };
+      const sent = await sendCallMessage({ calls: deps.calls, limiter: deps.limits.callMessages }, me, callId, body);
+      return { status: 200, body: JSON.stringify(sent) };
     },
   };
 }
