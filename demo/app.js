@@ -109,7 +109,7 @@ function onStatus(status, resumedFrom, code) {
 
 async function onSynced({ resumedFrom, replayed }) {
   $('cursor').textContent = state.signaling.cursor ?? '—';
-  log('online', resumedFrom ? `resumed by cursor, ${replayed} event(s) replayed` : 'live', 'sys');
+  log('online', resumedFrom ? `resumed by cursor, ${replayed} event(s) replayed` : `registered as ${state.session.installationId}`, 'sys');
   // Messages are not in the event log: after a reconnect during a call, fetch what was missed.
   const call = state.call;
   if (resumedFrom && call && !isOver(call)) {
