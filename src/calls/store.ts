@@ -130,6 +130,10 @@ export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput): ScriptCa
   };
 }
 
+export function readMessagesKeysArgs(s: StoreSettings, callId: string, userId: string, installationId: string, afterSeq: number): ScriptCall {
+  return { keys: [keys.call(s, callId), keys.callMessages(s, callId)], args: [userId, installationId, String(afterSeq)] };
+}
+
 export type MessageOutcome =
   | { kind: 'sent'; eventId: string; seq: number; occurredAtMs: number; replayed: boolean }
   | { kind: 'failure'; code: 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' };
@@ -289,12 +293,8 @@ export class CallStore {
    * JSON texts in send order (lua/readMessages.lua); undefined for a non-party or unknown call.
    */
   async messagesFor(callId: string, userId: string, installationId: string, afterSeq: number): Promise<string[] | undefined> {
-    const reply = (await runScript(
-      this.redis,
-      'readMessages',
-      [keys.call(this.settings, callId), keys.callMessages(this.settings, callId)],
-      [userId, installationId, String(afterSeq)],
-    )) as unknown[];
+    const c = readMessagesKeysArgs(this.settings, callId, userId, installationId, afterSeq);
+    const reply = (await runScript(this.redis, 'readMessages', c.keys, c.args)) as unknown[];
     if (reply[0] !== 'ok') return undefined;
     return (reply[1] as string[] | undefined) ?? [];
   }

@@ -24,7 +24,7 @@ import {
   type Encoding,
   type ServerFrame,
 } from './protocol.js';
-import { sendCallMessage, type MessageSender } from '../calls/callMessages.js';
+import { sendCallMessage, type MessageSender } from '../http/sendCallMessage.js';
 import { isRedisUnavailable } from '../redis/connection.js';
 
 /**

@@ -4,7 +4,7 @@ import type { Route } from '../router.js';
 import { authenticate, parseJsonBody, parseParam } from '../request.js';
 import { MESSAGE_PAYLOAD_MAX_BYTES, opaqueId, sendMessageBody } from '../schemas.js';
 import { ApiError } from '../errors.js';
-import { sendCallMessage } from '../../calls/callMessages.js';
+import { sendCallMessage } from '../sendCallMessage.js';
 
 /** Room for the envelope (`operationId` and JSON punctuation) around a payload of the maximum size. */
 const ENVELOPE_BYTES = 1024;

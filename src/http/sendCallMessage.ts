@@ -1,16 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import type { CallStore, MessageOutcome } from './store.js';
-import { fingerprint } from './store.js';
+import type { CallStore, MessageOutcome } from '../calls/store.js';
+import { fingerprint } from '../calls/store.js';
 import type { RedisRateLimiter } from '../limits/rateLimiter.js';
 import { keys } from '../redis/keys.js';
-import { ApiError } from '../http/errors.js';
-import { rateLimited } from '../http/request.js';
-import { MESSAGE_PAYLOAD_MAX_BYTES } from '../http/schemas.js';
+import { ApiError } from './errors.js';
+import { rateLimited } from './request.js';
+import { MESSAGE_PAYLOAD_MAX_BYTES } from './schemas.js';
 
 /**
  * Sending an in-call message (README "In-call messages"), the same whether it came over HTTP
  * (POST /v1/calls/{id}/messages) or as a signaling frame: size check, the per-call-and-sender
- * rate limit, then lua/sendMessage.lua. Failures are ApiErrors from the error catalogue.
+ * rate limit, then lua/sendMessage.lua. Failures are ApiErrors from the error catalogue (both
+ * transports answer with its codes).
  */
 
 export interface MessageSender {
