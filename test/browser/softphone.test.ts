@@ -39,7 +39,7 @@ const STEP_TIMEOUT_MS = 20_000;
 let redis: RedisServer;
 let coturn: Coturn;
 let server: TestServer;
-/** Same Redis, a ring window of 2 s: for the ring-out case. */
+/** Same Redis, a ring window of 4 s: for the ring-out case. */
 let shortRing: TestServer;
 let browser: Browser;
 const artifacts = join(REPO_ROOT, 'test-artifacts', `softphone-${new Date().toISOString().replace(/[:.]/g, '-')}`);
@@ -52,7 +52,7 @@ beforeAll(async () => {
   const env = { REDIS_URL: redis.url, DEMO: 'true', TURN_URLS: coturn.url, TURN_SECRET };
   [server, shortRing] = await Promise.all([
     startServer({ ...env, RING_TIMEOUT_MS: '45000' }, ['--dev']),
-    startServer({ ...env, RING_TIMEOUT_MS: '2000' }, ['--dev']),
+    startServer({ ...env, RING_TIMEOUT_MS: '4000' }, ['--dev']),
   ]);
   // Playwright starts Chromium with a fresh temporary --user-data-dir of its own.
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
