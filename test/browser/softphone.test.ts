@@ -30,6 +30,8 @@ const CHROMIUM_ARGS = [
   '--disable-background-networking',
   '--disable-component-update',
   '--disable-sync',
+  // Containers often have a small /dev/shm; Chromium then writes shared memory to /tmp instead.
+  '--disable-dev-shm-usage',
   '--use-fake-device-for-media-stream',
   '--use-fake-ui-for-media-stream',
 ];
