@@ -234,6 +234,9 @@ async function startMedia(call) {
   try {
     const { iceServers } = await state.api.mediaSession(call.id);
     if (isOver(call)) return;
+    if ($('relay-only').checked && !iceServers.some((s) => s.urls.some((u) => /^turns?:/.test(u)))) {
+      showError('"TURN relay only" needs a TURN server, and this server lists none (TURN_URLS): media cannot connect.');
+    }
     call.media = new MediaCall({
       role: call.role,
       iceServers,
@@ -244,6 +247,7 @@ async function startMedia(call) {
       onState: (s) => {
         $('media-state').dataset.state = s;
         $('media-state').textContent = s === 'connected' ? 'media connected' : `media ${s}`;
+        if (s === 'failed') showError('The media connection failed (no route between the two browsers, or the TURN server refused the credentials).');
         if (s === 'connected' && call.status === 'connecting') {
           call.status = 'connected';
           call.connectedAt = Date.now();
