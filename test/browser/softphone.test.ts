@@ -17,7 +17,9 @@ import { startCoturn, type Coturn } from '../support/coturn.js';
  */
 
 // Browser globals inside page.evaluate callbacks (the project compiles without the DOM library).
-declare const window: { softphone: { pc?: any; state: { signaling: { stop(): void } } } };
+declare const window: {
+  softphone: { pc?: any; state: { signaling: { stop(): void }; call?: { id: string }; api: { messagesAfter(callId: string, after: number): Promise<{ messages: unknown[] }> } } };
+};
 declare const document: { getElementById(id: string): any };
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -213,6 +215,34 @@ describe('browser softphone', () => {
     await shot(alice, 'ringout-alice');
     await shot(bob, 'ringout-bob');
   }, 90_000);
+
+  it('reconnect during a call: the offer sent while the callee was offline is fetched by GET messages, and media connects', async () => {
+    const { alice, bob, bobId } = await users(server.url);
+    await dial(alice, bob, bobId, 'offline-offer');
+    // Bob answers with his socket down: alice's offer and candidates go out while he cannot get them.
+    await bob.evaluate(() => window.softphone.state.signaling.stop());
+    await bob.waitForSelector('#conn-status[data-state="offline"]');
+    await bob.click('#answer-btn');
+    await bob.waitForSelector('#call-state[data-state="connecting"]');
+    await expect
+      .poll(() => bob.evaluate(async () => (await window.softphone.state.api.messagesAfter(window.softphone.state.call!.id, 0)).messages.length), {
+        timeout: STEP_TIMEOUT_MS,
+      })
+      .toBeGreaterThan(0);
+    expect(await bob.getAttribute('#call-state', 'data-state')).toBe('connecting');
+    await shot(bob, 'offline-offer-bob-answered-offline');
+    await bob.click('#reconnect-btn');
+    await expect.poll(() => bob.textContent('#events')).toMatch(/in-call message\(s\) after seq 0/);
+    await Promise.all([
+      alice.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 }),
+      bob.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 }),
+    ]);
+    expect(await peerStats(bob)).toMatchObject({ policy: 'relay', state: 'connected', localType: 'relay' });
+    await shot(bob, 'offline-offer-bob-connected-after-reconnect');
+    await bob.click('#hangup-btn');
+    await endReason(bob, 'localHangup');
+    await endReason(alice, 'remoteEnded');
+  }, 120_000);
 
   it('reconnect by cursor: events sent while the socket was down are replayed, and the page resumes', async () => {
     const { alice, bob, bobId } = await users(server.url);
