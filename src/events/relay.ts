@@ -16,6 +16,8 @@ import { runScript } from '../redis/scripts.js';
  * group, writes every change's events into the audience's event logs (which also notifies the
  * gateways) and keeps the users' busy markers in the same write, hands the changes to the
  * side-effect handlers (pushes), then acknowledges the entries (removed in bulk once a second).
+ * In-call messages share the outbox (so each sender's stay in order) but are only published on
+ * the recipient's live channel, never appended to a log (README "In-call messages").
  *
  * Relays share the shards by leases (shardLeases.ts): each reads about shards ÷ relays of them,
  * each shard on its own blocking connection (a read never crosses hash slots, so this works on

@@ -89,7 +89,7 @@ export class Gateway {
     private readonly auth: AuthGuard,
     private readonly logger: Logger,
     private readonly settings: GatewaySettings,
-    /** In-call messages sent as client frames (undefined: this process has no api role). */
+    /** Sends in-call messages that arrive as client frames (undefined: such frames are refused). */
     private readonly messages?: MessageSender,
   ) {
     this.live = new LiveSubscriptions<Socket>(
