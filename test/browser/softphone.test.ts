@@ -237,7 +237,9 @@ describe('browser softphone', () => {
       alice.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 }),
       bob.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 }),
     ]);
-    expect(await peerStats(bob)).toMatchObject({ policy: 'relay', state: 'connected', localType: 'relay' });
+    // The selected pair shows up in the stats a moment after `connected`.
+    await expect.poll(async () => (await peerStats(bob))?.localType, { timeout: 10_000 }).toBe('relay');
+    expect(await peerStats(bob)).toMatchObject({ policy: 'relay', state: 'connected' });
     await shot(bob, 'offline-offer-bob-connected-after-reconnect');
     await bob.click('#hangup-btn');
     await endReason(bob, 'localHangup');
