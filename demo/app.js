@@ -101,6 +101,10 @@ function signOut() {
 // ---------------------------------------------------------------- signaling
 
 function onStatus(status, resumedFrom, code) {
+  // Messages that arrive while the socket is away are fetched after the reconnect from the last
+  // seq seen before it went away (a live message may arrive before the fetch does).
+  const call = state.call;
+  if (call && status !== 'online') call.recoverAfter = Math.min(call.recoverAfter ?? Infinity, call.lastSeq);
   $('conn-status').dataset.state = status;
   $('conn-status').textContent = status;
   if (status === 'connecting') log('connecting', resumedFrom ? `resuming after cursor ${short(resumedFrom)}` : 'from the head of the log', 'sys');
@@ -113,9 +117,11 @@ async function onSynced({ resumedFrom, replayed }) {
   // Messages are not in the event log: after a reconnect during a call, fetch what was missed.
   const call = state.call;
   if (resumedFrom && call && !isOver(call)) {
+    const after = call.recoverAfter ?? call.lastSeq;
+    call.recoverAfter = undefined;
     try {
-      const { messages } = await state.api.messagesAfter(call.id, call.lastSeq);
-      if (messages.length) log('recovered', `${messages.length} in-call message(s) after seq ${call.lastSeq}`, 'sys');
+      const { messages } = await state.api.messagesAfter(call.id, after);
+      if (messages.length) log('recovered', `${messages.length} in-call message(s) after seq ${after}`, 'sys');
       for (const m of messages) {
         if (state.signaling.seen.has(m.eventId)) continue;
         state.signaling.seen.add(m.eventId);
