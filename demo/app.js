@@ -133,7 +133,7 @@ async function onSynced({ resumedFrom, replayed }) {
   }
 }
 
-function onEvent(e, replaying) {
+function onEvent(e) {
   $('cursor').textContent = state.signaling.cursor ?? '—';
   log(e.type, describeEvent(e));
   const call = state.call;
@@ -163,8 +163,6 @@ function onEvent(e, replaying) {
         render();
       }
       return;
-    default:
-      void replaying;
   }
 }
 
