@@ -116,13 +116,17 @@ export class Signaling {
           this.saveCursor(frame.cursor);
           this.handlers.onGap(frame.reason);
           return;
-        case 'synced':
+        case 'synced': {
+          // A second `synced` on this socket: the server re-read the log after losing its Redis
+          // subscription for a moment (docs/signaling.md "In-call messages").
+          const again = synced;
           synced = true;
           this.retries = 0;
           this.saveCursor(frame.cursor);
           this.handlers.onStatus('online', resumedFrom);
-          this.handlers.onSynced({ resumedFrom, replayed });
+          this.handlers.onSynced({ resumedFrom, replayed, again });
           return;
+        }
       }
     };
     ws.onclose = (e) => {

@@ -111,12 +111,12 @@ function onStatus(status, resumedFrom, code) {
   if (status === 'offline') log('disconnected', code ? `close code ${code}` : '', 'sys');
 }
 
-async function onSynced({ resumedFrom, replayed }) {
+async function onSynced({ resumedFrom, replayed, again }) {
   $('cursor').textContent = state.signaling.cursor ?? '—';
   log('online', resumedFrom ? `resumed by cursor, ${replayed} event(s) replayed` : `registered as ${state.session.installationId}`, 'sys');
   // Messages are not in the event log: after a reconnect during a call, fetch what was missed.
   const call = state.call;
-  if (resumedFrom && call && !isOver(call)) {
+  if ((resumedFrom || again) && call && !isOver(call)) {
     const after = call.recoverAfter ?? call.lastSeq;
     call.recoverAfter = undefined;
     try {
