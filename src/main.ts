@@ -52,7 +52,8 @@ async function main(): Promise<void> {
   }
 
   if (config.TRACING === 'otlp') startTracing(`calling-backend-${config.ROLES.join('-')}`);
-  const server = await startServer(config, redisTarget, logger);
+  // The dev token endpoint of the softphone exists only in dev mode (README "Browser softphone").
+  const server = await startServer(config, redisTarget, logger, [], { devTokenSecret: dev ? config.AUTH_JWT_SECRET : undefined });
 
   if (dev && config.AUTH_JWT_SECRET) {
     const base = `http://127.0.0.1:${server.port}`;
@@ -61,7 +62,8 @@ async function main(): Promise<void> {
     process.stdout.write(
       `\nDev tokens (24 h):\n  ALICE=${alice}\n  BOB=${bob}\nTry:\n` +
         `  curl -s -X POST ${base}/v1/calls -H "authorization: Bearer $ALICE" -H 'content-type: application/json' \\\n` +
-        `    -d '{"callId":"'$(node -e 'console.log(crypto.randomUUID())')'","calleeUserId":"bob","operationId":"op-1"}'\n\n`,
+        `    -d '{"callId":"'$(node -e 'console.log(crypto.randomUUID())')'","calleeUserId":"bob","operationId":"op-1"}'\n` +
+        (config.DEMO ? `Softphone: ${base}/demo/ (open it twice, sign in as alice and bob)\n\n` : '\n'),
     );
   }
 

@@ -28,6 +28,7 @@ import { PushDispatcher, type PushOutcomes, type PushSenders } from './push/disp
 import { startPushRetryWorkers } from './push/pushWorker.js';
 import { RingSweeper } from './timers/ringSweeper.js';
 import { renameCallRoute } from './http/endpoints/renameCall.js';
+import { readMessagesRoute, sendMessageRoute } from './http/endpoints/callMessages.js';
 import { createPushSenders } from './push/providers.js';
 import { openApiDocument } from './http/openapi.js';
 import { Metrics } from './observability/metrics.js';
@@ -35,6 +36,15 @@ import { startMetricsServer } from './observability/metricsServer.js';
 import { callChangeObserver } from './observability/callChanges.js';
 import { inSpan, SpanKind, tracingEnabled } from './observability/tracing.js';
 import { keys } from './redis/keys.js';
+import { DEMO_DIR, demoRoutes } from './demo/demoRoutes.js';
+
+export interface StartOptions {
+  /**
+   * The dev signing secret, when the process runs in dev mode (`--dev`): with DEMO=true the
+   * softphone can then get tokens from /demo-api/token. Never set in production.
+   */
+  devTokenSecret?: string | undefined;
+}
 
 export interface RunningServer {
   port: number;
@@ -55,6 +65,8 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     answerCallRoute(deps),
     endCallRoute(deps),
     renameCallRoute(deps),
+    sendMessageRoute(deps),
+    readMessagesRoute(deps),
     mediaSessionRoute(deps),
     putPushTokenRoute(deps),
     deletePushTokenRoute(deps),
@@ -84,6 +96,7 @@ export async function startServer(
   redisTarget: RedisTarget,
   logger: Logger,
   extraHandlers: readonly ChangeHandler[] = [],
+  options: StartOptions = {},
 ): Promise<RunningServer> {
   const { uWS, build: uwsBuild } = loadUws(config.ALLOW_UWS_FALLBACK);
   const redis = connectRedis(redisTarget, 'commands', 'calling-backend', config.REDIS_COMMAND_TIMEOUT_MS);
@@ -96,7 +109,7 @@ export async function startServer(
   const ctx: RoleContext = { config, redisTarget, redis, deps: apiDeps(config, redis, ks), ks, metrics, logger };
 
   const app = uWS.App();
-  const api = config.ROLES.includes('api') ? startApi(ctx) : undefined;
+  const api = config.ROLES.includes('api') ? startApi(ctx, options) : undefined;
   const gateway = config.ROLES.includes('gateway') ? await startGateway(ctx, app) : undefined;
   const worker = config.ROLES.includes('worker') ? await startWorker(ctx, extraHandlers) : undefined;
   // The relay feeds the queues and the gateways serve what the relay appended: stop in this order.
@@ -202,6 +215,9 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
       pushTokenWrites: limiter(redis, config.RATE_PUSH_TOKEN_WRITES_PER_HOUR, 3_600_000, (s: { userId: string; installationId: string }) =>
         keys.pushTokenWriteLimit(ks, s.userId, s.installationId),
       ),
+      callMessages: limiter(redis, config.RATE_CALL_MESSAGES_PER_10S, 10_000, (s: { callId: string; userId: string }) =>
+        keys.callMessageLimit(ks, s.callId, s.userId),
+      ),
     },
     pushRegistry: new PushRegistry(redis, ks),
     eventLog: new EventLog(redis, {
@@ -219,9 +235,14 @@ function limiter<S>(redis: RedisClient, limit: number, windowMs: number, keyOf: 
   return limit > 0 ? new RedisRateLimiter(redis, { limit, windowMs }, keyOf) : undefined;
 }
 
-/** The HTTP API: its routes only; it holds nothing that needs stopping. */
-function startApi(ctx: RoleContext): StartedRole {
-  return { routes: apiRoutes(ctx.deps), close: async () => {} };
+/** The HTTP API: its routes only (and the softphone's when DEMO is on); it holds nothing that needs stopping. */
+function startApi(ctx: RoleContext, options: StartOptions): StartedRole {
+  const routes = apiRoutes(ctx.deps);
+  if (ctx.config.DEMO) {
+    routes.push(...demoRoutes({ dir: DEMO_DIR, devTokenSecret: options.devTokenSecret }));
+    ctx.logger.info({ devTokens: options.devTokenSecret !== undefined }, 'serving the browser softphone at /demo/');
+  }
+  return { routes, close: async () => {} };
 }
 
 /** The signaling gateway: WebSockets on the same app, fed by sharded Pub/Sub. */
@@ -239,13 +260,14 @@ async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>): Prom
     maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
     maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
     readBatch: 200,
-  });
+  }, { calls: ctx.deps.calls, limiter: ctx.deps.limits.callMessages });
   gateway.mount(app);
   gateway.startSweeps();
   metrics.gaugesFrom('ws_open_sockets', 'Open signaling WebSockets by encoding (json, msgpack)', ['encoding'], () =>
     [...gateway.openSocketsByEncoding()].map(([encoding, n]) => [[encoding], n]),
   );
   metrics.countersFrom('ws_events_sent_total', 'Events sent over signaling', [], () => [[[], gateway.stats.eventsSent]]);
+  metrics.countersFrom('ws_messages_sent_total', 'In-call messages sent over signaling', [], () => [[[], gateway.stats.messagesSent]]);
   metrics.countersFrom('ws_rate_limited_total', 'Sockets closed for too many client messages (4029)', [], () => [[[], gateway.stats.rateLimited]]);
   metrics.countersFrom('ws_slow_consumers_closed_total', 'Sockets closed as slow consumers (4008)', [], () => [[[], gateway.stats.slowConsumersClosed]]);
   return {

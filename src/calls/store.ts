@@ -19,7 +19,13 @@ export interface StoreSettings extends KeySpace {
   callWaiting: boolean;
   /** Renames one call may have (RENAMES_PER_CALL). */
   maxRenamesPerCall: number;
+  /** In-call messages kept per call for recovery (default MESSAGES_KEPT_PER_CALL). */
+  messagesKeptPerCall?: number;
 }
+
+/** README "In-call messages": what a call keeps of its messages, and how long after the last one. */
+export const MESSAGES_KEPT_PER_CALL = 256;
+export const MESSAGES_TTL_MS = 3_600_000;
 
 export interface ScriptCall {
   keys: string[];
@@ -94,6 +100,43 @@ export function renameCallKeysArgs(s: StoreSettings, i: RenameInput): ScriptCall
     args: [i.userId, i.displayName, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall)],
   };
 }
+
+export interface MessageInput {
+  callId: string;
+  userId: string;
+  installationId: string;
+  /** The event ID this operation gets if it is new (a replay keeps the first one). */
+  eventId: string;
+  /** The payload's JSON text (an object, already bounded). */
+  payloadJson: string;
+  operationId: string;
+  fingerprint: string;
+}
+
+export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput): ScriptCall {
+  return {
+    keys: [...changeKeys(s, i.callId, i.userId, i.operationId), keys.callMessages(s, i.callId), keys.callMessageSeqs(s, i.callId)],
+    args: [
+      i.userId,
+      i.installationId,
+      i.eventId,
+      i.payloadJson,
+      String(s.retentionMs),
+      String(s.operationTtlMs),
+      i.fingerprint,
+      String(s.messagesKeptPerCall ?? MESSAGES_KEPT_PER_CALL),
+      String(MESSAGES_TTL_MS),
+    ],
+  };
+}
+
+export function readMessagesKeysArgs(s: StoreSettings, callId: string, userId: string, installationId: string, afterSeq: number): ScriptCall {
+  return { keys: [keys.call(s, callId), keys.callMessages(s, callId)], args: [userId, installationId, String(afterSeq)] };
+}
+
+export type MessageOutcome =
+  | { kind: 'sent'; eventId: string; seq: number; occurredAtMs: number; replayed: boolean }
+  | { kind: 'failure'; code: 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' };
 
 export interface AnswerInput {
   callId: string;
@@ -222,6 +265,38 @@ export class CallStore {
 
   end(i: EndInput): Promise<Outcome> {
     return this.mutate(i.userId, i.operationId, i.fingerprint, 'endCall', endCallKeysArgs(this.settings, i));
+  }
+
+  /**
+   * Sends an in-call message (lua/sendMessage.lua): idempotent by operationId like the other call
+   * operations. A refused message leaves no trace: its operationId stays unused.
+   */
+  async message(i: MessageInput): Promise<MessageOutcome> {
+    const binding = await this.bindOperation(i.userId, i.operationId, i.fingerprint);
+    if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
+    const c = sendMessageKeysArgs(this.settings, i);
+    const reply = (await runScript(this.redis, 'sendMessage', c.keys, c.args)) as unknown[];
+    const [kind, code, , fields] = reply;
+    if ((kind === 'fresh' || kind === 'replay') && code === 'ok' && Array.isArray(fields)) {
+      const [eventId, seq, at] = fields as string[];
+      return { kind: 'sent', eventId: String(eventId), seq: Number(seq), occurredAtMs: Number(at), replayed: kind === 'replay' };
+    }
+    if (kind === 'error' && (code === 'not_found' || code === 'forbidden' || code === 'idempotency_conflict' || code === 'call_not_active')) {
+      if (binding === 'new' && code !== 'idempotency_conflict') await this.redis.del(keys.operationBinding(this.settings, i.userId, i.operationId));
+      return { kind: 'failure', code };
+    }
+    throw new CorruptRecordError(`unexpected sendMessage reply ${String(kind)}/${String(code)}`);
+  }
+
+  /**
+   * The call's messages for one installation with a per-sender seq above `afterSeq`, as event
+   * JSON texts in send order (lua/readMessages.lua); undefined for a non-party or unknown call.
+   */
+  async messagesFor(callId: string, userId: string, installationId: string, afterSeq: number): Promise<string[] | undefined> {
+    const c = readMessagesKeysArgs(this.settings, callId, userId, installationId, afterSeq);
+    const reply = (await runScript(this.redis, 'readMessages', c.keys, c.args)) as unknown[];
+    if (reply[0] !== 'ok') return undefined;
+    return (reply[1] as string[] | undefined) ?? [];
   }
 
   async read(callId: string, userId: string): Promise<Outcome> {

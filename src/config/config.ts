@@ -116,6 +116,8 @@ export const configSchema = z
     /** Renames per user per minute, and per call in all (each rename is an event in the callee's log). */
     RATE_RENAMES_PER_MIN: int(30, 0),
     RENAMES_PER_CALL: int(10, 1, 1000),
+    /** In-call messages per call and sender per 10 s (README "In-call messages"). */
+    RATE_CALL_MESSAGES_PER_10S: int(100, 0),
     RATE_WS_MESSAGES_PER_10S: int(50, 0),
     RATE_AUTH_FAILURES_PER_MIN: int(30, 0),
     /** Behind a proxy: the header carrying the client address (first entry), e.g. x-forwarded-for. */
@@ -163,6 +165,8 @@ export const configSchema = z
     /** Embedded Redis data directory, used when REDIS_URL is unset. */
     EMBEDDED_REDIS_DIR: z.string().default('.data/redis'),
     SHUTDOWN_TIMEOUT_MS: int(10_000, 100, 120_000),
+    /** Serve the browser softphone at /demo/ (README "Browser softphone"); off unless set. */
+    DEMO: bool(false),
   })
   .superRefine((c, ctx) => {
     const sources = [c.AUTH_JWT_SECRET, c.AUTH_JWT_PUBLIC_KEY, c.AUTH_JWKS_URL].filter(Boolean).length;

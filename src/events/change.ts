@@ -14,6 +14,29 @@ export interface CallChange {
   traceparent?: string;
 }
 
+/**
+ * An in-call message as lua/sendMessage.lua wrote it to the outbox: published to the recipient's
+ * live channel, never appended to an event log (README "In-call messages").
+ */
+export interface MessageEntry {
+  entryId: string;
+  callId: string;
+  toUserId: string;
+  /** The one installation it is for ('' = every installation of the recipient: a ringing callee). */
+  only: string;
+  /** The `call.message` event JSON, as stored. */
+  event: string;
+}
+
+/** Parses a `message <callId> at <ms> to <userId> only <installationId> event <json>` outbox entry; undefined for other entries. */
+export function parseMessageEntry(entryId: string, flat: string[]): MessageEntry | undefined {
+  if (flat[0] !== 'message') return undefined;
+  if (flat[2] !== 'at' || flat[4] !== 'to' || flat[6] !== 'only' || flat[8] !== 'event' || flat.length !== 10) {
+    throw new CorruptRecordError(`outbox entry ${entryId} is a malformed message`);
+  }
+  return { entryId, callId: flat[1]!, toUserId: flat[5]!, only: flat[7]!, event: flat[9]! };
+}
+
 const KINDS = new Set<string>(['created', 'answered', 'ended', 'renamed']);
 
 /** Parses one outbox entry's flat field list: `change <kind> at <ms> <call fields…> [tp <traceparent>]`. */

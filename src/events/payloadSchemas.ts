@@ -48,6 +48,23 @@ export const renamedSchema = z
   .object({ ...eventCommon, type: z.literal('call.renamed'), displayName: z.string().min(1) })
   .meta({ title: 'call.renamed' });
 
+/**
+ * An in-call message (README "In-call messages"): not a change of the call (no `revision`), and
+ * not in the event log; delivered in a `message` signaling frame.
+ */
+export const messageSchema = z
+  .object({
+    schemaVersion: z.literal(1),
+    eventId: z.string().min(1).describe('deduplicate by it: a message may be delivered more than once'),
+    type: z.literal('call.message'),
+    callId: z.string().min(1),
+    occurredAtMs: epochMs,
+    fromInstallationId: z.string().min(1),
+    seq: z.number().int().min(1).describe("the sender's sequence number on this call (1, 2, ...): messages of one sender arrive in seq order"),
+    payload: z.record(z.string(), z.unknown()).describe('the sender\'s payload, unchanged (at most 16 KiB of JSON)'),
+  })
+  .meta({ title: 'call.message', description: 'In-call message between the parties of a ringing or accepted call' });
+
 export const eventSchema = z.discriminatedUnion('type', [invitationSchema, acceptedSchema, endedSchema, renamedSchema]);
 
 /** The iOS VoIP push body (docs/protocol.md "iOS VoIP invitation"). */

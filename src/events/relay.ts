@@ -4,19 +4,22 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
-import { parseChange, type CallChange, type ChangeHandler } from './change.js';
+import { parseChange, parseMessageEntry, type CallChange, type ChangeHandler, type MessageEntry } from './change.js';
 import { deliveriesFor } from './audience.js';
 import type { EventLog, RelayedDelivery } from './eventLog.js';
 import type { Logger } from '../util/logger.js';
 import { ShardLeases } from './shardLeases.js';
 import { compareStreamIds } from './cursor.js';
 import { busyMarkerOps, type MarkerOp } from '../calls/activeCalls.js';
+import { runScript } from '../redis/scripts.js';
 
 /**
  * The outbox relay (README "Relays"): reads the call shards' outbox streams through a consumer
  * group, writes every change's events into the audience's event logs (which also notifies the
  * gateways) and keeps the users' busy markers in the same write, hands the changes to the
  * side-effect handlers (pushes), then acknowledges the entries (removed in bulk once a second).
+ * In-call messages share the outbox (so each sender's stay in order) but are only published on
+ * the recipient's live channel, never appended to a log (README "In-call messages").
  *
  * Relays share the shards by leases (shardLeases.ts): each reads about shards ÷ relays of them,
  * each shard on its own blocking connection (a read never crosses hash slots, so this works on
@@ -250,7 +253,7 @@ class ShardReader {
       logger.error({ err, shard: this.shard }, 'relay failed to process a batch; retrying');
       await sleep(200);
     };
-    const changes = this.parse(entries);
+    const { changes, messages } = this.parse(entries);
     const spans = tracingEnabled() ? this.traceChanges(changes) : undefined;
     // What each handler still has to do of this batch (all of it, unless this is a retry).
     const todo = handlers.map((_, i) => changes.filter((c) => !this.done[i]!.has(c.entryId)));
@@ -258,7 +261,7 @@ class ShardReader {
     try {
       prepared = handlers.map((h, i) => (todo[i]!.length > 0 ? h.prepare?.(todo[i]!) : undefined));
       // Events first: devices are waiting on them.
-      await this.deliver(changes);
+      await Promise.all([this.deliver(changes), this.publishMessages(messages)]);
     } catch (err) {
       await failed(err);
       return;
@@ -309,19 +312,39 @@ class ShardReader {
     return spans;
   }
 
-  private parse(entries: Entry[]): CallChange[] {
+  private parse(entries: Entry[]): { changes: CallChange[]; messages: MessageEntry[] } {
     const changes: CallChange[] = [];
+    const messages: MessageEntry[] = [];
     for (const [id, fields] of entries) {
       // Deleted while pending (already relayed by a relay that died before acknowledging).
       if (!fields) continue;
       try {
-        changes.push(parseChange(id, this.shard, fields));
+        const message = parseMessageEntry(id, fields);
+        if (message) messages.push(message);
+        else changes.push(parseChange(id, this.shard, fields));
       } catch (err) {
         // A malformed entry can never be processed; keep it out of the way, visibly.
         this.relay.deps.logger.error({ err: (err as Error).message, stream: this.key, id }, 'dropping malformed outbox entry');
       }
     }
-    return changes;
+    return { changes, messages };
+  }
+
+  /**
+   * Publishes in-call messages to their recipients' live channels, one script call per user in
+   * outbox order (so each sender's messages stay in order). Not appended to any event log: a
+   * retried batch publishes them again with the same eventId (README "In-call messages").
+   */
+  private async publishMessages(messages: readonly MessageEntry[]): Promise<void> {
+    if (messages.length === 0) return;
+    const byUser = new Map<string, string[]>();
+    for (const m of messages) {
+      let args = byUser.get(m.toUserId);
+      if (!args) byUser.set(m.toUserId, (args = []));
+      args.push(m.only, m.event);
+    }
+    const { redis, eventLog } = this.relay.deps;
+    await Promise.all([...byUser].map(([userId, args]) => runScript(redis, 'publishMessages', [keys.liveChannel(eventLog.settings, userId)], args)));
   }
 
   /**

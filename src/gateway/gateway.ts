@@ -20,10 +20,14 @@ import {
   decodeClientMessage,
   encodeEventFrame,
   encodeFrame,
+  encodeMessageFrame,
   negotiate,
+  type ClientMessage,
   type Encoding,
   type ServerFrame,
 } from './protocol.js';
+import { sendCallMessage, type MessageSender } from '../http/sendCallMessage.js';
+import { isRedisUnavailable } from '../redis/connection.js';
 
 /**
  * The signaling gateway at GET /v1/signaling. A device connects with its session token (header or
@@ -76,13 +80,15 @@ export interface GatewayStats {
   slowConsumersClosed: number;
   tokensExpired: number;
   rateLimited: number;
+  /** In-call messages sent (README "In-call messages"). */
+  messagesSent: number;
 }
 
 export class Gateway {
   private readonly sockets = new Set<Socket>();
   private readonly live: LiveSubscriptions<Socket>;
   private sweepTimer: NodeJS.Timeout | undefined;
-  readonly stats: GatewayStats = { eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0 };
+  readonly stats: GatewayStats = { eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0 };
 
   constructor(
     subscriber: RedisClient,
@@ -90,6 +96,8 @@ export class Gateway {
     private readonly auth: AuthGuard,
     private readonly logger: Logger,
     private readonly settings: GatewaySettings,
+    /** Sends in-call messages that arrive as client frames (undefined: such frames are refused). */
+    private readonly messages?: MessageSender,
   ) {
     this.live = new LiveSubscriptions<Socket>(
       subscriber,
@@ -209,10 +217,12 @@ export class Gateway {
         }
         const msg = decodeClientMessage(data.encoding, message, isBinary);
         if (!msg) {
-          this.send(ws, { type: 'error', code: 'bad_message', detail: 'expected {"type":"ping"}' });
+          this.send(ws, { type: 'error', code: 'bad_message', detail: 'expected {"type":"ping"} or {"type":"message",...}' });
           return;
         }
-        this.send(ws, { type: 'pong' });
+        if (msg.type === 'ping') this.send(ws, { type: 'pong' });
+        else if (msg.type === 'invalid') this.send(ws, { type: 'error', code: 'invalid_request', detail: msg.detail, ...(msg.operationId ? { operationId: msg.operationId } : {}) });
+        else void this.sendCallMessage(ws, msg);
       },
       close: (ws, code) => {
         const data = ws.getUserData();
@@ -223,6 +233,32 @@ export class Gateway {
         this.live.remove(data.userId, ws);
       },
     });
+  }
+
+  /**
+   * An in-call message sent as a client frame (docs/signaling.md "Client → server frames"): the
+   * same as POST /v1/calls/{id}/messages, answered with `messageSent` or an `error` frame carrying
+   * the operationId and the error catalogue's code.
+   */
+  private async sendCallMessage(ws: Socket, msg: Extract<ClientMessage, { type: 'message' }>): Promise<void> {
+    const data = ws.getUserData();
+    const { operationId } = msg;
+    if (!this.messages) {
+      this.send(ws, { type: 'error', code: 'not_found', detail: 'this gateway does not take in-call messages; use POST /v1/calls/{id}/messages', operationId });
+      return;
+    }
+    try {
+      const sent = await sendCallMessage(this.messages, data, msg.callId, msg);
+      this.send(ws, { type: 'messageSent', operationId, ...sent });
+    } catch (err) {
+      if (err instanceof ApiError) {
+        this.send(ws, { type: 'error', code: err.code, detail: err.detail, operationId });
+        return;
+      }
+      const unavailable = isRedisUnavailable(err);
+      if (!unavailable) this.logger.error({ err, userId: data.userId }, 'in-call message over signaling failed');
+      this.send(ws, { type: 'error', code: unavailable ? 'unavailable' : 'internal', detail: 'the message was not sent; retry with the same operationId', operationId });
+    }
   }
 
   /** Starts the token-expiry sweep (one timer for all sockets instead of one per socket). */
@@ -307,6 +343,15 @@ export class Gateway {
   private onLive(ws: Socket, msg: LiveMessage): void {
     const data = ws.getUserData();
     if (data.closed) return;
+    if (msg.id === '') {
+      // An in-call message: outside the log, so neither buffered nor checked for holes; sent at
+      // once, in the order the relay published it (docs/signaling.md "In-call messages").
+      if (isForInstallation(msg.only || undefined, undefined, data.installationId)) {
+        this.stats.messagesSent++;
+        this.sendRaw(ws, encodeMessageFrame(data.encoding, msg.json));
+      }
+      return;
+    }
     if (data.pending) {
       data.pending.push(msg);
       return;

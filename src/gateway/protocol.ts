@@ -1,4 +1,7 @@
 import { Packr } from 'msgpackr';
+import { z } from 'zod';
+import { opaqueId, sendMessageBody } from '../http/schemas.js';
+import { describeIssues } from '../http/request.js';
 
 /**
  * The signaling frame protocol (docs/signaling.md). JSON text frames by default; with the
@@ -41,7 +44,8 @@ export type ServerFrame =
   | { type: 'gap'; reason: 'trimmed' | 'reset'; cursor: string }
   | { type: 'synced'; cursor: string }
   | { type: 'pong' }
-  | { type: 'error'; code: string; detail: string };
+  | { type: 'messageSent'; operationId: string; eventId: string; callId: string; seq: number; occurredAtMs: number }
+  | { type: 'error'; code: string; detail: string; operationId?: string };
 
 /** An event frame; for JSON the stored payload text is spliced in without re-serialising. */
 export function encodeEventFrame(encoding: Encoding, cursor: string, payloadJson: string): string | Uint8Array {
@@ -49,11 +53,24 @@ export function encodeEventFrame(encoding: Encoding, cursor: string, payloadJson
   return packr.pack({ type: 'event', cursor, event: JSON.parse(payloadJson) as unknown });
 }
 
+/** An in-call message frame (`call.message`, outside the event log: no cursor). */
+export function encodeMessageFrame(encoding: Encoding, eventJson: string): string | Uint8Array {
+  if (encoding === 'json') return `{"type":"message","event":${eventJson}}`;
+  return packr.pack({ type: 'message', event: JSON.parse(eventJson) as unknown });
+}
+
 export function encodeFrame(encoding: Encoding, frame: ServerFrame): string | Uint8Array {
   return encoding === 'json' ? JSON.stringify(frame) : packr.pack(frame);
 }
 
-export type ClientMessage = { type: 'ping' };
+/** An in-call message sent over the socket: the body of POST /v1/calls/{id}/messages plus its callId. */
+const messageFrame = sendMessageBody.extend({ type: z.literal('message'), callId: opaqueId });
+
+export type ClientMessage =
+  | { type: 'ping' }
+  | z.output<typeof messageFrame>
+  /** A `message` frame that does not validate (answered with an error frame naming the fields). */
+  | { type: 'invalid'; detail: string; operationId: string | undefined };
 
 /** Decodes a client frame; undefined when it is not a valid client message. */
 export function decodeClientMessage(encoding: Encoding, data: ArrayBuffer, isBinary: boolean): ClientMessage | undefined {
@@ -63,6 +80,12 @@ export function decodeClientMessage(encoding: Encoding, data: ArrayBuffer, isBin
   } catch {
     return undefined;
   }
-  if (typeof value === 'object' && value !== null && (value as { type?: unknown }).type === 'ping') return { type: 'ping' };
-  return undefined;
+  if (typeof value !== 'object' || value === null) return undefined;
+  const type = (value as { type?: unknown }).type;
+  if (type === 'ping') return { type: 'ping' };
+  if (type !== 'message') return undefined;
+  const parsed = messageFrame.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const operationId = (value as { operationId?: unknown }).operationId;
+  return { type: 'invalid', detail: describeIssues(parsed.error.issues), operationId: typeof operationId === 'string' ? operationId : undefined };
 }

@@ -16,6 +16,8 @@ export interface ApiDeps {
     callCreates: RedisRateLimiter<{ userId: string }> | undefined;
     pushTokenWrites: RedisRateLimiter<{ userId: string; installationId: string }> | undefined;
     renames: RedisRateLimiter<{ userId: string }> | undefined;
+    /** In-call messages per call and sender (README "In-call messages"). */
+    callMessages: RedisRateLimiter<{ callId: string; userId: string }> | undefined;
   };
   pushRegistry: PushRegistry;
   eventLog: EventLog;

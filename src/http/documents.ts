@@ -7,6 +7,7 @@ import {
   endedSchema,
   fcmMessageSchema,
   invitationSchema,
+  messageSchema,
   renamedSchema,
 } from '../events/payloadSchemas.js';
 
@@ -25,6 +26,7 @@ export function generatedDocuments(): Map<string, string> {
     'call.accepted': acceptedSchema,
     'call.ended': endedSchema,
     'call.renamed': renamedSchema,
+    'call.message': messageSchema,
     'ios-voip-push-body': apnsBodySchema,
     'android-push-message': fcmMessageSchema,
   };

@@ -13,6 +13,7 @@ export const errorCatalogue = {
   idempotency_conflict: { status: 409, title: 'Operation ID reused with a different request' },
   revision_conflict: { status: 409, title: 'Revision does not match' },
   call_exists: { status: 409, title: 'Call ID already used' },
+  call_not_active: { status: 409, title: 'Call is not ringing or accepted' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   rate_limited: { status: 429, title: 'Too many requests' },

@@ -83,6 +83,7 @@ const PROBLEM_DETAIL: Record<ErrorCode, string> = {
   idempotency_conflict: 'operationId was used for a different request',
   revision_conflict: 'expectedRevision 1 does not match the current revision 2',
   call_exists: 'this callId was already used',
+  call_not_active: 'the call has ended; messages are only for ringing or accepted calls',
   payload_too_large: 'request body exceeds the limit of 16384 bytes',
   unsupported_media_type: 'content-type must be application/json, got "text/plain"',
   rate_limited: 'too many calls created by this user; retry later',
@@ -130,6 +131,7 @@ export function openApiDocument(): Record<string, unknown> {
       { name: 'Media', description: 'Short-lived TURN credentials for the parties of an accepted call.' },
       { name: 'Events', description: 'The per-user event log, read by cursor (the same events signaling sends).' },
       { name: 'Push tokens', description: 'Register and remove an installation’s VoIP or Android push token.' },
+      { name: 'In-call messages', description: 'Messages between the parties of a ringing or accepted call (README "In-call messages").' },
     ],
     components: {
       securitySchemes: {
@@ -141,6 +143,9 @@ export function openApiDocument(): Record<string, unknown> {
         EndCall: schema(s.endCallBody, 'input'),
         RenameCall: schema(s.renameCallBody, 'input'),
         MediaSessionRequest: schema(s.mediaSessionBody, 'input'),
+        SendMessage: schema(s.sendMessageBody, 'input'),
+        MessageSent: schema(s.messageSent),
+        CallMessagesPage: schema(s.callMessagesPage),
         PushTokenRequest: schema(s.pushTokenBody, 'input'),
         PushTokenRegistration: schema(s.pushTokenRegistration),
         CallSnapshot: schema(s.callSnapshot),
@@ -317,6 +322,77 @@ export function openApiDocument(): Record<string, unknown> {
               content: json('CallSnapshot', snapshotExamples('Renamed', { ...ACCEPTED, revision: '3', caller: { ...ACCEPTED.caller, displayName: 'Alice (work)' } })),
             },
             ...problems('invalid_request', 'forbidden', 'not_found', 'idempotency_conflict', ...COMMON),
+          },
+        },
+      },
+      '/v1/calls/{id}/messages': {
+        parameters: [callIdParam],
+        post: {
+          operationId: 'sendCallMessage',
+          tags: ['In-call messages'],
+          summary: 'Send an in-call message (SDP, ICE candidates) to the other party',
+          description:
+            'Delivers `payload` unchanged as a `call.message` signaling frame (docs/schemas/call.message.json) to the other ' +
+            "party's installation in the call: before the answer the caller's messages go to every ringing callee " +
+            'installation, after it only to the answering one; the callee\'s go to the caller\'s calling installation. ' +
+            'Only those installations may send, only while the call rings or is accepted (`call_not_active` after it ends). ' +
+            'In order per sender (`seq`), at least once (deduplicate by `eventId`), idempotent by `operationId`, ' +
+            'rate-limited per call and sender (RATE_CALL_MESSAGES_PER_10S). Messages are kept in the call, not in the event log.',
+          requestBody: {
+            required: true,
+            content: {
+              'application/json': {
+                schema: ref('SendMessage'),
+                example: { operationId: 'msg-7f3c2a', payload: { kind: 'offer', sdp: 'v=0\r\no=- 4611731400430051336 2 IN IP4 127.0.0.1\r\n…' } },
+              },
+            },
+          },
+          responses: {
+            '200': {
+              description: 'stored and queued for delivery (a replay returns the original)',
+              content: {
+                'application/json': {
+                  schema: ref('MessageSent'),
+                  example: { eventId: '0f8e1c8a-3c0d-4c43-9a53-2d8f0b1c9e11', callId: '6b1f…', seq: 1, occurredAtMs: 1795236718120 },
+                },
+              },
+            },
+            ...problems('invalid_request', 'forbidden', 'not_found', 'idempotency_conflict', 'call_not_active', 'payload_too_large', 'unsupported_media_type', ...COMMON),
+          },
+        },
+        get: {
+          operationId: 'listCallMessages',
+          tags: ['In-call messages'],
+          summary: 'The call\'s messages for this installation (recovery after a reconnect)',
+          description:
+            'The `call.message` events sent to this installation with a `seq` above `afterSeq`, in send order. A device that ' +
+            "reconnects during a call calls it with the highest `seq` it has (messages are not in the event log). The call keeps " +
+            'its last 256 messages, for an hour after the last one.',
+          parameters: [{ name: 'afterSeq', in: 'query', required: false, schema: { type: 'integer', minimum: 0, default: 0 } }],
+          responses: {
+            '200': {
+              description: 'messages',
+              content: {
+                'application/json': {
+                  schema: ref('CallMessagesPage'),
+                  example: {
+                    messages: [
+                      {
+                        schemaVersion: 1,
+                        eventId: '0f8e1c8a-3c0d-4c43-9a53-2d8f0b1c9e11',
+                        type: 'call.message',
+                        callId: '6b1f…',
+                        occurredAtMs: 1795236718120,
+                        fromInstallationId: 'alice-phone',
+                        seq: 1,
+                        payload: { kind: 'offer', sdp: 'v=0…' },
+                      },
+                    ],
+                  },
+                },
+              },
+            },
+            ...problems('invalid_request', 'not_found', ...COMMON),
           },
         },
       },

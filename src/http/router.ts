@@ -44,6 +44,8 @@ export interface Route {
   method: Method;
   pattern: string;
   handler: Handler;
+  /** A larger body limit for this route than RouterOptions.bodyLimitBytes (the larger of the two applies). */
+  bodyLimitBytes?: number;
 }
 
 export interface RouterOptions {
@@ -66,6 +68,7 @@ const STATUS_TEXT: Record<number, string> = {
   200: '200 OK',
   201: '201 Created',
   204: '204 No Content',
+  302: '302 Found',
   400: '400 Bad Request',
   401: '401 Unauthorized',
   403: '403 Forbidden',
@@ -220,7 +223,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
         run();
         return;
       }
-      readBody(res, declared, opts.bodyLimitBytes, (body) => {
+      readBody(res, declared, Math.max(route.bodyLimitBytes ?? 0, opts.bodyLimitBytes), (body) => {
         if (body instanceof ApiError) {
           // Stop reading an oversized upload: answer and close the connection.
           finish(problemReply(body), true);

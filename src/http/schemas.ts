@@ -41,6 +41,23 @@ export const renameCallBody = z.object({
   displayName: z.string().trim().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters (it is cut to 256 UTF-8 bytes)'),
 });
 
+/** The largest in-call message payload, as JSON text (README "In-call messages"). */
+export const MESSAGE_PAYLOAD_MAX_BYTES = 16 * 1024;
+
+export const sendMessageBody = z.object({
+  operationId: opaqueId,
+  payload: z
+    .record(z.string(), z.unknown())
+    .describe(`an opaque JSON object of at most ${MESSAGE_PAYLOAD_MAX_BYTES} bytes as JSON text, delivered unchanged (e.g. an SDP offer or an ICE candidate)`),
+});
+
+export const messageSent = z.object({
+  eventId: z.string(),
+  callId: z.string(),
+  seq: z.number().int().describe("this sender's sequence number on this call, from 1"),
+  occurredAtMs: z.number().int(),
+});
+
 export const mediaSessionBody = z.object({
   operationId: opaqueId.optional(),
 });
@@ -98,4 +115,8 @@ export const callEventsPage = z.object({
   nextCursor: z.string(),
   hasMore: z.boolean(),
   gap: z.object({ reason: z.enum(['trimmed', 'reset']) }).optional(),
+});
+
+export const callMessagesPage = z.object({
+  messages: z.array(z.record(z.string(), z.unknown())).describe('call.message events for this installation, in send order'),
 });

@@ -34,6 +34,12 @@ export const keys = {
   /** The shard's ring index: a sorted set of its ringing calls by expiresAtMs (ring sweeps). */
   ringingForCall: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:ringing`,
   ringingForShard: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:ringing`,
+  /** One call's in-call messages (a stream) and its per-sender sequence counters (README "In-call messages"). */
+  callMessages: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:msgs:${callId}`,
+  callMessageSeqs: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:msgseq:${callId}`,
+  /** Fixed-window counter of one sender's messages on one call. */
+  callMessageLimit: (ks: KeySpace, callId: string, userId: string) =>
+    `${ks.prefix}:${callShardTag(ks, callId)}:rl:msg:${callId}:${userId.length}:${userId}`,
   /** The live relays (by heartbeat): each takes about shards ÷ relays of the outbox shards. */
   relays: (ks: KeySpace) => `${ks.prefix}:relays`,
   /** Which relay reads a shard's outbox right now. */

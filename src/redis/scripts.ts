@@ -44,6 +44,9 @@ export const scriptDefinitions = {
   readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
   hitRateLimit: { file: 'hitRateLimit.lua', numberOfKeys: 1 },
   renameCall: { file: 'renameCall.lua', numberOfKeys: 4, traced: true },
+  sendMessage: { file: 'sendMessage.lua', numberOfKeys: 6 },
+  readMessages: { file: 'readMessages.lua', numberOfKeys: 2 },
+  publishMessages: { file: 'publishMessages.lua', numberOfKeys: 1 },
   holdShardLease: { file: 'holdShardLease.lua', numberOfKeys: 1 },
   relayHeartbeat: { file: 'relayHeartbeat.lua', numberOfKeys: 1 },
 } as const satisfies Record<string, { file: string; numberOfKeys: number | 'variable'; traced?: boolean }>;

@@ -47,6 +47,8 @@ function installExitHook(): void {
 export interface StartOptions {
   /** How to run Node.js (default: this process's own); e.g. another Node version (test/support/otherNode.ts). */
   node?: string[];
+  /** Command-line arguments for src/main.ts (e.g. `--dev`). */
+  args?: readonly string[];
 }
 
 export async function startServer(env: Record<string, string>, opts: StartOptions = {}): Promise<TestServer> {
@@ -70,12 +72,13 @@ export async function startServer(env: Record<string, string>, opts: StartOption
     RATE_RENAMES_PER_MIN: '0',
     RATE_PUSH_TOKEN_WRITES_PER_HOUR: '0',
     RATE_WS_MESSAGES_PER_10S: '0',
+    RATE_CALL_MESSAGES_PER_10S: '0',
     RATE_AUTH_FAILURES_PER_MIN: '0',
     ...env,
   });
 
   const [node, ...nodeArgs] = opts.node ?? [process.execPath];
-  const child = spawn(node!, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(node!, [...nodeArgs, '--import', 'tsx', 'src/main.ts', ...(opts.args ?? [])], {
     cwd: REPO_ROOT,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],

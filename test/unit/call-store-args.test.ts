@@ -6,6 +6,10 @@ import {
   fingerprint,
   parseOutcome,
   readCallKeysArgs,
+  readMessagesKeysArgs,
+  sendMessageKeysArgs,
+  MESSAGES_KEPT_PER_CALL,
+  MESSAGES_TTL_MS,
   type StoreSettings,
 } from '../../src/calls/store.js';
 import { CorruptRecordError } from '../../src/calls/model.js';
@@ -28,6 +32,47 @@ function expectOneHashTag(keyList: string[]): void {
 }
 
 describe('*KeysArgs', () => {
+  it('sendMessageKeysArgs: KEYS call, op, outbox, ring index, message stream, seq counters under one call tag; ARGV in sendMessage.lua order', () => {
+    const c = sendMessageKeysArgs(s, {
+      callId: 'call-1',
+      userId: 'alice',
+      installationId: 'alice-phone',
+      eventId: 'ev-1',
+      payloadJson: '{"kind":"offer"}',
+      operationId: 'op-1',
+      fingerprint: 'fp',
+    });
+    expect(c.keys).toEqual([
+      keys.call(s, 'call-1'),
+      keys.operation(s, 'call-1', 'alice', 'op-1'),
+      keys.outboxForCall(s, 'call-1'),
+      keys.ringingForCall(s, 'call-1'),
+      keys.callMessages(s, 'call-1'),
+      keys.callMessageSeqs(s, 'call-1'),
+    ]);
+    expectOneHashTag(c.keys);
+    expect(c.args).toEqual([
+      'alice',
+      'alice-phone',
+      'ev-1',
+      '{"kind":"offer"}',
+      '86400000',
+      '172800000',
+      'fp',
+      String(MESSAGES_KEPT_PER_CALL),
+      String(MESSAGES_TTL_MS),
+    ]);
+  });
+
+  it('readMessagesKeysArgs: KEYS call and message stream under one call tag', () => {
+    const c = readMessagesKeysArgs(s, 'call-1', 'bob', 'bob-phone', 7);
+    expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.callMessages(s, 'call-1')]);
+    expectOneHashTag(c.keys);
+    expect(c.args).toEqual(['bob', 'bob-phone', '7']);
+    // The per-call-and-sender rate limit counter lives under the same tag (one slot per call).
+    expect(tagOf(keys.callMessageLimit(s, 'call-1', 'bob'))).toBe(tagOf(c.keys[0]!));
+  });
+
   it('createCallKeysArgs: KEYS callKey, opKey, outboxKey; ARGV in createCall.lua order', () => {
     const c = createCallKeysArgs(s, {
       callId: 'call-1',

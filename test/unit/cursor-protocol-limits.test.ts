@@ -36,11 +36,19 @@ describe('signaling protocol', () => {
     expect(packed).toEqual(json);
     expect(json.event.occurredAtMs).toBe(1795236718009);
   });
-  it('client frames: only ping is understood', () => {
+  it('client frames: ping and in-call messages are understood, nothing else', () => {
     const enc = (s: string) => new TextEncoder().encode(s).buffer as ArrayBuffer;
     expect(decodeClientMessage('json', enc('{"type":"ping"}'), false)).toEqual({ type: 'ping' });
     expect(decodeClientMessage('json', enc('{"type":"nope"}'), false)).toBeUndefined();
     expect(decodeClientMessage('json', enc('not json'), false)).toBeUndefined();
+    const message = { type: 'message', callId: 'c-1', operationId: 'op-1', payload: { kind: 'offer', sdp: 'v=0' } };
+    expect(decodeClientMessage('json', enc(JSON.stringify(message)), false)).toEqual(message);
+    expect(decodeClientMessage('json', enc(JSON.stringify({ ...message, payload: [1] })), false)).toMatchObject({
+      type: 'invalid',
+      operationId: 'op-1',
+      detail: expect.stringMatching(/^payload: /),
+    });
+    expect(decodeClientMessage('json', enc(JSON.stringify({ ...message, callId: 'a b' })), false)).toMatchObject({ type: 'invalid', detail: expect.stringMatching(/callId/) });
   });
 });
 

@@ -28,10 +28,11 @@ describe('errorCatalogue', () => {
     }
   });
 
-  it('adds only method_not_allowed (405) beyond the original design', () => {
+  it('adds only method_not_allowed (405) and call_not_active (409, README "In-call messages") beyond the original design', () => {
     const extra = Object.keys(errorCatalogue).filter((c) => !(c in DOCUMENTED_STATUSES));
-    expect(extra).toEqual(['method_not_allowed']);
+    expect(extra.sort()).toEqual(['call_not_active', 'method_not_allowed']);
     expect(errorCatalogue.method_not_allowed.status).toBe(405);
+    expect(errorCatalogue.call_not_active.status).toBe(409);
   });
 
   it('gives every code a non-empty title and a distinct one', () => {

@@ -1,0 +1,405 @@
+// The softphone page (README "Browser softphone"): sign in, call a user by ID, ring with
+// answer/decline, WebRTC media negotiated over in-call messages, end reasons from each side, and
+// a signaling socket that resumes by cursor.
+import { Api, ProblemError, Signaling } from './api.js';
+import { MediaCall } from './media.js';
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+
+const state = {
+  session: undefined,
+  api: undefined,
+  signaling: undefined,
+  /** The call on screen: { id, role, peer, video, status, media, lastSeq, sends } */
+  call: undefined,
+  /** In-call messages that arrived before their call's media started, by callId. */
+  early: new Map(),
+};
+
+// For people poking at it from the console (and the browser tests): the current connection.
+window.softphone = {
+  state,
+  get pc() {
+    return state.call?.media?.pc;
+  },
+};
+
+// ---------------------------------------------------------------- sign-in
+
+async function init() {
+  $('relay-only').checked = params.get('relay') === '1';
+  if (params.get('user')) $('signin-user').value = params.get('user');
+  const saved = sessionStorage.getItem('softphone.session');
+  if (saved) return start(JSON.parse(saved));
+  const config = await fetch('/demo-api/config').then((r) => r.json());
+  if (!config.devTokens) {
+    // Not in dev mode: sign in with a session token minted elsewhere (npm run token).
+    $('signin-hint').textContent = 'Paste a session token (npm run token -- --sub alice --iid alice-web).';
+    $('signin-token-row').hidden = false;
+    $('signin-user').required = false;
+    $('signin-user').closest('label').hidden = true;
+    $('signin-name').closest('label').hidden = true;
+  }
+  $('signin-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    signIn(config.devTokens).catch((err) => ($('signin-error').textContent = err.message));
+  });
+}
+
+async function signIn(devTokens) {
+  $('signin-error').textContent = '';
+  if (!devTokens) {
+    const token = $('signin-token').value.trim();
+    const claims = JSON.parse(atob(token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/')));
+    return start({ token, userId: claims.sub, installationId: claims.iid, name: claims.name || claims.sub });
+  }
+  const userId = $('signin-user').value.trim();
+  const name = $('signin-name').value.trim() || userId;
+  // One installation per browser tab: a second tab of the same user is another device.
+  const installationId = `${userId}-web-${crypto.randomUUID().slice(0, 6)}`;
+  const res = await fetch('/demo-api/token', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ userId, name, installationId }),
+  });
+  const body = await res.json();
+  if (!res.ok) throw new Error(body.detail || `sign-in failed (${res.status})`);
+  start({ token: body.token, userId, installationId, name });
+}
+
+function start(session) {
+  state.session = session;
+  sessionStorage.setItem('softphone.session', JSON.stringify(session));
+  state.api = new Api(session.token);
+  $('signin').hidden = true;
+  $('phone').hidden = false;
+  $('who').hidden = false;
+  $('who-name').textContent = session.name;
+  $('who-iid').textContent = session.installationId;
+  $('who-avatar').textContent = initial(session.name);
+  state.signaling = new Signaling({
+    token: session.token,
+    installationKey: session.installationId,
+    onEvent,
+    onMessage,
+    onStatus,
+    onGap: (reason) => log('gap', `events lost (${reason}); continuing from the head`, 'sys'),
+    onSynced,
+  });
+  state.signaling.connect();
+  render();
+}
+
+function signOut() {
+  state.signaling?.stop();
+  if (state.call && !isOver(state.call)) hangUp();
+  sessionStorage.removeItem('softphone.session');
+  location.reload();
+}
+
+// ---------------------------------------------------------------- signaling
+
+function onStatus(status, resumedFrom, code) {
+  // Messages that arrive while the socket is away are fetched after the reconnect from the last
+  // seq seen before it went away (a live message may arrive before the fetch does).
+  const call = state.call;
+  if (call && status !== 'online') call.recoverAfter = Math.min(call.recoverAfter ?? Infinity, call.lastSeq);
+  $('conn-status').dataset.state = status;
+  $('conn-status').textContent = status;
+  if (status === 'connecting') log('connecting', resumedFrom ? `resuming after cursor ${short(resumedFrom)}` : 'from the head of the log', 'sys');
+  if (status === 'offline') log('disconnected', code ? `close code ${code}` : '', 'sys');
+}
+
+async function onSynced({ resumedFrom, replayed, again }) {
+  $('cursor').textContent = state.signaling.cursor ?? '—';
+  log('online', resumedFrom ? `resumed by cursor, ${replayed} event(s) replayed` : `registered as ${state.session.installationId}`, 'sys');
+  // Messages are not in the event log: after a reconnect during a call, fetch what was missed.
+  const call = state.call;
+  if ((resumedFrom || again) && call && !isOver(call)) {
+    const after = call.recoverAfter ?? call.lastSeq;
+    call.recoverAfter = undefined;
+    try {
+      const { messages } = await state.api.messagesAfter(call.id, after);
+      if (messages.length) log('recovered', `${messages.length} in-call message(s) after seq ${after}`, 'sys');
+      for (const m of messages) {
+        if (state.signaling.seen.has(m.eventId)) continue;
+        state.signaling.seen.add(m.eventId);
+        onMessage(m);
+      }
+    } catch (err) {
+      showError(err);
+    }
+  }
+}
+
+function onEvent(e) {
+  $('cursor').textContent = state.signaling.cursor ?? '—';
+  log(e.type, describeEvent(e));
+  const call = state.call;
+  switch (e.type) {
+    case 'call.invited':
+      if (e.expiresAtMs <= Date.now()) return; // a replayed invitation that has rung out
+      if (call && !isOver(call) && call.id !== e.callId) return; // busy with another call
+      if (call?.id === e.callId) return;
+      state.call = newCall(e.callId, 'callee', e.displayName, e.video, 'incoming');
+      // README "Caller identity and call back": the handle is <scheme>:<percent-encoded userId>.
+      state.call.peerUserId = decodeURIComponent(e.handle.slice(e.handle.indexOf(':') + 1));
+      render();
+      return;
+    case 'call.accepted':
+      if (call?.id === e.callId && call.role === 'caller' && call.status === 'outgoing') {
+        call.status = 'connecting';
+        render();
+        startMedia(call);
+      }
+      return;
+    case 'call.ended':
+      if (call?.id === e.callId && !isOver(call)) finish(call, e.reason);
+      return;
+    case 'call.renamed':
+      if (call?.id === e.callId) {
+        call.peer = e.displayName;
+        render();
+      }
+      return;
+  }
+}
+
+function onMessage(m) {
+  const call = state.call;
+  log('call.message', `#${m.seq} ${m.payload.kind ?? 'message'} from ${m.fromInstallationId}`);
+  if (call?.id === m.callId) call.lastSeq = Math.max(call.lastSeq, m.seq);
+  if (call?.id === m.callId && call.media) {
+    call.media.deliver(m.payload);
+    return;
+  }
+  // Before the media exists (an early offer, or a message that overtook call.accepted).
+  const list = state.early.get(m.callId) ?? [];
+  list.push(m);
+  state.early.set(m.callId, list);
+  if (state.early.size > 20) state.early.delete(state.early.keys().next().value);
+}
+
+// ---------------------------------------------------------------- calls
+
+function newCall(id, role, peer, video, status) {
+  return { id, role, peer, video, status, media: undefined, lastSeq: 0, sends: Promise.resolve(), endReason: undefined };
+}
+
+function isOver(call) {
+  return call.status === 'ended';
+}
+
+async function placeCall(calleeUserId, video) {
+  if (state.call && !isOver(state.call)) return;
+  clearError();
+  try {
+    const snapshot = await state.api.createCall(calleeUserId, video);
+    const call = newCall(snapshot.callId, 'caller', calleeUserId, video, snapshot.state === 'ended' ? 'ended' : 'outgoing');
+    call.peerUserId = calleeUserId;
+    state.call = call;
+    if (snapshot.state === 'ended') finish(call, snapshot.endReason);
+    render();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+async function answerCall() {
+  const call = state.call;
+  if (!call || call.status !== 'incoming') return;
+  call.status = 'connecting';
+  render();
+  try {
+    await state.api.answer(call.id, state.session.installationId);
+    startMedia(call);
+  } catch (err) {
+    if (err instanceof ProblemError && err.problem.snapshot) finish(call, err.problem.snapshot.endReason ?? 'answeredElsewhere');
+    else showError(err);
+  }
+}
+
+/** Ends the call from this side with `reason`; the reason shown is the one the server stored for this side. */
+async function endCall(reason) {
+  const call = state.call;
+  if (!call || isOver(call)) return;
+  try {
+    const snapshot = await state.api.end(call.id, reason);
+    finish(call, snapshot.endReason ?? reason);
+  } catch (err) {
+    showError(err);
+  }
+}
+
+const hangUp = () => endCall('localHangup');
+
+async function startMedia(call) {
+  try {
+    const { iceServers } = await state.api.mediaSession(call.id);
+    if (isOver(call)) return;
+    if ($('relay-only').checked && !iceServers.some((s) => s.urls.some((u) => /^turns?:/.test(u)))) {
+      showError('"TURN relay only" needs a TURN server, and this server lists none (TURN_URLS): media cannot connect.');
+    }
+    call.media = new MediaCall({
+      role: call.role,
+      iceServers,
+      relayOnly: $('relay-only').checked,
+      video: call.video,
+      // One sender's messages go out one after the other, so they keep their order (seq).
+      send: (payload) => (call.sends = call.sends.then(() => state.api.sendMessage(call.id, payload))),
+      onState: (s) => {
+        $('media-state').dataset.state = s;
+        $('media-state').textContent = s === 'connected' ? 'media connected' : `media ${s}`;
+        if (s === 'failed') showError('The media connection failed (no route between the two browsers, or the TURN server refused the credentials).');
+        if (s === 'connected' && call.status === 'connecting') {
+          call.status = 'connected';
+          call.connectedAt = Date.now();
+          render();
+        }
+      },
+      onError: showError,
+      localVideo: $('local-video'),
+      remoteVideo: $('remote-video'),
+    });
+    for (const m of state.early.get(call.id) ?? []) call.media.deliver(m.payload);
+    state.early.delete(call.id);
+    $('local-video').classList.add('on');
+    await call.media.start();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+function finish(call, reason) {
+  call.status = 'ended';
+  call.endReason = reason;
+  call.media?.close();
+  call.media = undefined;
+  $('local-video').classList.remove('on');
+  render();
+}
+
+// ---------------------------------------------------------------- rendering
+
+const END_TEXT = {
+  localHangup: () => 'You ended the call',
+  remoteEnded: (c) => `${c.peer} hung up`,
+  declined: (c) => (c.role === 'caller' ? `${c.peer} declined` : 'You declined'),
+  callerCancelled: (c) => `${c.peer} cancelled the call`,
+  unanswered: (c) => (c.role === 'caller' ? 'No answer' : 'Missed call'),
+  answeredElsewhere: () => 'Answered on another device',
+  busy: (c) => `${c.peer} is busy`,
+  failed: () => 'The call failed',
+};
+
+const STATE_TEXT = {
+  idle: 'Ready',
+  outgoing: 'Calling…',
+  incoming: 'Incoming call',
+  connecting: 'Connecting…',
+  connected: 'In call',
+  ended: 'Call ended',
+};
+
+function render() {
+  const call = state.call;
+  const status = call?.status ?? 'idle';
+  $('call-state').dataset.state = status;
+  $('call-state').textContent = STATE_TEXT[status];
+  $('call-peer').textContent = !call
+    ? 'Nobody on the line'
+    : call.role === 'caller'
+      ? `to ${call.peer}${call.video ? ' · video' : ' · audio'}`
+      : `from ${call.peer}${call.video ? ' · video' : ' · audio'}`;
+  $('peer-avatar').textContent = call ? initial(call.peer) : '☎';
+  $('videos').classList.toggle('live', status === 'connected');
+  $('videos').classList.toggle('ringing', status === 'incoming' || status === 'outgoing');
+  $('answer-btn').hidden = status !== 'incoming';
+  $('decline-btn').hidden = status !== 'incoming';
+  $('cancel-btn').hidden = status !== 'outgoing';
+  $('hangup-btn').hidden = status !== 'connecting' && status !== 'connected';
+  $('call-btn').disabled = !!call && !isOver(call);
+  $('callback-btn').hidden = status !== 'ended' || !call.peerUserId;
+  $('call-timer').textContent = '';
+  const reason = $('end-reason');
+  reason.hidden = status !== 'ended';
+  reason.dataset.reason = call?.endReason ?? '';
+  if (status === 'ended') {
+    reason.replaceChildren(document.createTextNode((END_TEXT[call.endReason] ?? (() => 'Call ended'))(call)));
+    const code = document.createElement('code');
+    code.textContent = call.endReason ?? '';
+    reason.append(code);
+  }
+  if (status !== 'connecting' && status !== 'connected') {
+    $('media-state').dataset.state = 'none';
+    $('media-state').textContent = 'no media';
+  }
+}
+
+function log(kind, detail, cls = '') {
+  const li = document.createElement('li');
+  if (cls) li.className = cls;
+  const time = document.createElement('time');
+  time.textContent = new Date().toLocaleTimeString([], { hour12: false });
+  const body = document.createElement('div');
+  const k = document.createElement('span');
+  k.className = 'kind';
+  k.textContent = kind;
+  const small = document.createElement('small');
+  small.textContent = detail;
+  body.append(k, small);
+  li.append(time, body);
+  $('events').prepend(li);
+  while ($('events').children.length > 200) $('events').lastChild.remove();
+}
+
+function describeEvent(e) {
+  switch (e.type) {
+    case 'call.invited':
+      return `${e.displayName} is calling${e.video ? ' (video)' : ''}`;
+    case 'call.accepted':
+      return `answered on ${e.answeredByInstallationId}`;
+    case 'call.ended':
+      return `reason ${e.reason}`;
+    case 'call.renamed':
+      return `now "${e.displayName}"`;
+    default:
+      return '';
+  }
+}
+
+function showError(err) {
+  $('call-error').textContent = err instanceof Error ? err.message : String(err);
+}
+function clearError() {
+  $('call-error').textContent = '';
+}
+function initial(name) {
+  return (name || '?').trim().charAt(0).toUpperCase() || '?';
+}
+function short(cursor) {
+  return cursor.length > 18 ? `…${cursor.slice(-14)}` : cursor;
+}
+
+// ---------------------------------------------------------------- wiring
+
+$('dial-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  placeCall($('callee').value.trim(), $('video').checked);
+});
+$('answer-btn').addEventListener('click', answerCall);
+$('decline-btn').addEventListener('click', () => endCall('declined'));
+$('cancel-btn').addEventListener('click', hangUp);
+$('hangup-btn').addEventListener('click', hangUp);
+$('reconnect-btn').addEventListener('click', () => state.signaling?.reconnect());
+$('callback-btn').addEventListener('click', () => placeCall(state.call.peerUserId, state.call.video));
+// The duration of the call in progress.
+setInterval(() => {
+  const call = state.call;
+  if (call?.status !== 'connected' || !call.connectedAt) return;
+  const s = Math.floor((Date.now() - call.connectedAt) / 1000);
+  $('call-timer').textContent = `${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
+}, 500);
+$('signout-btn').addEventListener('click', signOut);
+init().catch(showError);

@@ -1,0 +1,75 @@
+--[[
+  Stores one in-call message (README "In-call messages") and queues its delivery, atomically.
+
+  KEYS[1] callKey
+  KEYS[2] opKey        the operation's idempotency record
+  KEYS[3] outboxKey    the shard's outbox: the relay publishes the message to the recipient
+  KEYS[4] ringingKey   the shard's ring index (lazy expiry takes a due call out of it)
+  KEYS[5] messagesKey  the call's message stream (kept apart from the users' event logs)
+  KEYS[6] seqKey       the call's per-sender sequence counters (a hash: userId -> last seq)
+
+  ARGV[1] userId
+  ARGV[2] installationId
+  ARGV[3] eventId          chosen by the server for this operation (a replay returns the first one)
+  ARGV[4] payloadJson      the message's payload, a JSON object (already validated and bounded)
+  ARGV[5] retentionMs
+  ARGV[6] operationTtlMs
+  ARGV[7] fingerprint
+  ARGV[8] maxKept          messages kept in the call's stream (older ones are trimmed)
+  ARGV[9] messagesTtlMs    the stream and counters expire this long after the last message
+
+  Who may send: the caller's calling installation, and while ringing any callee installation,
+  after the answer only the answering one. Who receives: the caller's messages go to every
+  callee installation while ringing (an early offer), to the answering one after; the callee's go
+  to the caller's calling installation.
+
+  Returns
+    { 'fresh' | 'replay', 'ok', 200, { eventId, seq, occurredAtMs } }
+    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' }
+]]
+local callKey, opKey, outboxKey, ringingKey, messagesKey, seqKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local userId, installationId, eventId, payloadJson = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local retentionMs, operationTtlMs, fingerprint = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local maxKept, messagesTtlMs = tonumber(ARGV[8]), tonumber(ARGV[9])
+
+--@include "nowMs"
+--@include "fmtInt"
+--@include "callRecord"
+--@include "callParties"
+--@include "expireIfDue"
+--@include "operationRecord"
+
+local replay = replayOperation(opKey, fingerprint, true)
+if replay then return replay end
+
+local call = loadCall(callKey)
+if not isParty(call, userId) then return { 'error', 'not_found' } end
+local now = nowMs()
+expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
+local v = call.values
+if v.state ~= 'ringing' and v.state ~= 'accepted' then return { 'error', 'call_not_active' } end
+
+local to, only
+if userId == v.callerUserId then
+  if installationId ~= v.callerInstallationId then return { 'error', 'forbidden' } end
+  to = v.calleeUserId
+  only = v.state == 'accepted' and v.answeredByInstallationId or ''
+else
+  if v.state == 'accepted' and installationId ~= v.answeredByInstallationId then return { 'error', 'forbidden' } end
+  to, only = v.callerUserId, v.callerInstallationId
+end
+
+local seq = redis.call('HINCRBY', seqKey, userId, 1)
+-- Built by concatenation so the payload's JSON text reaches the recipient unchanged.
+local event = '{"schemaVersion":1,"eventId":' .. cjson.encode(eventId) ..
+  ',"type":"call.message","callId":' .. cjson.encode(v.callId) ..
+  ',"occurredAtMs":' .. fmtInt(now) ..
+  ',"fromInstallationId":' .. cjson.encode(installationId) ..
+  ',"seq":' .. fmtInt(seq) ..
+  ',"payload":' .. payloadJson .. '}'
+redis.call('XADD', messagesKey, 'MAXLEN', maxKept, '*', 'f', userId, 't', to, 'o', only, 's', seq, 'm', event)
+redis.call('PEXPIRE', messagesKey, messagesTtlMs)
+-- The counters outlive the call's record, so a sender's seq never restarts while the call exists.
+redis.call('PEXPIRE', seqKey, math.max(messagesTtlMs, retentionMs))
+redis.call('XADD', outboxKey, '*', 'message', v.callId, 'at', fmtInt(now), 'to', to, 'only', only, 'event', event)
+return recordOperation(opKey, fingerprint, 'ok', 200, { eventId, fmtInt(seq), fmtInt(now) }, operationTtlMs)

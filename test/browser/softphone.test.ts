@@ -1,0 +1,266 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { REPO_ROOT, startServer, type TestServer } from '../support/server.js';
+import { startCoturn, type Coturn } from '../support/coturn.js';
+
+/**
+ * The browser softphone (README "Browser softphone") in Debian's Chromium, driven by
+ * playwright-core, against real server processes (DEMO=true, --dev), a real Redis and a real
+ * coturn: alice and bob, each in a browser context of their own, call, ring, answer, connect
+ * WebRTC media through the TURN relay only (iceTransportPolicy 'relay', so a connection proves
+ * coturn accepted the media-session credentials), hang up, decline, cancel and ring out, and each
+ * side shows its end reason. Every step is screenshotted into test-artifacts/ (path printed).
+ */
+
+// Browser globals inside page.evaluate callbacks (the project compiles without the DOM library).
+declare const window: {
+  softphone: { pc?: any; state: { signaling: { stop(): void }; call?: { id: string }; api: { messagesAfter(callId: string, after: number): Promise<{ messages: unknown[] }> } } };
+};
+declare const document: { getElementById(id: string): any };
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  // Containers often have a small /dev/shm; Chromium then writes shared memory to /tmp instead.
+  '--disable-dev-shm-usage',
+  '--use-fake-device-for-media-stream',
+  '--use-fake-ui-for-media-stream',
+];
+const TURN_SECRET = 'browser-turn-secret-2b7e151628aed2a6';
+const STEP_TIMEOUT_MS = 20_000;
+
+let redis: RedisServer;
+let coturn: Coturn;
+let server: TestServer;
+/** Same Redis, a ring window of 4 s: for the ring-out case. */
+let shortRing: TestServer;
+let browser: Browser;
+const artifacts = join(REPO_ROOT, 'test-artifacts', `softphone-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+let step = 0;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  mkdirSync(artifacts, { recursive: true });
+  [redis, coturn] = await Promise.all([startRedis(), startCoturn(TURN_SECRET)]);
+  const env = { REDIS_URL: redis.url, DEMO: 'true', TURN_URLS: coturn.url, TURN_SECRET };
+  [server, shortRing] = await Promise.all([
+    startServer({ ...env, RING_TIMEOUT_MS: '45000' }, { args: ['--dev'] }),
+    startServer({ ...env, RING_TIMEOUT_MS: '4000' }, { args: ['--dev'] }),
+  ]);
+  // Playwright starts Chromium with a fresh temporary --user-data-dir of its own.
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+}, 90_000);
+
+afterEach(async () => {
+  await Promise.all(contexts.splice(0).map((c) => c.close().catch(() => {})));
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await Promise.all([server?.stop(), shortRing?.stop()]);
+  await Promise.all([redis?.stop(), coturn?.stop()]);
+  console.log(`softphone screenshots: ${artifacts}`);
+});
+
+async function shot(page: Page, name: string): Promise<void> {
+  step++;
+  await page.screenshot({ path: join(artifacts, `${String(step).padStart(2, '0')}-${name}.png`) });
+}
+
+/** A fresh browser context (its own storage, camera and microphone allowed) signed in as `userId`. */
+async function signedIn(baseUrl: string, userId: string, name: string): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1180, height: 760 }, permissions: ['camera', 'microphone'] });
+  contexts.push(context);
+  const page = await context.newPage();
+  page.setDefaultTimeout(STEP_TIMEOUT_MS);
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(`${baseUrl}/demo/?relay=1`);
+  await page.fill('#signin-user', userId);
+  await page.fill('#signin-name', name);
+  await page.click('#signin-btn');
+  await page.waitForSelector('#conn-status[data-state="online"]');
+  expect(errors).toEqual([]);
+  return page;
+}
+
+async function users(baseUrl: string): Promise<{ alice: Page; bob: Page; bobId: string }> {
+  const suffix = randomUUID().slice(0, 8);
+  const bobId = `bob-${suffix}`;
+  const [alice, bob] = await Promise.all([signedIn(baseUrl, `alice-${suffix}`, 'Alice'), signedIn(baseUrl, bobId, 'Bob')]);
+  return { alice, bob, bobId };
+}
+
+async function dial(alice: Page, bob: Page, bobId: string, label: string): Promise<void> {
+  await alice.fill('#callee', bobId);
+  await alice.click('#call-btn');
+  await alice.waitForSelector('#call-state[data-state="outgoing"]');
+  await bob.waitForSelector('#call-state[data-state="incoming"]');
+  await expect.poll(() => bob.textContent('#call-peer')).toContain('Alice');
+  await shot(alice, `${label}-alice-calling`);
+  await shot(bob, `${label}-bob-ringing`);
+}
+
+async function endReason(page: Page, reason: string): Promise<void> {
+  await page.waitForSelector(`#end-reason[data-reason="${reason}"]`);
+  expect(await page.isVisible('#end-reason')).toBe(true);
+}
+
+/** What the page's RTCPeerConnection says about itself: policy, state, the selected pair, bytes in. */
+function peerStats(page: Page) {
+  return page.evaluate(async () => {
+    const pc = window.softphone.pc;
+    if (!pc) return undefined;
+    const stats = [...(await pc.getStats()).values()] as Record<string, any>[];
+    const transport = stats.find((s) => s.type === 'transport');
+    const pair = stats.find((s) => s.type === 'candidate-pair' && s.id === transport?.selectedCandidatePairId);
+    const local = stats.find((s) => s.id === pair?.localCandidateId);
+    const remote = stats.find((s) => s.id === pair?.remoteCandidateId);
+    const inbound = stats.filter((s) => s.type === 'inbound-rtp');
+    return {
+      policy: pc.getConfiguration().iceTransportPolicy,
+      state: pc.connectionState,
+      localType: local?.candidateType as string | undefined,
+      remoteType: remote?.candidateType as string | undefined,
+      bytesReceived: inbound.reduce((n, s) => n + (s.bytesReceived ?? 0), 0),
+      kinds: inbound.map((s) => s.kind as string).sort(),
+    };
+  });
+}
+
+describe('browser softphone', () => {
+  it('call → ring → answer → WebRTC connected through the TURN relay → hang up; each side shows its end reason', async () => {
+    const { alice, bob, bobId } = await users(server.url);
+    await shot(alice, 'alice-signed-in');
+    await shot(bob, 'bob-signed-in');
+    await dial(alice, bob, bobId, 'call');
+
+    await bob.click('#answer-btn');
+    await Promise.all([
+      alice.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 }),
+      bob.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 }),
+    ]);
+    for (const page of [alice, bob]) {
+      // Media flowed through coturn: relay-only policy, relay candidates selected, audio and video in.
+      await expect.poll(async () => (await peerStats(page))?.bytesReceived ?? 0, { timeout: 20_000 }).toBeGreaterThan(10_000);
+      const s = await peerStats(page);
+      expect(s).toMatchObject({ policy: 'relay', state: 'connected', localType: 'relay', remoteType: 'relay', kinds: ['audio', 'video'] });
+      await expect.poll(() => page.evaluate(() => document.getElementById('remote-video').videoWidth as number)).toBeGreaterThan(0);
+      expect(await page.getAttribute('#media-state', 'data-state')).toBe('connected');
+    }
+    await shot(alice, 'call-alice-connected');
+    await shot(bob, 'call-bob-connected');
+    // The offer, the answer and the ICE candidates went through the in-call messages.
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(Number(/^ws_messages_sent_total (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThanOrEqual(4);
+
+    await alice.click('#hangup-btn');
+    await endReason(alice, 'localHangup');
+    await endReason(bob, 'remoteEnded');
+    expect(await alice.textContent('#end-reason')).toContain('You ended the call');
+    expect(await bob.textContent('#end-reason')).toContain('Alice hung up');
+    expect(await alice.evaluate(() => window.softphone.pc === undefined)).toBe(true);
+    await shot(alice, 'call-alice-hung-up');
+    await shot(bob, 'call-bob-remote-ended');
+  }, 150_000);
+
+  it('decline: the callee declines; both sides show declined', async () => {
+    const { alice, bob, bobId } = await users(server.url);
+    await dial(alice, bob, bobId, 'decline');
+    await bob.click('#decline-btn');
+    await endReason(bob, 'declined');
+    await endReason(alice, 'declined');
+    expect(await alice.textContent('#end-reason')).toContain(`${bobId} declined`);
+    expect(await bob.textContent('#end-reason')).toContain('You declined');
+    await shot(alice, 'decline-alice');
+    await shot(bob, 'decline-bob');
+  }, 90_000);
+
+  it('cancel: the caller hangs up while it rings; the callee shows callerCancelled', async () => {
+    const { alice, bob, bobId } = await users(server.url);
+    await dial(alice, bob, bobId, 'cancel');
+    await alice.click('#cancel-btn');
+    await endReason(alice, 'localHangup');
+    await endReason(bob, 'callerCancelled');
+    expect(await bob.textContent('#end-reason')).toContain('Alice cancelled the call');
+    await shot(alice, 'cancel-alice');
+    await shot(bob, 'cancel-bob');
+    // Bob calls back from the missed call (the invitation's handle names alice).
+    await bob.click('#callback-btn');
+    await alice.waitForSelector('#call-state[data-state="incoming"]');
+    await expect.poll(() => alice.textContent('#call-peer')).toContain('Bob');
+    await shot(alice, 'cancel-alice-called-back');
+    await alice.click('#decline-btn');
+    await endReason(bob, 'declined');
+  }, 90_000);
+
+  it('ring-out: nobody answers within RING_TIMEOUT_MS; both sides show unanswered', async () => {
+    const { alice, bob, bobId } = await users(shortRing.url);
+    await dial(alice, bob, bobId, 'ringout');
+    await endReason(alice, 'unanswered');
+    await endReason(bob, 'unanswered');
+    expect(await alice.textContent('#end-reason')).toContain('No answer');
+    expect(await bob.textContent('#end-reason')).toContain('Missed call');
+    await shot(alice, 'ringout-alice');
+    await shot(bob, 'ringout-bob');
+  }, 90_000);
+
+  it('reconnect during a call: the offer sent while the callee was offline is fetched by GET messages, and media connects', async () => {
+    const { alice, bob, bobId } = await users(server.url);
+    await dial(alice, bob, bobId, 'offline-offer');
+    // Bob answers with his socket down: alice's offer and candidates go out while he cannot get them.
+    await bob.evaluate(() => window.softphone.state.signaling.stop());
+    await bob.waitForSelector('#conn-status[data-state="offline"]');
+    await bob.click('#answer-btn');
+    await bob.waitForSelector('#call-state[data-state="connecting"]');
+    await expect
+      .poll(() => bob.evaluate(async () => (await window.softphone.state.api.messagesAfter(window.softphone.state.call!.id, 0)).messages.length), {
+        timeout: STEP_TIMEOUT_MS,
+      })
+      .toBeGreaterThan(0);
+    expect(await bob.getAttribute('#call-state', 'data-state')).toBe('connecting');
+    await shot(bob, 'offline-offer-bob-answered-offline');
+    await bob.click('#reconnect-btn');
+    await expect.poll(() => bob.textContent('#events')).toMatch(/in-call message\(s\) after seq 0/);
+    await Promise.all([
+      alice.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 }),
+      bob.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 }),
+    ]);
+    // The selected pair shows up in the stats a moment after `connected`.
+    await expect.poll(async () => (await peerStats(bob))?.localType, { timeout: 10_000 }).toBe('relay');
+    expect(await peerStats(bob)).toMatchObject({ policy: 'relay', state: 'connected' });
+    await shot(bob, 'offline-offer-bob-connected-after-reconnect');
+    await bob.click('#hangup-btn');
+    await endReason(bob, 'localHangup');
+    await endReason(alice, 'remoteEnded');
+  }, 120_000);
+
+  it('reconnect by cursor: events sent while the socket was down are replayed, and the page resumes', async () => {
+    const { alice, bob, bobId } = await users(server.url);
+    // Bob's socket goes away; alice calls meanwhile; bob reconnects from his cursor and rings.
+    await bob.evaluate(() => window.softphone.state.signaling.stop());
+    await bob.waitForSelector('#conn-status[data-state="offline"]');
+    await alice.fill('#callee', bobId);
+    await alice.click('#call-btn');
+    await alice.waitForSelector('#call-state[data-state="outgoing"]');
+    expect(await bob.getAttribute('#call-state', 'data-state')).toBe('idle');
+    await bob.click('#reconnect-btn');
+    await bob.waitForSelector('#conn-status[data-state="online"]');
+    await bob.waitForSelector('#call-state[data-state="incoming"]');
+    await expect.poll(() => bob.textContent('#events')).toContain('resumed by cursor, 1 event(s) replayed');
+    await shot(bob, 'reconnect-bob-resumed-ringing');
+    await bob.click('#decline-btn');
+    await endReason(alice, 'declined');
+  }, 90_000);
+});
