@@ -162,8 +162,8 @@ describe('browser softphone', () => {
     await shot(alice, 'call-alice-connected');
     await shot(bob, 'call-bob-connected');
     // The offer, the answer and the ICE candidates went through the in-call messages.
-    const metrics = await (await fetch(`${server.url}/metrics`)).text();
-    expect(Number(/^ws_messages_sent_total (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThanOrEqual(4);
+    const metrics = await (await fetch(`${server.metricsUrl}/metrics`)).text();
+    expect(Number(/^calling_ws_messages_sent_total (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThanOrEqual(4);
 
     await alice.click('#hangup-btn');
     await endReason(alice, 'localHangup');
