@@ -63,6 +63,24 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
 }
 
 /**
+ * Kills `server` with SIGKILL (no shutdown, nothing flushed beyond what Redis already wrote) and
+ * starts a new redis-server on the same port and directory: with `appendOnly` it loads its AOF,
+ * as a production Redis restarted by its supervisor. Stop the returned server, not the old one.
+ */
+export async function crashAndRestartRedis(server: RedisServer, opts: StartRedisOptions = {}): Promise<RedisServer> {
+  process.kill(server.pid, 'SIGKILL');
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (await redisCommand(server.port, ['PING'], 200).then(() => true, () => false)) {
+    if (Date.now() > deadline) throw new Error(`redis-server ${server.pid} still answers after SIGKILL`);
+    await delay(20);
+  }
+  const appendOnly = opts.appendOnly === true ? 'yes' : 'no';
+  const restarted = spawnServer(server.port, server.dir, [...baseArgs(server.port, server.dir), '--appendonly', appendOnly]);
+  await waitForPing(restarted);
+  return restarted.handle;
+}
+
+/**
  * A Redis Cluster of `nodes` masters, each with `replicas` replicas, whose 16384 slots are
  * spread by `redis-cli --cluster create`. Resolves once every node reports `cluster_state:ok`
  * (and every replica is attached to its master).
