@@ -1,6 +1,6 @@
 import { readFileSync, readdirSync } from 'node:fs';
-import { dirname, extname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { extname, join } from 'node:path';
+import { packageDir } from '../util/packageDir.js';
 import { z } from 'zod';
 import type { Route } from '../http/router.js';
 import { parseJsonBody } from '../http/request.js';
@@ -13,16 +13,8 @@ import { mintToken } from '../auth/devTokens.js';
  * token endpoint that signs session tokens with the dev secret so the page can sign in by user ID.
  */
 
-const here = dirname(fileURLToPath(import.meta.url));
 /** `demo/` sits at the package root, both from `src/demo` and from `dist/src/demo`. */
-export const DEMO_DIR = [join(here, '../../demo'), join(here, '../../../demo')].find((d) => {
-  try {
-    readFileSync(join(d, 'index.html'));
-    return true;
-  } catch {
-    return false;
-  }
-}) ?? join(here, '../../demo');
+export const DEMO_DIR = packageDir(import.meta.url, 'demo', 'index.html');
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',

@@ -241,47 +241,45 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
   if (cors) {
     for (const [pattern, list] of byPattern) {
       const allow = list.map((r) => METHOD_NAME[r.method]).join(', ');
-      app.options(pattern, (res, req) => {
-        const state: ResponseState = { aborted: false, done: false };
-        res.onAborted(() => {
-          state.aborted = true;
-        });
-        const ctx = captureContext(res, req, 0);
-        if (!ctx.origin || !originAllowed(cors, ctx.origin)) {
-          const err = new ApiError('forbidden', `origin "${ctx.origin}" is not allowed (CORS_ORIGINS)`);
-          send(res, state, ctx, problemReply(err), cors);
-          return;
-        }
-        send(res, state, ctx, { status: 204, headers: { allow, ...preflightHeaders(allow) } }, cors);
-      });
+      app.options(
+        pattern,
+        answerAtOnce(cors, (ctx) => {
+          if (!ctx.origin || !originAllowed(cors, ctx.origin)) {
+            return problemReply(new ApiError('forbidden', `origin "${ctx.origin}" is not allowed (CORS_ORIGINS)`));
+          }
+          return { status: 204, headers: { allow, ...preflightHeaders(allow) } };
+        }),
+      );
     }
   }
 
   // A known path with another method: 405 with the methods it does allow.
   for (const [pattern, list] of byPattern) {
     const allow = list.map((r) => METHOD_NAME[r.method]).join(', ');
-    app.any(pattern, (res, req) => {
-      const state: ResponseState = { aborted: false, done: false };
-      res.onAborted(() => {
-        state.aborted = true;
-      });
-      const ctx = captureContext(res, req, 0);
-      const err = new ApiError('method_not_allowed', `${ctx.method.toUpperCase()} is not allowed on ${ctx.path}; allowed: ${allow}`, {}, { allow });
-      send(res, state, ctx, problemReply(err), cors);
-    });
+    app.any(
+      pattern,
+      answerAtOnce(cors, (ctx) =>
+        problemReply(new ApiError('method_not_allowed', `${ctx.method.toUpperCase()} is not allowed on ${ctx.path}; allowed: ${allow}`, {}, { allow })),
+      ),
+    );
   }
 }
 
 /** The catch-all 404; mount it last. */
 export function mountNotFound(app: TemplatedApp, cors?: CorsOrigins): void {
-  app.any('/*', (res, req) => {
+  app.any('/*', answerAtOnce(cors, (ctx) => problemReply(new ApiError('not_found', `no route for ${ctx.method.toUpperCase()} ${ctx.path}`))));
+}
+
+/** A uWS handler that answers from the request line and headers alone (preflight, 405, 404). */
+function answerAtOnce(cors: CorsOrigins | undefined, reply: (ctx: RequestContext) => Reply): (res: HttpResponse, req: HttpRequest) => void {
+  return (res, req) => {
     const state: ResponseState = { aborted: false, done: false };
     res.onAborted(() => {
       state.aborted = true;
     });
     const ctx = captureContext(res, req, 0);
-    send(res, state, ctx, problemReply(new ApiError('not_found', `no route for ${ctx.method.toUpperCase()} ${ctx.path}`)), cors);
-  });
+    send(res, state, ctx, reply(ctx), cors);
+  };
 }
 
 function errorReply(err: unknown, ctx: RequestContext, opts: RouterOptions): Reply {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageDir } from '../util/packageDir.js';
 import type { Redis, Cluster, ChainableCommander } from 'ioredis';
 import { currentTraceparent, inSpan, SpanKind, tracingEnabled } from '../observability/tracing.js';
 
@@ -16,16 +16,8 @@ import { currentTraceparent, inSpan, SpanKind, tracingEnabled } from '../observa
  * same turn share one auto-pipelined write all the same.
  */
 
-const here = dirname(fileURLToPath(import.meta.url));
 /** `lua/` sits at the package root, both from `src/redis` and from `dist/src/redis`. */
-export const LUA_DIR = [join(here, '../../lua'), join(here, '../../../lua')].find((d) => {
-  try {
-    readFileSync(join(d, 'createCall.lua'));
-    return true;
-  } catch {
-    return false;
-  }
-}) ?? join(here, '../../lua');
+export const LUA_DIR = packageDir(import.meta.url, 'lua', 'createCall.lua');
 
 /**
  * Every script and how many keys it takes (`variable`: as many as the call passes). `traced`: a
