@@ -25,6 +25,8 @@ COPY packages/client/package.json ./packages/client/
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY lua ./lua
+# The browser softphone's static files, served only with DEMO=true (README "Browser softphone").
+COPY demo ./demo
 # Listen on every interface inside the container; the metrics listener too (publish it only to
 # the scraper's network, never to the internet).
 ENV HOST=0.0.0.0 PORT=8080 METRICS_HOST=0.0.0.0 METRICS_PORT=9464

@@ -56,6 +56,7 @@ describe('Dockerfile', () => {
     expect(Object.keys(pkg.devDependencies)).toContain('typescript');
     expect(existsSync(join(imageRoot(), 'dist/src/main.js'))).toBe(true);
     expect(existsSync(join(imageRoot(), 'lua/createCall.lua'))).toBe(true);
+    expect(existsSync(join(imageRoot(), 'demo/index.html'))).toBe(true);
     // Nothing of the build stage's sources or tests.
     for (const absent of ['src', 'test', 'tsconfig.json']) expect(existsSync(join(imageRoot(), absent)), absent).toBe(false);
   });
