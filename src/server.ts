@@ -211,6 +211,7 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
     },
     limits: {
       callCreates: limiter(redis, config.RATE_CALL_CREATES_PER_MIN, 60_000, (s: { userId: string }) => keys.callCreateLimit(ks, s.userId)),
+      invitesPerCallee: limiter(redis, config.RATE_INVITES_PER_CALLEE_PER_MIN, 60_000, (s: { calleeUserId: string }) => keys.inviteLimit(ks, s.calleeUserId)),
       renames: limiter(redis, config.RATE_RENAMES_PER_MIN, 60_000, (s: { userId: string }) => keys.renameLimit(ks, s.userId)),
       pushTokenWrites: limiter(redis, config.RATE_PUSH_TOKEN_WRITES_PER_HOUR, 3_600_000, (s: { userId: string; installationId: string }) =>
         keys.pushTokenWriteLimit(ks, s.userId, s.installationId),

@@ -223,9 +223,11 @@ export function startServer(o: ServerOptions): Promise<ListeningProcess> {
     ...cleanEnv(),
     HOST: '127.0.0.1',
     PORT: '0',
+    // Several server processes run on this host: each its own metrics port.
+    METRICS_PORT: '0',
     ...(typeof o.redisUrl === 'string' ? { REDIS_URL: o.redisUrl } : { REDIS_CLUSTER_NODES: o.redisUrl.cluster }),
     AUTH_JWT_SECRET: o.secret,
-    // `info` only for the start line; the server logs nothing per request at info.
+    // As production logs: the start line, and the worker's one line per call change.
     LOG_LEVEL: 'info',
     ...o.env,
   };

@@ -95,7 +95,7 @@ export const configSchema = z
     HANDLE_SCHEME: z.string().regex(/^[a-z][a-z0-9+.-]{0,31}$/).default('app'),
     BODY_LIMIT_BYTES: int(16 * 1024, 256, 1024 * 1024),
 
-    EVENT_LOG_MAX_LEN: int(1000, 10, 1_000_000),
+    EVENT_LOG_MAX_LEN: int(5000, 10, 1_000_000),
     EVENT_LOG_MAX_AGE_MS: int(24 * 3600_000, 10_000),
     RELAY_BATCH_SIZE: int(256, 1, 10_000),
     /**
@@ -112,6 +112,8 @@ export const configSchema = z
 
     /** Abuse limits (0 turns one off). */
     RATE_CALL_CREATES_PER_MIN: int(60, 0),
+    /** Invitations one callee may receive per minute from all callers together (README "Abuse limits"). */
+    RATE_INVITES_PER_CALLEE_PER_MIN: int(10, 0),
     RATE_PUSH_TOKEN_WRITES_PER_HOUR: int(60, 0),
     /** Renames per user per minute, and per call in all (each rename is an event in the callee's log). */
     RATE_RENAMES_PER_MIN: int(30, 0),

@@ -14,6 +14,8 @@ export interface ApiDeps {
   /** Per-user and per-installation limits (README "Abuse limits"); undefined when switched off. */
   limits: {
     callCreates: RedisRateLimiter<{ userId: string }> | undefined;
+    /** Invitations to one callee from all callers together. */
+    invitesPerCallee: RedisRateLimiter<{ calleeUserId: string }> | undefined;
     pushTokenWrites: RedisRateLimiter<{ userId: string; installationId: string }> | undefined;
     renames: RedisRateLimiter<{ userId: string }> | undefined;
     /** In-call messages per call and sender (README "In-call messages"). */

@@ -58,6 +58,8 @@ export const keys = {
   /** Fixed-window rate-limit counters. */
   callCreateLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:create`,
   renameLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:rename`,
+  /** Invitations to this user (as callee) from all callers together. */
+  inviteLimit: (ks: KeySpace, calleeUserId: string) => `${ks.prefix}:{u:${calleeUserId}}:rl:invited`,
   pushTokenWriteLimit: (ks: KeySpace, userId: string, installationId: string) =>
     `${ks.prefix}:{u:${userId}}:rl:push:${installationId}`,
   eventLog: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:log`,

@@ -196,6 +196,18 @@ describe('client frames', () => {
     expect(await ws.closed).toEqual({ code: 1009, reason: 'frame too large' });
   });
 
+  it('a text frame that is not valid UTF-8 is dropped by uWebSockets.js without a close frame (1006, as docs/signaling.md says); the server stays up', async () => {
+    const [d] = user(url, 1);
+    const ws = sockets.track(await connect(url, d!.token, { name: 'bad-utf8' }));
+    ws.ws.send(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), { binary: false });
+    expect((await ws.closed).code).toBe(1006);
+    // Others are unaffected.
+    const [other] = user(url, 1);
+    const fine = sockets.track(await connect(url, other!.token, { name: 'after-bad-utf8' }));
+    fine.ws.send('{"type":"ping"}');
+    expect((await fine.next()).type).toBe('pong');
+  });
+
   it('the socket of one user never receives another user’s events', async () => {
     const [caller] = user(url, 1);
     const [bob] = user(url, 1);

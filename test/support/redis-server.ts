@@ -20,6 +20,8 @@ export interface StartRedisOptions {
   appendOnly?: boolean;
   /** Redis's `hz` (default here: 100, as the README recommends). */
   hz?: number;
+  /** More redis-server arguments (e.g. `--enable-debug-command local` for DEBUG DIGEST). */
+  extraArgs?: string[];
 }
 
 export interface RedisServer {
@@ -59,7 +61,7 @@ const LOG_TAIL_CHARS = 4_000;
 
 export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisServer> {
   const appendOnly = opts.appendOnly === true ? 'yes' : 'no';
-  return launch(() => ['--appendonly', appendOnly, ...(opts.hz === undefined ? [] : ['--hz', String(opts.hz)])]);
+  return launch(() => ['--appendonly', appendOnly, ...(opts.hz === undefined ? [] : ['--hz', String(opts.hz)]), ...(opts.extraArgs ?? [])]);
 }
 
 /**

@@ -69,6 +69,7 @@ export async function startServer(env: Record<string, string>, opts: StartOption
     // (redis-stalled.test.ts sets the default back).
     REDIS_COMMAND_TIMEOUT_MS: '5000',
     RATE_CALL_CREATES_PER_MIN: '0',
+    RATE_INVITES_PER_CALLEE_PER_MIN: '0',
     RATE_RENAMES_PER_MIN: '0',
     RATE_PUSH_TOKEN_WRITES_PER_HOUR: '0',
     RATE_WS_MESSAGES_PER_10S: '0',

@@ -16,8 +16,12 @@ export function createCallRoute(deps: ApiDeps): Route {
       const me = await authenticate(ctx, deps.auth);
       const body = parseJsonBody(ctx, createCallBody);
       if (body.calleeUserId === me.userId) throw new ApiError('invalid_request', 'calleeUserId: you cannot call yourself');
-      // Sent now, so it shares a round trip with the store's first reads.
+      // Sent now, so they share a round trip with the store's first reads: the caller's own limit,
+      // and the callee's (how many invitations any callers together may add to its log, README
+      // "Abuse limits").
       const hit = deps.limits.callCreates?.hit(me);
+      const invited = deps.limits.invitesPerCallee?.hit({ calleeUserId: body.calleeUserId });
+      const admitted = hit || invited ? Promise.all([hit, invited]).then(([a, b]) => (a?.allowed ?? true) && (b?.allowed ?? true)) : undefined;
       const outcome = await deps.calls.create(
         {
           callId: body.callId,
@@ -30,10 +34,12 @@ export function createCallRoute(deps: ApiDeps): Route {
           operationId: body.operationId,
           fingerprint: fingerprint('create', [body.callId, body.calleeUserId, body.video]),
         },
-        hit?.then((d) => d.allowed),
+        admitted,
       );
       if (outcome.kind === 'not_admitted') {
-        throw rateLimited('too many calls created by this user; retry later', (await hit!).retryAfterMs);
+        const mine = await hit;
+        if (mine && !mine.allowed) throw rateLimited('too many calls created by this user; retry later', mine.retryAfterMs);
+        throw rateLimited('this callee is receiving too many calls; retry later', (await invited!).retryAfterMs);
       }
       return callReply(outcome, me.userId);
     },

@@ -1,0 +1,75 @@
+import fc from 'fast-check';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { startServer, type TestServer } from '../support/server.js';
+import { connectTestRedis } from '../support/fixtures.js';
+import { api } from '../support/http.js';
+import { ALLOWED_CLOSE_CODES, checkRequest, frameArb, requestArb, seedCalls, sendFrames, type Distribution } from '../support/fuzz.js';
+
+/**
+ * Fuzzing with fast-check (test/support/fuzz.ts has the generators and properties). In CI a few
+ * thousand cases; `npm run fuzz` runs FUZZ_RUNS (100,000) HTTP cases and prints the status
+ * distribution. An api+gateway process without a worker, on its own Redis (DEBUG DIGEST on).
+ */
+
+const HTTP_RUNS = Number(process.env.FUZZ_RUNS ?? 2000);
+const WS_RUNS = Math.max(100, Math.round(HTTP_RUNS / 10));
+
+let redis: RedisServer;
+let server: TestServer;
+let client: Redis;
+
+beforeAll(async () => {
+  redis = await startRedis({ extraArgs: ['--enable-debug-command', 'local'] });
+  server = await startServer({ REDIS_URL: redis.url, ROLES: 'api,gateway' });
+  client = connectTestRedis(redis.url);
+  await seedCalls(server.url);
+});
+
+afterAll(async () => {
+  client?.disconnect();
+  await server?.stop();
+  await redis?.stop();
+});
+
+describe('fuzz', () => {
+  it(`HTTP: ${HTTP_RUNS} requests from every route with arbitrary and near-valid parts: no 5xx, problem+json errors, refusals change nothing`, async () => {
+    const statuses: Distribution = new Map();
+    const started = Date.now();
+    const digest: { value?: string } = {};
+    await fc.assert(
+      fc.asyncProperty(requestArb, async (req) => {
+        const status = await checkRequest(server.url, client, req, digest);
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      }),
+      { numRuns: HTTP_RUNS, seed: process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : undefined },
+    );
+    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+    const table = [...statuses].sort(([a], [b]) => a - b).map(([s, n]) => `${s}: ${n}`).join(', ');
+    console.log(`fuzz HTTP: ${HTTP_RUNS} cases in ${seconds} s; statuses ${table}`);
+    // The generators reach past validation: some requests succeed, most are refused for many reasons.
+    expect([...statuses.keys()].filter((s) => s < 300).length).toBeGreaterThanOrEqual(2);
+    expect([...statuses.keys()].filter((s) => s >= 400).length).toBeGreaterThanOrEqual(5);
+    expect(server.child.exitCode).toBeNull();
+  }, Math.max(120_000, HTTP_RUNS * 40));
+
+  it(`WebSocket: ${WS_RUNS} sockets sending arbitrary frames: closed only with documented codes, the server stays up`, async () => {
+    const codes = new Map<string, number>();
+    await fc.assert(
+      fc.asyncProperty(fc.array(frameArb, { minLength: 1, maxLength: 8 }), async (frames) => {
+        const { closeCode } = await sendFrames(server.url, frames);
+        const key = closeCode === undefined ? 'open' : String(closeCode);
+        codes.set(key, (codes.get(key) ?? 0) + 1);
+        if (closeCode !== undefined && !ALLOWED_CLOSE_CODES.has(closeCode)) throw new Error(`closed with ${closeCode} after ${JSON.stringify(frames).slice(0, 300)}`);
+      }),
+      { numRuns: WS_RUNS },
+    );
+    console.log(`fuzz WebSocket: ${WS_RUNS} sockets; outcomes ${[...codes].map(([c, n]) => `${c}: ${n}`).join(', ')}`);
+    // Frames over the limit and text that is not UTF-8 were among them, and closed the socket.
+    expect(codes.get('1009') ?? 0).toBeGreaterThan(0);
+    expect(codes.get('1006') ?? 0).toBeGreaterThan(0);
+    expect((await api(server.url).get('/readyz')).status).toBe(200);
+    expect(server.child.exitCode).toBeNull();
+  }, Math.max(120_000, WS_RUNS * 400));
+});

@@ -1,0 +1,76 @@
+import { connect as tcpConnect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStack, type Stack } from '../support/stack.js';
+import { device } from '../support/fixtures.js';
+import { api } from '../support/http.js';
+
+/**
+ * Requests uWebSockets.js's HTTP parser refuses (README "Operations"): it closes the connection,
+ * some without any answer, some after its idle timeout. None may get a 5xx, none may hurt the
+ * server: right after each, a normal request is answered and /readyz says ready. A reverse proxy
+ * in front (deploy/haproxy/haproxy.cfg) answers these itself with a 4xx before they reach us.
+ */
+
+let stack: Stack;
+beforeAll(async () => {
+  stack = await startStack();
+});
+afterAll(() => stack?.stop());
+
+interface Outcome {
+  /** The status line's code, if the server answered before closing. */
+  status: number | undefined;
+  closedAfterMs: number;
+}
+
+/** Sends raw bytes and waits for the server to answer and/or close (bounded: fails after 20 s). */
+function raw(port: number, bytes: Buffer | string): Promise<Outcome> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const socket = tcpConnect(port, '127.0.0.1');
+    let received = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server neither answered nor closed within 20 s; got: ${received.slice(0, 200)}`));
+    }, 20_000);
+    socket.on('data', (d) => {
+      received += d.toString('latin1');
+      // An answer is enough: whether the connection stays open after it is the server's business.
+      if (/^HTTP\/1\.1 \d{3}/.test(received) && received.includes('\r\n\r\n')) {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve({ status: Number(received.slice(9, 12)), closedAfterMs: Date.now() - started });
+      }
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(timer);
+      const m = /^HTTP\/1\.1 (\d{3})/.exec(received);
+      resolve({ status: m ? Number(m[1]) : undefined, closedAfterMs: Date.now() - started });
+    });
+    socket.write(bytes);
+  });
+}
+
+const HOST = 'Host: 127.0.0.1\r\n';
+const CASES: Record<string, string | Buffer> = {
+  'a lowercase method': `get /healthz HTTP/1.1\r\n${HOST}\r\n`,
+  'an unknown method': `BREW /healthz HTTP/1.1\r\n${HOST}\r\n`,
+  '60 headers': `GET /healthz HTTP/1.1\r\n${HOST}${Array.from({ length: 60 }, (_, i) => `X-H${i}: ${i}\r\n`).join('')}\r\n`,
+  'a raw space in the target': `GET /health z HTTP/1.1\r\n${HOST}\r\n`,
+  'a 70 KB header': `GET /healthz HTTP/1.1\r\n${HOST}X-Big: ${'a'.repeat(70_000)}\r\n\r\n`,
+  'a malformed chunked body': `POST /v1/calls HTTP/1.1\r\n${HOST}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n{}\r\n0\r\n\r\n`,
+};
+
+describe('malformed HTTP', () => {
+  for (const [name, bytes] of Object.entries(CASES)) {
+    it(`${name}: refused without a 5xx, and the server stays healthy`, async () => {
+      const outcome = await raw(stack.servers[0]!.port, bytes);
+      if (outcome.status !== undefined) expect(outcome.status, name).toBeLessThan(500);
+      // Healthy right after: a real request is served and the server is ready.
+      const d = device(stack.url);
+      expect((await d.api.get('/v1/call-events')).status).toBe(200);
+      expect((await api(stack.url).get('/readyz')).status).toBe(200);
+    }, 30_000);
+  }
+});
