@@ -1,3 +1,4 @@
+import { sleep } from '../support/wait.js';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { crashAndRestartRedis, startRedis, type RedisServer } from '../support/redis-server.js';
@@ -72,7 +73,7 @@ describe('chaos', () => {
         }
         failures++;
         if (attempt > 400) throw new Error(`${path} never answered`);
-        await new Promise((r) => setTimeout(r, 50));
+        await sleep(50);
       }
     };
 

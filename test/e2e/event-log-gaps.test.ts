@@ -1,3 +1,4 @@
+import { keys } from '../../src/redis/keys.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { headCursor } from '../support/fixtures.js';
@@ -27,8 +28,8 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const logKey = (userId: string) => `cb:{u:${userId}}:log`;
-const metaKey = (userId: string) => `cb:{u:${userId}}:logmeta`;
+const logKey = (userId: string) => keys.eventLog({ prefix: 'cb', shards: 8 }, userId);
+const metaKey = (userId: string) => keys.eventLogMeta({ prefix: 'cb', shards: 8 }, userId);
 
 /** `n` invitations for `calleeUserId`, a few requests at a time, each from a new caller. */
 async function invitations(calleeUserId: string, n: number): Promise<void> {

@@ -163,15 +163,8 @@ export async function readAllEvents(d: Device, cursor: string, limit?: number): 
   throw new Error('call-events paging did not end');
 }
 
-/** Polls `check` every 25 ms until it returns true; fails after `timeoutMs`. */
-export async function waitUntil(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+/** Re-exported: the one polling wait lives in test/support/wait.ts. */
+export { waitUntil } from '../support/wait.js';
 
 /** Every repeated eventId carries exactly the same event (a redelivery, not a different event). */
 export function expectRepeatsIdentical(events: EventPayload[]): void {

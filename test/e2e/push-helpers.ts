@@ -1,3 +1,4 @@
+import { keys } from '../../src/redis/keys.js';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -121,10 +122,10 @@ export async function registerAndroid(d: Device, token: string): Promise<void> {
 
 export type TokenKind = 'iosVoip' | 'androidPush';
 
-/** The registration hash of one installation (spelled here, not taken from the code under test). */
+/** The registration hash of one installation, and the user's set of registered devices. */
 export const registrationKey = (userId: string, kind: TokenKind, installationId: string): string =>
-  `${PREFIX}:{u:${userId}}:push:${kind}:${installationId}`;
-export const devicesKey = (userId: string): string => `${PREFIX}:{u:${userId}}:devices`;
+  keys.pushRegistration({ prefix: PREFIX, shards: 8 }, userId, installationId, kind);
+export const devicesKey = (userId: string): string => keys.devices({ prefix: PREFIX, shards: 8 }, userId);
 export const deviceMember = (installationId: string, kind: TokenKind): string => `${installationId}\n${kind}`;
 
 /** Whether the installation's registration exists, as the key and as a member of the user's device set. */
@@ -166,7 +167,8 @@ export function ttlSeconds(m: FcmRecordedMessage): number {
   return Number(ttl.slice(0, -1));
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/** Re-exported: the one sleep lives in test/support/wait.ts. */
+export { sleep } from '../support/wait.js';
 
 /** Parsed JSON log lines of a server's output (other lines skipped). */
 export function logRecords(output: string): Record<string, any>[] {

@@ -1,3 +1,4 @@
+import { keys } from '../../src/redis/keys.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { startStack, type Stack } from '../support/stack.js';
@@ -13,7 +14,7 @@ let stack: Stack;
 
 async function leaseHolders(): Promise<string[]> {
   const out: string[] = [];
-  for (let i = 0; i < SHARDS; i++) out.push((await stack.redis.get(`cb:{c${i}}:relay-lease`)) ?? '');
+  for (let i = 0; i < SHARDS; i++) out.push((await stack.redis.get(keys.shardLease({ prefix: 'cb', shards: SHARDS }, i))) ?? '');
   return out;
 }
 

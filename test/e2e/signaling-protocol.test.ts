@@ -1,3 +1,4 @@
+import { sleep } from '../support/wait.js';
 import { request as httpRequest } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { unpack } from 'msgpackr';
@@ -214,7 +215,7 @@ describe('client frames', () => {
     const [eve] = await online(user(url, 1), url);
     sockets.track(eve!.ws);
     await createCall(caller!, bob!.userId);
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     expect(eve!.ws.events()).toEqual([]);
   });
 });

@@ -124,7 +124,7 @@ describe('slow consumer', () => {
 async function logOrder(userId: string, n: number): Promise<string[]> {
   let events: EventPayload[] = [];
   await waitUntil(`${n} events in the log`, async () => {
-    const entries = (await stack.redis.xrange(`cb:{u:${userId}}:log`, '-', '+')) as [string, string[]][];
+    const entries = (await stack.redis.xrange(keys.eventLog({ prefix: 'cb', shards: 8 }, userId), '-', '+')) as [string, string[]][];
     events = entries.map(([, fields]) => JSON.parse(fields[fields.indexOf('p') + 1]!) as EventPayload);
     return dedupe(events).length >= n;
   }, 20_000);

@@ -166,19 +166,19 @@ export async function headCursor(d: Device): Promise<string> {
 export async function eventsUntil(d: Device, cursor: string, done: (events: any[]) => boolean, timeoutMs = 5000): Promise<any[]> {
   const events: unknown[] = [];
   let c = cursor;
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  await waitUntil(`events for ${d.userId}/${d.installationId}`, async () => {
     const res = await d.api.get(`/v1/call-events?cursor=${encodeURIComponent(c)}`);
     expect(res.status, res.text).toBe(200);
     expect(res.json.gap, res.text).toBeUndefined();
     events.push(...(res.json.events as unknown[]));
     c = res.json.nextCursor as string;
-    if (done(events)) return events;
-    if (Date.now() > deadline) {
-      throw new Error(`events for ${d.userId}/${d.installationId} did not arrive in ${timeoutMs} ms; got ${JSON.stringify(events)}`);
-    }
-    await sleep(50);
-  }
+    return done(events);
+  }, timeoutMs).catch((err: Error) => {
+    throw new Error(`${err.message}; got ${JSON.stringify(events)}`);
+  });
+  return events;
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Re-exported: the one sleep lives in test/support/wait.ts. */
+export { sleep } from './wait.js';
+import { waitUntil } from './wait.js';

@@ -1,3 +1,4 @@
+import { sleep } from './wait.js';
 import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { unpack } from 'msgpackr';
@@ -279,7 +280,7 @@ export async function upgradeStatus(baseUrl: string, token: string | undefined, 
 
 /** Waits `ms`: the quiet period after which "nothing else arrived" is asserted. */
 export async function quietPeriod(ms = 300): Promise<void> {
-  await new Promise((r) => setTimeout(r, ms));
+  await sleep(ms);
 }
 
 /** Closes every client, ignoring ones already closed. */

@@ -1,3 +1,4 @@
+import { sleep } from '../support/wait.js';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { decodeProtectedHeader, jwtVerify } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -110,7 +111,7 @@ describe('FcmAccessToken', () => {
     });
     const { tokens } = source(fetch);
     const all = Promise.all(Array.from({ length: 25 }, () => tokens.get()));
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
     release();
     expect(new Set(await all)).toEqual(new Set(['ya29.shared']));
     expect(exchanges).toHaveLength(1);

@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { Cluster, Redis } from 'ioredis';
 import { importPKCS8, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeApnsKey, startFakeApns, type ApnsKey, type FakeApns } from './apns-server.js';
-import { FCM_SCOPE, makeServiceAccount, startFakeFcm, writeServiceAccountFile, type FakeFcm, type ServiceAccountJson } from './fcm-server.js';
-import { redisCommand, startRedis, startRedisCluster } from './redis-server.js';
+import { makeApnsKey, startFakeApns, type ApnsKey, type FakeApns } from '../support/apns-server.js';
+import { FCM_SCOPE, makeServiceAccount, startFakeFcm, writeServiceAccountFile, type FakeFcm, type ServiceAccountJson } from '../support/fcm-server.js';
+import { redisCommand, startRedis, startRedisCluster } from '../support/redis-server.js';
 
 /** Tests of the test harness itself: the fake push providers and the redis-server launcher. */
 
