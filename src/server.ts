@@ -168,13 +168,15 @@ export async function startServer(
     relay: worker?.relay,
     pushOutcomes: worker?.pushOutcomes ?? new Map(),
     /**
-     * Graceful shutdown: not ready, stop accepting connections, let in-flight requests finish,
+     * Graceful shutdown: not ready (and, for SHUTDOWN_DRAIN_MS, still serving), stop accepting connections, let in-flight requests finish,
      * close sockets with 1001 (reconnect with your cursor), stop the relay and let the queue
      * workers finish their active jobs, then drop idle keep-alive connections and quit Redis.
      * The caller bounds the whole with SHUTDOWN_TIMEOUT_MS.
      */
     async close() {
       accepting = false;
+      // Not ready, still serving: a load balancer polling /readyz moves traffic away first.
+      if (config.SHUTDOWN_DRAIN_MS > 0) await new Promise((r) => setTimeout(r, config.SHUTDOWN_DRAIN_MS));
       uWS.us_listen_socket_close(listenSocket as never);
       while (inFlight.count > 0) await new Promise((r) => setTimeout(r, 10));
       for (const role of roles) await role.close();

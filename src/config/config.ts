@@ -167,6 +167,11 @@ export const configSchema = z
     /** Embedded Redis data directory, used when REDIS_URL is unset. */
     EMBEDDED_REDIS_DIR: z.string().default('.data/redis'),
     SHUTDOWN_TIMEOUT_MS: int(10_000, 100, 120_000),
+    /**
+     * After SIGTERM, how long to keep serving while /readyz already says not ready, so a load
+     * balancer stops sending traffic before the listener closes (README "Operations").
+     */
+    SHUTDOWN_DRAIN_MS: int(0, 0, 60_000),
     /** Serve the browser softphone at /demo/ (README "Browser softphone"); off unless set. */
     DEMO: bool(false),
   })
