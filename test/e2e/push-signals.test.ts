@@ -8,7 +8,6 @@ import {
   androidToken,
   apnsTo,
   callpayloadOf,
-  fcmBody,
   fcmTo,
   iosToken,
   registerAndroid,
