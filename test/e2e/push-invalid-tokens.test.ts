@@ -60,6 +60,19 @@ async function androidPhone(userId: string): Promise<{ d: Device; token: string 
 
 const invitesTo = (token: string) => fcmTo(ps.fcm, token, 'call.invited');
 
+
+/**
+ * Barrier for the handling of an invalid-token answer: the dispatcher logs it after deciding
+ * whether to remove the registration (src/push/dispatcher.ts), so once the line is there the
+ * registration is in its final state.
+ */
+async function invalidReportHandled(installationId: string, timeoutMs = 10_000): Promise<void> {
+  await waitUntil(`the invalid-token report for ${installationId} to be handled`, () =>
+    logRecords(ps.stack.servers.map((s) => s.logs()).join('\n')).some((r) => r.msg === 'push token reported invalid' && r.installationId === installationId),
+    timeoutMs,
+  );
+}
+
 describe('invalid tokens', () => {
   it('APNs 410 Unregistered removes the registration (key and device-set member); the next call sends nothing to it', async () => {
     const caller = inst(url, uid('caller'));
@@ -115,7 +128,7 @@ describe('invalid tokens', () => {
     await waitUntil('the push to reach the provider', () => apnsTo(ps.apns, ios.token).length >= 1);
     // The app starts and registers its (same) token again while the answer is still pending.
     await registerIos(ios.d, ios.token);
-    await sleep(1500);
+    await invalidReportHandled(ios.d.installationId);
     expect(apnsTo(ps.apns, ios.token).map((r) => r.status)).toEqual([410]);
     expect(await registrationState(ps.stack, ios.d, 'iosVoip')).toEqual({ key: true, member: true });
 
@@ -136,7 +149,7 @@ describe('invalid tokens', () => {
     const renewed = androidToken();
     secrets.add(renewed);
     await registerAndroid(android.d, renewed);
-    await sleep(1500);
+    await invalidReportHandled(android.d.installationId);
     expect(fcmTo(ps.fcm, android.token).map((m) => m.status)).toEqual([404]);
     expect(await registrationState(ps.stack, android.d, 'androidPush')).toEqual({ key: true, member: true });
 
@@ -186,7 +199,11 @@ describe('logs', () => {
       const [a, b] = await Promise.all([registrationState(ps.stack, gone.d, 'iosVoip'), registrationState(ps.stack, bad.d, 'androidPush')]);
       return !a.key && !b.key;
     });
-    await sleep(500);
+    // Barrier: both reports and the rejection are logged after they were handled.
+    await Promise.all([invalidReportHandled(gone.d.installationId), invalidReportHandled(bad.d.installationId)]);
+    await waitUntil('the rejection to be logged', () =>
+      logRecords(ps.stack.servers.map((s) => s.logs()).join('\n')).some((r) => r.msg === 'push rejected' && r.installationId === other.d.installationId),
+    );
 
     const logs = ps.stack.servers.map((s) => s.logs()).join('\n');
     const records = logRecords(logs);

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { startStack, type Stack } from '../support/stack.js';
 import { keys } from '../../src/redis/keys.js';
-import { acceptedCall, device, end, eventsUntil, expectProblem, headCursor, ringingCall, sibling, sleep, uid } from '../support/fixtures.js';
+import { waitUntil } from '../support/wait.js';
+import { acceptedCall, device, end, eventsUntil, expectProblem, headCursor, ringingCall, sameShardCallId, sibling, uid } from '../support/fixtures.js';
 
 /** Issue 5: busy (no call waiting by default), call waiting when allowed, and rename. */
 
@@ -17,11 +18,7 @@ afterAll(() => stack?.stop());
 
 /** The relay marks a user busy asynchronously after an answer: wait for the marker (src/calls/activeCalls.ts). */
 async function waitUntilBusy(prefix: string, userId: string): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    if (await stack.redis.hget(keys.eventLogMeta({ prefix, shards: 8 }, userId), 'active')) return;
-    await sleep(20);
-  }
-  throw new Error('busy marker never set');
+  await waitUntil('the busy marker', async () => (await stack.redis.hget(keys.eventLogMeta({ prefix, shards: 8 }, userId), 'active')) !== null, 2000);
 }
 
 describe('busy', () => {
@@ -43,8 +40,14 @@ describe('busy', () => {
 
     const callerEvents = await eventsUntil(caller, callerCursor, (e) => e.length >= 1);
     expect(callerEvents).toEqual([expect.objectContaining({ type: 'call.ended', callId, reason: 'busy' })]);
-    await sleep(300);
-    const calleeEvents = await eventsUntil(calleeTablet, calleeCursor, () => true);
+    // Barrier: once the busy call is over, a call from the same outbox shard rings the tablet; the
+    // shard is relayed in order (README "Relays"), so the busy call's change was relayed before it.
+    expect((await end(busyCall.caller, busyCall.callId, 'localHangup')).status).toBe(200);
+    const barrier = sameShardCallId(callId);
+    const rang = await caller.api.post('/v1/calls', { callId: barrier, calleeUserId: callee.userId, operationId: uid('op') });
+    expect(rang.status, rang.text).toBe(201);
+    expect(rang.json.state).toBe('ringing');
+    const calleeEvents = await eventsUntil(calleeTablet, calleeCursor, (e) => e.some((x) => x.callId === barrier));
     expect(calleeEvents.filter((e) => e.callId === callId)).toEqual([]);
     // No ring timer for a call that never rang: it is not in its shard's ring index.
     expect(await stack.redis.zscore(keys.ringingForCall({ prefix: 'cb', shards: 8 }, callId), callId)).toBeNull();
@@ -111,7 +114,9 @@ describe('rename', () => {
     expect(res.status).toBe(200);
     const events = await eventsUntil(pair.callee, c1, (e) => e.length >= 1);
     expect(events.map((e) => e.type)).toEqual(['call.renamed']);
-    await sleep(300);
+    // Barrier: the callee's call.renamed is in the user's log, and the relay appends one change's
+    // deliveries to one user in one appendEvents.lua call (README "Relays"), so anything for the
+    // tablet from this rename would already be there.
     expect(await eventsUntil(tablet, c2, () => true)).toEqual([]);
   });
 

@@ -5,6 +5,7 @@ import { api, type Api, type ApiResponse } from './http.js';
 import { tokenFor } from './tokens.js';
 import { errorCatalogue, type ErrorCode } from '../../src/http/errors.js';
 import { connectRedis } from '../../src/redis/connection.js';
+import { shardOf } from '../../src/redis/keys.js';
 
 /** Shared helpers of the integration tests: devices, calls, problem bodies and Redis state. */
 
@@ -42,6 +43,23 @@ export async function ringingCall(url: string, caller = device(url), callee = de
   const created = await caller.api.post('/v1/calls', { callId, calleeUserId: callee.userId, operationId: uid('op') });
   expect(created.status, created.text).toBe(201);
   return { callId, caller, callee, created };
+}
+
+/** The servers' default CALL_SHARDS (src/config/config.ts). */
+export const DEFAULT_CALL_SHARDS = 8;
+
+/**
+ * A fresh callId whose changes go to the same outbox shard as `callId`'s. A shard is relayed in
+ * outbox order (README "Relays"), so once a change of the returned call has reached a log, every
+ * earlier change of `callId` has too: a barrier for "nothing else arrived". Calls in other shards
+ * may be relayed in any order and prove nothing.
+ */
+export function sameShardCallId(callId: string, shards = DEFAULT_CALL_SHARDS): string {
+  const shard = shardOf(callId, shards);
+  for (;;) {
+    const id = randomUUID();
+    if (shardOf(id, shards) === shard) return id;
+  }
 }
 
 /** A ringing call answered by the callee device. */
