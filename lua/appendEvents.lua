@@ -26,9 +26,9 @@
   batch, a crash between this append and its acknowledgement, a Redis restart). Each log entry
   records the outbox entry it came from (field `e`: "<shard>:<entry ID>"). An entry newer than
   the shard's `s<shard>` mark is new (the common case: a shard's entries reach a user in outbox
-  order, and no read is needed); one that is not is looked for among the log's newest
-  DEDUPE_WINDOW entries and appended only if absent (it arrived out of order, e.g. while two
-  relays briefly read the same shard during a lease handover).
+  order, and no read is needed); one that is not is looked for in the log, newest first, back to
+  an older entry of the same shard (and at least DEDUPE_WINDOW entries, for the brief overlap of
+  two relays during a lease handover), and appended only if absent.
 
   Trimming is exact by length and records the newest entry it removed (`trimmed`), so
   readEvents.lua can tell a cursor that lost events from one that did not. Age trimming and the
@@ -69,21 +69,36 @@ local appended = 0
 local shardTag = string.sub(shardField, 2) .. ':'
 -- Outbox entries already in the log's newest entries (read only when an entry is not new).
 local DEDUPE_WINDOW = 64
-local seen
+local SCAN_BATCH = 64
+-- Whether the log already holds an entry made from this outbox entry. Scans from the newest entry
+-- back until it finds it, or finds an entry of the same shard older than it once at least
+-- DEDUPE_WINDOW entries were looked at (a shard's entries are appended in outbox order, bar the
+-- brief overlap of a lease handover that the window covers), or reaches the start of the log. A
+-- replay that comes long after (pending entries claimed late, a re-read after a Redis restart)
+-- is found however many entries of other shards were appended since.
 local function alreadyAppended(entryId)
-  if not seen then
-    seen = {}
-    for _, e in ipairs(redis.call('XREVRANGE', logKey, '+', '-', 'COUNT', DEDUPE_WINDOW)) do
+  local wanted = shardTag .. entryId
+  local from, scanned = '+', 0
+  while true do
+    local batch = redis.call('XREVRANGE', logKey, from, '-', 'COUNT', SCAN_BATCH)
+    for _, e in ipairs(batch) do
+      scanned = scanned + 1
       local f = e[2]
       for j = 1, #f, 2 do
-        if f[j] == 'e' then seen[f[j + 1]] = true end
+        if f[j] == 'e' then
+          local origin = f[j + 1]
+          if origin == wanted then return true end
+          if scanned > DEDUPE_WINDOW and string.sub(origin, 1, #shardTag) == shardTag
+            and streamIdLess(string.sub(origin, #shardTag + 1), entryId) then
+            return false
+          end
+        end
       end
+      from = '(' .. e[1]
     end
+    if #batch < SCAN_BATCH then return false end
   end
-  return seen[shardTag .. entryId] == true
 end
--- The log lost as a whole (expired, evicted, deleted) although it had entries: they count as
--- trimmed. Noticed by the first XADD, which does not create a missing stream.
 local lost = false
 local function add(create, entryId, payload, only, except)
   local head = create and { 'XADD', logKey } or { 'XADD', logKey, 'NOMKSTREAM' }
