@@ -111,6 +111,9 @@ describe('chaos', () => {
     await progress('after the worker restart');
     // 2. The api+gateway process dies mid-request; a new one comes up on another port.
     const failuresBefore = failures;
+    // Until the new one is up, requests fail (connection refused) and are retried; they must not
+    // go to the dead process's port, which another test's server may take meanwhile.
+    url = 'http://127.0.0.1:1';
     apiServer.child.kill('SIGKILL');
     apiServer = await startServer({ ...env(), ROLES: 'api,gateway' });
     url = apiServer.url;
