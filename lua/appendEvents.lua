@@ -9,6 +9,8 @@
                       last age check); per outbox shard `s<shard>`, the last outbox entry whose
                       events were appended here; and `active`, the user's busy marker (the
                       callId of their accepted call, src/calls/activeCalls.ts)
+  KEYS[3] pushKey     the user's push registrations (lua/registerPushToken.lua), read when
+                      ARGV[10] asks, so the relay's push handler needs no read of its own
 
   ARGV[1] channel     the user's live channel (shares the user's hash tag)
   ARGV[2] maxLen      maximum number of entries kept
@@ -19,7 +21,8 @@
   ARGV[7] ageCheckMs  how often age trimming and the keys' expiry are renewed
   ARGV[8] markerOp    '' | 'set' | 'clear': the busy marker change of this batch (the last one)
   ARGV[9] markerCall  the callId it is about ('clear' only clears a marker naming this call)
-  ARGV[10..] quads    outbox entry ID, payload JSON, only-installation ('' = any),
+  ARGV[10] withPush   '1': also return the user's push registrations
+  ARGV[11..] quads    outbox entry ID, payload JSON, only-installation ('' = any),
                       except-installation ('' = none); in outbox order (may be none)
 
   Exactly once per outbox entry: the relay may hand the same outbox entry over again (a retried
@@ -38,24 +41,26 @@
   append counts as trimmed.
 
   Live message: "<epoch>\n<previous id>\n<id>\n<only>\n<except>\n<payload>".
-  Returns { epoch, lastId, appended }.
+  Returns { epoch, lastId, appended, registrations } (registrations: HGETALL of pushKey as a
+  flat list when asked, else empty).
 ]]
-local logKey, metaKey = KEYS[1], KEYS[2]
+local logKey, metaKey, pushKey = KEYS[1], KEYS[2], KEYS[3]
 local channel, maxLen, maxAgeMs = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local metaTtlMs, newEpoch, shardField, ageCheckMs = tonumber(ARGV[4]), ARGV[5], ARGV[6], tonumber(ARGV[7])
 local markerOp, markerCall = ARGV[8], ARGV[9]
+local registrations = ARGV[10] == '1' and redis.call('HGETALL', pushKey) or {}
 
 --@include "fmtInt"
 --@include "streamIds"
 
 -- Only a busy marker to change (the user has no events in this batch).
-if #ARGV < 10 then
+if #ARGV < 11 then
   if markerOp == 'set' then
     redis.call('HSET', metaKey, 'active', markerCall)
   elseif markerOp == 'clear' and redis.call('HGET', metaKey, 'active') == markerCall then
     redis.call('HSET', metaKey, 'active', '')
   end
-  return { '', '', 0 }
+  return { '', '', 0, registrations }
 end
 
 local epoch, last, mark, count, agedAt, active =
@@ -116,7 +121,7 @@ local function add(create, entryId, payload, only, except)
 end
 -- Outbox entries appended by this call (one entry may have several deliveries for the user).
 local appendedNow = {}
-for i = 10, #ARGV, 4 do
+for i = 11, #ARGV, 4 do
   local entryId, payload, only, except = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local isNew = appendedNow[entryId] or not mark or streamIdLess(mark, entryId)
   if isNew or not alreadyAppended(entryId) then
@@ -139,7 +144,7 @@ if markerOp == 'set' or (markerOp == 'clear' and active == markerCall) then
 end
 if appended == 0 then
   if marker then redis.call('HSET', metaKey, 'active', marker) end
-  return { epoch, last, 0 }
+  return { epoch, last, 0, registrations }
 end
 
 -- Redis's time of this append, from the ID XADD gave the newest entry.
@@ -186,4 +191,4 @@ end
 meta[#meta + 1], meta[#meta + 2] = 'n', count
 meta[#meta + 1], meta[#meta + 2] = 'agedAt', fmtInt(agedAt)
 redis.call('HSET', metaKey, unpack(meta))
-return { epoch, last, appended }
+return { epoch, last, appended, registrations }

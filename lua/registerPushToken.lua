@@ -1,26 +1,26 @@
 --[[
-  Stores one installation's push registration and indexes it under its user for fan-out.
+  Stores one installation's push registration in its user's registrations hash, the one place
+  invitations fan out from (README "Push").
 
-  KEYS[1] registrationKey   hash: token, tokenHash, appId, iosEnvironment, updatedAtMs
-  KEYS[2] devicesKey        set of "<installationId>\n<kind>" of the user
+  KEYS[1] registrationsKey  hash of the user's registrations: field "<installationId>\n<kind>",
+                            value JSON { token, tokenHash, appId, iosEnvironment?, updatedAtMs }
 
   ARGV[1] token
   ARGV[2] tokenHash          sha256 of the token (what the owner index and removals compare)
   ARGV[3] appId
   ARGV[4] iosEnvironment     '' for androidPush
-  ARGV[5] deviceMember       "<installationId>\n<kind>"
+  ARGV[5] field              "<installationId>\n<kind>"
 
   Returns updatedAtMs (string).
 ]]
-local registrationKey, devicesKey = KEYS[1], KEYS[2]
-local token, tokenHash, appId, iosEnvironment, deviceMember = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local registrationsKey = KEYS[1]
+local token, tokenHash, appId, iosEnvironment, field = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 --@include "fmtInt"
 --@include "nowMs"
 
 local now = fmtInt(nowMs())
-redis.call('DEL', registrationKey)
-redis.call('HSET', registrationKey, 'token', token, 'tokenHash', tokenHash, 'appId', appId, 'updatedAtMs', now)
-if iosEnvironment ~= '' then redis.call('HSET', registrationKey, 'iosEnvironment', iosEnvironment) end
-redis.call('SADD', devicesKey, deviceMember)
+local registration = { token = token, tokenHash = tokenHash, appId = appId, updatedAtMs = now }
+if iosEnvironment ~= '' then registration.iosEnvironment = iosEnvironment end
+redis.call('HSET', registrationsKey, field, cjson.encode(registration))
 return now

@@ -1,27 +1,27 @@
 --[[
-  Removes one installation's push registration, optionally only if it is unchanged.
+  Removes one installation's push registration, optionally only if it is unchanged
+  (compare-and-clear).
 
-  KEYS[1] registrationKey
-  KEYS[2] devicesKey
+  KEYS[1] registrationsKey  the user's registrations hash (lua/registerPushToken.lua)
 
-  ARGV[1] deviceMember        "<installationId>\n<kind>"
-  ARGV[2] tokenHash           '' to remove unconditionally; else remove only while the stored
-                              registration still holds this token
-  ARGV[3] notAfterMs          '' or: remove only if the registration was last written at or
-                              before this time (a token re-registered after a push survives)
+  ARGV[1] field             "<installationId>\n<kind>"
+  ARGV[2] tokenHash         '' to remove unconditionally; else remove only while the stored
+                            registration still holds this token
+  ARGV[3] notAfterMs        '' or: remove only if the registration was last written at or
+                            before this time (a token re-registered after a push survives)
 
   Returns 1 when removed, 0 when kept or absent.
 ]]
-local registrationKey, devicesKey = KEYS[1], KEYS[2]
-local deviceMember, tokenHash, notAfterMs = ARGV[1], ARGV[2], ARGV[3]
+local registrationsKey = KEYS[1]
+local field, tokenHash, notAfterMs = ARGV[1], ARGV[2], ARGV[3]
 
-local storedHash, updatedAtMs = unpack(redis.call('HMGET', registrationKey, 'tokenHash', 'updatedAtMs'))
-if not storedHash then
-  redis.call('SREM', devicesKey, deviceMember)
-  return 0
+local stored = redis.call('HGET', registrationsKey, field)
+if not stored then return 0 end
+local ok, registration = pcall(cjson.decode, stored)
+if ok and type(registration) == 'table' then
+  if tokenHash ~= '' and registration.tokenHash ~= tokenHash then return 0 end
+  if notAfterMs ~= '' and tonumber(registration.updatedAtMs) > tonumber(notAfterMs) then return 0 end
 end
-if tokenHash ~= '' and storedHash ~= tokenHash then return 0 end
-if notAfterMs ~= '' and tonumber(updatedAtMs) > tonumber(notAfterMs) then return 0 end
-redis.call('DEL', registrationKey)
-redis.call('SREM', devicesKey, deviceMember)
+-- An unreadable registration is never sent to: removing it is always right.
+redis.call('HDEL', registrationsKey, field)
 return 1

@@ -330,7 +330,7 @@ async function startWorker(
   });
   const handlers: ChangeHandler[] = [
     callChangeObserver(metrics, logger),
-    pushHandler(deps.pushRegistry, peekCall, dispatcher, enabled) as ChangeHandler,
+    pushHandler(peekCall, dispatcher, enabled) as ChangeHandler,
     ...extraHandlers,
   ];
   const blockingConnections = new Set<RedisClient>();

@@ -13,6 +13,7 @@ import {
 import { EventLog, type RelayedDelivery } from '../../src/events/eventLog.js';
 import { busyMarkerOps, type MarkerOp } from '../../src/calls/activeCalls.js';
 import { deliveriesFor } from '../../src/events/audience.js';
+import { usersToLookUp } from '../../src/push/planner.js';
 import type { CallChange } from '../../src/events/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import { RELAY_GROUP } from '../../src/events/relay.js';
@@ -185,8 +186,11 @@ export function createTask(): Task {
       const of = (u: string) => byUser.get(u) ?? byUser.set(u, { deliveries: [] }).get(u)!;
       for (const delivery of deliveriesFor(change)) of(delivery.userId).deliveries.push({ entryId, delivery });
       for (const [u, marker] of busyMarkerOps(change)) of(u).marker = marker;
+      // The push registrations the relay's push handler needs come back from the same append.
+      const withPush = new Set(usersToLookUp(change));
+      for (const u of withPush) of(u);
       for (const [userId, u] of byUser) {
-        const c = eventLog.appendCall(userId, 0, u.deliveries, u.marker);
+        const c = eventLog.appendCall(userId, 0, u.deliveries, u.marker, withPush.has(userId));
         pipelineScript(p, 'appendEvents', c.keys, c.args);
         n++;
       }

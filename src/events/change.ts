@@ -53,13 +53,18 @@ export function parseChange(entryId: string, shard: number, flat: string[]): Cal
 }
 
 /**
- * A side effect of the relayed changes (pushes), run after their events were
- * stored. `prepare`, if any, is called as the events are appended, so the reads the handler needs
- * share that write; what it returns is handed to `handle`. A handler is run at most once per
- * change by one relay: when a batch is retried, only the handlers that did not finish run again.
+ * A side effect of the relayed changes (pushes), run after their events were stored.
+ *  - `pushRegistrationsOf`, if any, names the users whose push registrations `handle` needs:
+ *    the relay reads them in the same script that appends those users' events
+ *    (lua/appendEvents.lua), as flat field/value lists.
+ *  - `prepare`, if any, is called as the events are appended, so other reads the handler needs
+ *    share that write; what it returns is handed to `handle`.
+ * A handler is run at most once per change by one relay: when a batch is retried, only the
+ * handlers that did not finish run again.
  */
 export interface ChangeHandler<P = unknown> {
   readonly name: string;
+  pushRegistrationsOf?(changes: readonly CallChange[]): Iterable<string>;
   prepare?(changes: readonly CallChange[]): P;
-  handle(changes: readonly CallChange[], prepared: P | undefined): Promise<void>;
+  handle(changes: readonly CallChange[], prepared: P | undefined, pushRegistrations: ReadonlyMap<string, readonly string[]>): Promise<void>;
 }

@@ -48,8 +48,17 @@ export class EventLog {
     readonly settings: EventLogSettings,
   ) {}
 
-  /** The appendEvents.lua call for one user's deliveries from one outbox shard, in outbox order. */
-  appendCall(userId: string, shard: number, deliveries: readonly RelayedDelivery[], marker?: MarkerOp): { keys: string[]; args: string[] } {
+  /**
+   * The appendEvents.lua call for one user's deliveries from one outbox shard, in outbox order.
+   * `withPush`: the script also returns the user's push registrations.
+   */
+  appendCall(
+    userId: string,
+    shard: number,
+    deliveries: readonly RelayedDelivery[],
+    marker?: MarkerOp,
+    withPush = false,
+  ): { keys: string[]; args: string[] } {
     const s = this.settings;
     const args: string[] = [
       keys.liveChannel(s, userId),
@@ -61,19 +70,22 @@ export class EventLog {
       String(ageCheckMs(s.maxAgeMs)),
       marker?.op ?? '',
       marker?.callId ?? '',
+      withPush ? '1' : '',
     ];
     for (const { entryId, delivery: d } of deliveries) args.push(entryId, JSON.stringify(d.payload), d.only ?? '', d.except ?? '');
-    return { keys: [keys.eventLog(s, userId), keys.eventLogMeta(s, userId)], args };
+    return { keys: [keys.eventLog(s, userId), keys.eventLogMeta(s, userId), keys.pushRegistrations(s, userId)], args };
   }
 
   /**
    * Appends one user's deliveries from one outbox shard, and changes the user's busy marker in the
-   * same script; deliveries of outbox entries already appended are skipped. The relay appends a whole batch's users in one turn, so the client's
-   * auto-pipeline sends them in one write.
+   * same script; deliveries of outbox entries already appended are skipped. The relay appends a
+   * whole batch's users in one turn, so the client's auto-pipeline sends them in one write.
+   * Returns the user's push registrations as stored (a flat field/value list) when `withPush`.
    */
-  async append(userId: string, shard: number, deliveries: readonly RelayedDelivery[], marker?: MarkerOp): Promise<void> {
-    const c = this.appendCall(userId, shard, deliveries, marker);
-    await runScript(this.redis, 'appendEvents', c.keys, c.args);
+  async append(userId: string, shard: number, deliveries: readonly RelayedDelivery[], marker?: MarkerOp, withPush = false): Promise<string[]> {
+    const c = this.appendCall(userId, shard, deliveries, marker, withPush);
+    const reply = (await runScript(this.redis, 'appendEvents', c.keys, c.args)) as unknown[];
+    return (reply[3] as string[] | undefined) ?? [];
   }
 
   /**

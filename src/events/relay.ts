@@ -258,10 +258,15 @@ class ShardReader {
     // What each handler still has to do of this batch (all of it, unless this is a retry).
     const todo = handlers.map((_, i) => changes.filter((c) => !this.done[i]!.has(c.entryId)));
     let prepared: unknown[];
+    let pushRegistrations: ReadonlyMap<string, readonly string[]>;
     try {
+      const withPush = new Set<string>();
+      handlers.forEach((h, i) => {
+        if (h.pushRegistrationsOf && todo[i]!.length > 0) for (const u of h.pushRegistrationsOf(todo[i]!)) withPush.add(u);
+      });
       prepared = handlers.map((h, i) => (todo[i]!.length > 0 ? h.prepare?.(todo[i]!) : undefined));
       // Events first: devices are waiting on them.
-      await Promise.all([this.deliver(changes), this.publishMessages(messages)]);
+      [pushRegistrations] = await Promise.all([this.deliver(changes, withPush), this.publishMessages(messages)]);
     } catch (err) {
       await failed(err);
       return;
@@ -269,7 +274,7 @@ class ShardReader {
     const runs = handlers.map((h, i) => {
       const run = this.tails[i]!.then(async () => {
         if (todo[i]!.length === 0) return;
-        await h.handle(todo[i]!, prepared[i]);
+        await h.handle(todo[i]!, prepared[i], pushRegistrations);
         for (const c of todo[i]!) this.done[i]!.add(c.entryId);
       });
       // A failed batch is retried later; it does not hold this handler's next batches.
@@ -349,9 +354,9 @@ class ShardReader {
 
   /**
    * Appends every change's deliveries and keeps the busy markers, one script call per user, in
-   * outbox order.
+   * outbox order; the same call returns the push registrations of the users in `withPush`.
    */
-  private async deliver(changes: readonly CallChange[]): Promise<void> {
+  private async deliver(changes: readonly CallChange[], withPush: ReadonlySet<string>): Promise<Map<string, readonly string[]>> {
     const byUser = new Map<string, { deliveries: RelayedDelivery[]; marker?: MarkerOp }>();
     const of = (userId: string) => {
       let u = byUser.get(userId);
@@ -362,8 +367,15 @@ class ShardReader {
       for (const delivery of deliveriesFor(change)) of(delivery.userId).deliveries.push({ entryId: change.entryId, delivery });
       for (const [userId, marker] of busyMarkerOps(change)) of(userId).marker = marker;
     }
+    for (const userId of withPush) of(userId);
     const { eventLog } = this.relay.deps;
-    await Promise.all([...byUser].map(([userId, u]) => eventLog.append(userId, this.shard, u.deliveries, u.marker)));
+    const users = [...byUser];
+    const stored = await Promise.all(users.map(([userId, u]) => eventLog.append(userId, this.shard, u.deliveries, u.marker, withPush.has(userId))));
+    const registrations = new Map<string, readonly string[]>();
+    users.forEach(([userId], i) => {
+      if (withPush.has(userId)) registrations.set(userId, stored[i]!);
+    });
+    return registrations;
   }
 
   /**

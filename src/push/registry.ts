@@ -29,7 +29,8 @@ export function tokenHash(token: string): string {
   return createHash('sha256').update(token).digest('base64url');
 }
 
-const deviceMember = (installationId: string, kind: string) => `${installationId}\n${kind}`;
+/** The field of one installation's registration in its user's registrations hash. */
+const registrationField = (installationId: string, kind: string) => `${installationId}\n${kind}`;
 
 export class PushRegistry {
   constructor(
@@ -43,8 +44,8 @@ export class PushRegistry {
       await runScript(
         this.redis,
         'registerPushToken',
-        [keys.pushRegistration(this.ks, r.userId, r.installationId, r.kind), keys.devices(this.ks, r.userId)],
-        [r.token, hash, r.appId, r.iosEnvironment ?? '', deviceMember(r.installationId, r.kind)],
+        [keys.pushRegistrations(this.ks, r.userId)],
+        [r.token, hash, r.appId, r.iosEnvironment ?? '', registrationField(r.installationId, r.kind)],
       ),
     );
     // Rebind: claim the token; if another installation held it, remove it there (only while
@@ -73,42 +74,49 @@ export class PushRegistry {
     const removed = await runScript(
       this.redis,
       'removePushToken',
-      [keys.pushRegistration(this.ks, userId, installationId, kind), keys.devices(this.ks, userId)],
-      [deviceMember(installationId, kind), cond.tokenHash ?? '', cond.notAfterMs === undefined ? '' : String(cond.notAfterMs)],
+      [keys.pushRegistrations(this.ks, userId)],
+      [registrationField(installationId, kind), cond.tokenHash ?? '', cond.notAfterMs === undefined ? '' : String(cond.notAfterMs)],
     );
     return removed === 1;
   }
 
   async get(userId: string, installationId: string, kind: PushTokenKind): Promise<PushRegistration | undefined> {
-    const h = await this.redis.hgetall(keys.pushRegistration(this.ks, userId, installationId, kind));
-    return parseRegistration(userId, installationId, kind, h);
+    const stored = await this.redis.hget(keys.pushRegistrations(this.ks, userId), registrationField(installationId, kind));
+    return stored === null ? undefined : parseRegistration(userId, installationId, kind, stored);
   }
 
   /**
-   * Every registration of a user (the fan-out list for invitations). Plain commands, not a
-   * pipeline: lists started in the same tick (the relay looks up a whole batch's users at once)
-   * share the client's auto-pipeline, so a batch costs two round trips in all.
+   * Every registration of a user (the fan-out list for invitations). The relay reads the same
+   * hash in the script that appends the user's events (lua/appendEvents.lua) instead.
    */
   async list(userId: string): Promise<PushRegistration[]> {
-    const members = await this.redis.smembers(keys.devices(this.ks, userId));
-    const regs = await Promise.all(
-      members.map((m) => {
-        const [installationId = '', kind = ''] = m.split('\n');
-        if (kind !== 'iosVoip' && kind !== 'androidPush') return undefined;
-        return this.get(userId, installationId, kind);
-      }),
-    );
-    return regs.filter((r): r is PushRegistration => r !== undefined);
+    return parseRegistrations(userId, await this.redis.hgetall(keys.pushRegistrations(this.ks, userId)));
   }
 }
 
-function parseRegistration(
-  userId: string,
-  installationId: string,
-  kind: PushTokenKind,
-  h: Record<string, string>,
-): PushRegistration | undefined {
-  if (!h.token || !h.appId) return undefined;
+/** A user's registrations from their hash, as HGETALL returns it (an object or a flat list). */
+export function parseRegistrations(userId: string, stored: Record<string, string> | readonly string[]): PushRegistration[] {
+  const entries: [string, string][] = [];
+  if (Array.isArray(stored)) for (let i = 0; i + 1 < stored.length; i += 2) entries.push([stored[i]!, stored[i + 1]!]);
+  else entries.push(...Object.entries(stored as Record<string, string>));
+  const out: PushRegistration[] = [];
+  for (const [field, value] of entries) {
+    const [installationId = '', kind = ''] = field.split('\n');
+    if (kind !== 'iosVoip' && kind !== 'androidPush') continue;
+    const reg = parseRegistration(userId, installationId, kind, value);
+    if (reg) out.push(reg);
+  }
+  return out;
+}
+
+function parseRegistration(userId: string, installationId: string, kind: PushTokenKind, stored: string): PushRegistration | undefined {
+  let h: Record<string, unknown>;
+  try {
+    h = JSON.parse(stored) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  if (typeof h.token !== 'string' || !h.token || typeof h.appId !== 'string' || !h.appId) return undefined;
   const reg: PushRegistration = { userId, installationId, kind, token: h.token, appId: h.appId, updatedAtMs: Number(h.updatedAtMs) };
   if (h.iosEnvironment === 'production' || h.iosEnvironment === 'development') reg.iosEnvironment = h.iosEnvironment;
   return reg;

@@ -1,50 +1,44 @@
 import type { ChangeHandler, CallChange } from '../events/change.js';
 import type { CallRecord } from '../calls/model.js';
-import type { PushRegistry, PushRegistration } from './registry.js';
+import { parseRegistrations, type PushRegistration } from './registry.js';
 import { pushesFor, usersToLookUp, type ProvidersEnabled } from './planner.js';
 import { registrationKey, type PushDispatcher } from './dispatcher.js';
 
-interface Prepared {
-  registrations: Promise<Map<string, PushRegistration[]>>;
-  invitedCalls: Promise<Map<string, CallRecord | undefined>>;
-}
+/** The invited calls, read while the changes' events are stored (undefined: gone). */
+type InvitedCalls = Promise<Map<string, CallRecord | undefined>>;
 
 /**
  * Relay handler: plans the push messages of relayed changes (planner.ts) and sends their first
- * attempt (dispatcher.ts). The registrations and the invited calls it needs are read while the
- * changes' events are stored (prepare), in the same write.
+ * attempt (dispatcher.ts). The registrations it needs come back from the scripts that store the
+ * users' events, and the invited calls are read in the same write (prepare): no read of its own.
  */
 export function pushHandler(
-  registry: PushRegistry,
   peekCall: (callId: string) => Promise<CallRecord | undefined>,
   dispatcher: PushDispatcher,
   enabled: ProvidersEnabled,
-): ChangeHandler<Prepared> {
-  const prepare = (changes: readonly CallChange[]): Prepared => {
-    const users = new Set<string>();
-    for (const c of changes) for (const u of usersToLookUp(c)) users.add(u);
-    const registrations = Promise.all([...users].map(async (u) => [u, await registry.list(u)] as const)).then((e) => new Map(e));
-    const invited = [...new Set(changes.filter((c) => c.kind === 'created').map((c) => c.call.callId))];
-    const invitedCalls = Promise.all(invited.map(async (id) => [id, await peekCall(id)] as const)).then((e) => new Map(e));
-    // Changes whose events fail to be stored never reach handle(): their reads' failures are not news.
-    registrations.catch(() => {});
-    invitedCalls.catch(() => {});
-    return { registrations, invitedCalls };
-  };
+): ChangeHandler<InvitedCalls> {
   if (!enabled.iosVoip && !enabled.androidPush) return { name: 'push', handle: async () => {} };
+  const prepare = (changes: readonly CallChange[]): InvitedCalls => {
+    const invited = [...new Set(changes.filter((c) => c.kind === 'created').map((c) => c.call.callId))];
+    const calls = Promise.all(invited.map(async (id) => [id, await peekCall(id)] as const)).then((e) => new Map(e));
+    // Changes whose events fail to be stored never reach handle(): this read's failure is not news.
+    calls.catch(() => {});
+    return calls;
+  };
   return {
     name: 'push',
+    pushRegistrationsOf: (changes) => changes.flatMap(usersToLookUp),
     prepare,
-    async handle(changes, prepared) {
-      const { registrations, invitedCalls } = prepared ?? prepare(changes);
-      const regs = await registrations;
+    async handle(changes, prepared, stored) {
+      const regs = new Map<string, PushRegistration[]>();
+      for (const [userId, flat] of stored) regs.set(userId, parseRegistrations(userId, flat));
       const messages = changes.flatMap((c) =>
         pushesFor(c, (u) => regs.get(u) ?? [], enabled).map((p) => (c.traceparent ? { ...p.data, tp: c.traceparent } : p.data)),
       );
       if (messages.length === 0) return;
       const byKey = new Map<string, PushRegistration>();
       for (const list of regs.values()) for (const r of list) byKey.set(registrationKey(r.userId, r.installationId, r.kind), r);
-      await dispatcher.send(messages, 0, { registrations: byKey, calls: await invitedCalls });
+      await dispatcher.send(messages, 0, { registrations: byKey, calls: await (prepared ?? prepare(changes)) });
     },
   };
 }

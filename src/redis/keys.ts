@@ -3,7 +3,7 @@
  * same scripts run on Redis Cluster:
  *  - call-scoped keys (the call hash, its operation records, the shard's outbox) carry the
  *    call's shard tag `{c<shard>}`, the shard being a hash of the callId;
- *  - user-scoped keys (devices, push registrations, the event log) carry `{u:<userId>}`.
+ *  - user-scoped keys (push registrations, the event log) carry `{u:<userId>}`.
  */
 export interface KeySpace {
   readonly prefix: string;
@@ -48,10 +48,11 @@ export const keys = {
   /** Binds a user's operationId to one (action, callId): catches reuse across calls. */
   operationBinding: (ks: KeySpace, userId: string, operationId: string) =>
     `${ks.prefix}:{u:${userId}}:opb:${operationId}`,
-  /** Set of `<installationId>\n<kind>` members registered for push. */
-  devices: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:devices`,
-  pushRegistration: (ks: KeySpace, userId: string, installationId: string, kind: string) =>
-    `${ks.prefix}:{u:${userId}}:push:${kind}:${installationId}`,
+  /**
+   * The user's push registrations, one hash (field `<installationId>\n<kind>`, value JSON): read
+   * whole for an invitation's fan-out, in the same script as the user's events.
+   */
+  pushRegistrations: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:push`,
   /** Which user and installation a push token (by its hash) belongs to, for rebinding. */
   pushTokenOwner: (ks: KeySpace, kind: string, tokenHash: string) => `${ks.prefix}:tok:${kind}:${tokenHash}`,
 

@@ -122,19 +122,9 @@ export async function registerAndroid(d: Device, token: string): Promise<void> {
 
 export type TokenKind = 'iosVoip' | 'androidPush';
 
-/** The registration hash of one installation, and the user's set of registered devices. */
-export const registrationKey = (userId: string, kind: TokenKind, installationId: string): string =>
-  keys.pushRegistration({ prefix: PREFIX, shards: 8 }, userId, installationId, kind);
-export const devicesKey = (userId: string): string => keys.devices({ prefix: PREFIX, shards: 8 }, userId);
-export const deviceMember = (installationId: string, kind: TokenKind): string => `${installationId}\n${kind}`;
-
-/** Whether the installation's registration exists, as the key and as a member of the user's device set. */
-export async function registrationState(stack: Stack, d: Device, kind: TokenKind): Promise<{ key: boolean; member: boolean }> {
-  const [exists, member] = await Promise.all([
-    stack.redis.exists(registrationKey(d.userId, kind, d.installationId)),
-    stack.redis.sismember(devicesKey(d.userId), deviceMember(d.installationId, kind)),
-  ]);
-  return { key: exists === 1, member: member === 1 };
+/** Whether the installation's registration of that kind is stored (in its user's registrations hash). */
+export async function isRegistered(stack: Stack, d: Device, kind: TokenKind): Promise<boolean> {
+  return (await stack.redis.hexists(keys.pushRegistrations({ prefix: PREFIX, shards: 8 }, d.userId), `${d.installationId}\n${kind}`)) === 1;
 }
 
 /** APNs requests for one device token. */

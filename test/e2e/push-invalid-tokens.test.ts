@@ -10,7 +10,7 @@ import {
   logRecords,
   registerAndroid,
   registerIos,
-  registrationState,
+  isRegistered,
   sleep,
   startPushStack,
   type PushStack,
@@ -74,22 +74,21 @@ async function invalidReportHandled(installationId: string, timeoutMs = 10_000):
 }
 
 describe('invalid tokens', () => {
-  it('APNs 410 Unregistered removes the registration (key and device-set member); the next call sends nothing to it', async () => {
+  it('APNs 410 Unregistered removes the registration; the next call sends nothing to it', async () => {
     const caller = inst(url, uid('caller'));
     const calleeUserId = uid('callee');
     const [ios, android] = [await iPhone(calleeUserId), await androidPhone(calleeUserId)];
-    expect(await registrationState(ps.stack, ios.d, 'iosVoip')).toEqual({ key: true, member: true });
+    expect(await isRegistered(ps.stack, ios.d, 'iosVoip')).toBe(true);
     ps.apns.setTokenState(ios.token, 'unregistered');
 
     await createCall(caller, calleeUserId);
     await waitUntil('the 410', () => apnsTo(ps.apns, ios.token).length >= 1);
     expect(apnsTo(ps.apns, ios.token)[0]).toMatchObject({ status: 410, reason: 'Unregistered' });
     await waitUntil('the registration to go', async () => {
-      const s = await registrationState(ps.stack, ios.d, 'iosVoip');
-      return !s.key && !s.member;
+      return !(await isRegistered(ps.stack, ios.d, 'iosVoip'));
     });
     // The installation's other registration is untouched.
-    expect(await registrationState(ps.stack, android.d, 'androidPush')).toEqual({ key: true, member: true });
+    expect(await isRegistered(ps.stack, android.d, 'androidPush')).toBe(true);
 
     await createCall(caller, calleeUserId);
     await waitUntil('the second Android invitation', () => invitesTo(android.token).length >= 2);
@@ -97,21 +96,20 @@ describe('invalid tokens', () => {
     expect(apnsTo(ps.apns, ios.token)).toHaveLength(1);
   });
 
-  it('FCM 404 UNREGISTERED removes the registration (key and device-set member); the next call sends nothing to it', async () => {
+  it('FCM 404 UNREGISTERED removes the registration; the next call sends nothing to it', async () => {
     const caller = inst(url, uid('caller'));
     const calleeUserId = uid('callee');
     const [ios, android] = [await iPhone(calleeUserId), await androidPhone(calleeUserId)];
-    expect(await registrationState(ps.stack, android.d, 'androidPush')).toEqual({ key: true, member: true });
+    expect(await isRegistered(ps.stack, android.d, 'androidPush')).toBe(true);
     ps.fcm.setTokenState(android.token, 'unregistered');
 
     await createCall(caller, calleeUserId);
     await waitUntil('the 404', () => invitesTo(android.token).length >= 1);
     expect(invitesTo(android.token)[0]!.status).toBe(404);
     await waitUntil('the registration to go', async () => {
-      const s = await registrationState(ps.stack, android.d, 'androidPush');
-      return !s.key && !s.member;
+      return !(await isRegistered(ps.stack, android.d, 'androidPush'));
     });
-    expect(await registrationState(ps.stack, ios.d, 'iosVoip')).toEqual({ key: true, member: true });
+    expect(await isRegistered(ps.stack, ios.d, 'iosVoip')).toBe(true);
 
     await createCall(caller, calleeUserId);
     await waitUntil('the second VoIP push', () => apnsTo(ps.apns, ios.token).length >= 2);
@@ -130,7 +128,7 @@ describe('invalid tokens', () => {
     await registerIos(ios.d, ios.token);
     await invalidReportHandled(ios.d.installationId);
     expect(apnsTo(ps.apns, ios.token).map((r) => r.status)).toEqual([410]);
-    expect(await registrationState(ps.stack, ios.d, 'iosVoip')).toEqual({ key: true, member: true });
+    expect(await isRegistered(ps.stack, ios.d, 'iosVoip')).toBe(true);
 
     const next = await createCall(caller, ios.d.userId);
     await waitUntil('the next push', () => apnsTo(ps.apns, ios.token).length >= 2);
@@ -151,7 +149,7 @@ describe('invalid tokens', () => {
     await registerAndroid(android.d, renewed);
     await invalidReportHandled(android.d.installationId);
     expect(fcmTo(ps.fcm, android.token).map((m) => m.status)).toEqual([404]);
-    expect(await registrationState(ps.stack, android.d, 'androidPush')).toEqual({ key: true, member: true });
+    expect(await isRegistered(ps.stack, android.d, 'androidPush')).toBe(true);
 
     const next = await createCall(caller, android.d.userId);
     await waitUntil('the next invitation', () => invitesTo(renewed).length >= 1);
@@ -196,8 +194,8 @@ describe('logs', () => {
     await waitUntil('the signals', () => fcmTo(ps.fcm, callerAndroid.token, 'call.accepted').length >= 1 && fcmTo(ps.fcm, throttled.token, 'call.ended').length >= 1);
     expect((await end(caller, call.callId, 'localHangup')).status).toBe(200);
     await waitUntil('the invalid registrations to go', async () => {
-      const [a, b] = await Promise.all([registrationState(ps.stack, gone.d, 'iosVoip'), registrationState(ps.stack, bad.d, 'androidPush')]);
-      return !a.key && !b.key;
+      const [a, b] = await Promise.all([isRegistered(ps.stack, gone.d, 'iosVoip'), isRegistered(ps.stack, bad.d, 'androidPush')]);
+      return !a && !b;
     });
     // Barrier: both reports and the rejection are logged after they were handled.
     await Promise.all([invalidReportHandled(gone.d.installationId), invalidReportHandled(bad.d.installationId)]);

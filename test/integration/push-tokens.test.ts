@@ -40,8 +40,10 @@ function fcmToken(): string {
 }
 
 const path = (d: Device, kind: string) => `/v1/installations/${encodeURIComponent(d.installationId)}/push-tokens/${kind}`;
-const registration = (d: Device, kind: string) => stack.redis.hgetall(keys.pushRegistration(KS, d.userId, d.installationId, kind));
-const devices = (userId: string) => stack.redis.smembers(keys.devices(KS, userId));
+/** One installation's stored registration ({} when absent), and the installations/kinds a user has registered. */
+const registration = async (d: Device, kind: string): Promise<Record<string, string>> =>
+  JSON.parse((await stack.redis.hget(keys.pushRegistrations(KS, d.userId), `${d.installationId}\n${kind}`)) ?? '{}');
+const devices = (userId: string) => stack.redis.hkeys(keys.pushRegistrations(KS, userId));
 const owner = (kind: string, token: string) => stack.redis.get(keys.pushTokenOwner(KS, kind, tokenHash(token)));
 
 describe('PUT /v1/installations/{id}/push-tokens/{kind}', () => {

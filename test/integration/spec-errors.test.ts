@@ -108,17 +108,18 @@ describe('error conditions of README "Errors"', () => {
     const put = await d.api.put(path, { token, appId: 'com.example.app', iosEnvironment: 'production' });
     expect(put.status).toBe(200);
     const registry = new PushRegistry(commands, KS);
-    const regKey = keys.pushRegistration(KS, d.userId, d.installationId, 'iosVoip');
+    const regKey = keys.pushRegistrations(KS, d.userId);
+    const field = `${d.installationId}\niosVoip`;
 
     // The provider rejected a push sent with an older token: the current registration stays.
     expect(await registry.remove(d.userId, d.installationId, 'iosVoip', { tokenHash: tokenHash('cd34'.repeat(16)) })).toBe(false);
     // The token was re-registered after the failed push was sent: it stays.
     expect(await registry.remove(d.userId, d.installationId, 'iosVoip', { tokenHash: tokenHash(token), notAfterMs: put.json.updatedAtMs - 1 })).toBe(false);
-    expect(await stack.redis.hget(regKey, 'token')).toBe(token);
+    expect(JSON.parse((await stack.redis.hget(regKey, field))!).token).toBe(token);
 
     // The provider rejected this very token: removed, and no longer a push target.
     expect(await registry.remove(d.userId, d.installationId, 'iosVoip', { tokenHash: tokenHash(token), notAfterMs: put.json.updatedAtMs })).toBe(true);
-    expect(await stack.redis.exists(regKey)).toBe(0);
+    expect(await stack.redis.hexists(regKey, field)).toBe(0);
     expect(await registry.list(d.userId)).toEqual([]);
   });
 

@@ -43,8 +43,7 @@ describe('keys', () => {
     expect(keys.outboxForCall(ks, 'call-1')).toBe(`cb:${tag}:outbox`);
     expect(keys.outboxForShard(ks, 3)).toBe('cb:{c3}:outbox');
     expect(keys.operationBinding(ks, 'alice', 'op-1')).toBe('cb:{u:alice}:opb:op-1');
-    expect(keys.devices(ks, 'alice')).toBe('cb:{u:alice}:devices');
-    expect(keys.pushRegistration(ks, 'alice', 'phone', 'iosVoip')).toBe('cb:{u:alice}:push:iosVoip:phone');
+    expect(keys.pushRegistrations(ks, 'alice')).toBe('cb:{u:alice}:push');
     expect(keys.pushTokenOwner(ks, 'androidPush', 'h4sh')).toBe('cb:tok:androidPush:h4sh');
     expect(keys.eventLog(ks, 'alice')).toBe('cb:{u:alice}:log');
     expect(keys.eventLogMeta(ks, 'alice')).toBe('cb:{u:alice}:logmeta');
@@ -65,7 +64,7 @@ describe('keys', () => {
   });
 
   it('all keys of one user share the {u:<userId>} tag', () => {
-    for (const k of [keys.operationBinding(ks, 'bob', 'op'), keys.devices(ks, 'bob'), keys.pushRegistration(ks, 'bob', 'i', 'iosVoip'), keys.eventLog(ks, 'bob'), keys.eventLogMeta(ks, 'bob')]) {
+    for (const k of [keys.operationBinding(ks, 'bob', 'op'), keys.pushRegistrations(ks, 'bob'), keys.eventLog(ks, 'bob'), keys.eventLogMeta(ks, 'bob')]) {
       expect(tagOf(k)).toBe('{u:bob}');
     }
   });
