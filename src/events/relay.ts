@@ -17,7 +17,8 @@ import { runScript } from '../redis/scripts.js';
  * The outbox relay (README "Relays"): reads the call shards' outbox streams through a consumer
  * group, writes every change's events into the audience's event logs (which also notifies the
  * gateways) and keeps the users' busy markers in the same write, hands the changes to the
- * side-effect handlers (pushes), then acknowledges the entries (removed in bulk once a second).
+ * side-effect handlers (pushes), then acknowledges the entries with the shard's next read (removed
+ * in bulk once a second).
  * In-call messages share the outbox (so each sender's stay in order) but are only published on
  * the recipient's live channel, never appended to a log (README "In-call messages").
  *
@@ -49,6 +50,12 @@ const TRIM_EVERY_MS = 1000;
 
 /** How many delivered batches of one shard may wait for their side effects before reading stops. */
 const MAX_BATCHES_IN_EFFECTS = 4;
+
+/**
+ * Acknowledgements ride with the shard's next read, in the same write. When no read comes for
+ * this long (an idle shard) they go out on their own.
+ */
+const ACK_DELAY_MS = 50;
 
 type Entry = [id: string, fields: string[] | null];
 
@@ -156,6 +163,9 @@ class ShardReader {
   private readonly tails: Promise<unknown>[];
   /** The newest entry this reader acknowledged, and when acknowledged entries were last removed. */
   private highestAcked = '0-0';
+  /** Entries whose side effects are done, to be acknowledged with the next read. */
+  private unacked: string[] = [];
+  private ackTimer: NodeJS.Timeout | undefined;
   /** Entries were acknowledged since the last trim. */
   private untrimmed = false;
   private trimmedAt = 0;
@@ -208,7 +218,8 @@ class ShardReader {
     // own once it does (running is false), and nothing of this shard is in flight meanwhile.
     await Promise.race([this.loop?.catch(() => {}), sleep(this.opts.blockMs + 1000)]);
     await this.settle();
-    // Hand the shard over clean: what this reader acknowledged leaves the outbox now.
+    // Hand the shard over clean: what this reader relayed is acknowledged and leaves the outbox now.
+    await this.flushAcks().catch(() => {});
     if (this.untrimmed) await this.trim().catch(() => {});
   }
 
@@ -217,8 +228,10 @@ class ShardReader {
     while (this.running) {
       try {
         if (this.pendingFirst) {
-          // Pending entries include those whose effects are still running: let them finish.
+          // Pending entries include those whose effects are still running or done but not yet
+          // acknowledged: let them finish and acknowledge them first.
           await this.settle();
+          await this.flushAcks();
           const reply = (await redis.xreadgroup('GROUP', RELAY_GROUP, consumer, 'COUNT', this.opts.batchSize, 'STREAMS', this.key, '0')) as
             | [string, Entry[]][]
             | null;
@@ -227,13 +240,7 @@ class ShardReader {
           else await this.process(entries);
           continue;
         }
-        const reply = (await this.blocking!.xreadgroup(
-          'GROUP', RELAY_GROUP, consumer,
-          'COUNT', this.opts.batchSize,
-          'BLOCK', this.opts.blockMs,
-          'STREAMS', this.key, '>',
-        )) as [string, Entry[]][] | null;
-        const entries = reply?.[0]?.[1];
+        const entries = await this.readNew();
         if (entries && entries.length > 0) await this.process(entries);
         // Idle: remove what was acknowledged since the last trim.
         else if (this.untrimmed) await this.trim();
@@ -379,13 +386,66 @@ class ShardReader {
   }
 
   /**
-   * Acknowledges a batch whose events and side effects are done. Acknowledged entries are removed
-   * in bulk, at most once a second (trim), not one batch at a time.
+   * Reads the next new entries (blocking), and acknowledges the batches whose side effects were
+   * done since the last read in the same write: a relayed change costs the relay two writes (this
+   * read and its events' append), not three.
    */
-  private async acknowledge(entries: Entry[]): Promise<void> {
-    const { redis } = this.relay.deps;
-    const ids = entries.map(([id]) => id);
-    await redis.xack(this.key, RELAY_GROUP, ...ids);
+  private async readNew(): Promise<Entry[] | undefined> {
+    const { consumer } = this.relay.deps;
+    const ids = this.takeAcks();
+    const p = this.blocking!.pipeline();
+    if (ids.length > 0) p.xack(this.key, RELAY_GROUP, ...ids);
+    p.xreadgroup('GROUP', RELAY_GROUP, consumer, 'COUNT', this.opts.batchSize, 'BLOCK', this.opts.blockMs, 'STREAMS', this.key, '>');
+    let results: [Error | null, unknown][] | null;
+    try {
+      results = await p.exec();
+    } catch (err) {
+      this.unacked.unshift(...ids);
+      throw err;
+    }
+    const [ackError] = ids.length > 0 ? results![0]! : [null];
+    if (ackError) this.unacked.unshift(...ids);
+    else if (ids.length > 0) await this.acked(ids);
+    const [readError, reply] = results![results!.length - 1]!;
+    if (readError) throw readError;
+    return (reply as [string, Entry[]][] | null)?.[0]?.[1];
+  }
+
+  /**
+   * Notes a batch whose events and side effects are done, to be acknowledged with the next read.
+   * Acknowledged entries are removed in bulk, at most once a second (trim).
+   */
+  private acknowledge(entries: Entry[]): void {
+    for (const [id] of entries) this.unacked.push(id);
+    this.ackTimer ??= setTimeout(() => {
+      this.ackTimer = undefined;
+      this.flushAcks().catch((err: unknown) => this.relay.deps.logger.warn({ err: (err as Error).message, shard: this.shard }, 'relay acknowledgement failed; retrying'));
+    }, ACK_DELAY_MS);
+  }
+
+  private takeAcks(): string[] {
+    clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
+    const ids = this.unacked;
+    this.unacked = [];
+    return ids;
+  }
+
+  /** Acknowledges on the command connection what waits for a read (an idle shard, a stop). */
+  private async flushAcks(): Promise<void> {
+    const ids = this.takeAcks();
+    if (ids.length === 0) return;
+    try {
+      await this.relay.deps.redis.xack(this.key, RELAY_GROUP, ...ids);
+    } catch (err) {
+      // Kept for the next read or flush; acknowledged entries stay pending meanwhile, never lost.
+      this.unacked.unshift(...ids);
+      throw err;
+    }
+    await this.acked(ids);
+  }
+
+  private async acked(ids: readonly string[]): Promise<void> {
     for (const set of this.done) for (const id of ids) set.delete(id);
     for (const id of ids) if (compareStreamIds(id, this.highestAcked) > 0) this.highestAcked = id;
     this.untrimmed = true;
