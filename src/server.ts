@@ -311,7 +311,7 @@ async function startWorker(
   const sweeper = await RingSweeper.start(
     redis,
     queueConnection,
-    { ...partitioning, retentionMs: config.CALL_RETENTION_MS, pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000 },
+    { ...partitioning, retentionMs: config.CALL_RETENTION_MS, pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000, ringTimeoutMs: config.RING_TIMEOUT_MS },
     logger,
     (r) => {
       for (const ms of r.lateMs) metrics.ringSweepLateness.observe(ms / 1000);

@@ -27,17 +27,59 @@ export interface SweepResult {
 }
 
 /**
+ * When each shard next needs a look (Redis ms), so an idle shard costs no read every tick. A call
+ * is indexed with expiresAtMs = its creation + RING_TIMEOUT_MS, so one created after a look is due
+ * no sooner than that look + RING_TIMEOUT_MS: after a look a shard can wait until its earliest
+ * deadline, and at most `maxIdleMs` (at most RING_TIMEOUT_MS; shorter, so that a process started
+ * with a shorter ring timeout during a configuration change is late by no more than that).
+ */
+export class SweepSchedule {
+  private readonly nextLookAt = new Map<number, number>();
+
+  constructor(private readonly maxIdleMs: number) {}
+
+  due(shard: number, redisNowMs: number): boolean {
+    return (this.nextLookAt.get(shard) ?? 0) <= redisNowMs;
+  }
+
+  looked(shard: number, redisNowMs: number, earliestMs: number | undefined): void {
+    this.nextLookAt.set(shard, Math.min(earliestMs ?? Infinity, redisNowMs + this.maxIdleMs));
+  }
+}
+
+/**
  * Ends every due call of `shards`. `redisNowMs` is Redis's clock as the caller estimates it (the
  * script decides with Redis's own TIME, so an estimate that runs ahead only costs a wasted check).
+ * With a `schedule`, only the shards it says are due are read, and it learns each one's earliest
+ * deadline (read in the same round trip).
  */
-export async function sweepShards(redis: Redis | Cluster, s: SweepSettings, shards: readonly number[], redisNowMs: number): Promise<SweepResult> {
+export async function sweepShards(
+  redis: Redis | Cluster,
+  s: SweepSettings,
+  shards: readonly number[],
+  redisNowMs: number,
+  schedule?: SweepSchedule,
+): Promise<SweepResult> {
   const result: SweepResult = { ended: 0, lateMs: [] };
-  let pending = [...shards];
+  let pending = schedule ? shards.filter((shard) => schedule.due(shard, redisNowMs)) : [...shards];
   // Shards with more due calls than one page are swept again at once.
   while (pending.length > 0) {
-    const due = await Promise.all(
+    const dueReads = Promise.all(
       pending.map((shard) => redis.zrange(keys.ringingForShard(s, shard), '-inf', String(redisNowMs), 'BYSCORE', 'LIMIT', 0, s.pageSize)),
     );
+    // Each shard's earliest deadline still to come, in the same write.
+    const earliestReads = schedule
+      ? Promise.all(pending.map((shard) => redis.zrange(keys.ringingForShard(s, shard), `(${redisNowMs}`, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')))
+      : undefined;
+    const [due, earliest] = await Promise.all([dueReads, earliestReads]);
+    if (schedule && earliest) {
+      // A shard that had due calls is looked at again next tick (the script may have found one not
+      // due yet by Redis's own clock).
+      pending.forEach((shard, i) => {
+        const next = due[i]!.length > 0 ? redisNowMs : earliest[i]!.length > 0 ? Number(earliest[i]![1]) : undefined;
+        schedule.looked(shard, redisNowMs, next);
+      });
+    }
     const replies = await Promise.all(
       pending.map((shard, i) => {
         const callIds = due[i]!;

@@ -1,7 +1,7 @@
 import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import type { Redis, Cluster } from 'ioredis';
 import { partitionQueueName, queuePrefix, QUEUE_STREAMS, shardsOfPartition, type Partitioning } from '../redis/partitions.js';
-import { sweepShards, type SweepResult, type SweepSettings } from './ringSweep.js';
+import { sweepShards, SweepSchedule, type SweepResult, type SweepSettings } from './ringSweep.js';
 import type { Logger } from '../util/logger.js';
 
 /**
@@ -23,7 +23,12 @@ export interface RingSweeperSettings extends Partitioning, SweepSettings {
   tickMs: number;
   /** How long one sweep job runs; the scheduler starts one per slot. */
   slotMs: number;
+  /** RING_TIMEOUT_MS: how long an idle shard may go without a look (ringSweep.ts SweepSchedule). */
+  ringTimeoutMs: number;
 }
+
+/** The longest an idle shard goes without a look, whatever the ring timeout. */
+const MAX_IDLE_LOOK_MS = 1000;
 
 const SWEEP_JOB_OPTIONS = { removeOnComplete: true, removeOnFail: { count: 100 } };
 
@@ -49,11 +54,12 @@ export class RingSweeper {
     for (let p = 0; p < s.partitions; p++) {
       const name = partitionQueueName(SWEEP_QUEUE, p);
       const shards = shardsOfPartition(s, p);
+      const schedule = new SweepSchedule(Math.min(MAX_IDLE_LOOK_MS, s.ringTimeoutMs));
       const queue = new Queue(name, { connection, prefix, streams: QUEUE_STREAMS });
       // Idempotent: every worker process makes sure the scheduler exists (a new deployment, a
       // changed slot length, or a Redis that lost it).
       await queue.upsertJobScheduler(SCHEDULER_ID, { every: s.slotMs }, { name: 'sweep', opts: SWEEP_JOB_OPTIONS });
-      const worker = new Worker(name, () => sweeper.runSlot(redis, s, shards, logger, onSweep), {
+      const worker = new Worker(name, () => sweeper.runSlot(redis, s, shards, schedule, logger, onSweep), {
         connection,
         prefix,
         concurrency: 1,
@@ -70,6 +76,7 @@ export class RingSweeper {
     redis: Redis | Cluster,
     s: RingSweeperSettings,
     shards: readonly number[],
+    schedule: SweepSchedule,
     logger: Logger,
     onSweep: (r: SweepResult) => void,
   ): Promise<number> {
@@ -79,7 +86,7 @@ export class RingSweeper {
     while (!this.closing) {
       const started = Date.now();
       try {
-        const r = await sweepShards(redis, s, shards, Date.now() + offset);
+        const r = await sweepShards(redis, s, shards, Date.now() + offset, schedule);
         ended += r.ended;
         onSweep(r);
       } catch (err) {

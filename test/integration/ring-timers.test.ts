@@ -4,9 +4,9 @@ import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { loadScripts } from '../../src/redis/scripts.js';
-import { keys } from '../../src/redis/keys.js';
+import { keys, shardOf } from '../../src/redis/keys.js';
 import { CallStore, fingerprint, type StoreSettings } from '../../src/calls/store.js';
-import { sweepShards } from '../../src/timers/ringSweep.js';
+import { sweepShards, SweepSchedule } from '../../src/timers/ringSweep.js';
 import { parseChange } from '../../src/events/change.js';
 import { sleep } from '../support/fixtures.js';
 
@@ -152,5 +152,40 @@ describe('ring sweeps', () => {
       }
     }
     expect(outcomes.answered + outcomes.unanswered).toBe(40);
+  });
+
+  it('with a schedule, an idle shard is read again only at its earliest deadline or after maxIdleMs, and a call indexed meanwhile still ends', async () => {
+    const ks2 = { prefix: `sched-${randomUUID().slice(0, 6)}`, shards: 2 };
+    const shards2 = [0, 1];
+    const sweep2 = { ...ks2, retentionMs: 60_000, pageSize: 7 };
+    const store = new CallStore(a, { ...settings(1000), ...ks2 });
+    const schedule = new SweepSchedule(400);
+    const reads = async () => Number(/cmdstat_zrange:calls=(\d+)/.exec(await a.info('commandstats'))?.[1] ?? 0);
+    const readsDuring = async (redisNowMs: number) => {
+      const before = await reads();
+      const r = await sweepShards(a, sweep2, shards2, redisNowMs, schedule);
+      return { reads: (await reads()) - before, ended: r.ended };
+    };
+
+    const t0 = Date.now();
+    // First look: each shard's due calls and earliest deadline, in one write.
+    expect(await readsDuring(t0)).toEqual({ reads: 4, ended: 0 });
+    // Idle shards wait maxIdleMs.
+    expect(await readsDuring(t0 + 399)).toEqual({ reads: 0, ended: 0 });
+    const { callId, expiresAtMs } = await create(store);
+    expect(expiresAtMs).toBeGreaterThanOrEqual(t0 + 1000);
+    expect(await readsDuring(t0 + 400)).toEqual({ reads: 4, ended: 0 });
+    expect(await readsDuring(t0 + 799)).toEqual({ reads: 0, ended: 0 });
+    expect(await readsDuring(t0 + 800)).toEqual({ reads: 4, ended: 0 });
+    // The call's shard now waits for its deadline (the other, idle, until t0 + 1200).
+    const callShard = shardOf(callId, ks2.shards);
+    expect(schedule.due(callShard, expiresAtMs - 1)).toBe(false);
+    expect(schedule.due(callShard, expiresAtMs)).toBe(true);
+    expect(await readsDuring(Math.min(expiresAtMs - 1, t0 + 1199))).toEqual({ reads: 0, ended: 0 });
+    // Once Redis's clock has passed the deadline, the look at it ends the call.
+    await sleep(Math.max(0, expiresAtMs - Date.now() + 20));
+    expect((await readsDuring(expiresAtMs)).ended).toBe(1);
+    const entries = (await a.xrange(keys.outboxForCall(ks2, callId), '-', '+')) as [string, string[]][];
+    expect(entries.map(([id, f]) => parseChange(id, 0, f)).map((c) => `${c.kind}:${c.call.endReason ?? ''}`)).toEqual(['created:', 'ended:unanswered']);
   });
 });
