@@ -29,7 +29,8 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const logger = createLogger(config.LOG_LEVEL);
+  // In dev mode lines go out one by one, in order with the printed tokens (src/util/logger.ts).
+  const logger = createLogger(config.LOG_LEVEL, dev ? process.stdout : undefined);
   if (authUnconfigured(config)) {
     process.stderr.write('invalid configuration:\n  AUTH_JWT_SECRET: set one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY or AUTH_JWKS_URL (or run with --dev)\n');
     process.exit(2);

@@ -86,7 +86,8 @@ describe('start-up', () => {
   it('quick start: --dev without REDIS_URL starts an embedded redis-server, prints working tokens, and stops it on SIGTERM', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'quickstart-'));
     try {
-      const run = runMain({ PORT: '0', HOST: '127.0.0.1', EMBEDDED_REDIS_DIR: join(dir, 'redis') }, ['--dev'], /BOB=\S+/);
+      // METRICS_PORT 0: the default 9464 may be taken by another test's server running meanwhile.
+      const run = runMain({ PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0', EMBEDDED_REDIS_DIR: join(dir, 'redis') }, ['--dev'], /BOB=\S+/);
       const out = await run.matched!;
       const port = Number(/"port":(\d+)/.exec(out)?.[1]);
       const redisPort = Number(/"redis":"redis:\/\/127\.0\.0\.1:(\d+)"/.exec(out)?.[1]);
