@@ -8,7 +8,7 @@ import { mintToken } from '../../src/auth/devTokens.js';
 import { startStack, type Stack } from '../support/stack.js';
 import type { TestServer } from '../support/server.js';
 import { TEST_JWT_SECRET, tokenFor, type Identity } from '../support/tokens.js';
-import { sleep, uid } from '../support/fixtures.js';
+import { shardBarriers, sleep, uid } from '../support/fixtures.js';
 
 /**
  * The project's typed client (packages/client, from source) against real server processes: CallingClient for the
@@ -21,7 +21,6 @@ const TURN_URL = 'turn:127.0.0.1:3478';
 const TURN_SECRET = 'turn-secret-for-the-client-tests';
 const MEDIA_ENV = { TURN_URLS: TURN_URL, TURN_SECRET };
 const WAIT_MS = 10_000;
-const QUIET_MS = 400;
 
 let stack: Stack;
 let A: TestServer;
@@ -92,12 +91,13 @@ class Recorder {
 
   constructor(readonly name: string) {}
 
-  payloads(): EventPayload[] {
-    return this.events.map((e) => e.event);
+  /** The events delivered, without those of the calls in `except` (barrier calls). */
+  payloads(except: ReadonlySet<string> = new Set()): EventPayload[] {
+    return this.events.map((e) => e.event).filter((e) => !except.has(e.callId));
   }
 
-  shape(): string[] {
-    return this.payloads().map((e) => `${e.type}/${e.callId}${'reason' in e ? `/${e.reason}` : ''}`);
+  shape(except?: ReadonlySet<string>): string[] {
+    return this.payloads(except).map((e) => `${e.type}/${e.callId}${'reason' in e ? `/${e.reason}` : ''}`);
   }
 
   async until(what: string, done: () => boolean, timeoutMs = WAIT_MS): Promise<void> {
@@ -121,6 +121,25 @@ class Recorder {
 }
 
 type Ctor = NonNullable<SignalingOptions['WebSocket']>;
+
+/**
+ * Proves "nothing else arrived" without a quiet period: for each user, barrier calls on the outbox
+ * shards of the calls `after` (shardBarriers in test/support/fixtures.ts), which reach every
+ * installation of the user after anything the calls' changes so far sent it; resolves once each of
+ * the user's recorders has an event of each of its barrier calls. Returns the barrier calls' ids,
+ * for the checks to leave out.
+ */
+async function barrier(after: string[], users: [userId: string, recs: Recorder[]][]): Promise<Set<string>> {
+  const ids = new Set<string>();
+  await Promise.all(
+    users.map(async ([userId, recs]) => {
+      const barriers = await shardBarriers(A.url, userId, after);
+      for (const id of barriers) ids.add(id);
+      await Promise.all(recs.map((r) => r.until('the barrier calls', () => barriers.every((id) => r.payloads().some((e) => e.callId === id)))));
+    }),
+  );
+  return ids;
+}
 
 async function online(
   server: { port: number },
@@ -260,11 +279,15 @@ describe('a whole call through CallingClient and SignalingClient', () => {
     expect(phone.rec.payloads()[2]).toMatchObject({ type: 'call.ended', callId, reason: 'remoteEnded' });
     expect(await phoneApi.getCall(callId)).toMatchObject({ state: 'ended', endReason: 'remoteEnded' });
 
-    // Nothing more, nothing twice; the phone saw exactly what its log holds.
-    await sleep(QUIET_MS);
-    expect(a.rec.shape()).toEqual([`call.accepted/${callId}`]);
-    expect(phone.rec.shape()).toEqual([`call.invited/${callId}`, `call.renamed/${callId}`, `call.ended/${callId}/remoteEnded`]);
-    expect(tablet.rec.shape()).toEqual([`call.invited/${callId}`, `call.ended/${callId}/answeredElsewhere`]);
+    // Nothing more, nothing twice; the phone saw exactly what its log holds (the barrier calls'
+    // events too, last).
+    const barriers = await barrier([callId], [
+      [alice.userId, [a.rec]],
+      [bobId, [phone.rec, tablet.rec]],
+    ]);
+    expect(a.rec.shape(barriers)).toEqual([`call.accepted/${callId}`]);
+    expect(phone.rec.shape(barriers)).toEqual([`call.invited/${callId}`, `call.renamed/${callId}`, `call.ended/${callId}/remoteEnded`]);
+    expect(tablet.rec.shape(barriers)).toEqual([`call.invited/${callId}`, `call.ended/${callId}/answeredElsewhere`]);
     for (const s of [a, phone, tablet]) {
       s.rec.expectClean();
       expect(s.rec.closes).toEqual([]);
@@ -345,10 +368,12 @@ describe('SignalingClient automatic resume', () => {
     // Live again after the replay.
     const c3 = await callerApi.createCall({ calleeUserId: callee.userId });
     await c.rec.waitForEvents(6);
-    await sleep(QUIET_MS);
+    // Nothing more: a barrier on the shard of each of the four calls (README "Relays").
+    const barriers = await barrier([c0.callId, c1.callId, c2.callId, c3.callId], [[callee.userId, [c.rec]]]);
     c.rec.expectClean();
-    expect(c.rec.payloads()).toEqual([c.rec.payloads()[0], ...missed, c.rec.payloads()[5]]);
-    expect(c.rec.payloads()[5]).toMatchObject({ type: 'call.invited', callId: c3.callId });
+    const got = c.rec.payloads(barriers);
+    expect(got).toEqual([got[0], ...missed, got[5]]);
+    expect(got[5]).toMatchObject({ type: 'call.invited', callId: c3.callId });
     // The failed attempts in between were abnormal closes (no server), not reported as events.
     expect(c.rec.closes.slice(1).every((x) => x.code === 1006)).toBe(true);
     expect(c.client.cursor).toBe(c.rec.events.at(-1)!.cursor);
@@ -385,7 +410,8 @@ describe('SignalingClient automatic resume', () => {
 
     const c3 = await callerApi.createCall({ calleeUserId: callee.userId });
     await c.rec.waitForEvents(4);
-    await sleep(QUIET_MS);
+    // Nothing more (no third copy either): a barrier on the shard of each call.
+    const barriers = await barrier([c1.callId, c2.callId, c3.callId], [[callee.userId, [c.rec]]]);
 
     // The socket really received the first three twice…
     const received = cap.frames
@@ -396,7 +422,7 @@ describe('SignalingClient automatic resume', () => {
     // …and onEvent was called once per eventId, each call's events in order (calls on different
     // outbox shards may interleave: README "Relays").
     c.rec.expectClean();
-    const shape = c.rec.shape();
+    const shape = c.rec.shape(barriers);
     expect([...shape].sort()).toEqual(
       [`call.invited/${c1.callId}`, `call.ended/${c1.callId}/callerCancelled`, `call.invited/${c2.callId}`, `call.invited/${c3.callId}`].sort(),
     );
@@ -437,10 +463,10 @@ describe('SignalingClient encodings', () => {
     await callerApi.rename(call.callId, { displayName: 'Renamed caller' });
     await callerApi.end(call.callId, { reason: 'localHangup' });
     await Promise.all([j.rec.waitForEvents(3), m.rec.waitForEvents(3)]);
-    await sleep(QUIET_MS);
+    const barriers = await barrier([call.callId], [[calleeId, [j.rec, m.rec]]]);
 
-    expect(m.rec.payloads()).toEqual(j.rec.payloads());
-    expect(m.rec.shape()).toEqual([`call.invited/${call.callId}`, `call.renamed/${call.callId}`, `call.ended/${call.callId}/callerCancelled`]);
+    expect(m.rec.payloads(barriers)).toEqual(j.rec.payloads(barriers));
+    expect(m.rec.shape(barriers)).toEqual([`call.invited/${call.callId}`, `call.renamed/${call.callId}`, `call.ended/${call.callId}/callerCancelled`]);
     m.rec.expectClean();
     // On the wire: binary frames for msgpack, text frames for JSON.
     expect(packCap.frames.length).toBeGreaterThanOrEqual(4);

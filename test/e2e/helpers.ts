@@ -1,15 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
-import { device as makeDevice, uid, type Device } from '../support/fixtures.js';
+import { device as makeDevice, shardBarriers, uid, type Device } from '../support/fixtures.js';
 import { api, type ApiResponse } from '../support/http.js';
-import { closeAll, connect, quietPeriod, type ConnectOptions, type EventPayload, type SignalingClient } from '../support/ws-client.js';
+import { closeAll, connect, type ConnectOptions, type EventPayload, type SignalingClient } from '../support/ws-client.js';
 
 /**
  * Helpers shared by the signaling end-to-end tests: users with several installations online,
- * exact payload checks (docs/protocol.md "Events"), and "exactly these events, then silence" assertions.
+ * exact payload checks (docs/protocol.md "Events"), and "exactly these events, and nothing more"
+ * assertions proven with barriers, not quiet periods.
  */
-
-export const QUIET_MS = 300;
 
 /** An installation with its session and, once online, its signaling socket. */
 export interface OnlineDevice extends Device {
@@ -51,19 +50,45 @@ export class Sockets {
   }
 }
 
+/** The barrier calls settleByBarrier made: markers of the tests, not part of what they check. */
+const barrierCalls = new Set<string>();
+
+/** The device's events, without those of barrier calls. */
+export function callEvents(d: OnlineDevice): EventPayload[] {
+  return d.ws.events().filter((e) => !barrierCalls.has(e.callId));
+}
+
 /**
- * Waits until each device has received exactly its expected number of events in total, then
- * a quiet period, then asserts that nobody received anything more. Returns each device's events.
+ * Waits until each device has received its expected number of events in total (barrier calls
+ * left out), then proves that nothing more came of the changes made so far to the calls `after`:
+ * barrier calls for each user of `expected` (shardBarriers in test/support/fixtures.ts) reach
+ * every one of their installations after anything those changes sent them, and once every device
+ * has its barriers, nobody may have received more than expected. Returns each device's events
+ * (barrier calls left out).
  */
-export async function settle(expected: [OnlineDevice, number][], timeoutMs = 5000): Promise<EventPayload[][]> {
-  await Promise.all(expected.map(([d, n]) => (n > 0 ? d.ws.waitForEvents(n, timeoutMs) : Promise.resolve())));
-  await quietPeriod(QUIET_MS);
+export async function settleByBarrier(
+  url: string,
+  after: string | readonly string[],
+  expected: [OnlineDevice, number][],
+  timeoutMs = 5000,
+): Promise<EventPayload[][]> {
+  await Promise.all(expected.map(([d, n]) => d.ws.until(() => callEvents(d).length >= n, timeoutMs, `${n} events`)));
+  const calls = typeof after === 'string' ? [after] : after;
+  const users = [...new Set(expected.map(([d]) => d.userId))];
+  const barriers = new Map(await Promise.all(users.map(async (u) => [u, await shardBarriers(url, u, calls)] as const)));
+  for (const ids of barriers.values()) for (const id of ids) barrierCalls.add(id);
+  await Promise.all(
+    expected.map(([d]) => {
+      const ids = barriers.get(d.userId)!;
+      return d.ws.until(() => ids.every((id) => d.ws.events().some((e) => e.callId === id)), Math.max(timeoutMs, 5000), 'the barrier calls');
+    }),
+  );
   for (const [d, n] of expected) {
-    expect(d.ws.events().length, `${d.installationId} received ${d.ws.describe()}`).toBe(n);
+    expect(callEvents(d).length, `${d.installationId} received ${d.ws.describe()}`).toBe(n);
     expect(d.ws.undecodable()).toEqual([]);
     expect(d.ws.closeInfo, `${d.installationId} is still open`).toBeUndefined();
   }
-  return expected.map(([d]) => d.ws.events());
+  return expected.map(([d]) => callEvents(d));
 }
 
 const REVISION = /^[1-9][0-9]*$/;

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { api } from '../support/http.js';
-import { answer, device, end, sleep, uid } from '../support/fixtures.js';
-import { closeAll, connect, quietPeriod, type SignalingClient } from '../support/ws-client.js';
+import { answer, device, end, shardBarriers, sleep, uid } from '../support/fixtures.js';
+import { closeAll, connect, type SignalingClient } from '../support/ws-client.js';
 
 /**
  * GET /metrics end to end, on the metrics listener (METRICS_PORT): the Prometheus text of a real
@@ -233,15 +233,32 @@ describe('GET /metrics', () => {
     const ended = await end(caller, callId, 'localHangup');
     expect(ended.status, ended.text).toBe(200);
     await calleeWs.waitForEvents(2, 5000);
-    await quietPeriod(300);
-    expect(callerWs.events().map((e) => e.type)).toEqual(['call.accepted']);
-    expect(calleeWs.events().map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/remoteEnded']);
 
+    // Scraped before the barrier calls below, which would count too.
     const after = await scrapeUntil(
       metricsUrl,
       (e) => value(e, 'relay_changes_total') - value(base, 'relay_changes_total') >= 3 && value(e, 'outbox_pending_entries') === 0,
       'three changes relayed and an empty outbox',
     );
+
+    // Nothing more reached the sockets: barrier calls on the call's outbox shard reach each user's
+    // installations after anything the call's changes sent them (shardBarriers in
+    // test/support/fixtures.ts); the checks leave the barrier calls' events out.
+    const barriers = new Set<string>();
+    const parties: [string, SignalingClient][] = [
+      [caller.userId, callerWs],
+      [callee.userId, calleeWs],
+    ];
+    await Promise.all(
+      parties.map(async ([userId, ws]) => {
+        const ids = await shardBarriers(stack.url, userId, [callId]);
+        for (const id of ids) barriers.add(id);
+        await ws.until(() => ids.every((id) => ws.events().some((e) => e.callId === id)), 5000, 'the barrier calls');
+      }),
+    );
+    const ofCall = (ws: SignalingClient) => ws.events().filter((e) => !barriers.has(e.callId));
+    expect(ofCall(callerWs).map((e) => e.type)).toEqual(['call.accepted']);
+    expect(ofCall(calleeWs).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/remoteEnded']);
     const delta = (name: string, labels: Record<string, string> = {}) => value(after, name, labels) - value(base, name, labels);
 
     // HTTP: one request per route with its status, and one latency observation each.
@@ -286,7 +303,7 @@ describe('GET /metrics', () => {
     expect(value(after, 'outbox_pending_entries')).toBe(0);
 
     // Gateway: every event frame the two sockets received was counted, and they are both open.
-    const received = callerWs.events().length + calleeWs.events().length;
+    const received = ofCall(callerWs).length + ofCall(calleeWs).length;
     expect(received).toBe(3);
     expect(delta('ws_events_sent_total')).toBe(received);
     expect(value(after, 'ws_open_sockets', { encoding: 'json' })).toBe(wsBefore + 2);

@@ -3,7 +3,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import type { TestServer } from '../support/server.js';
 import { answer, end, headCursor } from '../support/fixtures.js';
 import { connect, type EventPayload } from '../support/ws-client.js';
-import { Sockets, createCall, dedupe, expectInvited, expectRepeatsIdentical, online, readAllEvents, settle, shape, user, via, waitUntil } from './helpers.js';
+import { Sockets, createCall, dedupe, expectInvited, expectRepeatsIdentical, online, readAllEvents, settleByBarrier, shape, user, via, waitUntil } from './helpers.js';
 
 /**
  * Two full server processes (api, gateway, worker) on one Redis: an event caused by a request to
@@ -50,7 +50,9 @@ describe('two processes on one Redis', () => {
     await Promise.all([b1!.ws.waitForEvents(1), b2!.ws.waitForEvents(1)]);
     const won = await answer(b1!, call.callId);
     expect(won.status, won.text).toBe(200);
-    const [ea1, , eb2] = await settle(
+    const [ea1, , eb2] = await settleByBarrier(
+      A.url,
+      call.callId,
       [
         [a1!, 1],
         [b1!, 1],

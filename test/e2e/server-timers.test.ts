@@ -3,7 +3,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import { getCall, uid } from '../support/fixtures.js';
 import { TEST_JWT_SECRET, claims, hmacJwt, tokenFor } from '../support/tokens.js';
 import { connect, upgradeStatus, UpgradeRejected } from '../support/ws-client.js';
-import { Sockets, createCall, endedAt, expectEnded, expectInvited, online, settle, user } from './helpers.js';
+import { Sockets, createCall, endedAt, expectEnded, expectInvited, online, settleByBarrier, user } from './helpers.js';
 
 /**
  * What the server does on its own, without any request: the ring timer ends an unanswered call
@@ -36,7 +36,9 @@ describe('ring timeout', () => {
     expect(call.snapshot.expiresAtMs - call.snapshot.createdAtMs).toBe(1000);
 
     // No request touches the call from here on: only the server's timer can end it.
-    const [ea1, ea2, eb1, eb2] = await settle(
+    const [ea1, ea2, eb1, eb2] = await settleByBarrier(
+      url,
+      call.callId,
       [
         [a1, 1],
         [a2, 1],

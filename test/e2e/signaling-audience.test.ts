@@ -4,20 +4,23 @@ import { answer, end } from '../support/fixtures.js';
 import {
   Sockets,
   acceptedAt,
+  callEvents,
   createCall,
   endedAt,
   expectAccepted,
   expectEnded,
   expectInvited,
   online,
-  settle,
+  settleByBarrier,
   user,
 } from './helpers.js';
 
 /**
  * Who receives what (docs/protocol.md "Who receives what"), over real WebSockets: every
  * user has several installations online, and for each transition each installation must get
- * exactly its events (payloads exactly as docs/protocol.md "Events") and nothing else within a quiet period.
+ * exactly its events (payloads exactly as docs/protocol.md "Events") and nothing else: each check ends
+ * with barrier calls (helpers.ts settleByBarrier) that every installation receives after anything
+ * the call's changes could have sent it.
  * The ring timeout is in server-timers.test.ts (it needs a short RING_TIMEOUT_MS).
  */
 
@@ -52,7 +55,7 @@ describe('signaling audience per transition', () => {
 
     const call = await createCall(a1, b1.userId, { video: true });
 
-    const [e1, e2] = await settle([
+    const [e1, e2] = await settleByBarrier(url, call.callId, [
       [b1, 1],
       [b2, 1],
       [a1, 0],
@@ -80,7 +83,7 @@ describe('signaling audience per transition', () => {
     expect(lost.status, lost.text).toBe(409);
     expect(lost.json.code).toBe('answer_conflict');
 
-    const [ea1, ea2, eb1, eb2, eb3] = await settle([
+    const [ea1, ea2, eb1, eb2, eb3] = await settleByBarrier(url, call.callId, [
       [a1, 1],
       [a2, 1],
       [b1, 1],
@@ -110,7 +113,7 @@ describe('signaling audience per transition', () => {
     expect(cancelled.status, cancelled.text).toBe(200);
     expect(cancelled.json.state).toBe('ended');
 
-    const [eb1, eb2] = await settle([
+    const [eb1, eb2] = await settleByBarrier(url, call.callId, [
       [b1, 2],
       [b2, 2],
       [a1, 0],
@@ -129,7 +132,7 @@ describe('signaling audience per transition', () => {
     const declined = await end(b1, call.callId, 'declined');
     expect(declined.status, declined.text).toBe(200);
 
-    const [ea1, ea2, eb1, eb2] = await settle([
+    const [ea1, ea2, eb1, eb2] = await settleByBarrier(url, call.callId, [
       [a1, 1],
       [a2, 1],
       [b1, 1],
@@ -151,7 +154,7 @@ describe('signaling audience per transition', () => {
     const ended = await end(b2, call.callId, 'localHangup');
     expect(ended.status, ended.text).toBe(200);
 
-    const [ea1, , , eb1] = await settle([
+    const [ea1, , , eb1] = await settleByBarrier(url, call.callId, [
       [a1, 1],
       [a2, 1],
       [b2, 1],
@@ -168,7 +171,7 @@ describe('signaling audience per transition', () => {
     await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
     const won = await answer(b2, call.callId);
     expect(won.status, won.text).toBe(200);
-    await settle([
+    await settleByBarrier(url, call.callId, [
       [a1, 1],
       [a2, 1],
       [b1, 2],
@@ -179,7 +182,7 @@ describe('signaling audience per transition', () => {
     expect(hungUp.status, hungUp.text).toBe(200);
     expect(hungUp.json.state).toBe('ended');
 
-    const [eb2] = await settle([
+    const [eb2] = await settleByBarrier(url, call.callId, [
       [b2, 2],
       [b1, 2],
       [a1, 1],
@@ -187,7 +190,7 @@ describe('signaling audience per transition', () => {
     ]);
     expectEnded(eb2![1]!, 'remoteEnded', endedAt(hungUp.json));
     // b1 saw only its invitation and answeredElsewhere.
-    expect(b1.ws.events().map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
+    expect(callEvents(b1).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
   });
 
   it('callee hangs up after the answer: the caller’s installations get remoteEnded; no callee installation gets anything', async () => {
@@ -197,7 +200,7 @@ describe('signaling audience per transition', () => {
     await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
     const won = await answer(b1, call.callId);
     expect(won.status, won.text).toBe(200);
-    await settle([
+    await settleByBarrier(url, call.callId, [
       [a1, 1],
       [a2, 1],
       [b1, 1],
@@ -208,7 +211,7 @@ describe('signaling audience per transition', () => {
     expect(hungUp.status, hungUp.text).toBe(200);
     expect(hungUp.json.state).toBe('ended');
 
-    const [ea1, ea2] = await settle([
+    const [ea1, ea2] = await settleByBarrier(url, call.callId, [
       [a1, 2],
       [a2, 2],
       [b1, 1],
@@ -233,7 +236,7 @@ describe('signaling audience per transition', () => {
     const again = await end(a1, call.callId, 'localHangup');
     expect(again.status).toBe(200);
 
-    await settle([
+    await settleByBarrier(url, call.callId, [
       [b1, 2],
       [b2, 2],
       [a1, 0],

@@ -62,6 +62,33 @@ export function sameShardCallId(callId: string, shards = DEFAULT_CALL_SHARDS): s
   }
 }
 
+/**
+ * Barriers for "nothing else arrived" at the installations of `userId` after the changes made so
+ * far to the calls `after`. For each outbox shard among those calls, a fresh installation of the
+ * user calls a fresh user on a callId of that shard (sameShardCallId), who declines: every caller
+ * installation is told (README "Who receives what"; should the barrier call ring out first, it is
+ * told `unanswered` instead), also while the user is in another call (README "Busy and call
+ * waiting": only a busy callee ends a new call). The shard is relayed in order (README "Relays") and an
+ * installation receives its events in log order (docs/signaling.md), so once an installation has
+ * an event of each returned barrier call, everything the earlier changes of `after` sent it has
+ * arrived. Returns the barrier calls' ids (one per shard).
+ */
+export async function shardBarriers(url: string, userId: string, after: readonly string[], shards = DEFAULT_CALL_SHARDS): Promise<string[]> {
+  const oneCallPerShard = new Map(after.map((callId) => [shardOf(callId, shards), callId]));
+  return Promise.all(
+    [...oneCallPerShard.values()].map(async (callId) => {
+      const barrier = sameShardCallId(callId, shards);
+      const caller = device(url, userId);
+      const callee = device(url);
+      const created = await caller.api.post('/v1/calls', { callId: barrier, calleeUserId: callee.userId, operationId: uid('op') });
+      expect(created.status, created.text).toBe(201);
+      const declined = await end(callee, barrier, 'declined');
+      expect(declined.status, declined.text).toBe(200);
+      return barrier;
+    }),
+  );
+}
+
 /** A ringing call answered by the callee device. */
 export async function acceptedCall(url: string, caller = device(url), callee = device(url)): Promise<CallPair & { answered: ApiResponse }> {
   const pair = await ringingCall(url, caller, callee);

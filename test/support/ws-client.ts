@@ -1,4 +1,3 @@
-import { sleep } from './wait.js';
 import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { unpack } from 'msgpackr';
@@ -276,11 +275,6 @@ export async function upgradeStatus(baseUrl: string, token: string | undefined, 
     if (err instanceof UpgradeRejected) return err;
     throw err;
   }
-}
-
-/** Waits `ms`: the quiet period after which "nothing else arrived" is asserted. */
-export async function quietPeriod(ms = 300): Promise<void> {
-  await sleep(ms);
 }
 
 /** Closes every client, ignoring ones already closed. */
