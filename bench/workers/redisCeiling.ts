@@ -29,11 +29,13 @@ import type { Task } from './tasks.js';
  *   (whose ring index entry is the ring timer);
  *   per create: the callee's busy marker HGET (busy check, CALL_WAITING off);
  *   per change: the relay's appendEvents per user (XADD + SPUBLISH to subscribed channels, the
- *   busy markers in the same script), its XREADGROUP of the outbox and XACK + XDEL.
+ *   busy markers and the push registrations the push handler needs in the same script), its
+ *   XREADGROUP of the outbox and XACK (acknowledged entries are trimmed in bulk once a second:
+ *   left out here).
  * Variants: `lifecycle` and `create` (create + invitation delivery only: the Redis work behind
  * one delivered event).
  * Not included: the ring sweeps (a few commands per second per shard, whatever the call rate)
- * and the push registration reads.
+ * and the invited call's read before its push.
  */
 
 export type CeilingVariant = 'lifecycle' | 'create';
@@ -127,20 +129,19 @@ export function createTask(): Task {
             if (err) countInto(errors, `redis: ${err.message.slice(0, 60)}`);
             else if (Array.isArray(reply) && reply[0] === 'error') countInto(errors, `script: ${String(reply[1])}`);
           }
-          // The relay: read the outbox entries these changes wrote, acknowledge and delete them.
+          // The relay: read the outbox entries these changes wrote and acknowledge them.
           const read = (await redis.xreadgroup(
             'GROUP', RELAY_GROUP, consumer, 'COUNT', 10_000, 'STREAMS', ...streamKeys, ...streamKeys.map(() => '>'),
           )) as [string, [string, string[]][]][] | null;
           cmds++;
           if (read) {
-            // As the relay does: one MULTI (XACK + XDEL) per stream batch.
+            // As the relay does: one XACK per stream batch (the relay sends it with its next read).
             await Promise.all(
               read
                 .filter(([, entries]) => entries.length > 0)
                 .map(([key, entries]) => {
-                  const ids = entries.map((e) => e[0]);
-                  cmds += 4;
-                  return redis.multi().xack(key, RELAY_GROUP, ...ids).xdel(key, ...ids).exec();
+                  cmds++;
+                  return redis.xack(key, RELAY_GROUP, ...entries.map((e) => e[0]));
                 }),
             );
           }
