@@ -44,17 +44,11 @@ export function fingerprint(action: string, parts: readonly (string | number | b
   return createHash('sha256').update(JSON.stringify([action, ...parts])).digest('base64url');
 }
 
-export interface CreateInput {
-  callId: string;
-  callerUserId: string;
-  callerInstallationId: string;
-  callerDisplayName: string;
-  callerHandle: string;
-  calleeUserId: string;
-  video: boolean;
-  operationId: string;
-  fingerprint: string;
-}
+/** What a create request stores of the call (the rest the script sets), and its operation. */
+export type CreateInput = Pick<
+  CallRecord,
+  'callId' | 'callerUserId' | 'callerInstallationId' | 'callerDisplayName' | 'callerHandle' | 'calleeUserId' | 'video'
+> & { operationId: string; fingerprint: string };
 
 /** The keys of every call-changing script: the call, the operation's record, the shard's outbox and ring index. */
 function changeKeys(s: StoreSettings, callId: string, userId: string, operationId: string): string[] {
