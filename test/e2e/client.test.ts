@@ -432,15 +432,43 @@ describe('SignalingClient automatic resume', () => {
   it('stop() during the reconnect backoff stops it for good', async () => {
     const callee = party(uid('callee'), uid('callee-phone'));
     const cap = capturingWebSocket();
-    const c = await online(B, callee, { WebSocket: cap.Ctor, maxBackoffMs: 1_000 });
+    // Connections opened before stop(), once stopped.
+    let openedAtStop: number | undefined;
+    const c: { client: SignalingClient; rec: Recorder } = await online(B, callee, {
+      WebSocket: cap.Ctor,
+      // Every backoff of this client is at most 40 ms: shorter than the witness's below.
+      maxBackoffMs: 40,
+      onClose: (code, reason) => {
+        c.rec.closes.push({ code, reason });
+        // Stopped while a reconnect is scheduled: the close schedules it in microtasks, the
+        // immediate runs after them, long before the timer (at least 20 ms) is due.
+        if (c.rec.closes.length === 1)
+          setImmediate(() => {
+            openedAtStop = cap.opened.length;
+            c.client.stop();
+          });
+      },
+    });
     await B.stop();
-    await c.rec.until('the 1001 close', () => c.rec.closes.length >= 1);
-    // Stopped while a reconnect is scheduled.
-    c.client.stop();
-    const opened = cap.opened.length;
+    await c.rec.until('the 1001 close and stop()', () => openedAtStop !== undefined);
+    expect(c.rec.closes[0]?.code).toBe(1001);
     B = await startB();
-    await sleep(2_500);
-    expect(cap.opened.length, `connections opened after stop(): ${JSON.stringify(cap.opened.slice(opened))}`).toBe(opened);
+
+    // Barrier for "no reconnect came", without a quiet period: a witness client, started only
+    // now, against a port where nothing listens. Its first retry waits at least 50 ms (half of
+    // its first 100 ms backoff), longer than any backoff of c (40 ms at most), and was scheduled
+    // after c's stop(); Node runs timers in the order they are due, so once the witness opens its
+    // second socket, a reconnect of c that stop() failed to cancel has fired too, and its socket
+    // (opened synchronously after the token, a string here) is in cap.opened.
+    const witnessCap = capturingWebSocket();
+    const witness = new SignalingClient({ url: `ws://127.0.0.1:${await freePort()}`, token: callee.token, WebSocket: witnessCap.Ctor, onEvent: () => {} });
+    clients.push(witness);
+    const witnessStart = witness.start().catch((err: unknown) => err);
+    await c.rec.until("the witness's retry", () => witnessCap.opened.length >= 2);
+    witness.stop();
+    expect(String(await witnessStart)).toMatch(/stopped before synced/);
+
+    expect(cap.opened.length, `connections opened after stop(): ${JSON.stringify(cap.opened.slice(openedAtStop))}`).toBe(openedAtStop);
     expect(c.rec.synced).toHaveLength(1);
     const metrics = await (await fetch(`${B.metricsUrl}/metrics`)).text();
     expect(metrics).toMatch(/^calling_ws_open_sockets\{encoding="json"\} 0$/m);

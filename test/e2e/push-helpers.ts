@@ -1,4 +1,7 @@
-import { keys } from '../../src/redis/keys.js';
+import { keys, shardOf } from '../../src/redis/keys.js';
+import { partitionOfShard, partitionQueueName, queuePrefix } from '../../src/redis/partitions.js';
+import { PUSH_QUEUE } from '../../src/push/queues.js';
+import { Queue } from 'bullmq';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,7 +10,8 @@ import { expect } from 'vitest';
 import { makeApnsKey, startFakeApns, type ApnsKey, type ApnsRecordedRequest, type FakeApns } from '../support/apns-server.js';
 import { startFakeFcm, writeServiceAccountFile, type FakeFcm, type FcmRecordedMessage } from '../support/fcm-server.js';
 import { startStack, type Stack } from '../support/stack.js';
-import type { Device } from '../support/fixtures.js';
+import { DEFAULT_CALL_SHARDS, device, end, sameShardCallId, uid, type Device } from '../support/fixtures.js';
+import { waitUntil } from '../support/wait.js';
 
 /**
  * The push end-to-end stack: a real redis-server, a real server process (all roles unless told
@@ -148,6 +152,56 @@ export function fcmBody(m: FcmRecordedMessage): FcmBody {
 /** FCM messages for one registration token, optionally only those whose callpayload has `type`. */
 export function fcmTo(fake: FakeFcm, token: string, type?: string): FcmRecordedMessage[] {
   return fake.messages.filter((m) => m.token === token && (type === undefined || callpayloadOf(m).type === type));
+}
+
+/** The server's default QUEUE_PARTITIONS. */
+const QUEUE_PARTITIONS = 4;
+
+/**
+ * Barrier for "no more pushes come of the changes made so far to the calls `callIds`", instead of
+ * a quiet period. Per outbox shard among the calls, twice in a row: a fresh user calls a fresh
+ * user with an Android registration on a callId of that shard (sameShardCallId), and waits for
+ * that invitation at the fake FCM (then the callee declines, which pushes nothing). The relay's
+ * push handler takes a shard's batches in outbox order, each only once the one before has had
+ * the provider answers of all its first attempts and has queued their retries (src/events/relay.ts,
+ * src/push/dispatcher.ts), and the fakes record a request before answering it. The second barrier
+ * call, made after the first one's batch was read, is in a later batch than every change made
+ * before it: once its invitation has arrived, every first attempt of those changes has reached
+ * its fake. Then no retry job may be waiting, delayed or active in the push queues of those
+ * shards: a retry still to come would be one of them (a retry that fails again queues the next
+ * one before its job completes). Returns the barrier calls' ids.
+ */
+export async function pushesSettled(ps: PushStack, callIds: readonly string[], timeoutMs = 10_000): Promise<string[]> {
+  const oneCallPerShard = new Map(callIds.map((callId) => [shardOf(callId, DEFAULT_CALL_SHARDS), callId]));
+  const barriers: string[] = [];
+  await Promise.all(
+    [...oneCallPerShard.values()].map(async (callId) => {
+      for (let round = 0; round < 2; round++) {
+        const barrier = sameShardCallId(callId);
+        const callee = device(ps.url, uid('push-barrier-callee'));
+        const token = androidToken();
+        await registerAndroid(callee, token);
+        const created = await device(ps.url, uid('push-barrier-caller')).api.post('/v1/calls', { callId: barrier, calleeUserId: callee.userId, operationId: uid('op') });
+        expect(created.status, created.text).toBe(201);
+        await waitUntil(`the push barrier ${barrier}`, () => fcmTo(ps.fcm, token).length >= 1, timeoutMs);
+        const declined = await end(callee, barrier, 'declined');
+        expect(declined.status, declined.text).toBe(200);
+        barriers.push(barrier);
+      }
+    }),
+  );
+  const partitions = [...new Set([...oneCallPerShard.keys()].map((shard) => partitionOfShard(shard, QUEUE_PARTITIONS)))];
+  const queues = partitions.map((p) => new Queue(partitionQueueName(PUSH_QUEUE, p), { connection: ps.stack.redis, prefix: queuePrefix(PREFIX) }));
+  try {
+    await waitUntil(
+      'no push retry pending',
+      async () => (await Promise.all(queues.map((q) => q.getJobCountByTypes('waiting', 'prioritized', 'paused', 'delayed', 'active')))).every((n) => n === 0),
+      timeoutMs,
+    );
+  } finally {
+    await Promise.all(queues.map((q) => q.close()));
+  }
+  return barriers;
 }
 
 /** `"<n>s"` → n; fails on anything but whole seconds. */

@@ -11,7 +11,7 @@ import {
   registerAndroid,
   registerIos,
   isRegistered,
-  sleep,
+  pushesSettled,
   startPushStack,
   type PushStack,
 } from './push-helpers.js';
@@ -81,7 +81,7 @@ describe('invalid tokens', () => {
     expect(await isRegistered(ps.stack, ios.d, 'iosVoip')).toBe(true);
     ps.apns.setTokenState(ios.token, 'unregistered');
 
-    await createCall(caller, calleeUserId);
+    const first = await createCall(caller, calleeUserId);
     await waitUntil('the 410', () => apnsTo(ps.apns, ios.token).length >= 1);
     expect(apnsTo(ps.apns, ios.token)[0]).toMatchObject({ status: 410, reason: 'Unregistered' });
     await waitUntil('the registration to go', async () => {
@@ -90,9 +90,11 @@ describe('invalid tokens', () => {
     // The installation's other registration is untouched.
     expect(await isRegistered(ps.stack, android.d, 'androidPush')).toBe(true);
 
-    await createCall(caller, calleeUserId);
+    const second = await createCall(caller, calleeUserId);
     await waitUntil('the second Android invitation', () => invitesTo(android.token).length >= 2);
-    await sleep(500);
+    // Nothing more to the removed token: the second call's VoIP push would have gone out in the
+    // same attempt as its Android one, which may still be on its way; a push barrier waits for it.
+    await pushesSettled(ps, [first.callId, second.callId]);
     expect(apnsTo(ps.apns, ios.token)).toHaveLength(1);
   });
 
@@ -103,7 +105,7 @@ describe('invalid tokens', () => {
     expect(await isRegistered(ps.stack, android.d, 'androidPush')).toBe(true);
     ps.fcm.setTokenState(android.token, 'unregistered');
 
-    await createCall(caller, calleeUserId);
+    const first = await createCall(caller, calleeUserId);
     await waitUntil('the 404', () => invitesTo(android.token).length >= 1);
     expect(invitesTo(android.token)[0]!.status).toBe(404);
     await waitUntil('the registration to go', async () => {
@@ -111,9 +113,9 @@ describe('invalid tokens', () => {
     });
     expect(await isRegistered(ps.stack, ios.d, 'iosVoip')).toBe(true);
 
-    await createCall(caller, calleeUserId);
+    const second = await createCall(caller, calleeUserId);
     await waitUntil('the second VoIP push', () => apnsTo(ps.apns, ios.token).length >= 2);
-    await sleep(500);
+    await pushesSettled(ps, [first.callId, second.callId]);
     expect(fcmTo(ps.fcm, android.token)).toHaveLength(1);
   });
 

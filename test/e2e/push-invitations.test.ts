@@ -13,7 +13,7 @@ import {
   logRecords,
   registerAndroid,
   registerIos,
-  sleep,
+  pushesSettled,
   startPushStack,
   ttlSeconds,
   type PushStack,
@@ -65,7 +65,7 @@ describe('invitation requests, exactly', () => {
     const call = await createCall(caller, calleeUserId, { video: true });
     const s = call.snapshot;
     await waitUntil('both invitations', () => apnsTo(ps.apns, iosTok).length >= 1 && fcmTo(ps.fcm, androidTok).length >= 1);
-    await sleep(500);
+    await pushesSettled(ps, [call.callId]);
     const ios = apnsTo(ps.apns, iosTok);
     const fcm = fcmTo(ps.fcm, androidTok);
     expect(ios).toHaveLength(1);
@@ -165,7 +165,7 @@ describe('sandbox and production', () => {
 
     const first = await createCall(caller, calleeUserId);
     await waitUntil('both VoIP pushes', () => apnsTo(ps.apns, releaseTok).length >= 1 && apnsTo(ps.apnsSandbox, devTok).length >= 1);
-    await sleep(300);
+    await pushesSettled(ps, [first.callId]);
     expect(apnsTo(ps.apns, releaseTok).map((r) => r.status)).toEqual([200]);
     expect(apnsTo(ps.apnsSandbox, devTok).map((r) => r.status)).toEqual([200]);
     expect(apnsTo(ps.apns, devTok)).toHaveLength(0);
@@ -178,7 +178,7 @@ describe('sandbox and production', () => {
     await registerIos(releasePhone, releaseTok, 'development');
     const second = await createCall(caller, calleeUserId);
     await waitUntil('the sandbox pushes of the second call', () => apnsTo(ps.apnsSandbox, releaseTok).length >= 1 && apnsTo(ps.apnsSandbox, devTok).length >= 2);
-    await sleep(300);
+    await pushesSettled(ps, [first.callId, second.callId]);
     expect(apnsTo(ps.apns, releaseTok)).toHaveLength(1);
     expect(apnsTo(ps.apns, devTok)).toHaveLength(0);
     const moved = apnsTo(ps.apnsSandbox, releaseTok);
@@ -202,7 +202,7 @@ describe('provider credentials are reused', () => {
       () => callees.every((c) => apnsTo(ps.apns, c.iosTok).length >= 1 && fcmTo(ps.fcm, c.androidTok).length >= 1),
       10_000,
     );
-    await sleep(300);
+    await pushesSettled(ps, calls.map((c) => c.callId));
     const ios = callees.flatMap((c) => apnsTo(ps.apns, c.iosTok));
     const android = callees.flatMap((c) => fcmTo(ps.fcm, c.androidTok));
     expect(ios).toHaveLength(10);
@@ -236,8 +236,8 @@ describe('ttl and the last second', () => {
     const call = await createCall(caller, calleeUserId);
     const { expiresAtMs, createdAtMs } = call.snapshot as { expiresAtMs: number; createdAtMs: number };
     expect(expiresAtMs - createdAtMs).toBe(3000);
-    // Past the expiry and a little more: every attempt that was going to happen has happened.
-    await sleep(expiresAtMs - Date.now() + 1500);
+    // Every attempt that was going to happen has happened: no retry is pending any more.
+    await pushesSettled(ps, [call.callId]);
 
     const ios = apnsTo(ps.apns, iosTok);
     const invites = fcmTo(ps.fcm, androidTok, 'call.invited');
@@ -283,7 +283,7 @@ describe('ttl and the last second', () => {
     // The call still rings over signaling, and ends as unanswered at its expiry.
     const events = await eventsUntil(android, cursor, (e) => e.some((x) => x.type === 'call.ended'), 5000);
     expect(events.map((e) => e.type)).toEqual(['call.invited', 'call.ended']);
-    await sleep(500);
+    await pushesSettled(ps, [call.callId]);
     expect(apnsTo(ps.apns, iosTok)).toHaveLength(0);
     expect(fcmTo(ps.fcm, androidTok, 'call.invited')).toHaveLength(0);
   });

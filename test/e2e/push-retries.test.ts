@@ -10,7 +10,7 @@ import {
   iosToken,
   registerAndroid,
   registerIos,
-  sleep,
+  pushesSettled,
   startPushStack,
   type PushStack,
 } from './push-helpers.js';
@@ -69,8 +69,8 @@ describe('no invitation for a call that stopped ringing', () => {
     const cancelled = await end(caller, call.callId, 'localHangup');
     expect(cancelled.status, cancelled.text).toBe(200);
 
-    // The retries were due 2 s after the first attempts: wait past them.
-    await sleep(3000);
+    // The retries were due 2 s after the first attempts: wait until no retry is pending.
+    await pushesSettled(ps, [call.callId]);
     expect(apnsTo(ps.apns, ios.token).map((r) => r.status)).toEqual([503]);
     expect(invitesTo(android.token).map((m) => m.status)).toEqual([503]);
     // What the Android installation does get is the cancel signal.
@@ -87,11 +87,12 @@ describe('no invitation for a call that stopped ringing', () => {
     const call = await createCall(caller, calleeUserId);
     expect(call.snapshot.expiresAtMs - call.snapshot.createdAtMs).toBe(3000);
     await waitUntil('the first attempts', () => apnsTo(ps.apns, ios.token).length >= 1 && invitesTo(android.token).length >= 1);
-    // Past the moment the retry would have been due (first attempt + 4 s), with slack.
-    await sleep(Math.max(0, apnsTo(ps.apns, ios.token)[0]!.receivedAtMs + 4000 + 1000 - Date.now()));
-
+    // No retry pending (one due after the expiry is given up, or skipped when it runs).
+    await pushesSettled(ps, [call.callId]);
     expect(apnsTo(ps.apns, ios.token).map((r) => r.status)).toEqual([503]);
     expect(invitesTo(android.token).map((m) => m.status)).toEqual([503]);
+    // The call expires: the ring timer ends it.
+    await waitUntil('the call to end', async () => (await getCall(caller, call.callId)).json.state === 'ended');
     const snap = await getCall(caller, call.callId);
     expect(snap.json).toMatchObject({ state: 'ended', endReason: 'unanswered' });
   });
@@ -107,7 +108,7 @@ describe('transient refusals', () => {
 
     const call = await createCall(caller, calleeUserId);
     await waitUntil('the retries', () => apnsTo(ps.apns, ios.token).length >= 2 && invitesTo(android.token).length >= 2);
-    await sleep(1500);
+    await pushesSettled(ps, [call.callId]);
 
     const iosReqs = apnsTo(ps.apns, ios.token);
     expect(iosReqs.map((r) => [r.status, r.reason ?? null])).toEqual([
@@ -129,9 +130,9 @@ describe('transient refusals', () => {
     const ios = await iPhone(calleeUserId);
     ps.apns.failNext(ios.token, { status: 403, reason: 'ExpiredProviderToken' });
 
-    await createCall(caller, calleeUserId);
+    const call = await createCall(caller, calleeUserId);
     await waitUntil('the retry', () => apnsTo(ps.apns, ios.token).length >= 2);
-    await sleep(1000);
+    await pushesSettled(ps, [call.callId]);
     const reqs = apnsTo(ps.apns, ios.token);
     expect(reqs.map((r) => [r.status, r.reason ?? null])).toEqual([
       [403, 'ExpiredProviderToken'],
@@ -153,9 +154,9 @@ describe('transient refusals', () => {
     const exchangesBefore = ps.fcm.tokenRequests.length;
     ps.fcm.expireAllAccessTokens();
 
-    await createCall(caller, android.d.userId);
+    const call = await createCall(caller, android.d.userId);
     await waitUntil('the retry', () => invitesTo(android.token).length >= 2);
-    await sleep(1000);
+    await pushesSettled(ps, [call.callId]);
     const msgs = invitesTo(android.token);
     expect(msgs.map((m) => m.status)).toEqual([401, 200]);
     expect(msgs[1]!.accessToken).not.toBe(msgs[0]!.accessToken);

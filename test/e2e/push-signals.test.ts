@@ -12,7 +12,7 @@ import {
   iosToken,
   registerAndroid,
   registerIos,
-  sleep,
+  pushesSettled,
   startPushStack,
   ttlSeconds,
   type PushStack,
@@ -92,7 +92,7 @@ describe('caller cancels', () => {
     const ended = await end(caller.d, call.callId, 'localHangup');
     expect(ended.status, ended.text).toBe(200);
     await waitUntil('the cancel signals', () => [a1, a2].every((p) => fcmTo(ps.fcm, p.token, 'call.ended').length >= 1));
-    await sleep(800);
+    await pushesSettled(ps, [call.callId]);
 
     for (const p of [a1, a2]) {
       const all = fcmTo(ps.fcm, p.token);
@@ -133,7 +133,7 @@ describe('answered on one device', () => {
     // Hang up: once the call was answered, the devices in it hear it over signaling only.
     const hungUp = await end(callerAndroid.d, call.callId, 'localHangup');
     expect(hungUp.status, hungUp.text).toBe(200);
-    await sleep(1000);
+    await pushesSettled(ps, [call.callId]);
 
     const toLoser = fcmTo(ps.fcm, loser.token);
     expect(toLoser.map((m) => callpayloadOf(m).type)).toEqual(['call.invited', 'call.ended']);
@@ -168,7 +168,7 @@ describe('declined on one device', () => {
     const declined = await end(decliner.d, call.callId, 'declined');
     expect(declined.status, declined.text).toBe(200);
     await waitUntil('the signal', () => fcmTo(ps.fcm, other.token, 'call.ended').length >= 1);
-    await sleep(800);
+    await pushesSettled(ps, [call.callId]);
 
     const toOther = fcmTo(ps.fcm, other.token);
     expect(toOther.map((m) => callpayloadOf(m).type)).toEqual(['call.invited', 'call.ended']);
@@ -189,7 +189,7 @@ describe('ring timeout', () => {
     expect(call.snapshot.expiresAtMs - call.snapshot.createdAtMs).toBe(2000);
 
     await waitUntil('the unanswered signal', () => fcmTo(ps.fcm, android.token, 'call.ended').length >= 1, 6000);
-    await sleep(800);
+    await pushesSettled(ps, [call.callId]);
     const logged = await loggedEvent(android, 'call.ended');
     const all = fcmTo(ps.fcm, android.token);
     expect(all.map((m) => callpayloadOf(m).type)).toEqual(['call.invited', 'call.ended']);

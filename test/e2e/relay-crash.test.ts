@@ -1,9 +1,8 @@
 import { keys } from '../../src/redis/keys.js';
-import { sleep } from '../support/wait.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import type { TestServer } from '../support/server.js';
-import { headCursor } from '../support/fixtures.js';
+import { headCursor, shardBarriers } from '../support/fixtures.js';
 import { connect } from '../support/ws-client.js';
 import { Sockets, createCall, expectInvited, user, via, waitUntil } from './helpers.js';
 
@@ -77,9 +76,11 @@ describe('relay crash between read and acknowledge', () => {
     expect(await stack.redis.xlen(OUTBOX)).toBe(0);
     expect(worker.logs()).toContain('relay took over unacknowledged outbox entries');
 
-    // Exactly once on this socket (a claim must not double-deliver on top of a normal read).
-    await sleep(300);
-    expect(ws.events()).toHaveLength(1);
+    // Exactly once on this socket (a claim must not double-deliver on top of a normal read), up to
+    // a barrier call of the callee's on the (only) outbox shard.
+    const barriers = await shardBarriers(api.url, callee!.userId, [call.callId], 1);
+    await ws.until(() => barriers.every((id) => ws.events().some((e) => e.callId === id)), 10_000, 'the barrier call');
+    expect(ws.events().filter((e) => !barriers.includes(e.callId))).toHaveLength(1);
   });
 
   it('with the roles split (api | worker,gateway), a request to the api process reaches a device on the other one within 2 s', async () => {
