@@ -25,8 +25,12 @@ let work: string;
 let built: BuildResult;
 let redis: RedisServer;
 
+/** Node 24 on glibc 2.41: made in beforeAll, as on a fresh machine it takes minutes (debootstrap). */
+let node24: string[];
+
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'image-'));
+  node24 = nodeOnTrixie(24);
   built = buildDockerfile(REPO_ROOT, work);
   redis = await startRedis();
 }, 600_000);
@@ -68,7 +72,7 @@ describe('Dockerfile', () => {
   });
 
   it('the CMD starts on Node 24 with the real uWebSockets.js, passes its HEALTHCHECK, and stops cleanly on SIGTERM', async () => {
-    const [nodeBin, ...nodeArgs] = nodeOnTrixie(24);
+    const [nodeBin, ...nodeArgs] = node24;
     const swapNode = (argv: string[]) => (argv[0] === 'node' ? [nodeBin!, ...nodeArgs, ...argv.slice(1)] : argv);
     // The image's environment, and what compose would add (a Redis, a key); loopback ports here.
     const env = { PATH: process.env.PATH ?? '', ...built.image.env, REDIS_URL: redis.url, AUTH_JWT_SECRET: TEST_JWT_SECRET, HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0' };
