@@ -26,6 +26,9 @@ export function trixieRoot(): string {
   const building = mkdtempSync(join(CACHE, 'trixie-building-'));
   try {
     execFileSync('debootstrap', ['--variant=minbase', 'trixie', building, DEBIAN_MIRROR], { stdio: 'ignore', timeout: 600_000 });
+    // Another test file may have built it meanwhile (test files run in parallel) and be using it:
+    // keep that one. Only a broken leftover is replaced.
+    if (existsSync(join(root, 'lib64', 'ld-linux-x86-64.so.2'))) return root;
     rmSync(root, { recursive: true, force: true });
     renameSync(building, root);
   } finally {
