@@ -64,6 +64,12 @@ export function parseChange(entryId: string, shard: number, flat: string[]): Cal
  */
 export interface ChangeHandler<P = unknown> {
   readonly name: string;
+  /**
+   * Batches handed to `handle` one at a time, in outbox order (the default), or, when true, as
+   * soon as each is delivered, several at once (pushes: a slow provider then holds back neither
+   * the next batches' pushes nor, through the relay's bound on batches in effects, their events).
+   */
+  readonly concurrent?: boolean;
   pushRegistrationsOf?(changes: readonly CallChange[]): Iterable<string>;
   prepare?(changes: readonly CallChange[]): P;
   handle(changes: readonly CallChange[], prepared: P | undefined, pushRegistrations: ReadonlyMap<string, readonly string[]>): Promise<void>;

@@ -48,8 +48,11 @@ export const RELAY_GROUP = 'relay';
 /** How often a shard's acknowledged entries are removed from its outbox. */
 const TRIM_EVERY_MS = 1000;
 
-/** How many delivered batches of one shard may wait for their side effects before reading stops. */
-const MAX_BATCHES_IN_EFFECTS = 4;
+/**
+ * How many delivered batches of one shard may wait for their side effects before reading stops:
+ * memory stays bounded when a side effect cannot keep up, yet events do not wait on one slow push.
+ */
+const MAX_BATCHES_IN_EFFECTS = 32;
 
 /**
  * Acknowledgements ride with the shard's next read, in the same write. When no read comes for
@@ -159,7 +162,7 @@ class ShardReader {
   private pendingFirst = true;
   /** Batches whose events are delivered and whose side effects and acknowledgement are running. */
   private readonly effects = new Set<Promise<void>>();
-  /** Per handler: the tail of its chain (batches run in outbox order per handler). */
+  /** Per handler: the tail of its chain (batches run in outbox order, unless it is concurrent). */
   private readonly tails: Promise<unknown>[];
   /** The newest entry this reader acknowledged, and when acknowledged entries were last removed. */
   private highestAcked = '0-0';
@@ -279,7 +282,7 @@ class ShardReader {
       return;
     }
     const runs = handlers.map((h, i) => {
-      const run = this.tails[i]!.then(async () => {
+      const run = (h.concurrent ? Promise.resolve() : this.tails[i]!).then(async () => {
         if (todo[i]!.length === 0) return;
         await h.handle(todo[i]!, prepared[i], pushRegistrations);
         for (const c of todo[i]!) this.done[i]!.add(c.entryId);

@@ -1,6 +1,8 @@
 import { keys, shardOf } from '../../src/redis/keys.js';
 import { partitionOfShard, partitionQueueName, queuePrefix } from '../../src/redis/partitions.js';
 import { PUSH_QUEUE } from '../../src/push/queues.js';
+import { RELAY_GROUP } from '../../src/events/relay.js';
+import { compareStreamIds } from '../../src/events/cursor.js';
 import { Queue } from 'bullmq';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,7 +12,7 @@ import { expect } from 'vitest';
 import { makeApnsKey, startFakeApns, type ApnsKey, type ApnsRecordedRequest, type FakeApns } from '../support/apns-server.js';
 import { startFakeFcm, writeServiceAccountFile, type FakeFcm, type FcmRecordedMessage } from '../support/fcm-server.js';
 import { startStack, type Stack } from '../support/stack.js';
-import { DEFAULT_CALL_SHARDS, device, end, sameShardCallId, uid, type Device } from '../support/fixtures.js';
+import { DEFAULT_CALL_SHARDS, type Device } from '../support/fixtures.js';
 import { waitUntil } from '../support/wait.js';
 
 /**
@@ -159,38 +161,38 @@ const QUEUE_PARTITIONS = 4;
 
 /**
  * Barrier for "no more pushes come of the changes made so far to the calls `callIds`", instead of
- * a quiet period. Per outbox shard among the calls, twice in a row: a fresh user calls a fresh
- * user with an Android registration on a callId of that shard (sameShardCallId), and waits for
- * that invitation at the fake FCM (then the callee declines, which pushes nothing). The relay's
- * push handler takes a shard's batches in outbox order, each only once the one before has had
- * the provider answers of all its first attempts and has queued their retries (src/events/relay.ts,
- * src/push/dispatcher.ts), and the fakes record a request before answering it. The second barrier
- * call, made after the first one's batch was read, is in a later batch than every change made
- * before it: once its invitation has arrived, every first attempt of those changes has reached
- * its fake. Then no retry job may be waiting, delayed or active in the push queues of those
- * shards: a retry still to come would be one of them (a retry that fails again queues the next
- * one before its job completes). Returns the barrier calls' ids.
+ * a quiet period. The relay acknowledges an outbox entry only once its events are stored and its
+ * side effects done: for pushes, every first attempt answered by the provider and every failed one
+ * queued as a retry job (README "Relays", src/push/dispatcher.ts). So, for each outbox shard of
+ * the calls: wait until the relay has read the shard up to its newest entry of this moment and
+ * holds none of those entries pending. Then no retry job may be waiting, delayed or active in the
+ * push queues of those shards: a retry still to come would be one of them (a retry that fails
+ * again queues the next one before its job completes).
  */
-export async function pushesSettled(ps: PushStack, callIds: readonly string[], timeoutMs = 10_000): Promise<string[]> {
-  const oneCallPerShard = new Map(callIds.map((callId) => [shardOf(callId, DEFAULT_CALL_SHARDS), callId]));
-  const barriers: string[] = [];
+export async function pushesSettled(ps: PushStack, callIds: readonly string[], timeoutMs = 10_000): Promise<void> {
+  const redis = ps.stack.redis;
+  const shards = [...new Set(callIds.map((callId) => shardOf(callId, DEFAULT_CALL_SHARDS)))];
   await Promise.all(
-    [...oneCallPerShard.values()].map(async (callId) => {
-      for (let round = 0; round < 2; round++) {
-        const barrier = sameShardCallId(callId);
-        const callee = device(ps.url, uid('push-barrier-callee'));
-        const token = androidToken();
-        await registerAndroid(callee, token);
-        const created = await device(ps.url, uid('push-barrier-caller')).api.post('/v1/calls', { callId: barrier, calleeUserId: callee.userId, operationId: uid('op') });
-        expect(created.status, created.text).toBe(201);
-        await waitUntil(`the push barrier ${barrier}`, () => fcmTo(ps.fcm, token).length >= 1, timeoutMs);
-        const declined = await end(callee, barrier, 'declined');
-        expect(declined.status, declined.text).toBe(200);
-        barriers.push(barrier);
-      }
+    shards.map(async (shard) => {
+      const outbox = keys.outboxForShard({ prefix: PREFIX, shards: DEFAULT_CALL_SHARDS }, shard);
+      const [newest] = (await redis.xrevrange(outbox, '+', '-', 'COUNT', 1)) as [string, string[]][];
+      // An empty outbox: everything in it was relayed, acknowledged and trimmed.
+      if (!newest) return;
+      const mark = newest[0];
+      await waitUntil(
+        `the relay done with outbox shard ${shard} up to ${mark}`,
+        async () => {
+          const groups = (await redis.xinfo('GROUPS', outbox)) as unknown[][];
+          const group = groups.map((g) => new Map(Array.from({ length: g.length / 2 }, (_, i) => [String(g[2 * i]), g[2 * i + 1]]))).find((g) => g.get('name') === RELAY_GROUP);
+          const lastRead = String(group?.get('last-delivered-id') ?? '0-0');
+          if (compareStreamIds(lastRead, mark) < 0) return false;
+          return ((await redis.xpending(outbox, RELAY_GROUP, '-', mark, 1)) as unknown[]).length === 0;
+        },
+        timeoutMs,
+      );
     }),
   );
-  const partitions = [...new Set([...oneCallPerShard.keys()].map((shard) => partitionOfShard(shard, QUEUE_PARTITIONS)))];
+  const partitions = [...new Set(shards.map((shard) => partitionOfShard(shard, QUEUE_PARTITIONS)))];
   const queues = partitions.map((p) => new Queue(partitionQueueName(PUSH_QUEUE, p), { connection: ps.stack.redis, prefix: queuePrefix(PREFIX) }));
   try {
     await waitUntil(
@@ -201,7 +203,6 @@ export async function pushesSettled(ps: PushStack, callIds: readonly string[], t
   } finally {
     await Promise.all(queues.map((q) => q.close()));
   }
-  return barriers;
 }
 
 /** `"<n>s"` → n; fails on anything but whole seconds. */

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FcmRecordedMessage } from '../support/fcm-server.js';
 import type { TestServer } from '../support/server.js';
-import { answer, device, end, eventsUntil, headCursor, uid, type Device } from '../support/fixtures.js';
+import { answer, device, end, eventsUntil, headCursor, sameShardCallId, uid, type Device } from '../support/fixtures.js';
 import { SIGNAL_TTL_MS } from '../../src/push/planner.js';
 import { acceptedAt, createCall, endedAt, expectAccepted, expectEnded, waitUntil } from './helpers.js';
 import {
@@ -198,5 +198,32 @@ describe('ring timeout', () => {
     expect(payload).toMatchObject({ type: 'call.ended', callId: call.callId, reason: 'unanswered' });
     expect(payload.occurredAtMs).toBeGreaterThanOrEqual(call.snapshot.expiresAtMs as number);
     expect(apnsTo(ps.apns, ios.token).map((r) => (r.body as { callpayload: { type: string } }).callpayload.type)).toEqual(['call.invited']);
+  });
+});
+
+describe('a provider slow to answer', () => {
+  it("holds back neither another call's invitation on the same outbox shard nor anything else, and a call's cancel signal still goes out only after its invitation was answered", async () => {
+    const HOLD_MS = 4000;
+    const caller = inst(url, uid('caller'));
+    const slow = await androidPhone(uid('callee'));
+    const other = await androidPhone(uid('callee'));
+    ps.fcm.failNext(slow.token, { status: 200, delayMs: HOLD_MS });
+    const first = await createCall(caller, slow.d.userId);
+    await waitUntil('the held invitation to reach the provider', () => fcmTo(ps.fcm, slow.token).length >= 1);
+    const invitation = fcmTo(ps.fcm, slow.token)[0]!;
+    expect(callpayloadOf(invitation)).toMatchObject({ type: 'call.invited', callId: first.callId });
+
+    // A call on the same outbox shard is pushed while the first invitation's answer is held.
+    const secondId = sameShardCallId(first.callId);
+    await createCall(caller, other.d.userId, { callId: secondId });
+    await waitUntil('the other invitation, while the first is held', () => fcmTo(ps.fcm, other.token).length >= 1, HOLD_MS - 1000);
+    expect(callpayloadOf(fcmTo(ps.fcm, other.token)[0]!)).toMatchObject({ type: 'call.invited', callId: secondId });
+
+    // The first call is cancelled meanwhile: its cancel signal waits for the invitation's answer.
+    expect((await end(caller, first.callId, 'localHangup')).status).toBe(200);
+    await waitUntil('the cancel signal', () => fcmTo(ps.fcm, slow.token, 'call.ended').length >= 1, HOLD_MS + 5000);
+    const cancel = fcmTo(ps.fcm, slow.token, 'call.ended')[0]!;
+    expect(cancel.receivedAtMs).toBeGreaterThanOrEqual(invitation.receivedAtMs + HOLD_MS);
+    expect(callpayloadOf(cancel)).toMatchObject({ type: 'call.ended', callId: first.callId, reason: 'callerCancelled' });
   });
 });
