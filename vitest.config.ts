@@ -25,6 +25,7 @@ const CLUSTER_SUITES = [
   'test/e2e/push-invitations.test.ts',
   'test/e2e/push-signals.test.ts',
   'test/e2e/push-retries.test.ts',
+  'test/e2e/push-upgrade.test.ts',
   'test/e2e/server-timers.test.ts',
   'test/e2e/push-timers.test.ts',
   'test/cluster/**/*.test.ts',

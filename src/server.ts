@@ -20,6 +20,7 @@ import type { Logger } from './util/logger.js';
 import { EventLog } from './events/eventLog.js';
 import { OutboxRelay } from './events/relay.js';
 import type { ChangeHandler } from './events/change.js';
+import { migrateLegacyRegistrations } from './push/legacyRegistrations.js';
 import { callEventsRoute } from './http/endpoints/callEvents.js';
 import { Gateway } from './gateway/gateway.js';
 import { createPushQueues } from './push/queues.js';
@@ -295,6 +296,12 @@ async function startWorker(
   const senders: PushSenders = createPushSenders(config, logger);
   const enabled = { iosVoip: senders.apns !== undefined, androidPush: senders.fcm !== undefined };
   await warnOnCoarseRedisHz(redis, logger);
+  // Version 0.1.0's push registrations move to their new form, once, beside the running service
+  // (README "Upgrading").
+  migrateLegacyRegistrations(redis, ks).then(
+    (r) => r !== 'already done' && r.moved > 0 && logger.info({ moved: r.moved }, 'moved the push registrations of version 0.1.0'),
+    (err: unknown) => logger.warn({ err: (err as Error).message }, 'moving the push registrations of version 0.1.0 failed; the next start tries again'),
+  );
   const peekCall = (callId: string) => deps.calls.peek(callId);
   const pushOutcomes: PushOutcomes = new Map();
   const dispatcher = new PushDispatcher({

@@ -245,10 +245,13 @@ class ShardReader {
         }
         const entries = await this.readNew();
         if (entries && entries.length > 0) await this.process(entries);
-        // Idle: remove what was acknowledged since the last trim.
-        else if (this.untrimmed) await this.trim();
+        // Remove what was acknowledged: at most once a second, and when idle.
+        if (this.untrimmed && (!entries?.length || Date.now() - this.trimmedAt >= TRIM_EVERY_MS)) await this.trim();
       } catch (err) {
         if (!this.running) return;
+        // A read that failed may have been served (its entries now pending for this consumer):
+        // read the pending entries again before anything new.
+        this.pendingFirst = true;
         logger.warn({ err: (err as Error).message, shard: this.shard }, 'relay read failed; retrying');
         await sleep(500);
       }
@@ -408,7 +411,7 @@ class ShardReader {
     }
     const [ackError] = ids.length > 0 ? results![0]! : [null];
     if (ackError) this.unacked.unshift(...ids);
-    else if (ids.length > 0) await this.acked(ids);
+    else if (ids.length > 0) this.acked(ids);
     const [readError, reply] = results![results!.length - 1]!;
     if (readError) throw readError;
     return (reply as [string, Entry[]][] | null)?.[0]?.[1];
@@ -445,15 +448,14 @@ class ShardReader {
       this.unacked.unshift(...ids);
       throw err;
     }
-    await this.acked(ids);
+    this.acked(ids);
   }
 
-  private async acked(ids: readonly string[]): Promise<void> {
+  private acked(ids: readonly string[]): void {
     for (const set of this.done) for (const id of ids) set.delete(id);
     for (const id of ids) if (compareStreamIds(id, this.highestAcked) > 0) this.highestAcked = id;
     this.untrimmed = true;
     this.relay.countRelayed(ids.length);
-    if (Date.now() - this.trimmedAt >= TRIM_EVERY_MS) await this.trim();
   }
 
   /**

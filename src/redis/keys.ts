@@ -53,6 +53,12 @@ export const keys = {
    * whole for an invitation's fan-out, in the same script as the user's events.
    */
   pushRegistrations: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:push`,
+  /** Version 0.1.0's push registrations, read only to move them (src/push/legacyRegistrations.ts). */
+  legacyDevices: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:devices`,
+  legacyPushRegistration: (ks: KeySpace, userId: string, installationId: string, kind: string) =>
+    `${ks.prefix}:{u:${userId}}:push:${kind}:${installationId}`,
+  /** Set once a data migration is done, so later starts skip it. */
+  migrationDone: (ks: KeySpace, migration: string) => `${ks.prefix}:migrated:${migration}`,
   /** Which user and installation a push token (by its hash) belongs to, for rebinding. */
   pushTokenOwner: (ks: KeySpace, kind: string, tokenHash: string) => `${ks.prefix}:tok:${kind}:${tokenHash}`,
 

@@ -24,7 +24,7 @@ import { waitUntil } from '../support/wait.js';
 
 export const BUNDLE_ID = 'com.example.calls';
 /** The server's default key prefix (REDIS_PREFIX). */
-const PREFIX = 'cb';
+export const PREFIX = 'cb';
 
 export interface PushStack {
   stack: Stack;

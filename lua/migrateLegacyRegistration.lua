@@ -1,0 +1,28 @@
+--[[
+  Moves one push registration stored by version 0.1.0 (a hash per installation and kind, indexed
+  in the user's devices set) into the user's registrations hash (lua/registerPushToken.lua).
+  A registration already stored there (written since, by this version) is kept.
+
+  KEYS[1] devicesKey        0.1.0's set of "<installationId>\n<kind>" of the user
+  KEYS[2] legacyKey         0.1.0's hash: token, tokenHash, appId, iosEnvironment, updatedAtMs
+  KEYS[3] registrationsKey  the user's registrations hash
+
+  ARGV[1] field             "<installationId>\n<kind>"
+
+  Returns 1 when a registration was moved, 0 when there was none to move (or a newer one won).
+]]
+local devicesKey, legacyKey, registrationsKey = KEYS[1], KEYS[2], KEYS[3]
+local field = ARGV[1]
+
+local stored = redis.call('HGETALL', legacyKey)
+local legacy = {}
+for i = 1, #stored, 2 do legacy[stored[i]] = stored[i + 1] end
+local moved = 0
+if legacy.token and legacy.appId then
+  local registration = { token = legacy.token, tokenHash = legacy.tokenHash, appId = legacy.appId, updatedAtMs = legacy.updatedAtMs }
+  if legacy.iosEnvironment and legacy.iosEnvironment ~= '' then registration.iosEnvironment = legacy.iosEnvironment end
+  moved = redis.call('HSETNX', registrationsKey, field, cjson.encode(registration))
+end
+redis.call('DEL', legacyKey)
+redis.call('SREM', devicesKey, field)
+return moved
