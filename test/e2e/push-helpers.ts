@@ -1,8 +1,6 @@
 import { keys, shardOf } from '../../src/redis/keys.js';
 import { partitionOfShard, partitionQueueName, queuePrefix } from '../../src/redis/partitions.js';
 import { PUSH_QUEUE } from '../../src/push/queues.js';
-import { RELAY_GROUP } from '../../src/events/relay.js';
-import { compareStreamIds } from '../../src/events/cursor.js';
 import { Queue } from 'bullmq';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,7 +10,7 @@ import { expect } from 'vitest';
 import { makeApnsKey, startFakeApns, type ApnsKey, type ApnsRecordedRequest, type FakeApns } from '../support/apns-server.js';
 import { startFakeFcm, writeServiceAccountFile, type FakeFcm, type FcmRecordedMessage } from '../support/fcm-server.js';
 import { startStack, type Stack } from '../support/stack.js';
-import { DEFAULT_CALL_SHARDS, type Device } from '../support/fixtures.js';
+import { DEFAULT_CALL_SHARDS, relayDone, type Device } from '../support/fixtures.js';
 import { waitUntil } from '../support/wait.js';
 
 /**
@@ -161,37 +159,15 @@ const QUEUE_PARTITIONS = 4;
 
 /**
  * Barrier for "no more pushes come of the changes made so far to the calls `callIds`", instead of
- * a quiet period. The relay acknowledges an outbox entry only once its events are stored and its
- * side effects done: for pushes, every first attempt answered by the provider and every failed one
- * queued as a retry job (README "Relays", src/push/dispatcher.ts). So, for each outbox shard of
- * the calls: wait until the relay has read the shard up to its newest entry of this moment and
- * holds none of those entries pending. Then no retry job may be waiting, delayed or active in the
- * push queues of those shards: a retry still to come would be one of them (a retry that fails
- * again queues the next one before its job completes).
+ * a quiet period: the relay is done with those changes (relayDone; for pushes, every first attempt
+ * answered by the provider and every failed one queued as a retry job, src/push/dispatcher.ts),
+ * and then no retry job is waiting, delayed or active in the push queues of their shards: a retry
+ * still to come would be one of them (a retry that fails again queues the next one before its job
+ * completes).
  */
 export async function pushesSettled(ps: PushStack, callIds: readonly string[], timeoutMs = 10_000): Promise<void> {
-  const redis = ps.stack.redis;
+  await relayDone(ps.stack.redis, { prefix: PREFIX, shards: DEFAULT_CALL_SHARDS }, callIds, timeoutMs);
   const shards = [...new Set(callIds.map((callId) => shardOf(callId, DEFAULT_CALL_SHARDS)))];
-  await Promise.all(
-    shards.map(async (shard) => {
-      const outbox = keys.outboxForShard({ prefix: PREFIX, shards: DEFAULT_CALL_SHARDS }, shard);
-      const [newest] = (await redis.xrevrange(outbox, '+', '-', 'COUNT', 1)) as [string, string[]][];
-      // An empty outbox: everything in it was relayed, acknowledged and trimmed.
-      if (!newest) return;
-      const mark = newest[0];
-      await waitUntil(
-        `the relay done with outbox shard ${shard} up to ${mark}`,
-        async () => {
-          const groups = (await redis.xinfo('GROUPS', outbox)) as unknown[][];
-          const group = groups.map((g) => new Map(Array.from({ length: g.length / 2 }, (_, i) => [String(g[2 * i]), g[2 * i + 1]]))).find((g) => g.get('name') === RELAY_GROUP);
-          const lastRead = String(group?.get('last-delivered-id') ?? '0-0');
-          if (compareStreamIds(lastRead, mark) < 0) return false;
-          return ((await redis.xpending(outbox, RELAY_GROUP, '-', mark, 1)) as unknown[]).length === 0;
-        },
-        timeoutMs,
-      );
-    }),
-  );
   const partitions = [...new Set(shards.map((shard) => partitionOfShard(shard, QUEUE_PARTITIONS)))];
   const queues = partitions.map((p) => new Queue(partitionQueueName(PUSH_QUEUE, p), { connection: ps.stack.redis, prefix: queuePrefix(PREFIX) }));
   try {

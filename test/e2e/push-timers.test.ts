@@ -1,8 +1,8 @@
-import { sleep } from '../support/wait.js';
+import { sleep, waitUntil } from '../support/wait.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { startServer, type TestServer } from '../support/server.js';
-import { getCall, headCursor, eventsUntil } from '../support/fixtures.js';
+import { DEFAULT_CALL_SHARDS, end, eventsUntil, getCall, headCursor, relayDone } from '../support/fixtures.js';
 import { Sockets, createCall, endedAt, expectEnded, expectInvited, online, user } from './helpers.js';
 import { androidToken, iosToken, logRecords, registerAndroid, registerIos } from './push-helpers.js';
 
@@ -102,7 +102,11 @@ describe('push not configured', () => {
       expectInvited(invited!, call);
       const logged = await eventsUntil(android!, cursor, (e) => e.length >= 1);
       expect(logged[0]!.eventId).toBe(invited!.eventId);
-      await sleep(300);
+      // Barrier: the relay is done with the creation (its push handler included, which logs what
+      // goes wrong), and a later line (the hang-up's) is out, so the lines before it are too.
+      await relayDone(stack.redis, { prefix: 'nopush', shards: DEFAULT_CALL_SHARDS }, [call.callId]);
+      expect((await end(caller!, call.callId, 'localHangup')).status).toBe(200);
+      await waitUntil('the hang-up logged', () => logRecords(server.logs()).some((r) => r.msg === 'call change' && r.callId === call.callId && r.change === 'ended'));
       expect(server.child.exitCode).toBeNull();
       // Nothing went wrong trying to push without providers.
       expect(logRecords(server.logs()).filter((r) => r.level === 'error' || r.level === 'fatal')).toEqual([]);

@@ -5,7 +5,9 @@ import { api, type Api, type ApiResponse } from './http.js';
 import { tokenFor } from './tokens.js';
 import { errorCatalogue, type ErrorCode } from '../../src/http/errors.js';
 import { connectRedis } from '../../src/redis/connection.js';
-import { shardOf } from '../../src/redis/keys.js';
+import { keys, shardOf, type KeySpace } from '../../src/redis/keys.js';
+import { RELAY_GROUP } from '../../src/events/relay.js';
+import { compareStreamIds } from '../../src/events/cursor.js';
 
 /** Shared helpers of the integration tests: devices, calls, problem bodies and Redis state. */
 
@@ -227,3 +229,32 @@ export async function eventsUntil(d: Device, cursor: string, done: (events: any[
 /** Re-exported: the one sleep lives in test/support/wait.ts. */
 export { sleep } from './wait.js';
 import { waitUntil } from './wait.js';
+
+/**
+ * Barrier: the relay is done with every change made so far to the calls `callIds`. The relay
+ * acknowledges an outbox entry only once its events are stored and every side effect of it is
+ * done (README "Relays"), so for each outbox shard of the calls this waits until the relay has
+ * read the shard up to its newest entry of this moment and holds none of those entries pending.
+ */
+export async function relayDone(redis: Redis, ks: KeySpace, callIds: readonly string[], timeoutMs = 10_000): Promise<void> {
+  const shards = [...new Set(callIds.map((callId) => shardOf(callId, ks.shards)))];
+  await Promise.all(
+    shards.map(async (shard) => {
+      const outbox = keys.outboxForShard(ks, shard);
+      const [newest] = (await redis.xrevrange(outbox, '+', '-', 'COUNT', 1)) as [string, string[]][];
+      // An empty outbox: everything in it was relayed, acknowledged and trimmed.
+      if (!newest) return;
+      const mark = newest[0];
+      await waitUntil(
+        `the relay done with outbox shard ${shard} up to ${mark}`,
+        async () => {
+          const groups = (await redis.xinfo('GROUPS', outbox)) as unknown[][];
+          const group = groups.map((g) => new Map(Array.from({ length: g.length / 2 }, (_, i) => [String(g[2 * i]), g[2 * i + 1]]))).find((g) => g.get('name') === RELAY_GROUP);
+          if (compareStreamIds(String(group?.get('last-delivered-id') ?? '0-0'), mark) < 0) return false;
+          return ((await redis.xpending(outbox, RELAY_GROUP, '-', mark, 1)) as unknown[]).length === 0;
+        },
+        timeoutMs,
+      );
+    }),
+  );
+}
