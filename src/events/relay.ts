@@ -291,7 +291,7 @@ class ShardReader {
         for (const c of todo[i]!) this.done[i]!.add(c.entryId);
       });
       // A failed batch is retried later; it does not hold this handler's next batches.
-      this.tails[i] = run.catch(() => {});
+      if (!h.concurrent) this.tails[i] = run.catch(() => {});
       return run;
     });
     const done: Promise<void> = Promise.all(runs)

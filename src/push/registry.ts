@@ -30,7 +30,7 @@ export function tokenHash(token: string): string {
 }
 
 /** The field of one installation's registration in its user's registrations hash. */
-const registrationField = (installationId: string, kind: string) => `${installationId}\n${kind}`;
+export const registrationField = (installationId: string, kind: string) => `${installationId}\n${kind}`;
 
 export class PushRegistry {
   constructor(

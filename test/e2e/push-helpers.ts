@@ -1,5 +1,6 @@
 import { keys, shardOf } from '../../src/redis/keys.js';
 import { partitionOfShard, partitionQueueName, queuePrefix } from '../../src/redis/partitions.js';
+import { registrationField } from '../../src/push/registry.js';
 import { PUSH_QUEUE } from '../../src/push/queues.js';
 import { Queue } from 'bullmq';
 import { randomBytes } from 'node:crypto';
@@ -128,7 +129,7 @@ export type TokenKind = 'iosVoip' | 'androidPush';
 
 /** Whether the installation's registration of that kind is stored (in its user's registrations hash). */
 export async function isRegistered(stack: Stack, d: Device, kind: TokenKind): Promise<boolean> {
-  return (await stack.redis.hexists(keys.pushRegistrations({ prefix: PREFIX, shards: 8 }, d.userId), `${d.installationId}\n${kind}`)) === 1;
+  return (await stack.redis.hexists(keys.pushRegistrations({ prefix: PREFIX, shards: 8 }, d.userId), registrationField(d.installationId, kind))) === 1;
 }
 
 /** APNs requests for one device token. */

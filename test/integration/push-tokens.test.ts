@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { device, expectJson, sibling, type Device } from '../support/fixtures.js';
 import { keys } from '../../src/redis/keys.js';
-import { tokenHash } from '../../src/push/registry.js';
+import { registrationField, tokenHash } from '../../src/push/registry.js';
 
 /**
  * Push token registration (README "API", docs/protocol.md "Push formats"):
@@ -42,7 +42,7 @@ function fcmToken(): string {
 const path = (d: Device, kind: string) => `/v1/installations/${encodeURIComponent(d.installationId)}/push-tokens/${kind}`;
 /** One installation's stored registration ({} when absent), and the installations/kinds a user has registered. */
 const registration = async (d: Device, kind: string): Promise<Record<string, string>> =>
-  JSON.parse((await stack.redis.hget(keys.pushRegistrations(KS, d.userId), `${d.installationId}\n${kind}`)) ?? '{}');
+  JSON.parse((await stack.redis.hget(keys.pushRegistrations(KS, d.userId), registrationField(d.installationId, kind))) ?? '{}');
 const devices = (userId: string) => stack.redis.hkeys(keys.pushRegistrations(KS, userId));
 const owner = (kind: string, token: string) => stack.redis.get(keys.pushTokenOwner(KS, kind, tokenHash(token)));
 

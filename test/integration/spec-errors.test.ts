@@ -19,7 +19,7 @@ import {
   uid,
 } from '../support/fixtures.js';
 import { connectRedis } from '../../src/redis/connection.js';
-import { PushRegistry, tokenHash } from '../../src/push/registry.js';
+import { PushRegistry, registrationField, tokenHash } from '../../src/push/registry.js';
 import { keys } from '../../src/redis/keys.js';
 
 /**
@@ -109,7 +109,7 @@ describe('error conditions of README "Errors"', () => {
     expect(put.status).toBe(200);
     const registry = new PushRegistry(commands, KS);
     const regKey = keys.pushRegistrations(KS, d.userId);
-    const field = `${d.installationId}\niosVoip`;
+    const field = registrationField(d.installationId, 'iosVoip');
 
     // The provider rejected a push sent with an older token: the current registration stays.
     expect(await registry.remove(d.userId, d.installationId, 'iosVoip', { tokenHash: tokenHash('cd34'.repeat(16)) })).toBe(false);
