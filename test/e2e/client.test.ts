@@ -9,6 +9,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import type { TestServer } from '../support/server.js';
 import { TEST_JWT_SECRET, tokenFor, type Identity } from '../support/tokens.js';
 import { shardBarriers, sleep, uid } from '../support/fixtures.js';
+import { waitUntil } from '../support/wait.js';
 
 /**
  * The project's typed client (packages/client, from source) against real server processes: CallingClient for the
@@ -526,6 +527,13 @@ describe('catching up over HTTP', () => {
     const c2 = await callerApi.createCall({ calleeUserId: bobId });
     await phoneApi.answer(c2.callId, { installationId: phone.installationId });
     await phoneApi.end(c2.callId, { reason: 'localHangup' });
+    // Call 2's answer is an entry for the tablet only. Calls may sit on different outbox shards, so
+    // the test waits for it before call 3: an entry the phone does not see then lies before one it
+    // does, and some page must come back empty with more after it.
+    await waitUntil('the tablet told of call 2 answered elsewhere', async () => {
+      const page = await tabletApi.callEvents(start, 500);
+      return page.events.some((e) => e.callId === c2.callId && e.type === 'call.ended');
+    }, WAIT_MS);
     const c3 = await callerApi.createCall({ calleeUserId: bobId });
     await callerApi.end(c3.callId, { reason: 'localHangup' });
 
