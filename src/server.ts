@@ -337,7 +337,7 @@ async function startWorker(
   });
   const handlers: ChangeHandler[] = [
     callChangeObserver(metrics, logger),
-    pushHandler(peekCall, dispatcher, enabled) as ChangeHandler,
+    pushHandler(dispatcher, enabled),
     ...extraHandlers,
   ];
   const blockingConnections = new Set<RedisClient>();

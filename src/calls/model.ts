@@ -77,6 +77,11 @@ export function parseCallFields(flat: unknown): CallRecord {
   return rec;
 }
 
+/** A call as HGETALL returns its hash (an object); undefined when the hash is gone. */
+export function callFromHash(hash: Record<string, string>): CallRecord | undefined {
+  return hash.callId ? parseCallFields(Object.entries(hash).flat()) : undefined;
+}
+
 /** Whether the call was ever answered (for an ended call: it ended after an answer, not while ringing). */
 export function wasAnswered(call: CallRecord): boolean {
   return call.acceptedAtMs !== undefined;

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
-import { parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
+import { callFromHash, parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
 import type { RequestEndReason } from './reasons.js';
 
 /**
@@ -303,8 +303,6 @@ export class CallStore {
    * sender, which checks ringing and time left itself. Undefined when the call is gone.
    */
   async peek(callId: string): Promise<CallRecord | undefined> {
-    const flat = await this.redis.hgetall(keys.call(this.settings, callId));
-    if (!flat.callId) return undefined;
-    return parseCallFields(Object.entries(flat).flat());
+    return callFromHash(await this.redis.hgetall(keys.call(this.settings, callId)));
   }
 }

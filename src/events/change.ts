@@ -52,17 +52,26 @@ export function parseChange(entryId: string, shard: number, flat: string[]): Cal
   return change;
 }
 
+/** What the relay read for a batch's handlers in the same write as its events' append. */
+export interface BatchReads {
+  /** Per user named by `pushRegistrationsOf`: the push registrations as stored (flat field/value list). */
+  readonly pushRegistrations: ReadonlyMap<string, readonly string[]>;
+  /** Per call named by `callsOf`: the call as stored as the events were appended (undefined: gone). */
+  readonly calls: ReadonlyMap<string, CallRecord | undefined>;
+}
+
 /**
- * A side effect of the relayed changes (pushes), run after their events were stored.
- *  - `pushRegistrationsOf`, if any, names the users whose push registrations `handle` needs:
- *    the relay reads them in the same script that appends those users' events
- *    (lua/appendEvents.lua), as flat field/value lists.
- *  - `prepare`, if any, is called as the events are appended, so other reads the handler needs
- *    share that write; what it returns is handed to `handle`.
+ * A side effect of the relayed changes (pushes), run after their events were stored. What it
+ * needs to read, it names, and the relay reads it in the write that appends the batch's events
+ * (README "Relays"):
+ *  - `pushRegistrationsOf`: users whose push registrations `handle` needs (read by the script
+ *    that appends those users' events, lua/appendEvents.lua);
+ *  - `callsOf`: calls whose current state `handle` needs (read beside the shard's outbox: same
+ *    hash slot).
  * A handler is run at most once per change by one relay: when a batch is retried, only the
  * handlers that did not finish run again.
  */
-export interface ChangeHandler<P = unknown> {
+export interface ChangeHandler {
   readonly name: string;
   /**
    * Batches handed to `handle` one at a time, in outbox order (the default), or, when true, as
@@ -71,6 +80,6 @@ export interface ChangeHandler<P = unknown> {
    */
   readonly concurrent?: boolean;
   pushRegistrationsOf?(changes: readonly CallChange[]): Iterable<string>;
-  prepare?(changes: readonly CallChange[]): P;
-  handle(changes: readonly CallChange[], prepared: P | undefined, pushRegistrations: ReadonlyMap<string, readonly string[]>): Promise<void>;
+  callsOf?(changes: readonly CallChange[]): Iterable<string>;
+  handle(changes: readonly CallChange[], reads: BatchReads): Promise<void>;
 }

@@ -84,8 +84,7 @@ export class EventLog {
    */
   async append(userId: string, shard: number, deliveries: readonly RelayedDelivery[], marker?: MarkerOp, withPush = false): Promise<string[]> {
     const c = this.appendCall(userId, shard, deliveries, marker, withPush);
-    const reply = (await runScript(this.redis, 'appendEvents', c.keys, c.args)) as unknown[];
-    return (reply[3] as string[] | undefined) ?? [];
+    return registrationsIn(await runScript(this.redis, 'appendEvents', c.keys, c.args));
   }
 
   /**
@@ -127,6 +126,11 @@ export class EventLog {
     // "Catching up over HTTP"): a page can hold no event for this installation and still have more.
     return { kind: 'events', events, nextCursor: encodeCursor({ epoch, id: lastId }), head, more: compareStreamIds(lastId, headId) < 0 };
   }
+}
+
+/** The push registrations an appendEvents.lua reply carries (a flat field/value list; empty unless asked for). */
+export function registrationsIn(appendReply: unknown): string[] {
+  return ((appendReply as unknown[])[3] as string[] | undefined) ?? [];
 }
 
 function entryFields(fields: string[]): { p?: string; o?: string; x?: string } {

@@ -2,16 +2,17 @@ import type { Span } from '@opentelemetry/api';
 import { openSpan, SpanKind, tracingEnabled } from '../observability/tracing.js';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Redis, Cluster } from 'ioredis';
+import type { Redis, Cluster, ChainableCommander } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
-import { parseChange, parseMessageEntry, type CallChange, type ChangeHandler, type MessageEntry } from './change.js';
+import { parseChange, parseMessageEntry, type BatchReads, type CallChange, type ChangeHandler, type MessageEntry } from './change.js';
 import { deliveriesFor } from './audience.js';
-import type { EventLog, RelayedDelivery } from './eventLog.js';
+import { registrationsIn, type EventLog, type RelayedDelivery } from './eventLog.js';
 import type { Logger } from '../util/logger.js';
 import { ShardLeases } from './shardLeases.js';
 import { compareStreamIds } from './cursor.js';
 import { busyMarkerOps, type MarkerOp } from '../calls/activeCalls.js';
-import { runScript } from '../redis/scripts.js';
+import { pipelineScript, runScript, type ScriptName } from '../redis/scripts.js';
+import { callFromHash } from '../calls/model.js';
 
 /**
  * The outbox relay (README "Relays"): reads the call shards' outbox streams through a consumer
@@ -61,6 +62,19 @@ const MAX_BATCHES_IN_EFFECTS = 32;
 const ACK_DELAY_MS = 50;
 
 type Entry = [id: string, fields: string[] | null];
+
+/** A read's entries, parsed, with what each handler still has to do of them and what they read. */
+interface Batch {
+  entries: Entry[];
+  changes: CallChange[];
+  messages: MessageEntry[];
+  /** Per handler: its changes of this batch not yet done (all of them, unless this is a retry). */
+  todo: CallChange[][];
+  /** Users whose push registrations, and calls whose records, the handlers read. */
+  withPush: Set<string>;
+  callIds: Set<string>;
+  spans: Span[] | undefined;
+}
 
 export class OutboxRelay {
   readonly consumer = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
@@ -157,6 +171,8 @@ class ShardReader {
   private running = false;
   private loop: Promise<void> | undefined;
   private blocking: Redis | Cluster | undefined;
+  /** On a single Redis a batch's appends share the write of the next read (deliver). */
+  private singleNode = false;
   private readonly key: string;
   /** Entries pending for this consumer (taken over, or failed) are processed before new ones. */
   private pendingFirst = true;
@@ -188,6 +204,7 @@ class ShardReader {
   async start(blocking: Redis | Cluster): Promise<void> {
     const { redis, consumer } = this.relay.deps;
     this.blocking = blocking;
+    this.singleNode = !(blocking as Cluster).isCluster;
     try {
       await redis.xgroup('CREATE', this.key, RELAY_GROUP, '0', 'MKSTREAM');
     } catch (err) {
@@ -228,9 +245,13 @@ class ShardReader {
 
   private async readLoop(): Promise<void> {
     const { redis, consumer, logger } = this.relay.deps;
+    /** Entries the last read returned: relayed in the same write as the next read. */
+    let read: Entry[] | undefined;
     while (this.running) {
       try {
         if (this.pendingFirst) {
+          // What the last read returned is pending too: it is read again below, in order.
+          read = undefined;
           // Pending entries include those whose effects are still running or done but not yet
           // acknowledged: let them finish and acknowledge them first.
           await this.settle();
@@ -240,14 +261,17 @@ class ShardReader {
             | null;
           const entries = reply?.[0]?.[1] ?? [];
           if (entries.length === 0) this.pendingFirst = false;
-          else await this.process(entries);
+          else {
+            const batch = this.batchOf(entries);
+            await this.relayBatch(batch, this.deliver(batch));
+          }
           continue;
         }
-        const entries = await this.readNew();
-        if (entries && entries.length > 0) await this.process(entries);
+        read = await this.readNew(read?.length ? this.batchOf(read) : undefined);
         // Remove what was acknowledged: at most once a second, and when idle.
-        if (this.untrimmed && (!entries?.length || Date.now() - this.trimmedAt >= TRIM_EVERY_MS)) await this.trim();
+        if (this.untrimmed && (!read?.length || Date.now() - this.trimmedAt >= TRIM_EVERY_MS)) await this.trim();
       } catch (err) {
+        read = undefined;
         if (!this.running) return;
         // A read that failed may have been served (its entries now pending for this consumer):
         // read the pending entries again before anything new.
@@ -256,38 +280,57 @@ class ShardReader {
         await sleep(500);
       }
     }
+    // Entries read just before a stop are still relayed, on the command connection (the shard's
+    // own is closed); if that fails they stay pending for the relay that takes the shard.
+    if (read?.length) {
+      const batch = this.batchOf(read);
+      await this.relayBatch(batch, this.deliver(batch));
+    }
   }
 
-  /** Delivers a read's events, then runs its side effects and acknowledgement behind the reads. */
-  private async process(entries: Entry[]): Promise<void> {
+  /** Parses a read's entries, with what each handler still has to do of them and what they read. */
+  private batchOf(entries: Entry[]): Batch {
+    const { handlers } = this.relay.deps;
+    const { changes, messages } = this.parse(entries);
+    const todo = handlers.map((_, i) => changes.filter((c) => !this.done[i]!.has(c.entryId)));
+    const withPush = new Set<string>();
+    const callIds = new Set<string>();
+    handlers.forEach((h, i) => {
+      if (todo[i]!.length === 0) return;
+      for (const u of h.pushRegistrationsOf?.(todo[i]!) ?? []) withPush.add(u);
+      for (const id of h.callsOf?.(todo[i]!) ?? []) callIds.add(id);
+    });
+    return { entries, changes, messages, todo, withPush, callIds, spans: tracingEnabled() ? this.traceChanges(changes) : undefined };
+  }
+
+  /**
+   * Once a batch is delivered, runs its side effects and then its acknowledgement behind the
+   * reads. A batch that failed is read again (pending first): only the handlers that did not
+   * finish run again.
+   */
+  private async relayBatch(batch: Batch, delivered: Promise<BatchReads>): Promise<void> {
     const { handlers, logger } = this.relay.deps;
     const failed = async (err: unknown) => {
       this.pendingFirst = true;
       logger.error({ err, shard: this.shard }, 'relay failed to process a batch; retrying');
       await sleep(200);
     };
-    const { changes, messages } = this.parse(entries);
-    const spans = tracingEnabled() ? this.traceChanges(changes) : undefined;
-    // What each handler still has to do of this batch (all of it, unless this is a retry).
-    const todo = handlers.map((_, i) => changes.filter((c) => !this.done[i]!.has(c.entryId)));
-    let prepared: unknown[];
-    let pushRegistrations: ReadonlyMap<string, readonly string[]>;
+    const endSpans = () => {
+      for (const span of batch.spans ?? []) span.end();
+    };
+    let reads: BatchReads;
     try {
-      const withPush = new Set<string>();
-      handlers.forEach((h, i) => {
-        if (h.pushRegistrationsOf && todo[i]!.length > 0) for (const u of h.pushRegistrationsOf(todo[i]!)) withPush.add(u);
-      });
-      prepared = handlers.map((h, i) => (todo[i]!.length > 0 ? h.prepare?.(todo[i]!) : undefined));
-      // Events first: devices are waiting on them.
-      [pushRegistrations] = await Promise.all([this.deliver(changes, withPush), this.publishMessages(messages)]);
+      reads = await delivered;
     } catch (err) {
+      endSpans();
       await failed(err);
       return;
     }
+    const { todo } = batch;
     const runs = handlers.map((h, i) => {
       const run = (h.concurrent ? Promise.resolve() : this.tails[i]!).then(async () => {
         if (todo[i]!.length === 0) return;
-        await h.handle(todo[i]!, prepared[i], pushRegistrations);
+        await h.handle(todo[i]!, reads);
         for (const c of todo[i]!) this.done[i]!.add(c.entryId);
       });
       // A failed batch is retried later; it does not hold this handler's next batches.
@@ -295,11 +338,11 @@ class ShardReader {
       return run;
     });
     const done: Promise<void> = Promise.all(runs)
-      .then(() => this.acknowledge(entries))
+      .then(() => this.acknowledge(batch.entries))
       .catch(failed)
       .finally(() => {
         this.effects.delete(done);
-        for (const span of spans ?? []) span.end();
+        endSpans();
       });
     this.effects.add(done);
     if (this.effects.size > MAX_BATCHES_IN_EFFECTS) await this.effects.values().next().value;
@@ -349,71 +392,90 @@ class ShardReader {
   }
 
   /**
-   * Publishes in-call messages to their recipients' live channels, one script call per user in
-   * outbox order (so each sender's messages stay in order). Not appended to any event log: a
-   * retried batch publishes them again with the same eventId (README "In-call messages").
+   * Delivers a batch: appends its events to the audience's logs (one appendEvents.lua call per
+   * user, in outbox order, which also keeps the busy markers and returns the push registrations
+   * asked for), publishes its in-call messages on their recipients' live channels (never logged:
+   * a retried batch publishes them again with the same eventId, README "In-call messages"), and
+   * reads the calls its handlers name.
+   *
+   * With `next` (the pipeline of the shard's next read) the call reads share that write, as they
+   * live in the outbox's hash slot, and on a single Redis so does everything else. Otherwise the
+   * commands go on the command connection, whose auto-pipeline sends them in one write.
    */
-  private async publishMessages(messages: readonly MessageEntry[]): Promise<void> {
-    if (messages.length === 0) return;
-    const byUser = new Map<string, string[]>();
-    for (const m of messages) {
-      let args = byUser.get(m.toUserId);
-      if (!args) byUser.set(m.toUserId, (args = []));
-      args.push(m.only, m.event);
-    }
+  private deliver(b: Batch, next?: ChainableCommander): Promise<BatchReads> {
     const { redis, eventLog } = this.relay.deps;
-    await Promise.all([...byUser].map(([userId, args]) => runScript(redis, 'publishMessages', [keys.liveChannel(eventLog.settings, userId)], args)));
-  }
+    const all = next && this.singleNode ? next : undefined;
+    const script = (name: ScriptName, k: string[], args: string[]): Promise<unknown> =>
+      all ? new Promise((resolve, reject) => pipelineScript(all, name, k, args, (err, r) => (err ? reject(err) : resolve(r)))) : runScript(redis, name, k, args);
+    const readCall = (callId: string): Promise<Record<string, string>> => {
+      const key = keys.call(this.opts, callId);
+      return next ? new Promise((resolve, reject) => next.hgetall(key, (err, r) => (err ? reject(err) : resolve(r!)))) : redis.hgetall(key);
+    };
 
-  /**
-   * Appends every change's deliveries and keeps the busy markers, one script call per user, in
-   * outbox order; the same call returns the push registrations of the users in `withPush`.
-   */
-  private async deliver(changes: readonly CallChange[], withPush: ReadonlySet<string>): Promise<Map<string, readonly string[]>> {
     const byUser = new Map<string, { deliveries: RelayedDelivery[]; marker?: MarkerOp }>();
     const of = (userId: string) => {
       let u = byUser.get(userId);
       if (!u) byUser.set(userId, (u = { deliveries: [] }));
       return u;
     };
-    for (const change of changes) {
+    for (const change of b.changes) {
       for (const delivery of deliveriesFor(change)) of(delivery.userId).deliveries.push({ entryId: change.entryId, delivery });
       for (const [userId, marker] of busyMarkerOps(change)) of(userId).marker = marker;
     }
-    for (const userId of withPush) of(userId);
-    const { eventLog } = this.relay.deps;
-    const users = [...byUser];
-    const stored = await Promise.all(users.map(([userId, u]) => eventLog.append(userId, this.shard, u.deliveries, u.marker, withPush.has(userId))));
-    const registrations = new Map<string, readonly string[]>();
-    users.forEach(([userId], i) => {
-      if (withPush.has(userId)) registrations.set(userId, stored[i]!);
-    });
-    return registrations;
+    for (const userId of b.withPush) of(userId);
+    const appended = Promise.all(
+      [...byUser].map(async ([userId, u]) => {
+        const c = eventLog.appendCall(userId, this.shard, u.deliveries, u.marker, b.withPush.has(userId));
+        return [userId, registrationsIn(await script('appendEvents', c.keys, c.args))] as const;
+      }),
+    );
+    const messagesTo = new Map<string, string[]>();
+    for (const m of b.messages) {
+      let args = messagesTo.get(m.toUserId);
+      if (!args) messagesTo.set(m.toUserId, (args = []));
+      args.push(m.only, m.event);
+    }
+    const published = Promise.all([...messagesTo].map(([userId, args]) => script('publishMessages', [keys.liveChannel(eventLog.settings, userId)], args)));
+    const calls = Promise.all([...b.callIds].map(async (id) => [id, callFromHash(await readCall(id))] as const));
+    // Failures are seen through the combined promise; the parts need not report them again.
+    for (const part of [appended, published, calls]) part.catch(() => {});
+    return Promise.all([appended, published, calls]).then(([stored, , read]) => ({
+      pushRegistrations: new Map(stored.filter(([userId]) => b.withPush.has(userId))),
+      calls: new Map(read),
+    }));
   }
 
   /**
-   * Reads the next new entries (blocking), and acknowledges the batches whose side effects were
-   * done since the last read in the same write: a relayed change costs the relay two writes (this
-   * read and its events' append), not three.
+   * Reads the next new entries (blocking). The same write carries the acknowledgements of the
+   * batches done since the last read and the delivery of `batch`, what the last read returned
+   * (deliver): on a single Redis a relayed change costs the relay this one write, on a cluster
+   * one more for its events' append.
    */
-  private async readNew(): Promise<Entry[] | undefined> {
+  private async readNew(batch?: Batch): Promise<Entry[] | undefined> {
     const { consumer } = this.relay.deps;
     const ids = this.takeAcks();
     const p = this.blocking!.pipeline();
+    const delivered = batch && this.deliver(batch, p);
     if (ids.length > 0) p.xack(this.key, RELAY_GROUP, ...ids);
     p.xreadgroup('GROUP', RELAY_GROUP, consumer, 'COUNT', this.opts.batchSize, 'BLOCK', this.opts.blockMs, 'STREAMS', this.key, '>');
+    const executed = p.exec();
+    executed.catch(() => {});
+    // The batch's replies come first: its side effects start while the read blocks.
+    if (batch) await this.relayBatch(batch, delivered!);
     let results: [Error | null, unknown][] | null;
     try {
-      results = await p.exec();
+      results = await executed;
     } catch (err) {
       this.unacked.unshift(...ids);
       throw err;
     }
-    const [ackError] = ids.length > 0 ? results![0]! : [null];
+    const [ackError] = ids.length > 0 ? results![results!.length - 2]! : [null];
     if (ackError) this.unacked.unshift(...ids);
     else if (ids.length > 0) this.acked(ids);
     const [readError, reply] = results![results!.length - 1]!;
     if (readError) throw readError;
+    // A batch failed meanwhile: what this read returned is pending, read again after it.
+    if (this.pendingFirst) return undefined;
     return (reply as [string, Entry[]][] | null)?.[0]?.[1];
   }
 

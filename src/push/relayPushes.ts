@@ -1,48 +1,29 @@
-import type { ChangeHandler, CallChange } from '../events/change.js';
-import type { CallRecord } from '../calls/model.js';
+import type { BatchReads, ChangeHandler, CallChange } from '../events/change.js';
 import { parseRegistrations, type PushRegistration } from './registry.js';
 import { pushesFor, usersToLookUp, type ProvidersEnabled } from './planner.js';
 import { registrationKey, type PushDispatcher } from './dispatcher.js';
 
-/** The invited calls, read while the changes' events are stored (undefined: gone). */
-type InvitedCalls = Promise<Map<string, CallRecord | undefined>>;
-
 /**
  * Relay handler: plans the push messages of relayed changes (planner.ts) and sends their first
- * attempt (dispatcher.ts). The registrations it needs come back from the scripts that store the
- * users' events, and the invited calls are read in the same write (prepare): no read of its own.
+ * attempt (dispatcher.ts). The registrations and the invited calls it needs are read by the relay
+ * in the write that stores the changes' events: no read of its own.
  *
  * Batches are sent concurrently, but the pushes of one call go out in the order of its changes:
  * a batch waits for the earlier batches that hold changes of the same calls (an invitation is
  * answered by the provider before that call's cancel signal is sent).
  */
-export function pushHandler(
-  peekCall: (callId: string) => Promise<CallRecord | undefined>,
-  dispatcher: PushDispatcher,
-  enabled: ProvidersEnabled,
-): ChangeHandler<InvitedCalls> {
+export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnabled): ChangeHandler {
   if (!enabled.iosVoip && !enabled.androidPush) return { name: 'push', handle: async () => {} };
-  const prepare = (changes: readonly CallChange[]): InvitedCalls => {
-    const invited = [...new Set(changes.filter((c) => c.kind === 'created').map((c) => c.call.callId))];
-    const calls = Promise.all(invited.map(async (id) => [id, await peekCall(id)] as const)).then((e) => new Map(e));
-    // Changes whose events fail to be stored never reach handle(): this read's failure is not news.
-    calls.catch(() => {});
-    return calls;
-  };
-  const send = async (
-    changes: readonly CallChange[],
-    prepared: InvitedCalls | undefined,
-    stored: ReadonlyMap<string, readonly string[]>,
-  ): Promise<void> => {
+  const send = async (changes: readonly CallChange[], reads: BatchReads): Promise<void> => {
     const regs = new Map<string, PushRegistration[]>();
-    for (const [userId, flat] of stored) regs.set(userId, parseRegistrations(userId, flat));
+    for (const [userId, flat] of reads.pushRegistrations) regs.set(userId, parseRegistrations(userId, flat));
     const messages = changes.flatMap((c) =>
       pushesFor(c, (u) => regs.get(u) ?? [], enabled).map((p) => (c.traceparent ? { ...p.data, tp: c.traceparent } : p.data)),
     );
     if (messages.length === 0) return;
     const byKey = new Map<string, PushRegistration>();
     for (const list of regs.values()) for (const r of list) byKey.set(registrationKey(r.userId, r.installationId, r.kind), r);
-    await dispatcher.send(messages, 0, { registrations: byKey, calls: await (prepared ?? prepare(changes)) });
+    await dispatcher.send(messages, 0, { registrations: byKey, calls: reads.calls });
   };
   /** Per call: the handling of its latest batch, while it runs. */
   const inFlight = new Map<string, Promise<void>>();
@@ -50,11 +31,11 @@ export function pushHandler(
     name: 'push',
     concurrent: true,
     pushRegistrationsOf: (changes) => changes.flatMap(usersToLookUp),
-    prepare,
-    handle(changes, prepared, stored) {
+    callsOf: (changes) => changes.filter((c) => c.kind === 'created').map((c) => c.call.callId),
+    handle(changes, reads) {
       const callIds = [...new Set(changes.map((c) => c.call.callId))];
       const earlier = callIds.flatMap((id) => inFlight.get(id) ?? []);
-      const run = Promise.all(earlier).then(() => send(changes, prepared, stored));
+      const run = Promise.all(earlier).then(() => send(changes, reads));
       // A failed batch is retried by the relay; it does not hold back the call's later pushes.
       const settled = run.catch(() => {});
       for (const id of callIds) inFlight.set(id, settled);

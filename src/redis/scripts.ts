@@ -114,10 +114,18 @@ async function observed(client: Redis | Cluster, name: ScriptName, keys: string[
 
 /**
  * Adds a script call to an explicit pipeline or transaction as EVALSHA (no fallback there: load
- * the scripts first with loadScripts, as the server does at start).
+ * the scripts first with loadScripts, as the server does at start). `reply`, if given, gets the
+ * script's reply as soon as it arrives, before the replies of the pipeline's later commands.
  */
-export function pipelineScript(p: ChainableCommander, name: ScriptName, keys: string[], args: (string | number)[]): void {
-  p.evalsha(compiled().get(name)!.sha, keys.length, ...keys, ...args);
+export function pipelineScript(
+  p: ChainableCommander,
+  name: ScriptName,
+  keys: string[],
+  args: (string | number)[],
+  reply?: (err: Error | null | undefined, result: unknown) => void,
+): void {
+  if (reply) p.evalsha(compiled().get(name)!.sha, keys.length, ...keys, ...args, reply);
+  else p.evalsha(compiled().get(name)!.sha, keys.length, ...keys, ...args);
 }
 
 async function evalScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {

@@ -129,4 +129,34 @@ describe('relay side effects', () => {
       await relay.stop();
     }
   });
+  it('a handler gets the calls it names as stored, and the relay goes on when Redis lost its script cache', async () => {
+    const seen: { callId: string; state: string | undefined }[] = [];
+    const reader: ChangeHandler = {
+      name: 'reader',
+      callsOf: (changes) => changes.map((c) => c.call.callId),
+      handle: async (changes, reads) => {
+        for (const c of changes) seen.push({ callId: c.call.callId, state: reads.calls.get(c.call.callId)?.state });
+      },
+    };
+    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [reader], logger, { ...ks, batchSize: 1, blockMs: 100, leaseMs: 3000 });
+    await relay.start();
+    try {
+      const user = `u${randomUUID().slice(0, 8)}`;
+      const first = await createCall(user);
+      await waitUntil('the first call handled', () => seen.some((s) => s.callId === first), 10_000);
+      // A restarted Redis (or SCRIPT FLUSH) forgets the scripts the relay runs by their hash.
+      await redis.script('FLUSH');
+      const second = await createCall(user);
+      await waitUntil('the second call handled', () => seen.some((s) => s.callId === second), 10_000);
+      await waitUntil('the outbox acknowledged and emptied', outboxSettled, 10_000);
+      expect(seen).toEqual([
+        { callId: first, state: 'ringing' },
+        { callId: second, state: 'ringing' },
+      ]);
+      const log = await redis.xrange(keys.eventLog(ks, `${user}-callee`), '-', '+');
+      expect(log.map(([, fields]) => JSON.parse(fields[1]!).callId)).toEqual([first, second]);
+    } finally {
+      await relay.stop();
+    }
+  });
 });

@@ -124,7 +124,7 @@ const requestsTo = (token: string) => apns.requests.filter((r) => r.token === to
 describe('relay pushes', () => {
   it('a batch with one failing device retries only that device, as a job of its own', async () => {
     const enabled = { iosVoip: true, androidPush: false };
-    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [pushHandler((id) => calls.peek(id), dispatcher, enabled)], logger, {
+    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [pushHandler(dispatcher, enabled)], logger, {
       ...ks,
       batchSize: 64,
       blockMs: 100,
@@ -170,7 +170,7 @@ describe('relay pushes', () => {
       redis,
       blockingConnection,
       eventLog,
-      [pushHandler((id) => calls.peek(id), dispatcher, enabled), flaky],
+      [pushHandler(dispatcher, enabled), flaky],
       logger,
       { ...ks, batchSize: 64, blockMs: 100, leaseMs: 3000 },
     );
