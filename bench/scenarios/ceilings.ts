@@ -81,9 +81,9 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
     'A separate ioredis client pipelines exactly the Redis work of one lifecycle, with the project\'s own scripts and key/argument builders ' +
       '(`createCallKeysArgs`, `answerCallKeysArgs`, `endCallKeysArgs`, `EventLog.appendCall`, `deliveriesFor`, `busyMarkerOps`): per mutation the operation-binding ' +
       '`SET NX GET` and the call script (whose ring index entry is the ring timer); per create the callee\'s busy marker `HGET`; per change the relay\'s `appendEvents` per user ' +
-      '(XADD + SPUBLISH to subscribed channels, busy markers and the push registrations the push handler needs in the same script), the outbox `XREADGROUP` and `XACK`. ' +
+      '(XADD + SPUBLISH to subscribed channels, busy markers and the push registrations the push handler needs in the same script), the outbox `XREADGROUP` and `XACK`; per create the invited call\'s `HGETALL` for its push. ' +
       'Batches of 40 lifecycles, 4 in flight. No HTTP, WebSocket or server in between: what Redis alone allows. ' +
-      'Not included: the ring sweeps (a few commands per second per shard whatever the rate), the invited call\'s read before its push, and the reads a gateway makes when a socket connects.',
+      'Not included: the ring sweeps (a few commands per second per shard whatever the rate) and the reads a gateway makes when a socket connects.',
     '',
     'The ceiling is the rate at which Redis\'s single thread is saturated: measured directly when the client drives Redis to ≥ 85 % of a core, otherwise ' +
       'the client\'s throughput divided by Redis\'s measured share of a core (Redis CPU per lifecycle, from INFO used_cpu, is what a faster client could not change).',

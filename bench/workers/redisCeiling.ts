@@ -31,11 +31,11 @@ import type { Task } from './tasks.js';
  *   per change: the relay's appendEvents per user (XADD + SPUBLISH to subscribed channels, the
  *   busy markers and the push registrations the push handler needs in the same script), its
  *   XREADGROUP of the outbox and XACK (acknowledged entries are trimmed in bulk once a second:
- *   left out here).
+ *   left out here); per create: the invited call's HGETALL the push handler reads (in the
+ *   relay's write).
  * Variants: `lifecycle` and `create` (create + invitation delivery only: the Redis work behind
  * one delivered event).
- * Not included: the ring sweeps (a few commands per second per shard, whatever the call rate)
- * and the invited call's read before its push.
+ * Not included: the ring sweeps (a few commands per second per shard, whatever the call rate).
  */
 
 export type CeilingVariant = 'lifecycle' | 'create';
@@ -212,6 +212,8 @@ export function createTask(): Task {
       fingerprint: fingerprint('create', [call.callId, callee, false]),
     }), 'createCall');
     relay({ entryId: '0-0', shard: 0, kind: 'created', atMs: now, call });
+    p.hgetall(keys.call(ks, call.callId));
+    n++;
     if (variant === 'create') return n;
     const fpA = fingerprint('answer', [call.callId, winner, null]);
     mutate(callee, 'answer', answerCallKeysArgs(store, { callId: call.callId, userId: callee, installationId: winner, expectedRevision: undefined, operationId: `${call.callId}.answer`, fingerprint: fpA }), 'answerCall');
