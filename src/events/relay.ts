@@ -17,9 +17,9 @@ import { callFromHash } from '../calls/model.js';
 /**
  * The outbox relay (README "Relays"): reads the call shards' outbox streams through a consumer
  * group, writes every change's events into the audience's event logs (which also notifies the
- * gateways) and keeps the users' busy markers in the same write, hands the changes to the
- * side-effect handlers (pushes), then acknowledges the entries with the shard's next read (removed
- * in bulk once a second).
+ * gateways) and keeps the users' busy markers in the same scripts, hands the changes to the
+ * side-effect handlers (pushes), then acknowledges the entries with a later read (removed in bulk
+ * once a second). A batch's delivery rides in the write of the shard's next read (readNew).
  * In-call messages share the outbox (so each sender's stay in order) but are only published on
  * the recipient's live channel, never appended to a log (README "In-call messages").
  *
