@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { startStack, type Stack } from '../support/stack.js';
 import { keys } from '../../src/redis/keys.js';
 import { waitUntil } from '../support/wait.js';
-import { acceptedCall, device, end, eventsUntil, expectProblem, headCursor, ringingCall, sameShardCallId, sibling, uid } from '../support/fixtures.js';
+import { acceptedCall, DEFAULT_CALL_SHARDS, device, end, eventsUntil, expectProblem, headCursor, relayDone, ringingCall, sameShardCallId, sibling, uid, type Device } from '../support/fixtures.js';
 
 /** Issue 5: busy (no call waiting by default), call waiting when allowed, and rename. */
 
@@ -15,6 +15,15 @@ beforeAll(async () => {
   waitingUrl = (await stack.addServer({ CALL_WAITING: 'true', REDIS_PREFIX: 'cw' })).url;
 });
 afterAll(() => stack?.stop());
+
+/**
+ * The devices' head cursors once the relay is done with the call's changes so far: the events of
+ * the create (and answer) are then behind them, and the next event is the one under test.
+ */
+async function cursorsAfterRelay(callId: string, a: Device, b: Device): Promise<[string, string]> {
+  await relayDone(stack.redis, { prefix: 'cb', shards: DEFAULT_CALL_SHARDS }, [callId]);
+  return Promise.all([headCursor(a), headCursor(b)]);
+}
 
 /** The relay marks a user busy asynchronously after an answer: wait for the marker (src/calls/activeCalls.ts). */
 async function waitUntilBusy(prefix: string, userId: string): Promise<void> {
@@ -78,7 +87,7 @@ describe('rename', () => {
     const url = stack.url;
     const pair = await ringingCall(url);
     const tablet = sibling(url, pair.callee);
-    const [c1, c2] = await Promise.all([headCursor(pair.callee), headCursor(tablet)]);
+    const [c1, c2] = await cursorsAfterRelay(pair.callId, pair.callee, tablet);
     const res = await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'Alice (work)' });
     expect(res.status).toBe(200);
     expect(res.json).toMatchObject({ revision: '2', caller: { displayName: 'Alice (work)' } });
@@ -109,7 +118,7 @@ describe('rename', () => {
     const url = stack.url;
     const pair = await acceptedCall(url);
     const tablet = sibling(url, pair.callee);
-    const [c1, c2] = await Promise.all([headCursor(pair.callee), headCursor(tablet)]);
+    const [c1, c2] = await cursorsAfterRelay(pair.callId, pair.callee, tablet);
     const res = await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'Renamed' });
     expect(res.status).toBe(200);
     const events = await eventsUntil(pair.callee, c1, (e) => e.length >= 1);
