@@ -302,11 +302,10 @@ async function startWorker(
     (r) => r !== 'already done' && r.moved > 0 && logger.info({ moved: r.moved }, 'moved the push registrations of version 0.1.0'),
     (err: unknown) => logger.warn({ err: (err as Error).message }, 'moving the push registrations of version 0.1.0 failed; the next start tries again'),
   );
-  const peekCall = (callId: string) => deps.calls.peek(callId);
   const pushOutcomes: PushOutcomes = new Map();
   const dispatcher = new PushDispatcher({
     registry: deps.pushRegistry,
-    peekCall,
+    peekCall: (callId) => deps.calls.peek(callId),
     senders,
     retryQueues,
     partitioning,
