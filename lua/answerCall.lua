@@ -12,7 +12,9 @@
   ARGV[4] retentionMs
   ARGV[5] operationTtlMs
   ARGV[6] fingerprint
-  ARGV[7] traceparent        optional: the request's W3C trace context (README "Tracing")
+  ARGV[7] firstUse           '1' when the user's operationId binding was new: no record of this
+                             operation exists unless a concurrent replay made it
+  ARGV[8] traceparent        optional: the request's W3C trace context (README "Tracing")
 
   Returns one of
     { 'fresh' | 'replay', code, status, fields } with code
@@ -25,24 +27,27 @@ local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local userId, installationId, expectedRevision = ARGV[1], ARGV[2], ARGV[3]
 local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
+-- A first use skips the record read, except with a revision precondition: that can fail for a
+-- concurrent replay and then hold for this request (a rename in between), so it reads first.
+local skippedRead = ARGV[7] == '1' and expectedRevision == ''
 
 --@include "fmtInt"
 --@include "appendOutbox"
 --@include "openCallChange"
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, retentionMs, ARGV[7])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, not skippedRead, retentionMs, ARGV[8])
 if reply then return reply end
 
+local function unchanged(code, status)
+  return recordUnchanged(opKey, fingerprint, code, status, callFieldList(call), operationTtlMs, skippedRead)
+end
+
 local state, winner = call.values.state, call.values.answeredByInstallationId
-if state == 'accepted' and winner == installationId then
-  -- The same installation answering again (new operationId): it is still the winner.
-  return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)
-end
-if state ~= 'ringing' then
-  return recordOperation(opKey, fingerprint, 'answer_conflict', 409, callFieldList(call), operationTtlMs)
-end
+-- The same installation answering again (new operationId): it is still the winner.
+if state == 'accepted' and winner == installationId then return unchanged('ok', 200) end
+if state ~= 'ringing' then return unchanged('answer_conflict', 409) end
 if expectedRevision ~= '' and expectedRevision ~= call.values.revision then
-  return recordOperation(opKey, fingerprint, 'revision_conflict', 409, callFieldList(call), operationTtlMs)
+  return unchanged('revision_conflict', 409)
 end
 
 setCallFields(callKey, call,

@@ -12,7 +12,9 @@
   ARGV[4] retentionMs
   ARGV[5] operationTtlMs
   ARGV[6] fingerprint
-  ARGV[7] traceparent        optional: the request's W3C trace context (README "Tracing")
+  ARGV[7] firstUse           '1' when the user's operationId binding was new: no record of this
+                             operation exists unless a concurrent replay made it
+  ARGV[8] traceparent        optional: the request's W3C trace context (README "Tracing")
 
   Rules (see README "End reasons"):
     - an already ended call is returned as is (absorbs echoes and retries);
@@ -29,18 +31,19 @@ local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local userId, installationId, reason = ARGV[1], ARGV[2], ARGV[3]
 local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
+local skippedRead = ARGV[7] == '1'
 
 --@include "endCallNow"
 --@include "openCallChange"
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, retentionMs, ARGV[7])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not skippedRead, retentionMs, ARGV[8])
 if reply then return reply end
 
 local state, callerInstallationId, winner = call.values.state, call.values.callerInstallationId, call.values.answeredByInstallationId
 local side = (userId == call.values.callerUserId) and 'caller' or 'callee'
 
 local function unchanged()
-  return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)
+  return recordUnchanged(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs, skippedRead)
 end
 
 if state == 'ended' then return unchanged() end

@@ -31,7 +31,7 @@ local fingerprint, maxRenames = ARGV[5], tonumber(ARGV[6])
 --@include "appendOutbox"
 --@include "openCallChange"
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, retentionMs, ARGV[7])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, true, retentionMs, ARGV[7])
 if reply then return reply end
 if call.values.state == 'ended' or call.values.callerDisplayName == displayName then
   return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)

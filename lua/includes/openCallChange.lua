@@ -1,5 +1,6 @@
 -- The opening that every request-driven change of an existing call shares (answer, end, rename):
---   1. a replayed request gets its recorded reply;
+--   1. a replayed request gets its recorded reply (`mayHaveRecord` false: the request's
+--      operationId binding was new, so the read is skipped; see recordUnchanged);
 --   2. the call is loaded; a user who is not a party gets not_found (the call's existence is not
 --      revealed); one of the wrong side (`role`: 'caller' or 'callee', nil for either) gets
 --      forbidden, before anything changes;
@@ -11,8 +12,8 @@
 --@include "callParties"
 --@include "expireIfDue"
 --@include "operationRecord"
-local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, role, fingerprint, retentionMs, traceparent)
-  local replay = replayOperation(opKey, fingerprint, true)
+local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, role, fingerprint, mayHaveRecord, retentionMs, traceparent)
+  local replay = replayOperation(opKey, fingerprint, mayHaveRecord)
   if replay then return nil, nil, replay end
   local call = loadCall(callKey)
   if not isParty(call, userId) then return nil, nil, { 'error', 'not_found' } end

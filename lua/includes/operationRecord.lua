@@ -17,3 +17,15 @@ local function recordOperation(opKey, fingerprint, code, status, fields, ttlMs)
   redis.call('SET', opKey, cjson.encode({ fp = fingerprint, code = code, status = status, fields = fields }), 'PX', ttlMs)
   return { 'fresh', code, status, fields }
 end
+
+-- The outcome of a request that changes nothing (a conflict, an echo, a repeat). When the script
+-- skipped the record read at its opening (`skippedRead`: this request's operationId binding was
+-- new), a concurrent replay of the same request may still have run first and recorded its
+-- outcome; that record is then the answer, so the two requests get one outcome. Only a request
+-- that changes the call may skip the read for good: a recorded replay always leaves the call where
+-- this request can no longer change it.
+local function recordUnchanged(opKey, fingerprint, code, status, fields, ttlMs, skippedRead)
+  local replay = replayOperation(opKey, fingerprint, skippedRead)
+  if replay then return replay end
+  return recordOperation(opKey, fingerprint, code, status, fields, ttlMs)
+end

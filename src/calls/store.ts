@@ -56,8 +56,9 @@ function changeKeys(s: StoreSettings, callId: string, userId: string, operationI
 }
 
 /**
- * `firstUse`: the caller's operationId binding was new, so the script need not look for a stored
- * outcome first (lua/createCall.lua).
+ * `firstUse` (create, answer, end): the user's operationId binding was new, so the script need not
+ * look for a stored outcome first; it looks only on the paths a concurrent replay could have taken
+ * (lua/includes/operationRecord.lua).
  */
 export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false, firstUse = false): ScriptCall {
   return {
@@ -141,10 +142,10 @@ export interface AnswerInput {
   fingerprint: string;
 }
 
-export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput): ScriptCall {
+export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.userId, i.operationId),
-    args: [i.userId, i.installationId, i.expectedRevision ?? '', String(s.retentionMs), String(s.operationTtlMs), i.fingerprint],
+    args: [i.userId, i.installationId, i.expectedRevision ?? '', String(s.retentionMs), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0'],
   };
 }
 
@@ -157,10 +158,10 @@ export interface EndInput {
   fingerprint: string;
 }
 
-export function endCallKeysArgs(s: StoreSettings, i: EndInput): ScriptCall {
+export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.userId, i.operationId),
-    args: [i.userId, i.installationId, i.reason, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint],
+    args: [i.userId, i.installationId, i.reason, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0'],
   };
 }
 
@@ -212,11 +213,13 @@ export class CallStore {
     operationId: string,
     fp: string,
     script: 'createCall' | 'answerCall' | 'endCall' | 'renameCall',
-    call: ScriptCall,
+    /** The script's keys and arguments, given whether this request's binding was new. */
+    callFor: (firstUse: boolean) => ScriptCall,
     bound?: 'new' | 'same' | 'conflict',
   ): Promise<Outcome> {
     const binding = bound ?? (await this.bindOperation(userId, operationId, fp));
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
+    const call = callFor(binding === 'new');
     const outcome = parseOutcome(await runScript(this.redis, script, call.keys, call.args));
     // A request refused before it did anything (unknown call, not a party) leaves no trace: its
     // operationId stays unused.
@@ -245,20 +248,19 @@ export class CallStore {
     // The marker is kept by the relay, a moment behind the calls: it counts only while the call it
     // names is still accepted (so a user who just hung up is not busy).
     const busy = !!active && (await this.redis.hget(keys.call(this.settings, active), 'state')) === 'accepted';
-    const call = createCallKeysArgs(this.settings, i, busy, binding === 'new');
-    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', call, binding);
+    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse), binding);
   }
 
   rename(i: RenameInput): Promise<Outcome> {
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'renameCall', renameCallKeysArgs(this.settings, i));
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'renameCall', () => renameCallKeysArgs(this.settings, i));
   }
 
   answer(i: AnswerInput): Promise<Outcome> {
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'answerCall', answerCallKeysArgs(this.settings, i));
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'answerCall', (firstUse) => answerCallKeysArgs(this.settings, i, firstUse));
   }
 
   end(i: EndInput): Promise<Outcome> {
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'endCall', endCallKeysArgs(this.settings, i));
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'endCall', (firstUse) => endCallKeysArgs(this.settings, i, firstUse));
   }
 
   /**

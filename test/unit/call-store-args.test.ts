@@ -101,15 +101,17 @@ describe('*KeysArgs', () => {
     const c = answerCallKeysArgs(s, { ...base, expectedRevision: undefined });
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'bob', 'op-2'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000', '172800000', 'fp2']);
+    expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000', '172800000', 'fp2', '0']);
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: '7' }).args[2]).toBe('7');
+    expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, true).args[6]).toBe('1');
   });
 
-  it('endCallKeysArgs: KEYS as answer; ARGV userId, installationId, reason, retention, op TTL, fingerprint', () => {
+  it('endCallKeysArgs: KEYS as answer; ARGV userId, installationId, reason, retention, op TTL, fingerprint, firstUse', () => {
     const c = endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' });
     expect(c.keys).toEqual([keys.call(s, 'call-9'), keys.operation(s, 'call-9', 'alice', 'op-3'), keys.outboxForCall(s, 'call-9'), keys.ringingForCall(s, 'call-9')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000', '172800000', 'fp3']);
+    expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000', '172800000', 'fp3', '0']);
+    expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' }, true).args[6]).toBe('1');
   });
 
   it('readCallKeysArgs: the call, its outbox and ring index', () => {
