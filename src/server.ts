@@ -1,4 +1,4 @@
-import type { Config } from './config/config.js';
+import { queuePartitions, type Config } from './config/config.js';
 import { loadUws, type Uws } from './http/uws.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
 import { ApiError } from './http/errors.js';
@@ -291,7 +291,7 @@ async function startWorker(
   const { config, redis, deps, ks, metrics, logger } = ctx;
   // BullMQ needs connections that retry for ever (maxRetriesPerRequest: null).
   const queueConnection = connectRedis(ctx.redisTarget, 'queues', 'calling-backend-queues');
-  const partitioning = { ...ks, partitions: Math.min(config.QUEUE_PARTITIONS, config.CALL_SHARDS) };
+  const partitioning = { ...ks, partitions: queuePartitions(config) };
   const retryQueues = createPushQueues(queueConnection, partitioning);
   const senders: PushSenders = createPushSenders(config, logger);
   const enabled = { iosVoip: senders.apns !== undefined, androidPush: senders.fcm !== undefined };

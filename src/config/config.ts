@@ -133,9 +133,10 @@ export const configSchema = z
     PUSH_CONCURRENCY: int(64, 1, 10_000),
     /**
      * BullMQ queue partitions (push retries, ring sweeps), each with its own hash tag so a Redis
-     * Cluster spreads them over its primaries; at most CALL_SHARDS are used.
+     * Cluster spreads them over its primaries; at most CALL_SHARDS are used. Unset: see
+     * defaultQueuePartitions.
      */
-    QUEUE_PARTITIONS: int(4, 1, 1024),
+    QUEUE_PARTITIONS: z.preprocess((v) => (v === '' ? undefined : v), z.coerce.number().int().min(1).max(1024).optional()),
     /** How often the ring sweeps end due calls: an unanswered call ends about this late at most. */
     RING_SWEEP_TICK_MS: int(50, 5, 1000),
 
@@ -199,6 +200,20 @@ export const configSchema = z
   });
 
 export type Config = z.infer<typeof configSchema>;
+
+/**
+ * QUEUE_PARTITIONS when unset (README "Queues"): 1 on a single Redis, where more partitions only
+ * multiply BullMQ's fixed cost (each partition's sweep job every second) and the sweeps' round
+ * trips; 4 on a cluster, so the queues spread over its primaries.
+ */
+export function defaultQueuePartitions(cluster: boolean): number {
+  return cluster ? 4 : 1;
+}
+
+/** The queue partitions in use: QUEUE_PARTITIONS or its default, at most CALL_SHARDS. */
+export function queuePartitions(c: Pick<Config, 'QUEUE_PARTITIONS' | 'REDIS_CLUSTER_NODES' | 'CALL_SHARDS'>): number {
+  return Math.min(c.QUEUE_PARTITIONS ?? defaultQueuePartitions(c.REDIS_CLUSTER_NODES !== undefined), c.CALL_SHARDS);
+}
 export type Role = Config['ROLES'][number];
 
 export class ConfigError extends Error {

@@ -1,6 +1,7 @@
 import { keys, shardOf } from '../../src/redis/keys.js';
 import { partitionOfShard, partitionQueueName, queuePrefix } from '../../src/redis/partitions.js';
 import { registrationField } from '../../src/push/registry.js';
+import { defaultQueuePartitions } from '../../src/config/config.js';
 import { PUSH_QUEUE } from '../../src/push/queues.js';
 import { Queue } from 'bullmq';
 import { randomBytes } from 'node:crypto';
@@ -10,7 +11,7 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { makeApnsKey, startFakeApns, type ApnsKey, type ApnsRecordedRequest, type FakeApns } from '../support/apns-server.js';
 import { startFakeFcm, writeServiceAccountFile, type FakeFcm, type FcmRecordedMessage } from '../support/fcm-server.js';
-import { startStack, type Stack } from '../support/stack.js';
+import { ON_CLUSTER, startStack, type Stack } from '../support/stack.js';
 import { DEFAULT_CALL_SHARDS, relayDone, type Device } from '../support/fixtures.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -155,8 +156,8 @@ export function fcmTo(fake: FakeFcm, token: string, type?: string): FcmRecordedM
   return fake.messages.filter((m) => m.token === token && (type === undefined || callpayloadOf(m).type === type));
 }
 
-/** The server's default QUEUE_PARTITIONS. */
-const QUEUE_PARTITIONS = 4;
+/** The server's default QUEUE_PARTITIONS on this test project's Redis. */
+const QUEUE_PARTITIONS = defaultQueuePartitions(ON_CLUSTER);
 
 /**
  * Barrier for "no more pushes come of the changes made so far to the calls `callIds`", instead of
