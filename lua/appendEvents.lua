@@ -56,7 +56,10 @@ local registrations = ARGV[10] == '1' and redis.call('HGETALL', pushKey) or {}
 -- Only a busy marker to change (the user has no events in this batch).
 if #ARGV < 11 then
   if markerOp == 'set' then
-    redis.call('HSET', metaKey, 'active', markerCall)
+    -- The hash may be new (no log yet): it gets the meta's expiry, as an append would give it.
+    if redis.call('HSET', metaKey, 'active', markerCall) == 1 then
+      redis.call('PEXPIRE', metaKey, metaTtlMs + ageCheckMs)
+    end
   elseif markerOp == 'clear' and redis.call('HGET', metaKey, 'active') == markerCall then
     redis.call('HSET', metaKey, 'active', '')
   end
@@ -105,6 +108,8 @@ local function alreadyAppended(entryId)
   end
 end
 local lost = false
+-- Whether this call made the stream (it did not exist): then it holds exactly this call's entries.
+local created = false
 local function add(create, entryId, payload, only, except)
   local head = create and { 'XADD', logKey } or { 'XADD', logKey, 'NOMKSTREAM' }
   head[#head + 1] = '*'
@@ -128,6 +133,7 @@ for i = 11, #ARGV, 4 do
     local id = add(firstNew ~= nil, entryId, payload, only, except)
     if not id then
       lost = previous ~= '0-0'
+      created = true
       id = add(true, entryId, payload, only, except)
     end
     redis.call('SPUBLISH', channel, epoch .. '\n' .. last .. '\n' .. id .. '\n' .. only .. '\n' .. except .. '\n' .. payload)
@@ -172,18 +178,22 @@ else
     count = maxLen
   end
 end
+local checked = false
 if now - agedAt >= ageCheckMs then
-  local minId = fmtInt(now - maxAgeMs)
-  local aged = redis.call('XREVRANGE', logKey, '(' .. minId, '-', 'COUNT', 1)
-  if #aged > 0 then
-    if not trimmed or streamIdLess(trimmed, aged[1][1]) then trimmed = aged[1][1] end
-    redis.call('XTRIM', logKey, 'MINID', minId)
+  -- A stream this call made holds only its new entries (count is exact): nothing to read.
+  if not created then
+    local minId = fmtInt(now - maxAgeMs)
+    local aged = redis.call('XREVRANGE', logKey, '(' .. minId, '-', 'COUNT', 1)
+    if #aged > 0 then
+      if not trimmed or streamIdLess(trimmed, aged[1][1]) then trimmed = aged[1][1] end
+      redis.call('XTRIM', logKey, 'MINID', minId)
+    end
+    count = redis.call('XLEN', logKey)
   end
-  count = redis.call('XLEN', logKey)
   -- Renewed at least every ageCheckMs while appends go on, so never due within maxAgeMs of one.
   redis.call('PEXPIRE', logKey, maxAgeMs + ageCheckMs)
-  redis.call('PEXPIRE', metaKey, metaTtlMs + ageCheckMs)
   agedAt = now
+  checked = true
 end
 if trimmed then
   meta[#meta + 1], meta[#meta + 2] = 'trimmed', trimmed
@@ -191,4 +201,6 @@ end
 meta[#meta + 1], meta[#meta + 2] = 'n', count
 meta[#meta + 1], meta[#meta + 2] = 'agedAt', fmtInt(agedAt)
 redis.call('HSET', metaKey, unpack(meta))
+-- After the HSET, which may have made the hash (an expiry set before would have been lost).
+if checked then redis.call('PEXPIRE', metaKey, metaTtlMs + ageCheckMs) end
 return { epoch, last, appended, registrations }
