@@ -230,3 +230,55 @@ export function costSummary(s: StepResult): string {
       : '')
   );
 }
+
+/**
+ * The deployment's fixed cost: what it spends a second with its sockets connected and no calls
+ * (BullMQ's sweep jobs, the ring sweeps, the relays' blocking reads and leases, timers). Every
+ * per-lifecycle figure of a step includes this divided by the step's rate, so at a low rate it
+ * weighs more; subtracting it gives what a lifecycle itself costs.
+ */
+export interface RestCost {
+  durationMs: number;
+  /** CPU ms a second per measured process (redis included). */
+  cpuMsPerSecond: Record<string, number>;
+  commandsPerSecond: number;
+  roundTripsPerSecond: number;
+}
+
+export async function measureRest(ctx: BenchContext, durationMs: number): Promise<RestCost> {
+  await ctx.waitIdle(20_000);
+  const stopCpu = await ctx.cpuWindow();
+  const stats0 = await ctx.commandStats();
+  const reads0 = (await ctx.redisInfo()).readsProcessed;
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, durationMs));
+  const cpu = await stopCpu();
+  const seconds = (performance.now() - t0) / 1000;
+  const stats1 = await ctx.commandStats();
+  const reads1 = (await ctx.redisInfo()).readsProcessed;
+  let commands = 0;
+  for (const [cmd, v] of Object.entries(stats1)) if (cmd !== 'info') commands += Math.max(0, v.calls - (stats0[cmd]?.calls ?? 0));
+  return {
+    durationMs,
+    cpuMsPerSecond: Object.fromEntries(Object.entries(cpu.processes).map(([k, share]) => [k, share * 1000])),
+    commandsPerSecond: commands / seconds,
+    // The bench's own INFO reads (two here, two per step) are Redis reads too; they are left in.
+    roundTripsPerSecond: (reads1 - reads0) / seconds,
+  };
+}
+
+/** The fixed cost at rest, and what is left of a step's per-lifecycle cost without it. */
+export function restSummary(rest: RestCost, s: StepResult): string {
+  const rate = s.achievedRate;
+  if (!(rate > 0)) return '';
+  const names = ['server', 'server worker', 'redis'].filter((k) => rest.cpuMsPerSecond[k] !== undefined && s.cost.cpuMsPerLifecycle[k] !== undefined);
+  const fixed = names.map((k) => `${k} ${rest.cpuMsPerSecond[k]!.toFixed(1)} ms`).join(', ');
+  const net = names.map((k) => `${k} ${(s.cost.cpuMsPerLifecycle[k]! - rest.cpuMsPerSecond[k]! / rate).toFixed(2)} ms`).join(', ');
+  return (
+    `At rest (sockets connected, no calls, ${rest.durationMs / 1000} s, after the warm-up), CPU a second: ${fixed}; ` +
+    `${fmtNum(rest.roundTripsPerSecond)} Redis round trips and ${fmtNum(rest.commandsPerSecond)} commands a second. ` +
+    `At ${fmtNum(rate)}/s that is ${(rest.roundTripsPerSecond / rate).toFixed(2)} round trips and ${(rest.commandsPerSecond / rate).toFixed(1)} commands of each lifecycle's figures above; ` +
+    `without it a lifecycle costs ${net} of CPU, ${(s.cost.redisCallsPerLifecycle - rest.commandsPerSecond / rate).toFixed(1)} Redis commands in ` +
+    `${(s.cost.redisRoundTripsPerLifecycle - rest.roundTripsPerSecond / rate).toFixed(1)} round trips.`
+  );
+}

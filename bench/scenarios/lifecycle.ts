@@ -1,7 +1,7 @@
 import { cpus } from 'node:os';
 import type { BenchContext } from '../lib/context.js';
 import { errorList, fmtMs, fmtNum, fmtPct, fmtRate, latencyTable, mdTable, ratio, type Goal, type ScenarioResult } from '../lib/report.js';
-import { costSummary, runCallStep, startCallsPool, type StepResult } from './callSteps.js';
+import { costSummary, measureRest, restSummary, runCallStep, startCallsPool, type RestCost, type StepResult } from './callSteps.js';
 
 /**
  * Full lifecycles at target arrival rates (open loop): a search for the highest rate with zero
@@ -12,6 +12,8 @@ import { costSummary, runCallStep, startCallsPool, type StepResult } from './cal
 export const GOAL_RATE = 2500;
 export const GOAL_SUSTAIN_MS = 60_000;
 export const GOAL_ACCEPTED_P99_MS = 5;
+/** How long the fixed cost at rest is measured (callSteps.ts measureRest). */
+const REST_MS = 3000;
 
 export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResult> {
   const z = ctx.opts.sizes.lifecycle;
@@ -34,6 +36,8 @@ export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResu
     const warmRate = Math.min(100, Math.max(10, Math.round((z.startRate || 200) / 4)));
     ctx.log(`  warm-up (not measured): ${fmtRate(warmRate)} for ${z.warmupMs / 1000} s`);
     await runCallStep(ctx, pool, { label: 'warm-up', rate: warmRate, durationMs: z.warmupMs, p99LimitMs: limit, timeoutMs: z.timeoutMs });
+    const rest = await measureRest(ctx, REST_MS);
+    ctx.log(`  at rest: ${fmtNum(rest.roundTripsPerSecond)} Redis round trips/s, ${fmtNum(rest.commandsPerSecond)} commands/s`);
     // Search: grow the rate until a step fails (or, when the first fails, halve it until one
     // passes), then bisect between the last pass and the first fail.
     let best = 0;
@@ -76,13 +80,13 @@ export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResu
     if (!overloaded) half = await step('half goal rate', GOAL_RATE / 2, z.halfGoalMs);
     else if (full) half = await step('half goal rate (beyond the sustained rate: short burst)', GOAL_RATE / 2, Math.min(z.halfGoalMs, 2000));
     if (half && !half.pass) await ctx.waitIdle(60_000);
-    return report(ctx, steps, sustained, half, fail);
+    return report(ctx, steps, sustained, half, fail, rest);
   } finally {
     await pool.close();
   }
 }
 
-function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, half: StepResult | undefined, failedAt: number): ScenarioResult {
+function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, half: StepResult | undefined, failedAt: number, rest: RestCost): ScenarioResult {
   const redisCeiling = ctx.ceilings.redis?.lifecycle;
   const httpCeiling = ctx.ceilings.http?.requestsPerSecond;
   const sustainedRate = sustained.pass ? sustained.achievedRate : 0;
@@ -173,6 +177,8 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
     '',
     `Cost (sustained run): ${costSummary(sustained)}`,
     '',
+    restSummary(rest, sustained),
+    '',
     `### Per-step latency, sustained run (${fmtRate(sustained.targetRate)})`,
     '',
     latencyTable(sustained.latency),
@@ -214,7 +220,7 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
     ],
     goals,
     markdown: md,
-    data: { steps, sustained: sustained.label, half: half?.label, failedAt },
+    data: { steps, sustained: sustained.label, half: half?.label, failedAt, rest },
   };
 }
 
