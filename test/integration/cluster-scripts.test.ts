@@ -8,6 +8,7 @@ import { PushRegistry } from '../../src/push/registry.js';
 import { deliveriesFor } from '../../src/events/audience.js';
 import { parseChange } from '../../src/events/change.js';
 import { keys } from '../../src/redis/keys.js';
+import { aliceCallsBob } from '../support/fixtures.js';
 
 /**
  * "Redis Cluster ready": every script's keys share one hash tag, so the same scripts run on a
@@ -32,17 +33,7 @@ describe('Lua scripts on Redis Cluster', () => {
     const slots = new Set<number>();
     for (let i = 0; i < 12; i++) {
       const callId = randomUUID();
-      const created = await calls.create({
-        callId,
-        callerUserId: 'alice',
-        callerInstallationId: 'alice-phone',
-        callerDisplayName: 'Alice',
-        callerHandle: 'app:alice',
-        calleeUserId: 'bob',
-        video: false,
-        operationId: `op-${callId}`,
-        fingerprint: fingerprint('create', [callId, 'bob', false]),
-      });
+      const created = await calls.create(aliceCallsBob(callId, `op-${callId}`));
       expect(created).toMatchObject({ kind: 'outcome', code: 'ok', status: 201 });
       const answered = await calls.answer({
         callId,

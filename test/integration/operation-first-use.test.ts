@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { answerCallKeysArgs, CallStore, endCallKeysArgs, fingerprint, parseOutcome, type AnswerInput, type EndInput } from '../../src/calls/store.js';
 import { runScript } from '../../src/redis/scripts.js';
+import { aliceCallsBob } from '../support/fixtures.js';
 
 /**
  * A request whose operationId binding was new (`firstUse`) skips the script's read of the
@@ -29,17 +30,7 @@ afterAll(async () => {
 let callId: string;
 beforeEach(async () => {
   callId = randomUUID();
-  const created = await calls.create({
-    callId,
-    callerUserId: 'alice',
-    callerInstallationId: 'alice-phone',
-    callerDisplayName: 'Alice',
-    callerHandle: 'app:alice',
-    calleeUserId: 'bob',
-    video: false,
-    operationId: randomUUID(),
-    fingerprint: fingerprint('create', [callId, 'bob', false]),
-  });
+  const created = await calls.create(aliceCallsBob(callId, randomUUID()));
   expect(created).toMatchObject({ kind: 'outcome', status: 201 });
 });
 

@@ -8,6 +8,7 @@ import { connectRedis } from '../../src/redis/connection.js';
 import { keys, shardOf, type KeySpace } from '../../src/redis/keys.js';
 import { RELAY_GROUP } from '../../src/events/relay.js';
 import { compareStreamIds } from '../../src/events/cursor.js';
+import { fingerprint, type CreateInput } from '../../src/calls/store.js';
 
 /** Shared helpers of the integration tests: devices, calls, problem bodies and Redis state. */
 
@@ -257,4 +258,19 @@ export async function relayDone(redis: Redis, ks: KeySpace, callIds: readonly st
       );
     }),
   );
+}
+
+/** A CallStore create of `callId`: Alice (alice-phone) calls Bob, audio, with `operationId`. */
+export function aliceCallsBob(callId: string, operationId: string): CreateInput {
+  return {
+    callId,
+    callerUserId: 'alice',
+    callerInstallationId: 'alice-phone',
+    callerDisplayName: 'Alice',
+    callerHandle: 'app:alice',
+    calleeUserId: 'bob',
+    video: false,
+    operationId,
+    fingerprint: fingerprint('create', [callId, 'bob', false]),
+  };
 }
