@@ -9,6 +9,8 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY packages/client/package.json ./packages/client/
+# npm ci's postinstall mends a dependency (README "Installed dependency patch").
+COPY scripts/patch-dependencies.mjs ./scripts/
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
@@ -22,6 +24,7 @@ ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY packages/client/package.json ./packages/client/
+COPY scripts/patch-dependencies.mjs ./scripts/
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY lua ./lua

@@ -58,6 +58,8 @@ describe('Dockerfile', () => {
     for (const dep of Object.keys(pkg.dependencies)) expect(existsSync(join(modules, dep)), dep).toBe(true);
     for (const dev of ['typescript', 'vitest', 'tsx', 'playwright-core']) expect(existsSync(join(modules, dev)), dev).toBe(false);
     expect(Object.keys(pkg.devDependencies)).toContain('typescript');
+    // npm ci's postinstall mended ioredis in the image too (scripts/patch-dependencies.mjs).
+    expect(readFileSync(join(modules, 'ioredis/built/Pipeline.js'), 'utf8')).toContain('Patched by scripts/patch-dependencies.mjs');
     expect(existsSync(join(imageRoot(), 'dist/src/main.js'))).toBe(true);
     expect(existsSync(join(imageRoot(), 'lua/createCall.lua'))).toBe(true);
     expect(existsSync(join(imageRoot(), 'demo/index.html'))).toBe(true);
