@@ -1,5 +1,4 @@
 import type { Redis, Cluster } from 'ioredis';
-import { runScript } from '../redis/scripts.js';
 
 /**
  * Abuse limits. Shared limits (per user, per installation) are counted in Redis so they hold
@@ -19,8 +18,12 @@ export interface LimitRule {
 }
 
 /**
- * A fixed-window counter in Redis (lua/hitRateLimit.lua) per subject (a user, an installation):
- * the limiter knows how its counters are keyed, callers name only whom they count.
+ * A fixed-window counter in Redis per subject (a user, an installation): the limiter knows how its
+ * counters are keyed, callers name only whom they count. An allowed hit costs one INCR; the hit
+ * that opens a window also gives the counter its expiry, and only a hit over the limit reads the
+ * window's rest. (INCR and PEXPIRE are not atomic together: a process that dies between them
+ * leaves a counter without expiry. The first hit over the limit then finds no expiry and sets one,
+ * so such a subject is held for at most one window more than it should be.)
  */
 export class RedisRateLimiter<Subject> {
   constructor(
@@ -31,11 +34,16 @@ export class RedisRateLimiter<Subject> {
 
   async hit(subject: Subject): Promise<LimitDecision> {
     const key = this.keyOf(subject);
-    const [allowed, ttl] = (await runScript(this.redis, 'hitRateLimit', [key], [String(this.rule.limit), String(this.rule.windowMs)])) as [
-      number,
-      number,
-    ];
-    return { allowed: allowed === 1, retryAfterMs: Number(ttl) };
+    const { limit, windowMs } = this.rule;
+    const hits = await this.redis.incr(key);
+    if (hits === 1) await this.redis.pexpire(key, windowMs);
+    if (hits <= limit) return { allowed: true, retryAfterMs: 0 };
+    let ttl = await this.redis.pttl(key);
+    if (ttl < 0) {
+      await this.redis.pexpire(key, windowMs);
+      ttl = windowMs;
+    }
+    return { allowed: false, retryAfterMs: ttl };
   }
 }
 

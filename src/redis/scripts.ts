@@ -35,7 +35,6 @@ export const scriptDefinitions = {
   migrateLegacyRegistration: { file: 'migrateLegacyRegistration.lua', numberOfKeys: 3 },
   appendEvents: { file: 'appendEvents.lua', numberOfKeys: 3 },
   readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
-  hitRateLimit: { file: 'hitRateLimit.lua', numberOfKeys: 1 },
   renameCall: { file: 'renameCall.lua', numberOfKeys: 4, traced: true },
   sendMessage: { file: 'sendMessage.lua', numberOfKeys: 6 },
   readMessages: { file: 'readMessages.lua', numberOfKeys: 2 },
