@@ -56,9 +56,14 @@ const TRIM_EVERY_MS = 1000;
 const MAX_BATCHES_IN_EFFECTS = 32;
 
 /**
- * Acknowledgements ride with the shard's next read, in the same write. When no read comes for
- * this long (an idle shard) they go out on their own.
+ * Acknowledgements ride with the shard's next read, in the same write, once the oldest has waited
+ * ACK_RIDE_AFTER_MS (or ACK_RIDE_COUNT are waiting): a busy shard then acknowledges several
+ * batches with one XACK instead of one per read. When no read comes for ACK_DELAY_MS (an idle
+ * shard) they go out on their own. A later acknowledgement only widens, by as much, the window in
+ * which a relay that dies leaves side effects to be done again (README "Relays").
  */
+const ACK_RIDE_AFTER_MS = 20;
+const ACK_RIDE_COUNT = 64;
 const ACK_DELAY_MS = 50;
 
 type Entry = [id: string, fields: string[] | null];
@@ -182,8 +187,9 @@ class ShardReader {
   private readonly tails: Promise<unknown>[];
   /** The newest entry this reader acknowledged, and when acknowledged entries were last removed. */
   private highestAcked = '0-0';
-  /** Entries whose side effects are done, to be acknowledged with the next read. */
+  /** Entries whose side effects are done, to be acknowledged with a later read; since when. */
   private unacked: string[] = [];
+  private unackedSince = 0;
   private ackTimer: NodeJS.Timeout | undefined;
   /** Entries were acknowledged since the last trim. */
   private untrimmed = false;
@@ -453,7 +459,7 @@ class ShardReader {
    */
   private async readNew(batch?: Batch): Promise<Entry[] | undefined> {
     const { consumer } = this.relay.deps;
-    const ids = this.takeAcks();
+    const ids = this.acksDue() ? this.takeAcks() : [];
     const p = this.blocking!.pipeline();
     const delivered = batch && this.deliver(batch, p);
     if (ids.length > 0) p.xack(this.key, RELAY_GROUP, ...ids);
@@ -484,11 +490,17 @@ class ShardReader {
    * Acknowledged entries are removed in bulk, at most once a second (trim).
    */
   private acknowledge(entries: Entry[]): void {
+    if (this.unacked.length === 0) this.unackedSince = Date.now();
     for (const [id] of entries) this.unacked.push(id);
     this.ackTimer ??= setTimeout(() => {
       this.ackTimer = undefined;
       this.flushAcks().catch((err: unknown) => this.relay.deps.logger.warn({ err: (err as Error).message, shard: this.shard }, 'relay acknowledgement failed; retrying'));
     }, ACK_DELAY_MS);
+  }
+
+  /** Whether the waiting acknowledgements ride with the next read (ACK_RIDE_AFTER_MS). */
+  private acksDue(): boolean {
+    return this.unacked.length >= ACK_RIDE_COUNT || (this.unacked.length > 0 && Date.now() - this.unackedSince >= ACK_RIDE_AFTER_MS);
   }
 
   private takeAcks(): string[] {

@@ -8,11 +8,11 @@ import { relayBlockingConnection } from '../support/fixtures.js';
 import { makeApnsKey, startFakeApns, type FakeApns } from '../support/apns-server.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { loadScripts } from '../../src/redis/scripts.js';
-import { keys } from '../../src/redis/keys.js';
+import { keys, shardOf } from '../../src/redis/keys.js';
 import { CallStore, fingerprint } from '../../src/calls/store.js';
 import { EventLog } from '../../src/events/eventLog.js';
 import { OutboxRelay, RELAY_GROUP } from '../../src/events/relay.js';
-import type { ChangeHandler } from '../../src/events/change.js';
+import { parseChange, type CallChange, type ChangeHandler } from '../../src/events/change.js';
 import { PushRegistry } from '../../src/push/registry.js';
 import { PushDispatcher, type PushOutcomes } from '../../src/push/dispatcher.js';
 import { createPushQueues, type PushRetryJob } from '../../src/push/queues.js';
@@ -26,7 +26,8 @@ import { waitUntil } from '../e2e/helpers.js';
 /**
  * Pushes sent by the relay (README "Push"): the first attempt goes out right after the events are
  * stored; only failed messages become a BullMQ retry job, and a batch the relay retries (another
- * side effect failed) sends none of its pushes again.
+ * side effect failed) sends none of its pushes again. A fresh invitation goes out from the call as
+ * its batch knows it; one relayed late has its call read again first.
  */
 
 const BUNDLE_ID = 'com.example.calls';
@@ -121,6 +122,30 @@ async function outboxSettled(): Promise<boolean> {
 
 const requestsTo = (token: string) => apns.requests.filter((r) => r.token === token);
 
+async function cancel(callId: string, callee: string): Promise<void> {
+  const out = await calls.end({
+    callId,
+    userId: `${callee}-caller`,
+    installationId: 'caller-phone',
+    reason: 'localHangup',
+    operationId: `end-${callId}`,
+    fingerprint: fingerprint('end', [callId]),
+  });
+  expect(out).toMatchObject({ kind: 'outcome', code: 'ok' });
+}
+
+/** HGETALL commands Redis has run (a call read is one). */
+async function hgetalls(): Promise<number> {
+  return Number(/cmdstat_hgetall:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+}
+
+/** The outbox entries of one call, parsed as the relay parses them. */
+async function changesOf(callId: string): Promise<CallChange[]> {
+  const shard = shardOf(callId, ks.shards);
+  const entries = await redis.xrange(keys.outboxForShard(ks, shard), '-', '+');
+  return entries.map(([id, fields]) => parseChange(id, shard, fields)).filter((c) => c.call.callId === callId);
+}
+
 describe('relay pushes', () => {
   it('a batch with one failing device retries only that device, as a job of its own', async () => {
     const enabled = { iosVoip: true, androidPush: false };
@@ -148,6 +173,62 @@ describe('relay pushes', () => {
         const counts = await Promise.all(retryQueues.map((q) => q.getJobCounts('waiting', 'delayed', 'active')));
         return counts.every((c) => Object.values(c).every((n) => n === 0));
       });
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it('a fresh invitation is sent from the batch without reading its call, and not at all when the batch also holds its cancel', async () => {
+    const handler = pushHandler(dispatcher, { iosVoip: true, androidPush: false });
+    const callee = `u${randomUUID().slice(0, 8)}`;
+    const [token] = await iPhones(callee, 1);
+    const registrations = new Map([[callee, await redis.hgetall(keys.pushRegistrations(ks, callee)).then((h) => Object.entries(h).flat())]]);
+    const noCalls = new Map();
+
+    const rung = await createCall(callee);
+    const [created] = await changesOf(rung);
+    // Relayed at once: nothing to read; the invitation goes out from the change itself.
+    expect([...handler.callsOf!([{ ...created!, atMs: Date.now() }])]).toEqual([]);
+    const reads = await hgetalls();
+    await handler.handle([{ ...created!, atMs: Date.now() }], { pushRegistrations: registrations, calls: noCalls });
+    expect(await hgetalls()).toBe(reads);
+    expect(requestsTo(token!).map((r) => (r.body as { callpayload: { callId: string } }).callpayload.callId)).toEqual([rung]);
+
+    const cancelled = await createCall(callee);
+    await cancel(cancelled, callee);
+    const both = (await changesOf(cancelled)).map((c) => ({ ...c, atMs: Date.now() }));
+    expect(both.map((c) => c.kind)).toEqual(['created', 'ended']);
+    const skipped = outcomes.get('apns:skipped-not-ringing') ?? 0;
+    const readsBefore = await hgetalls();
+    await handler.handle(both, { pushRegistrations: registrations, calls: noCalls });
+    expect(await hgetalls()).toBe(readsBefore);
+    expect(requestsTo(token!)).toHaveLength(1);
+    expect(outcomes.get('apns:skipped-not-ringing')).toBe(skipped + 1);
+    // Relayed late, the same invitation's call is named for the relay to read.
+    expect([...handler.callsOf!([{ ...both[0]!, atMs: Date.now() - 1000 }])]).toEqual([cancelled]);
+    // No relay ran: leave no entries for the next test's.
+    for (const c of [created!, ...both]) await redis.xdel(keys.outboxForShard(ks, c.shard), c.entryId);
+  });
+
+  it('an invitation relayed late has its call read again: a call cancelled meanwhile, its cancel in a later batch, is not pushed', async () => {
+    const callee = `u${randomUUID().slice(0, 8)}`;
+    const [token] = await iPhones(callee, 1);
+    const callId = await createCall(callee);
+    await cancel(callId, callee);
+    const skipped = outcomes.get('apns:skipped-not-ringing') ?? 0;
+    await new Promise((r) => setTimeout(r, 200));
+    // One entry per batch: the invitation is relayed in a batch without its cancel.
+    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [pushHandler(dispatcher, { iosVoip: true, androidPush: false })], logger, {
+      ...ks,
+      batchSize: 1,
+      blockMs: 100,
+      leaseMs: 3000,
+    });
+    await relay.start();
+    try {
+      await waitUntil('both changes relayed', () => outboxSettled(), 10_000);
+      expect(requestsTo(token!)).toEqual([]);
+      expect(outcomes.get('apns:skipped-not-ringing')).toBe(skipped + 1);
     } finally {
       await relay.stop();
     }
