@@ -1,21 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { describe, expect, it } from 'vitest';
 import { RedisRateLimiter } from '../../src/limits/rateLimiter.js';
+import { fileRedis } from '../support/fixtures.js';
 
 /** The shared fixed-window limiter on a real Redis: its counters, their expiry, and the safety net. */
-let server: RedisServer;
-let redis: Redis;
-beforeAll(async () => {
-  server = await startRedis();
-  redis = new Redis(server.url, { enableAutoPipelining: true });
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.stop();
-});
+const db = fileRedis();
 
-const limiter = (limit: number, windowMs: number) => new RedisRateLimiter<{ userId: string }>(redis, { limit, windowMs }, (s) => `limit:${s.userId}`);
+const limiter = (limit: number, windowMs: number) => new RedisRateLimiter<{ userId: string }>(db.redis, { limit, windowMs }, (s) => `limit:${s.userId}`);
 
 describe('Redis rate limiter', () => {
   it('allows `limit` hits per window, then refuses with the rest of the window; subjects are counted apart', async () => {
@@ -31,7 +21,7 @@ describe('Redis rate limiter', () => {
   it('the hit that opens a window gives the counter its expiry; a new window starts once it lapses', async () => {
     const l = limiter(1, 300);
     expect((await l.hit({ userId: 'c' })).allowed).toBe(true);
-    const ttl = await redis.pttl('limit:c');
+    const ttl = await db.redis.pttl('limit:c');
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(300);
     expect((await l.hit({ userId: 'c' })).allowed).toBe(false);
@@ -40,10 +30,10 @@ describe('Redis rate limiter', () => {
   });
 
   it('a counter left without expiry (a process died between INCR and PEXPIRE) gets one at its first refused hit', async () => {
-    await redis.set('limit:d', '7');
+    await db.redis.set('limit:d', '7');
     const refused = await limiter(5, 60_000).hit({ userId: 'd' });
     expect(refused).toEqual({ allowed: false, retryAfterMs: 60_000 });
-    const ttl = await redis.pttl('limit:d');
+    const ttl = await db.redis.pttl('limit:d');
     expect(ttl).toBeGreaterThan(59_000);
   });
 });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { Redis } from 'ioredis';
 import { api, type Api, type ApiResponse } from './http.js';
 import { tokenFor } from './tokens.js';
@@ -9,6 +9,7 @@ import { keys, shardOf, type KeySpace } from '../../src/redis/keys.js';
 import { RELAY_GROUP } from '../../src/events/relay.js';
 import { compareStreamIds } from '../../src/events/cursor.js';
 import { fingerprint, type CreateInput } from '../../src/calls/store.js';
+import { startRedis, type RedisServer } from './redis-server.js';
 
 /** Shared helpers of the integration tests: devices, calls, problem bodies and Redis state. */
 
@@ -160,6 +161,23 @@ export async function relayBlockingConnection(url: string): Promise<Redis> {
   const c = connectRedis(url, 'blocking', 'test');
   await c.connect();
   return c;
+}
+
+/**
+ * A Redis of the calling test file's own and an auto-pipelining client on it: started before the
+ * file's tests, stopped after them. Read `redis` and `server` inside tests (they are set then).
+ */
+export function fileRedis(): { readonly redis: Redis; readonly server: RedisServer } {
+  const state = {} as { redis: Redis; server: RedisServer };
+  beforeAll(async () => {
+    state.server = await startRedis();
+    state.redis = new Redis(state.server.url, { enableAutoPipelining: true });
+  });
+  afterAll(async () => {
+    state.redis?.disconnect();
+    await state.server?.stop();
+  });
+  return state;
 }
 
 export function connectTestRedis(url: string): Redis {
