@@ -9,14 +9,22 @@ export interface AuthGuard {
   failures: FailureCounter | undefined;
 }
 
+/** The client's address when asked for; undefined when it can no longer be read (src/http/clientAddress.ts). */
+export type ClientAddress = () => string | undefined;
+
 export type GuardResult =
   | { ok: true; principal: Principal }
   | { ok: false; kind: 'unauthorized'; detail: string }
   | { ok: false; kind: 'rate_limited'; retryAfterMs: number };
 
-/** Verifies `token` for a client at `remoteAddress`; an address with too many failures is refused first. */
-export async function checkToken(guard: AuthGuard, token: string, remoteAddress: string): Promise<GuardResult> {
-  const blocked = guard.failures?.blocked(remoteAddress);
+/**
+ * Verifies `token` for a client at `remoteAddress`; an address with too many failures is refused
+ * first. The address is read only while some address is over the limit, or to count a failure.
+ */
+export async function checkToken(guard: AuthGuard, token: string, remoteAddress: ClientAddress): Promise<GuardResult> {
+  const failures = guard.failures;
+  const address = failures?.anyBlocked() ? remoteAddress() : undefined;
+  const blocked = address === undefined ? undefined : failures!.blocked(address);
   if (blocked && !blocked.allowed) return { ok: false, kind: 'rate_limited', retryAfterMs: blocked.retryAfterMs };
   try {
     const principal = await guard.verify(token);
@@ -24,7 +32,8 @@ export async function checkToken(guard: AuthGuard, token: string, remoteAddress:
     return { ok: true, principal };
   } catch (err) {
     if (!(err instanceof AuthError)) throw err;
-    guard.failures?.fail(remoteAddress);
+    const failed = failures && remoteAddress();
+    if (failed) failures.fail(failed);
     return { ok: false, kind: 'unauthorized', detail: err.message };
   }
 }

@@ -132,7 +132,7 @@ export class Gateway {
         const origin = req.getHeader('origin');
         const { encoding, protocol } = negotiate(protocols);
 
-        const remoteAddress = clientAddress(res, req, this.settings.clientIpHeader);
+        const remoteAddress = clientAddress(res, req, this.settings.clientIpHeader, () => aborted);
         const requestId = requestIdOf(req);
         // The same answer as any route's refusal (status line, x-request-id, problem+json).
         const reject = (err: ApiError) => {

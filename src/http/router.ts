@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { ApiError, problemBody } from './errors.js';
 import { clientAddress } from './clientAddress.js';
+import type { ClientAddress } from '../auth/guard.js';
 import { corsResponseHeaders, originAllowed, preflightHeaders, type CorsOrigins } from './cors.js';
 
 /**
@@ -26,7 +27,8 @@ export interface RequestContext {
   requestId: string;
   /** The Origin header ('' when absent): browsers send it cross-origin. */
   origin: string;
-  remoteAddress: string;
+  /** The client's address, read when first asked for (clientAddress.ts). */
+  remoteAddress: ClientAddress;
   body: Buffer | undefined;
 }
 
@@ -127,7 +129,7 @@ export function requestIdOf(req: HttpRequest): string {
   return /^[A-Za-z0-9._:-]{1,128}$/.test(incomingId) ? incomingId : randomUUID();
 }
 
-function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number, clientIpHeader?: string): RequestContext {
+function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number, state: ResponseState, clientIpHeader?: string): RequestContext {
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
   return {
@@ -140,7 +142,7 @@ function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number,
     contentType: req.getHeader('content-type'),
     requestId: requestIdOf(req),
     origin: req.getHeader('origin'),
-    remoteAddress: clientAddress(res, req, clientIpHeader),
+    remoteAddress: clientAddress(res, req, clientIpHeader, () => state.aborted || state.done),
     body: undefined,
   };
 }
@@ -193,7 +195,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
         state.aborted = true;
         if (!handlerStarted) release();
       });
-      const ctx = captureContext(res, req, paramCount, opts.clientIpHeader);
+      const ctx = captureContext(res, req, paramCount, state, opts.clientIpHeader);
       const declared = Number(req.getHeader('content-length') || '0');
       if (opts.inFlight) {
         opts.inFlight.count++;
@@ -277,7 +279,7 @@ function answerAtOnce(cors: CorsOrigins | undefined, reply: (ctx: RequestContext
     res.onAborted(() => {
       state.aborted = true;
     });
-    const ctx = captureContext(res, req, 0);
+    const ctx = captureContext(res, req, 0, state);
     send(res, state, ctx, reply(ctx), cors);
   };
 }

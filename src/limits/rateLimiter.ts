@@ -78,8 +78,15 @@ export class TokenBucket {
  */
 export class FailureCounter {
   private readonly windows = new Map<string, { count: number; resetAt: number }>();
+  /** The latest end of a window that reached the limit: no address is blocked after it. */
+  private blockingUntil = 0;
 
   constructor(private readonly rule: LimitRule) {}
+
+  /** Whether any address may be over the limit now (callers skip reading the address if not). */
+  anyBlocked(now = Date.now()): boolean {
+    return now < this.blockingUntil;
+  }
 
   blocked(key: string, now = Date.now()): LimitDecision {
     const w = this.windows.get(key);
@@ -88,9 +95,10 @@ export class FailureCounter {
   }
 
   fail(key: string, now = Date.now()): void {
-    const w = this.windows.get(key);
-    if (!w || w.resetAt <= now) this.windows.set(key, { count: 1, resetAt: now + this.rule.windowMs });
-    else w.count++;
+    let w = this.windows.get(key);
+    if (!w || w.resetAt <= now) this.windows.set(key, (w = { count: 0, resetAt: now + this.rule.windowMs }));
+    w.count++;
+    if (w.count >= this.rule.limit) this.blockingUntil = Math.max(this.blockingUntil, w.resetAt);
     if (this.windows.size > 100_000) this.sweep(now);
   }
 

@@ -13,9 +13,11 @@ import { connect, upgradeStatus, UpgradeRejected } from '../support/ws-client.js
 
 let stack: Stack;
 let failuresUrl: string;
+let proxiedUrl: string;
 beforeAll(async () => {
   stack = await startStack({ RATE_CALL_CREATES_PER_MIN: '3', RATE_PUSH_TOKEN_WRITES_PER_HOUR: '2', RATE_WS_MESSAGES_PER_10S: '3' });
   failuresUrl = (await stack.addServer({ RATE_AUTH_FAILURES_PER_MIN: '3' })).url;
+  proxiedUrl = (await stack.addServer({ RATE_AUTH_FAILURES_PER_MIN: '3', CLIENT_IP_HEADER: 'x-forwarded-for' })).url;
 });
 afterAll(() => stack?.stop());
 
@@ -77,5 +79,14 @@ describe('abuse limits', () => {
     expect((upgrade as UpgradeRejected).status).toBe(429);
     // The limit is per server process here and this address only: the other server still serves it.
     expect((await api(stack.url, good.token).get(`/v1/calls/${randomUUID()}`)).status).toBe(404);
+  });
+
+  it('behind a proxy (CLIENT_IP_HEADER), failures count per forwarded address: that address is refused, another is not', async () => {
+    const from = (ip: string) => ({ headers: { 'x-forwarded-for': `${ip}, 10.0.0.1` } });
+    const bad = api(proxiedUrl, 'not-a-jwt');
+    for (let i = 0; i < 3; i++) expect((await bad.get(`/v1/calls/${randomUUID()}`, from('198.51.100.7'))).status).toBe(401);
+    const good = device(proxiedUrl);
+    expectProblem(await good.api.get(`/v1/calls/${randomUUID()}`, from('198.51.100.7')), 'rate_limited', 'too many failed authentications from this address');
+    expect((await good.api.get(`/v1/calls/${randomUUID()}`, from('198.51.100.8'))).status).toBe(404);
   });
 });

@@ -4,6 +4,9 @@ import { compareStreamIds, decodeCursor, encodeCursor } from '../../src/events/c
 import { parseLiveMessage } from '../../src/events/eventLog.js';
 import { decodeClientMessage, encodeEventFrame, negotiate } from '../../src/gateway/protocol.js';
 import { FailureCounter, TokenBucket } from '../../src/limits/rateLimiter.js';
+import { checkToken } from '../../src/auth/guard.js';
+import { createTokenVerifier } from '../../src/auth/verifier.js';
+import { TEST_JWT_SECRET, tokenFor } from '../support/tokens.js';
 
 describe('cursors', () => {
   it('round-trip and reject anything else', () => {
@@ -68,5 +71,35 @@ describe('in-memory limits', () => {
     expect(f.blocked('ip', 20)).toEqual({ allowed: false, retryAfterMs: 980 });
     expect(f.blocked('other', 20).allowed).toBe(true);
     expect(f.blocked('ip', 1000).allowed).toBe(true);
+  });
+  it('failure counter says whether any address may be blocked: from its limit until that window ends', () => {
+    const f = new FailureCounter({ limit: 2, windowMs: 1000 });
+    f.fail('a', 0);
+    expect(f.anyBlocked(5)).toBe(false);
+    f.fail('a', 10);
+    expect(f.anyBlocked(20)).toBe(true);
+    f.fail('b', 500);
+    f.fail('b', 600);
+    expect(f.anyBlocked(1200)).toBe(true);
+    expect(f.anyBlocked(1500)).toBe(false);
+  });
+  it('token checks read the client address only while an address is over the limit, or to count a failure', async () => {
+    const guard = { verify: createTokenVerifier({ secret: TEST_JWT_SECRET }), failures: new FailureCounter({ limit: 2, windowMs: 60_000 }) };
+    let reads = 0;
+    const address = () => {
+      reads++;
+      return '192.0.2.1';
+    };
+    const good = tokenFor({ userId: 'u', installationId: 'i' });
+    expect((await checkToken(guard, good, address)).ok).toBe(true);
+    expect(reads).toBe(0);
+    expect(await checkToken(guard, 'not-a-token', address)).toMatchObject({ ok: false, kind: 'unauthorized' });
+    expect(reads).toBe(1);
+    await checkToken(guard, 'not-a-token', address);
+    // Now over the limit: even a valid token from that address is refused, after reading it.
+    expect(await checkToken(guard, good, address)).toMatchObject({ ok: false, kind: 'rate_limited' });
+    expect(reads).toBe(3);
+    // An address that can no longer be read (the response is gone) is neither counted nor refused.
+    expect((await checkToken(guard, good, () => undefined)).ok).toBe(true);
   });
 });
