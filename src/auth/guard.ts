@@ -23,9 +23,11 @@ export type GuardResult =
  */
 export async function checkToken(guard: AuthGuard, token: string, remoteAddress: ClientAddress): Promise<GuardResult> {
   const failures = guard.failures;
-  const address = failures?.anyBlocked() ? remoteAddress() : undefined;
-  const blocked = address === undefined ? undefined : failures!.blocked(address);
-  if (blocked && !blocked.allowed) return { ok: false, kind: 'rate_limited', retryAfterMs: blocked.retryAfterMs };
+  if (failures?.anyBlocked()) {
+    const address = remoteAddress();
+    const blocked = address === undefined ? undefined : failures.blocked(address);
+    if (blocked && !blocked.allowed) return { ok: false, kind: 'rate_limited', retryAfterMs: blocked.retryAfterMs };
+  }
   try {
     const principal = await guard.verify(token);
     if (principal.expiresAtMs <= Date.now()) throw new AuthError('token expired');

@@ -3,6 +3,9 @@ import { parseRegistrations, type PushRegistration } from './registry.js';
 import { pushesFor, usersToLookUp, type ProvidersEnabled } from './planner.js';
 import { registrationKey, type PushDispatcher } from './dispatcher.js';
 
+/** How old (by the Redis clock that stamped it) a relayed invitation may be and still go out unread. */
+const READ_CALLS_AFTER_MS = 100;
+
 /**
  * Relay handler: plans the push messages of relayed changes (planner.ts) and sends their first
  * attempt (dispatcher.ts). The registrations and the invited calls it needs are read by the relay
@@ -19,9 +22,6 @@ import { registrationKey, type PushDispatcher } from './dispatcher.js';
  * a batch waits for the earlier batches that hold changes of the same calls (an invitation is
  * answered by the provider before that call's cancel signal is sent).
  */
-/** How old (by the Redis clock that stamped it) a relayed invitation may be and still go out unread. */
-const READ_CALLS_AFTER_MS = 100;
-
 export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnabled): ChangeHandler {
   if (!enabled.iosVoip && !enabled.androidPush) return { name: 'push', handle: async () => {} };
   const send = async (changes: readonly CallChange[], reads: BatchReads): Promise<void> => {
