@@ -83,6 +83,14 @@ afterAll(async () => {
 });
 
 const blockingConnection = () => relayBlockingConnection(server.url);
+const IOS_ONLY = { iosVoip: true, androidPush: false };
+
+/** A started relay with these handlers, reading `batchSize` entries at a time. */
+async function startedRelay(handlers: ChangeHandler[], batchSize = 64): Promise<OutboxRelay> {
+  const relay = new OutboxRelay(redis, blockingConnection, eventLog, handlers, logger, { ...ks, batchSize, blockMs: 100, leaseMs: 3000 });
+  await relay.start();
+  return relay;
+}
 
 async function iPhones(userId: string, n: number): Promise<string[]> {
   const tokens: string[] = [];
@@ -148,14 +156,7 @@ async function changesOf(callId: string): Promise<CallChange[]> {
 
 describe('relay pushes', () => {
   it('a batch with one failing device retries only that device, as a job of its own', async () => {
-    const enabled = { iosVoip: true, androidPush: false };
-    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [pushHandler(dispatcher, enabled)], logger, {
-      ...ks,
-      batchSize: 64,
-      blockMs: 100,
-      leaseMs: 3000,
-    });
-    await relay.start();
+    const relay = await startedRelay([pushHandler(dispatcher, IOS_ONLY)]);
     try {
       const callee = `u${randomUUID().slice(0, 8)}`;
       const tokens = await iPhones(callee, 3);
@@ -179,7 +180,7 @@ describe('relay pushes', () => {
   });
 
   it('a fresh invitation is sent from the batch without reading its call, and not at all when the batch also holds its cancel', async () => {
-    const handler = pushHandler(dispatcher, { iosVoip: true, androidPush: false });
+    const handler = pushHandler(dispatcher, IOS_ONLY);
     const callee = `u${randomUUID().slice(0, 8)}`;
     const [token] = await iPhones(callee, 1);
     const registrations = new Map([[callee, await redis.hgetall(keys.pushRegistrations(ks, callee)).then((h) => Object.entries(h).flat())]]);
@@ -218,13 +219,7 @@ describe('relay pushes', () => {
     const skipped = outcomes.get('apns:skipped-not-ringing') ?? 0;
     await new Promise((r) => setTimeout(r, 200));
     // One entry per batch: the invitation is relayed in a batch without its cancel.
-    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [pushHandler(dispatcher, { iosVoip: true, androidPush: false })], logger, {
-      ...ks,
-      batchSize: 1,
-      blockMs: 100,
-      leaseMs: 3000,
-    });
-    await relay.start();
+    const relay = await startedRelay([pushHandler(dispatcher, IOS_ONLY)], 1);
     try {
       await waitUntil('both changes relayed', () => outboxSettled(), 10_000);
       expect(requestsTo(token!)).toEqual([]);
@@ -246,16 +241,7 @@ describe('relay pushes', () => {
         }
       },
     };
-    const enabled = { iosVoip: true, androidPush: false };
-    const relay = new OutboxRelay(
-      redis,
-      blockingConnection,
-      eventLog,
-      [pushHandler(dispatcher, enabled), flaky],
-      logger,
-      { ...ks, batchSize: 64, blockMs: 100, leaseMs: 3000 },
-    );
-    await relay.start();
+    const relay = await startedRelay([pushHandler(dispatcher, IOS_ONLY), flaky]);
     try {
       const callee = `u${randomUUID().slice(0, 8)}`;
       const tokens = await iPhones(callee, 2);
