@@ -76,12 +76,18 @@ export interface Options {
    * lifecycle and storm scenarios run then.
    */
   cluster?: number;
+  /**
+   * Run the self-hosted server processes on this Node.js major (over a Debian trixie root's glibc,
+   * as test/support/otherNode.ts makes it) instead of the bench's own Node; undefined: the bench's.
+   */
+  serverNode?: number;
 }
 
 export function usage(): string {
   return `usage: npm run bench -- [--quick | --full] [--scenarios ${ALL_SCENARIOS.join(',')}]
                       [--generators N] [--url http://host:port --redis redis://host:port --secret S]
-                      [--cpu-prof] [--no-push] [--topology split|single] [--cluster N] [--set group.size=N ...]
+                      [--cpu-prof] [--no-push] [--topology split|single] [--cluster N] [--server-node N]
+                      [--set group.size=N ...]
   --quick        small sizes, under two minutes (default)
   --full         the goal sizes: 60 s sustained, 100k idle sockets, 100k pending timers
   --url/--redis  target an existing deployment (and its Redis, for the ceiling); --secret (or
@@ -93,6 +99,8 @@ export function usage(): string {
                  ROLES=worker; single: one process with every role
   --cluster N    a local Redis Cluster of N primaries, an api+gateway process and two worker
                  processes sharing the relay; runs lifecycle and storm, reports per primary
+  --server-node N run the server processes on Node.js N (e.g. 24, the Docker image's) over a
+                 Debian trixie root's glibc, made with debootstrap and cached on first use
   --set g.k=N    override one size of the mode, e.g. --set lifecycle.sustainedMs=30000 --set idle.sockets=50000`;
 }
 
@@ -156,6 +164,12 @@ export function parseArgs(argv: readonly string[]): Options {
         o.cluster = n;
         break;
       }
+      case '--server-node': {
+        const n = Number(value());
+        if (!Number.isInteger(n) || n < 20) throw new Error('--server-node N: a Node.js major, 20 or newer');
+        o.serverNode = n;
+        break;
+      }
       case '--help':
       case '-h':
         throw new Error(usage());
@@ -172,6 +186,7 @@ export function parseArgs(argv: readonly string[]): Options {
     sizes = { ...sizes, [group!]: { ...target, [key]: Number(v) } } as Sizes;
   }
   if (o.url && !o.redis) throw new Error('--url needs --redis (the Redis-bound ceiling and timer checks read it)');
+  if (o.serverNode && o.url) throw new Error('--server-node starts the servers: not with --url');
   if (o.cluster && o.url) throw new Error('--cluster starts its own cluster: not with --url');
   // On a cluster: the call path's scenarios (the others measure one Redis or one process).
   if (o.cluster) scenarios = scenarios.filter((s) => s === 'lifecycle' || s === 'storm');
@@ -184,6 +199,7 @@ export function parseArgs(argv: readonly string[]): Options {
     p99LimitMs: 50,
     topology: o.topology ?? 'split',
     ...(o.cluster ? { cluster: o.cluster } : {}),
+    ...(o.serverNode ? { serverNode: o.serverNode } : {}),
     ...(o.url ? { url: o.url } : {}),
     ...(o.redis ? { redis: o.redis } : {}),
     ...(o.secret ? { secret: o.secret } : {}),

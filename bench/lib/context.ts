@@ -13,6 +13,7 @@ import type { HistogramSummary, SerializedHistogram } from './histogram.js';
 import { HistogramSet } from './histogram.js';
 import { runTag } from './users.js';
 import { startRedisCluster, type RedisCluster } from '../../test/support/redis-server.js';
+import { nodeOnTrixie } from '../../test/support/otherNode.js';
 
 /**
  * Everything the scenarios share: the Redis and the main server under test (started here, or
@@ -135,6 +136,23 @@ export class BenchContext {
     return { label: p.label, baseUrl: p.url, wsBase: p.url.replace(/^http/, 'ws'), pid: p.pid };
   }
 
+  /** With --server-node: the command that runs that Node.js (made on first use). */
+  private serverNode: string[] | undefined;
+
+  /** What the main server process reported running on: its Node.js and uWebSockets.js. */
+  serverRuntime(): string | undefined {
+    for (const line of this.mainProc?.logs().split('\n') ?? []) {
+      if (!line.includes('"listening"')) continue;
+      try {
+        const rec = JSON.parse(line) as { node?: string; uws?: string };
+        if (rec.node) return `${rec.node} (uWebSockets.js: ${rec.uws ?? 'unknown'})`;
+      } catch {
+        /* not a JSON line */
+      }
+    }
+    return undefined;
+  }
+
   /** Starts one more real server process on the bench's Redis (self-hosted runs only). */
   async startServer(label: string, env: Record<string, string>): Promise<ListeningProcess> {
     if (!this.selfHosted) throw new Error(`${label}: cannot start servers when targeting --url`);
@@ -144,6 +162,7 @@ export class BenchContext {
       secret: this.secret,
       env: { ...BENCH_LIMITS, ...(this.cluster ? clusterSettings(this.cluster.nodes.length) : {}), ...(this.push.configured ? this.push.env : {}), ...env },
       ...(this.profileDir ? { cpuProfDir: this.profileDir } : {}),
+      ...(this.opts.serverNode ? { node: (this.serverNode ??= nodeOnTrixie(this.opts.serverNode)) } : {}),
     });
     if (label !== 'server') this.extra.push(p);
     return p;

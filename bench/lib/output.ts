@@ -48,7 +48,7 @@ export async function collectMeta(ctx: BenchContext, durationS: number): Promise
     mode: ctx.opts.sizes.mode,
     command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
     gitCommit: sh('git', ['rev-parse', '--short', 'HEAD']) + dirty,
-    node: process.version,
+    node: `bench ${process.version}; server processes ${ctx.serverRuntime() ?? 'not started by the bench'}`,
     redis: redisVersion,
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${fmtBytes(totalmem())} RAM`,
     openFilesLimit: sh('sh', ['-c', 'ulimit -n']) + ' (soft) / ' + sh('sh', ['-c', 'ulimit -Hn']) + ' (hard)',

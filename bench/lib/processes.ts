@@ -99,16 +99,18 @@ export interface ListeningProcess extends Started {
 }
 
 /**
- * Spawns `node [nodeArgs] script [args]` and waits for a JSON log line
+ * Spawns `node [nodeArgs] script [args]` (`node`: this process's Node, or the command `opts.node`
+ * names, such as another release through another glibc's loader) and waits for a JSON log line
  * `{"msg":"listening","port":N}` on stdout.
  */
 export async function spawnListening(
   label: string,
   script: string,
   env: Record<string, string>,
-  opts: { nodeArgs?: string[]; args?: string[]; startTimeoutMs?: number } = {},
+  opts: { node?: readonly string[]; nodeArgs?: string[]; args?: string[]; startTimeoutMs?: number } = {},
 ): Promise<ListeningProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--expose-gc', '--import', './bench/lib/gcPreload.ts', ...(opts.nodeArgs ?? []), script, ...(opts.args ?? [])], {
+  const [node, ...loader] = opts.node ?? [process.execPath];
+  const child = spawn(node!, [...loader, '--import', 'tsx', '--expose-gc', '--import', './bench/lib/gcPreload.ts', ...(opts.nodeArgs ?? []), script, ...(opts.args ?? [])], {
     cwd: REPO_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -215,6 +217,8 @@ export interface ServerOptions {
   env?: Record<string, string>;
   /** Write a V8 CPU profile (.cpuprofile) into this directory when the process exits. */
   cpuProfDir?: string;
+  /** The command that runs Node.js (default: this process's own). */
+  node?: readonly string[];
 }
 
 /** Starts the real server (src/main.ts) on a free port; learns the port from its `listening` line. */
@@ -233,7 +237,7 @@ export function startServer(o: ServerOptions): Promise<ListeningProcess> {
   };
   // One directory per process: its main thread and the loader's thread each write a profile.
   const nodeArgs = o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(o.cpuProfDir, `${o.label}.${Date.now()}`)] : [];
-  return spawnListening(o.label, 'src/main.ts', env, { nodeArgs });
+  return spawnListening(o.label, 'src/main.ts', env, { nodeArgs, ...(o.node ? { node: o.node } : {}) });
 }
 
 /** Starts a helper script of the bench (Socket.IO server, raw uWS server) the same way. */
