@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { unpack } from 'msgpackr';
 import { compareStreamIds, decodeCursor, encodeCursor } from '../../src/events/cursor.js';
 import { parseLiveMessage } from '../../src/events/eventLog.js';
@@ -6,7 +6,7 @@ import { decodeClientMessage, encodeEventFrame, negotiate } from '../../src/gate
 import { FailureCounter, TokenBucket } from '../../src/limits/rateLimiter.js';
 import { checkToken } from '../../src/auth/guard.js';
 import { createTokenVerifier } from '../../src/auth/verifier.js';
-import { TEST_JWT_SECRET, tokenFor } from '../support/tokens.js';
+import { hmacJwt, TEST_JWT_SECRET, tokenFor } from '../support/tokens.js';
 
 describe('cursors', () => {
   it('round-trip and reject anything else', () => {
@@ -101,5 +101,31 @@ describe('in-memory limits', () => {
     expect(reads).toBe(3);
     // An address that can no longer be read (the response is gone) is neither counted nor refused.
     expect((await checkToken(guard, good, () => undefined)).ok).toBe(true);
+  });
+  describe('the verifier\'s cache of verified tokens', () => {
+    afterEach(() => vi.useRealTimers());
+    const claims = (expSec: number) => ({ sub: 'u', iid: 'i', exp: expSec });
+
+    it('serves a token again until its exp, then refuses it as expired', () => {
+      vi.useFakeTimers({ now: 1_000_000_000_000, toFake: ['Date'] });
+      const verify = createTokenVerifier({ secret: TEST_JWT_SECRET });
+      const token = hmacJwt('HS256', TEST_JWT_SECRET, claims(1_000_000_010));
+      const first = verify(token);
+      expect(first).toMatchObject({ userId: 'u', installationId: 'i', expiresAtMs: 1_000_000_010_000 });
+      vi.setSystemTime(1_000_000_009_999);
+      // The same principal object: served from the cache, not verified again.
+      expect(verify(token)).toBe(first);
+      vi.setSystemTime(1_000_000_010_001);
+      expect(() => verify(token)).toThrow('token expired');
+    });
+
+    it('keeps no refused token, and a principal it serves cannot be changed', () => {
+      const verify = createTokenVerifier({ secret: TEST_JWT_SECRET });
+      const forged = hmacJwt('HS256', 'another-secret-0123456789abcdef-0123456789', claims(Math.floor(Date.now() / 1000) + 60));
+      expect(() => verify(forged)).toThrow('token signature is invalid');
+      expect(() => verify(forged)).toThrow('token signature is invalid');
+      const p = verify(tokenFor({ userId: 'u', installationId: 'i' }));
+      expect(() => Object.assign(p, { userId: 'someone-else' })).toThrow(TypeError);
+    });
   });
 });
