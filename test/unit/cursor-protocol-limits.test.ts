@@ -119,12 +119,14 @@ describe('in-memory limits', () => {
       expect(() => verify(token)).toThrow('token expired');
     });
 
-    it('keeps no refused token, and a principal it serves cannot be changed', () => {
+    it('keeps no refused token: one not active yet is accepted once its nbf has passed; a principal it serves cannot be changed', () => {
+      vi.useFakeTimers({ now: 1_000_000_000_000, toFake: ['Date'] });
       const verify = createTokenVerifier({ secret: TEST_JWT_SECRET });
-      const forged = hmacJwt('HS256', 'another-secret-0123456789abcdef-0123456789', claims(Math.floor(Date.now() / 1000) + 60));
-      expect(() => verify(forged)).toThrow('token signature is invalid');
-      expect(() => verify(forged)).toThrow('token signature is invalid');
-      const p = verify(tokenFor({ userId: 'u', installationId: 'i' }));
+      const early = hmacJwt('HS256', TEST_JWT_SECRET, { ...claims(1_000_000_060), nbf: 1_000_000_005 });
+      expect(() => verify(early)).toThrow('token is not active yet');
+      vi.setSystemTime(1_000_000_006_000);
+      const p = verify(early);
+      expect(p).toMatchObject({ userId: 'u', installationId: 'i' });
       expect(() => Object.assign(p, { userId: 'someone-else' })).toThrow(TypeError);
     });
   });
