@@ -141,16 +141,8 @@ export class BenchContext {
 
   /** What the main server process reported running on: its Node.js and uWebSockets.js. */
   serverRuntime(): string | undefined {
-    for (const line of this.mainProc?.logs().split('\n') ?? []) {
-      if (!line.includes('"listening"')) continue;
-      try {
-        const rec = JSON.parse(line) as { node?: string; uws?: string };
-        if (rec.node) return `${rec.node} (uWebSockets.js: ${rec.uws ?? 'unknown'})`;
-      } catch {
-        /* not a JSON line */
-      }
-    }
-    return undefined;
+    const { node, uws } = this.mainProc?.listening ?? {};
+    return typeof node === 'string' ? `${node} (uWebSockets.js: ${typeof uws === 'string' ? uws : 'unknown'})` : undefined;
   }
 
   /** Starts one more real server process on the bench's Redis (self-hosted runs only). */

@@ -96,6 +96,8 @@ function pingRedis(port: number): Promise<boolean> {
 export interface ListeningProcess extends Started {
   port: number;
   url: string;
+  /** The process's `listening` log line (the server's names its Node.js and uWebSockets.js build). */
+  listening: Record<string, unknown>;
 }
 
 /**
@@ -118,7 +120,7 @@ export async function spawnListening(
   track(child);
   let output = '';
   let pending = '';
-  const port = await new Promise<number>((res, rej) => {
+  const listening = await new Promise<Record<string, unknown> & { port: number }>((res, rej) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       rej(new Error(`${label} did not report "listening" in time; output:\n${output}`));
@@ -135,10 +137,10 @@ export async function spawnListening(
         pending = pending.slice(nl + 1);
         if (!line.includes('"listening"')) continue;
         try {
-          const rec = JSON.parse(line) as { msg?: unknown; port?: unknown };
+          const rec = JSON.parse(line) as Record<string, unknown>;
           if (rec.msg === 'listening' && typeof rec.port === 'number') {
             clearTimeout(timer);
-            res(rec.port);
+            res(rec as Record<string, unknown> & { port: number });
           }
         } catch {
           /* not a JSON line */
@@ -154,7 +156,8 @@ export async function spawnListening(
       rej(new Error(`${label} exited before listening (code ${code}, signal ${signal}); output:\n${output}`));
     });
   });
-  return { label, pid: child.pid!, child, port, url: `http://127.0.0.1:${port}`, logs: () => output, stop: stopper(child) };
+  const { port } = listening;
+  return { label, pid: child.pid!, child, port, url: `http://127.0.0.1:${port}`, listening, logs: () => output, stop: stopper(child) };
 }
 
 export interface SettledMemory {
