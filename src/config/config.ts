@@ -161,7 +161,7 @@ export const configSchema = z
 export type Config = z.infer<typeof configSchema>;
 
 /**
- * QUEUE_PARTITIONS when unset (README "Queues"): 1 on a single Redis, where more partitions only
+ * QUEUE_PARTITIONS when unset (docs/architecture.md "Queues"): 1 on a single Redis, where more partitions only
  * multiply BullMQ's fixed cost (each partition's sweep job every second) and the sweeps' round
  * trips; 4 on a cluster, so the queues spread over its primaries.
  */

@@ -41,7 +41,7 @@ export const renameCallBody = z.object({
   displayName: z.string().trim().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters (it is cut to 256 UTF-8 bytes)'),
 });
 
-/** The largest in-call message payload, as JSON text (README "In-call messages"). */
+/** The largest in-call message payload, as JSON text (docs/api.md "In-call messages"). */
 export const MESSAGE_PAYLOAD_MAX_BYTES = 16 * 1024;
 
 export const sendMessageBody = z.object({

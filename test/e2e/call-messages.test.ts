@@ -7,7 +7,7 @@ import { shardOf } from '../../src/redis/keys.js';
 import { Sockets, createCall, online, readAllEvents, user, waitUntil, type OnlineDevice } from './helpers.js';
 
 /**
- * In-call messages (README "In-call messages"): POST /v1/calls/{id}/messages delivered as
+ * In-call messages (docs/api.md "In-call messages"): POST /v1/calls/{id}/messages delivered as
  * `call.message` frames to the other party's installation in the call only, in order per sender,
  * idempotent by operationId, refused outside a ringing or accepted call, recoverable by
  * GET /v1/calls/{id}/messages, and never in (or pushing anything out of) the users' event logs.

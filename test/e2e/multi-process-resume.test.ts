@@ -85,7 +85,7 @@ describe('resume by cursor', () => {
 
   /**
    * The same events, each call's in order (calls on different outbox shards may interleave in
-   * the log: README "Relays").
+   * the log: docs/architecture.md "Relays").
    */
   function expectPerCallOrder(actual: string[], expected: string[]): void {
     expect([...actual].sort()).toEqual([...expected].sort());

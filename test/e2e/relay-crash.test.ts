@@ -7,7 +7,7 @@ import { connect } from '../support/ws-client.js';
 import { Sockets, createCall, expectInvited, user, via, waitUntil } from './helpers.js';
 
 /**
- * At-least-once relaying (README "Relays"): a relay that read an outbox
+ * At-least-once relaying (docs/architecture.md "Relays"): a relay that read an outbox
  * entry and died before acknowledging it loses nothing. The dead relay is simulated by reading
  * the entry with XREADGROUP as consumer `dead` of group `relay` while only an `api` process runs;
  * then a `worker,gateway` process starts and must claim the entry once it is idle for

@@ -5,7 +5,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import { device, headCursor, eventsUntil, sleep, uid } from '../support/fixtures.js';
 
 /**
- * Relays and the outbox shard leases (README "Relays"): live relays share the shards, each about
+ * Relays and the outbox shard leases (docs/architecture.md "Relays"): live relays share the shards, each about
  * shards ÷ relays; each call's events reach the log in order; a relay that dies loses its shards
  * to the others after RELAY_CLAIM_IDLE_MS, and they relay every shard.
  */

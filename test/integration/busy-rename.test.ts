@@ -50,7 +50,7 @@ describe('busy', () => {
     const callerEvents = await eventsUntil(caller, callerCursor, (e) => e.length >= 1);
     expect(callerEvents).toEqual([expect.objectContaining({ type: 'call.ended', callId, reason: 'busy' })]);
     // Barrier: once the busy call is over, a call from the same outbox shard rings the tablet; the
-    // shard is relayed in order (README "Relays"), so the busy call's change was relayed before it.
+    // shard is relayed in order (docs/architecture.md "Relays"), so the busy call's change was relayed before it.
     expect((await end(busyCall.caller, busyCall.callId, 'localHangup')).status).toBe(200);
     const barrier = sameShardCallId(callId);
     const rang = await caller.api.post('/v1/calls', { callId: barrier, calleeUserId: callee.userId, operationId: uid('op') });
@@ -124,7 +124,7 @@ describe('rename', () => {
     const events = await eventsUntil(pair.callee, c1, (e) => e.length >= 1);
     expect(events.map((e) => e.type)).toEqual(['call.renamed']);
     // Barrier: the callee's call.renamed is in the user's log, and the relay appends one change's
-    // deliveries to one user in one appendEvents.lua call (README "Relays"), so anything for the
+    // deliveries to one user in one appendEvents.lua call (docs/architecture.md "Relays"), so anything for the
     // tablet from this rename would already be there.
     expect(await eventsUntil(tablet, c2, () => true)).toEqual([]);
   });

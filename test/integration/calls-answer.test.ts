@@ -3,7 +3,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import { acceptedCall, answer, device, end, expectJson, expectProblem, getCall, ringingCall, sibling } from '../support/fixtures.js';
 
 /**
- * Answer arbitration (README "Answer", docs/protocol.md "States and transitions"): the winner is chosen
+ * Answer arbitration (docs/api.md "Answer", docs/protocol.md "States and transitions"): the winner is chosen
  * atomically while the call rings; everyone else gets 409 answer_conflict with the winner's
  * snapshot. Also `expectedRevision` and who may answer.
  */

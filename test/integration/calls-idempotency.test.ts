@@ -6,7 +6,7 @@ import type { ApiResponse } from '../support/http.js';
 import { keys } from '../../src/redis/keys.js';
 
 /**
- * Idempotency (README "Idempotency", docs/protocol.md "States and
+ * Idempotency (docs/api.md "Idempotency", docs/protocol.md "States and
  * transitions"): create, answer and end are idempotent on (account, operationId, request
  * fingerprint). The server runs the api role only, so the shard outboxes are not drained and the
  * number of changes written for a call can be counted there.

@@ -4,7 +4,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import { device, expectJson, getCall, uid } from '../support/fixtures.js';
 
 /**
- * The caller's identity in the snapshot (docs/protocol.md "Call snapshot", "Limits"; README "Caller identity and call back"): taken
+ * The caller's identity in the snapshot (docs/protocol.md "Call snapshot", "Limits"; docs/api.md "Caller identity and call back"): taken
  * from the session token only; displayName is the token's `name` cut at a UTF-8 character
  * boundary to at most 256 bytes; the handle is `<HANDLE_SCHEME>:<userId>` (default `app`);
  * expiresAtMs − createdAtMs is RING_TIMEOUT_MS (default 45000).

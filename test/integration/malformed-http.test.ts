@@ -5,7 +5,7 @@ import { device } from '../support/fixtures.js';
 import { api } from '../support/http.js';
 
 /**
- * Requests uWebSockets.js's HTTP parser refuses (README "Operations"): it closes the connection,
+ * Requests uWebSockets.js's HTTP parser refuses (docs/operations.md "Operations"): it closes the connection,
  * some without any answer, some after its idle timeout. None may get a 5xx, none may hurt the
  * server: right after each, a normal request is answered and /readyz says ready. A reverse proxy
  * in front (deploy/haproxy/haproxy.cfg) answers these itself with a 4xx before they reach us.

@@ -7,7 +7,7 @@ import { claims, hmacJwt, tokenFor } from './tokens.js';
 import { TEST_JWT_SECRET } from './tokens.js';
 
 /**
- * Property-based fuzzing of the HTTP API and the signaling socket (README "Operations"): requests
+ * Property-based fuzzing of the HTTP API and the signaling socket (docs/operations.md "Operations"): requests
  * built from every route with arbitrary and near-valid parts. The properties: no 5xx, every error
  * an RFC 9457 problem (application/problem+json with type, title, status, detail, code), and a
  * refused request (other than a recorded 409 outcome, see checkRequest) changes nothing in Redis (DEBUG DIGEST of the whole dataset, taken around each
@@ -102,7 +102,7 @@ export interface FuzzRequest {
   body: string | undefined;
 }
 
-/** Each route with its method and a valid body (README "API"): the base a request is mutated from. */
+/** Each route with its method and a valid body (docs/api.md "API"): the base a request is mutated from. */
 const ROUTES: { method: string; path: (callId: string) => string; body: () => object | undefined }[] = [
   { method: 'POST', path: () => '/v1/calls', body: () => ({ callId: randomUUID(), calleeUserId: OTHER, operationId: randomUUID(), video: false }) },
   { method: 'POST', path: (id) => `/v1/calls/${id}/answer`, body: () => ({ operationId: randomUUID(), installationId: INSTALLATION }) },
@@ -174,7 +174,7 @@ export async function checkRequest(baseUrl: string, redis: Redis, req: FuzzReque
     if (problem.status !== res.status) throw new Error(`problem status ${String(problem.status)} differs: ${where}`);
     // A 409 is the decided outcome of a well-formed request about a call's state (answered
     // elsewhere, ended, revision moved): it is recorded under its operationId so a retry gets the
-    // same answer (README "Idempotency"), and a ringing call past its deadline is ended by
+    // same answer (docs/api.md "Idempotency"), and a ringing call past its deadline is ended by
     // whichever request touches it first (lazy expiry). Every other refusal changes nothing.
   }
   if (res.status < 400) {

@@ -30,7 +30,7 @@ const summary = (c: CallChange) =>
     return `${d.userId}${d.only ? `=${d.only}` : ''}${d.except ? `-${d.except}` : ''}:${p.type}${p.reason ? `/${p.reason}` : ''}`;
   });
 
-describe('audience rules (README "Who receives what")', () => {
+describe('audience rules (docs/api.md "Who receives what")', () => {
   it('created: every callee installation gets the invitation', () => {
     expect(summary(change('created', {}))).toEqual(['bob:call.invited']);
   });

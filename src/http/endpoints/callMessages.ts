@@ -12,7 +12,7 @@ const ENVELOPE_BYTES = 1024;
 /**
  * POST /v1/calls/{id}/messages: an in-call message (SDP, ICE candidates, anything the apps agree
  * on) for the other party's installation in the call; delivered as a `call.message` signaling
- * frame (README "In-call messages").
+ * frame (docs/api.md "In-call messages").
  */
 export function sendMessageRoute(deps: ApiDeps): Route {
   return {
@@ -33,7 +33,7 @@ export function sendMessageRoute(deps: ApiDeps): Route {
 const afterSeqSchema = z.coerce.number().int().min(0);
 
 /**
- * GET /v1/calls/{id}/messages?afterSeq=: the call's messages for this installation (README
+ * GET /v1/calls/{id}/messages?afterSeq=: the call's messages for this installation (docs/api.md
  * "In-call messages"): how a device that reconnects during a call recovers what it missed.
  */
 export function readMessagesRoute(deps: ApiDeps): Route {
