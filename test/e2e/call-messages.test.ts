@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { answer, end, expectProblem, uid, type Device } from '../support/fixtures.js';
 import { connect, type Frame } from '../support/ws-client.js';
@@ -16,15 +16,11 @@ import { Sockets, createCall, online, readAllEvents, user, waitUntil, type Onlin
 const SHARDS = 8;
 let stack: Stack;
 let url: string;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   stack = await startStack({ CALL_SHARDS: String(SHARDS) });
   url = stack.url;
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TestServer } from '../support/server.js';
 import { device, eventsUntil, headCursor, uid, type Device } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
@@ -18,6 +18,7 @@ import {
   ttlSeconds,
   type PushStack,
 } from './push-helpers.js';
+import { forFile } from '../support/stack.js';
 
 /**
  * Push invitations end to end (docs/protocol.md "Push formats", "Limits"): a real server process configured by
@@ -32,17 +33,13 @@ let short: TestServer;
 /** Same, with the shortest allowed ring window: 1 s. */
 let shortest: TestServer;
 
-beforeAll(async () => {
-  ps = await startPushStack();
-  url = ps.url;
+forFile(startPushStack, async (s) => {
+  ps = s;
+  url = s.url;
   [short, shortest] = await Promise.all([
     ps.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '3000' }),
     ps.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '1000' }),
   ]);
-});
-
-afterAll(async () => {
-  await ps?.stop();
 });
 
 /** A user's installation on `baseUrl`. */

@@ -1,5 +1,5 @@
 import { keys } from '../../src/redis/keys.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import type { TestServer } from '../support/server.js';
 import { headCursor, shardBarriers } from '../support/fixtures.js';
@@ -20,15 +20,11 @@ const GROUP = 'relay';
 let stack: Stack;
 let api: TestServer;
 let worker: TestServer | undefined;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   stack = await startStack({ ROLES: 'api', CALL_SHARDS: '1' });
   api = stack.servers[0]!;
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {

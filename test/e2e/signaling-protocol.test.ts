@@ -1,5 +1,5 @@
 import { request as httpRequest } from 'node:http';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unpack } from 'msgpackr';
 import { startStack, type Stack } from '../support/stack.js';
 import { end, uid } from '../support/fixtures.js';
@@ -14,15 +14,11 @@ import { Sockets, createCall, online, settleByBarrier, user } from './helpers.js
 
 let stack: Stack;
 let url: string;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   stack = await startStack();
   url = stack.url;
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile } from '../support/stack.js';
 import { acceptedCall, answer, device, end, expectJson, expectProblem, getCall, ringingCall, sibling } from '../support/fixtures.js';
 
 /**
@@ -8,17 +8,8 @@ import { acceptedCall, answer, device, end, expectJson, expectProblem, getCall, 
  * snapshot. Also `expectedRevision` and who may answer.
  */
 
-let stack: Stack;
 let url: string;
-
-beforeAll(async () => {
-  stack = await startStack({ ROLES: 'api' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
-});
+stackForFile({ ROLES: 'api' }, (s) => (url = s.url));
 
 describe('answer arbitration', () => {
   it('20 installations answering the same call at once → exactly one 200 and 19 × 409 answer_conflict, all naming the same winner', async () => {

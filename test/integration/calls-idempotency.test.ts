@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { acceptedCall, device, expectProblem, getCall, ringingCall, sibling, uid, type Device } from '../support/fixtures.js';
 import type { ApiResponse } from '../support/http.js';
 import { keys } from '../../src/redis/keys.js';
@@ -14,14 +14,9 @@ import { keys } from '../../src/redis/keys.js';
 
 let stack: Stack;
 let url: string;
-
-beforeAll(async () => {
-  stack = await startStack({ ROLES: 'api' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
+stackForFile({ ROLES: 'api' }, (s) => {
+  stack = s;
+  url = s.url;
 });
 
 const IDEMPOTENCY_DETAIL = 'this operationId was already used with a different request';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile } from '../support/stack.js';
 import { device, expectJson, getCall, uid } from '../support/fixtures.js';
 
 /**
@@ -10,17 +10,8 @@ import { device, expectJson, getCall, uid } from '../support/fixtures.js';
  * expiresAtMs − createdAtMs is RING_TIMEOUT_MS (default 45000).
  */
 
-let stack: Stack;
 let url: string;
-
-beforeAll(async () => {
-  stack = await startStack({ ROLES: 'api' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
-});
+stackForFile({ ROLES: 'api' }, (s) => (url = s.url));
 
 async function callAs(name: string | undefined, userId = uid('user'), body: Record<string, unknown> = {}) {
   const caller = device(url, userId, uid('inst'), name);
