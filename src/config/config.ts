@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { corsOriginsSchema } from '../http/cors.js';
+import { MESSAGE_MAX_BYTES } from '../http/schemas.js';
 
 /**
  * The whole configuration, parsed once at start from an explicit environment table.
@@ -88,7 +89,7 @@ export const configSchema = z
     RELAY_BATCH_SIZE: int(256, 1, 10_000).describe('Outbox entries per relay read.'),
     RELAY_CLAIM_IDLE_MS: int(5_000, 100).describe('Relay shard lease: a relay that died loses its shards after this long, and the relay taking a shard over processes the entries the dead one read but never acknowledged.'),
     WS_IDLE_TIMEOUT_S: int(60, 8, 960).describe('Close sockets silent this long, in seconds (server pings keep live ones open).'),
-    WS_MAX_MESSAGE_BYTES: int(4096, 256, 1024 * 1024).describe('Largest frame a client may send, in bytes.'),
+    WS_MAX_MESSAGE_BYTES: int(MESSAGE_MAX_BYTES, 256, 1024 * 1024).describe('Largest frame a client may send, in bytes (1009 above it). The default fits an in-call message of the largest payload (16 KiB, a video SDP offer), as the HTTP route does.'),
     WS_MAX_SOCKETS_PER_USER: int(20, 0, 100_000).describe('Open signaling sockets one user may hold on one gateway process (0: no cap).'),
     WS_MAX_BACKPRESSURE_BYTES: int(256 * 1024, 1024).describe('Bytes a socket may have queued before it counts as a slow consumer and is closed with 4008.'),
 

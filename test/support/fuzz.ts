@@ -5,6 +5,7 @@ import WebSocket from 'ws';
 import { keys } from '../../src/redis/keys.js';
 import { claims, hmacJwt, tokenFor } from './tokens.js';
 import { TEST_JWT_SECRET } from './tokens.js';
+import { MESSAGE_MAX_BYTES } from '../../src/http/schemas.js';
 
 /**
  * Property-based fuzzing of the HTTP API and the signaling socket (docs/operations.md "Operations"): requests
@@ -195,7 +196,7 @@ export const frameArb = fc.oneof(
   fc.uint8Array({ maxLength: 300 }).map((b) => ({ data: Buffer.from(b) as string | Buffer, binary: true })),
   // Text frames that are not UTF-8, and frames over WS_MAX_MESSAGE_BYTES.
   fc.uint8Array({ minLength: 1, maxLength: 50 }).map((b) => ({ data: Buffer.concat([Buffer.from([0xff]), Buffer.from(b)]) as string | Buffer, binary: false })),
-  fc.integer({ min: 4097, max: 70_000 }).map((n) => ({ data: `{"type":"ping","pad":"${'x'.repeat(n)}"}` as string | Buffer, binary: false })),
+  fc.integer({ min: MESSAGE_MAX_BYTES + 1, max: 80_000 }).map((n) => ({ data: `{"type":"ping","pad":"${'x'.repeat(n)}"}` as string | Buffer, binary: false })),
 );
 
 /** Codes a signaling socket may be closed with after client frames (docs/signaling.md). */

@@ -3,12 +3,9 @@ import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { callRoute } from './callRoute.js';
 import { parseJsonBody } from '../request.js';
-import { MESSAGE_PAYLOAD_MAX_BYTES, sendMessageBody } from '../schemas.js';
+import { MESSAGE_MAX_BYTES, sendMessageBody } from '../schemas.js';
 import { ApiError } from '../errors.js';
 import { sendCallMessage } from '../sendCallMessage.js';
-
-/** Room for the envelope (`operationId` and JSON punctuation) around a payload of the maximum size. */
-const ENVELOPE_BYTES = 1024;
 
 /**
  * POST /v1/calls/{id}/messages: an in-call message (SDP, ICE candidates, anything the apps agree
@@ -21,7 +18,7 @@ export function sendMessageRoute(deps: ApiDeps): Route {
     const body = parseJsonBody(ctx, sendMessageBody);
     const sent = await sendCallMessage({ calls: deps.calls, limiter: deps.limits.callMessages }, me, callId, body);
     return { status: 200, body: JSON.stringify(sent) };
-  }, { bodyLimitBytes: MESSAGE_PAYLOAD_MAX_BYTES + ENVELOPE_BYTES });
+  }, { bodyLimitBytes: MESSAGE_MAX_BYTES });
 }
 
 const afterSeqSchema = z.coerce.number().int().min(0);
