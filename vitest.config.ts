@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { defineConfig } from 'vitest/config';
+import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 
 /**
  * Two projects in one run:
@@ -31,6 +31,33 @@ const CLUSTER_SUITES = [
   'test/cluster/**/*.test.ts',
 ];
 
+/**
+ * Suites that need more than redis-server (docs/development.md "Faster loops"): Chromium, coturn,
+ * or debootstrap and the network (the Node matrix). `npm run test:fast` leaves them out, with
+ * the cluster project; `npm run test:unit` runs test/unit only (no Redis at all).
+ */
+const HEAVY_SUITES = [
+  'test/browser/**',
+  'test/e2e/client-browser.test.ts',
+  'test/e2e/node-versions.test.ts',
+  'test/integration/turn-allocation.test.ts',
+  'test/unit/bench-report.test.ts',
+];
+
+/** `npm test` runs everything; TEST_SCOPE=fast or unit narrows it (package.json scripts). */
+const scope = process.env.TEST_SCOPE ?? 'all';
+if (!['all', 'fast', 'unit'].includes(scope)) throw new Error(`TEST_SCOPE must be fast or unit, not ${scope}`);
+
+const single: TestProjectInlineConfiguration = {
+  extends: true,
+  test: {
+    name: 'single',
+    include: scope === 'unit' ? ['test/unit/**/*.test.ts'] : ['test/**/*.test.ts'],
+    exclude: ['test/cluster/**', ...(scope === 'all' ? [] : HEAVY_SUITES)],
+  },
+};
+const cluster: TestProjectInlineConfiguration = { extends: true, test: { name: 'cluster', include: CLUSTER_SUITES, env: { TEST_REDIS_CLUSTER: '1' } } };
+
 export default defineConfig({
   // Tests run the client package from its source (packages/client/src), so they need no build;
   // typecheck and tsx resolve it the same way through tsconfig.json "paths". The packed package
@@ -44,9 +71,6 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers: 2,
     reporters: ['default'],
-    projects: [
-      { extends: true, test: { name: 'single', include: ['test/**/*.test.ts'], exclude: ['test/cluster/**'] } },
-      { extends: true, test: { name: 'cluster', include: CLUSTER_SUITES, env: { TEST_REDIS_CLUSTER: '1' } } },
-    ],
+    projects: scope === 'all' ? [single, cluster] : [single],
   },
 });

@@ -14,8 +14,8 @@ import { compareScenario } from './scenarios/compare.js';
 /**
  * `npm run bench -- [--quick | --full] [...]`: starts its own Redis and server (or targets
  * --url/--redis), measures the limits of this machine (Redis-bound and raw uWS ceilings), runs
- * the scenarios, prints progress and a table, and writes bench/results/<time>.json, <time>.md
- * and bench/results/latest.md. See bench/README.md.
+ * the scenarios, prints progress and a table, and writes bench/results/<time>.json, <time>.md,
+ * <time>.html (charts), and bench/results/latest.md and latest.html. See bench/README.md.
  */
 
 const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) => Promise<ScenarioResult> }> = {
@@ -78,7 +78,7 @@ async function main(): Promise<void> {
     if (meta) {
       printSummary(results, (l) => ctx.log(l));
       const files = writeResults(meta, results, ctx.ceilings);
-      ctx.log(`\nwrote ${files.json}\n      ${files.md}\n      ${files.latest}`);
+      ctx.log(`\nwrote ${files.json}\n      ${files.md}\n      ${files.html}\n      ${files.latest} (and latest.html)`);
       ctx.log(`total ${durationS.toFixed(1)} s`);
     }
   }

@@ -14,7 +14,7 @@
   ARGV[6] fingerprint
   ARGV[7] firstUse           '1' when the user's operationId binding was new: no record of this
                              operation exists unless a concurrent replay made it
-  ARGV[8] traceparent        optional: the request's W3C trace context (README "Tracing")
+  ARGV[8] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
     { 'fresh' | 'replay', code, status, fields } with code

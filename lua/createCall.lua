@@ -22,7 +22,7 @@
   ARGV[12] busy                  '1' when the callee is in an accepted call (and call waiting
                                  is off): the call is created already ended as `busy`, so it
                                  never rings
-  ARGV[14] traceparent           optional: the request's W3C trace context (README "Tracing")
+  ARGV[14] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
   ARGV[13] firstUse              '1' when the caller's operationId binding was new: no record of
                                  this operation can exist unless a concurrent replay made it
 

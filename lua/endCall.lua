@@ -14,9 +14,9 @@
   ARGV[6] fingerprint
   ARGV[7] firstUse           '1' when the user's operationId binding was new: no record of this
                              operation exists unless a concurrent replay made it
-  ARGV[8] traceparent        optional: the request's W3C trace context (README "Tracing")
+  ARGV[8] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
 
-  Rules (see README "End reasons"):
+  Rules (see docs/api.md "End reasons"):
     - an already ended call is returned as is (absorbs echoes and retries);
     - echo reasons (remoteEnded, callerCancelled, answeredElsewhere) never change a call;
     - on an accepted call only the caller's calling installation and the answering installation

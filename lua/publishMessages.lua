@@ -1,5 +1,5 @@
 --[[
-  Publishes relayed in-call messages on one user's live channel (README "In-call messages"). They
+  Publishes relayed in-call messages on one user's live channel (docs/api.md "In-call messages"). They
   are not appended to the user's event log, so they never push its lifecycle events out; the live
   message has an empty epoch and IDs, which tells the gateways it is outside the log.
 

@@ -1,5 +1,5 @@
 --[[
-  Reads one call's in-call messages meant for one installation (README "In-call messages"): how a
+  Reads one call's in-call messages meant for one installation (docs/api.md "In-call messages"): how a
   device that reconnects during a call recovers messages it missed (they are not in its event log).
 
   KEYS[1] callKey

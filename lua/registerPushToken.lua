@@ -1,6 +1,6 @@
 --[[
   Stores one installation's push registration in its user's registrations hash, the one place
-  invitations fan out from (README "Push").
+  invitations fan out from (docs/architecture.md "Push").
 
   KEYS[1] registrationsKey  hash of the user's registrations: field "<installationId>\n<kind>",
                             value JSON { token, tokenHash, appId, iosEnvironment?, updatedAtMs }

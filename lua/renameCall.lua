@@ -1,5 +1,5 @@
 --[[
-  Changes the caller's display name on a ringing or accepted call (README "Rename"); the callee's
+  Changes the caller's display name on a ringing or accepted call (docs/api.md "Rename"); the callee's
   devices are told with a `call.renamed` event.
 
   KEYS[1] callKey
@@ -13,7 +13,7 @@
   ARGV[4] operationTtlMs
   ARGV[5] fingerprint
   ARGV[6] maxRenames         renames one call may have (each is an event in the callee's log)
-  ARGV[7] traceparent        optional: the request's W3C trace context (README "Tracing")
+  ARGV[7] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   An ended call, or the same name again, is returned unchanged (no revision, no event). A call
   renamed maxRenames times already is refused (`rename_limit`): one call cannot fill the

@@ -1,5 +1,5 @@
 --[[
-  Stores one in-call message (README "In-call messages") and queues its delivery, atomically.
+  Stores one in-call message (docs/api.md "In-call messages") and queues its delivery, atomically.
 
   KEYS[1] callKey
   KEYS[2] opKey        the operation's idempotency record

@@ -1,5 +1,6 @@
 /**
- * Writes the generated interface documents: docs/openapi.json and docs/schemas/*.json.
+ * Writes the generated interface documents: docs/openapi.json, docs/asyncapi.json,
+ * docs/schemas/*.json and docs/configuration.md.
  * `npm run docs` after changing a schema; a test fails while the checked-in copies are stale.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * Runs after `npm install` / `npm ci` (package.json "postinstall"): mends, in node_modules, a
- * dependency's code that costs this server dearly, until its maintainers release a fix (README
+ * dependency's code that costs this server dearly, until its maintainers release a fix (docs/development.md
  * "Installed dependency patch"). Each patch replaces one exact piece of code and is idempotent;
  * when the piece is not there (a release changed it), it says so and leaves the file alone.
  * `--check` only reports, and exits 1 unless every patch is in place:

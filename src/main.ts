@@ -53,7 +53,7 @@ async function main(): Promise<void> {
   }
 
   if (config.TRACING === 'otlp') startTracing(`calling-backend-${config.ROLES.join('-')}`);
-  // The dev token endpoint of the softphone exists only in dev mode (README "Browser softphone").
+  // The dev token endpoint of the softphone exists only in dev mode (docs/development.md "Browser softphone").
   const server = await startServer(config, redisTarget, logger, [], { devTokenSecret: dev ? config.AUTH_JWT_SECRET : undefined });
 
   if (dev && config.AUTH_JWT_SECRET) {

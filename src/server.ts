@@ -49,7 +49,7 @@ export interface StartOptions {
 
 export interface RunningServer {
   port: number;
-  /** The metrics listener's port (METRICS_PORT; README "Observability"). */
+  /** The metrics listener's port (METRICS_PORT; docs/operations.md "Observability"). */
   metricsPort: number;
   redis: RedisClient;
   gateway: Gateway | undefined;
@@ -85,7 +85,7 @@ interface RoleContext {
   logger: Logger;
 }
 
-/** A started role: its public routes, if any, and how to stop it (README "Operations"). */
+/** A started role: its public routes, if any, and how to stop it (docs/operations.md "Operations"). */
 interface StartedRole {
   routes?: Route[];
   close(): Promise<void>;
@@ -298,7 +298,7 @@ async function startWorker(
   const enabled = enabledKinds(senders);
   await warnOnCoarseRedisHz(redis, logger);
   // Version 0.1.0's push registrations move to their new form, once, beside the running service
-  // (README "Upgrading").
+  // (docs/operations.md "Upgrading").
   migrateLegacyRegistrations(redis, ks).then(
     (r) => r !== 'already done' && r.moved > 0 && logger.info({ moved: r.moved }, 'moved the push registrations of version 0.1.0'),
     (err: unknown) => logger.warn({ err: (err as Error).message }, 'moving the push registrations of version 0.1.0 failed; the next start tries again'),
@@ -372,7 +372,7 @@ async function startWorker(
   };
 }
 
-/** The route with a server span around its handler (README "Tracing"); a 4xx is not a failure. */
+/** The route with a server span around its handler (docs/operations.md "Tracing"); a 4xx is not a failure. */
 function traced(route: Route): Route {
   const name = `${route.method === 'del' ? 'DELETE' : route.method.toUpperCase()} ${route.pattern}`;
   return {
@@ -403,7 +403,7 @@ function traced(route: Route): Route {
 /**
  * BullMQ's workers wait for delayed jobs (ring sweep slots, push retries) in a blocking read whose
  * timeout Redis only notices `hz` times a second: with Redis's default hz 10 they start up to
- * 100 ms late. Said once at start (README "Operations").
+ * 100 ms late. Said once at start (docs/operations.md "Operations").
  */
 async function warnOnCoarseRedisHz(redis: RedisClient, logger: Logger): Promise<void> {
   const info = await redis.info('server').catch(() => '');

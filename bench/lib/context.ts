@@ -377,7 +377,7 @@ export function mergeHists(list: readonly Record<string, SerializedHistogram>[],
 
 /**
  * On a cluster: 16 call shards (8 hash tags fall 2/4/2 on 3 primaries' default slot ranges, 16
- * fall 6/6/4) and a queue partition per primary, as README "Redis Cluster" advises.
+ * fall 6/6/4) and a queue partition per primary, as docs/operations.md "Redis Cluster" advises.
  */
 function clusterSettings(primaries: number): Record<string, string> {
   return { CALL_SHARDS: '16', QUEUE_PARTITIONS: String(primaries) };

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { BenchContext } from './context.js';
 import { REPO_ROOT } from './processes.js';
 import { fmtBytes, mdTable, textTable, type ScenarioResult } from './report.js';
+import { htmlReport } from './htmlReport.js';
 
 /** The run's metadata, the terminal summary and the files under bench/results/. */
 
@@ -79,18 +80,23 @@ export function printSummary(results: readonly ScenarioResult[], log: (s: string
   if (bounds.length) log('\nWhat bounds each result:\n' + bounds.join('\n'));
 }
 
-export function writeResults(meta: RunMeta, results: readonly ScenarioResult[], ceilings: unknown): { json: string; md: string; latest: string } {
+/** Writes `<time>.json`, `<time>.md` and `<time>.html`, and copies the last two to `latest.*`. */
+export function writeResults(meta: RunMeta, results: readonly ScenarioResult[], ceilings: unknown): { json: string; md: string; html: string; latest: string } {
   const dir = join(REPO_ROOT, 'bench/results');
   mkdirSync(dir, { recursive: true });
   const stamp = meta.startedAt.replace(/[:.]/g, '-');
   const json = join(dir, `${stamp}.json`);
   const md = join(dir, `${stamp}.md`);
+  const html = join(dir, `${stamp}.html`);
   const latest = join(dir, 'latest.md');
   writeFileSync(json, JSON.stringify({ meta, ceilings, results }, null, 2));
   const text = markdown(meta, results);
   writeFileSync(md, text);
   writeFileSync(latest, text);
-  return { json, md, latest };
+  const page = htmlReport({ meta, results });
+  writeFileSync(html, page);
+  writeFileSync(join(dir, 'latest.html'), page);
+  return { json, md, html, latest };
 }
 
 function markdown(meta: RunMeta, results: readonly ScenarioResult[]): string {

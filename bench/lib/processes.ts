@@ -58,7 +58,7 @@ export interface RedisProcess extends Started {
  * A redis-server on a free loopback port with persistence off (`--save '' --appendonly no`): the
  * bench measures the call path, not the disk. (The project's `startEmbeddedRedis` turns
  * append-only persistence on, which a production deployment would choose for itself.) `--hz 100`
- * as the README recommends for ring-timer precision.
+ * as docs/operations.md recommends for ring-timer precision.
  */
 export async function startRedis(): Promise<RedisProcess> {
   const port = await freePort();

@@ -2,7 +2,7 @@
 -- whole call after the change. The relay derives every event and push from this entry. Returns
 -- the call's fields (the script's reply). A request traced with OpenTelemetry sets `call.trace` to
 -- its W3C `traceparent`; the entry then carries it as `tp` (after the call's fields), so the
--- relay's and the push sender's spans join the request's trace (README "Tracing").
+-- relay's and the push sender's spans join the request's trace (docs/operations.md "Tracing").
 --@include "fmtInt"
 --@include "callRecord"
 local function appendOutbox(outboxKey, call, change, atMs)

@@ -4,7 +4,7 @@
 --   2. the call is loaded; a user who is not a party gets not_found (the call's existence is not
 --      revealed); one of the wrong side (`role`: 'caller' or 'callee', nil for either) gets
 --      forbidden, before anything changes;
---   3. the request's trace context is noted for the outbox entry (README "Tracing");
+--   3. the request's trace context is noted for the outbox entry (docs/operations.md "Tracing");
 --   4. a ringing call past its expiresAtMs is ended as unanswered first (lazy expiry).
 -- Returns `call, now`, or `nil, nil, reply` when the script must answer `reply` at once.
 --@include "nowMs"

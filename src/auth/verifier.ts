@@ -83,7 +83,7 @@ const TOKEN_CACHE_SIZE = 10_000;
 /**
  * Remembers each verified token's principal until the token expires, keyed by the token itself.
  * Not fast-jwt's own cache: it keys by a SHA-256 of the token, a hash object and a hex digest on
- * every request, hits included (3 % of the API process's CPU, README "Performance"), and it
+ * every request, hits included (3 % of the API process's CPU, docs/performance.md "Performance"), and it
  * warns at start-up about any other key. The token as its own key cannot collide. Refused tokens
  * are not kept. When full, the oldest entry goes (a busy token evicted is verified once more).
  * Principals are shared between requests, so they are frozen.

@@ -17,7 +17,7 @@ export function displayNameFor(name: string): string {
 }
 
 /**
- * The caller's stable application address, `<scheme>:<userId>` (README "Caller identity and call back"). The userId is
+ * The caller's stable application address, `<scheme>:<userId>` (docs/api.md "Caller identity and call back"). The userId is
  * percent-encoded where needed so the handle parses as a URI; `userIdFromHandle` reverses it.
  */
 export function handleFor(scheme: string, userId: string): string {

@@ -23,7 +23,7 @@ export interface StoreSettings extends KeySpace {
   messagesKeptPerCall?: number;
 }
 
-/** README "In-call messages": what a call keeps of its messages, and how long after the last one. */
+/** docs/api.md "In-call messages": what a call keeps of its messages, and how long after the last one. */
 export const MESSAGES_KEPT_PER_CALL = 256;
 export const MESSAGES_TTL_MS = 3_600_000;
 

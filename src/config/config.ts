@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { corsOriginsSchema } from '../http/cors.js';
+import { MESSAGE_MAX_BYTES } from '../http/schemas.js';
 
 /**
  * The whole configuration, parsed once at start from an explicit environment table.
@@ -59,131 +60,86 @@ const roleList = z
 
 export const configSchema = z
   .object({
-    HOST: z.string().default('0.0.0.0'),
-    PORT: int(8080, 0, 65535),
-    ROLES: roleList,
-    /**
-     * Prometheus metrics on a listener of their own, not the public port (README "Observability"):
-     * loopback by default, so only the host (or the pod's sidecar/scraper) reaches it.
-     */
-    METRICS_HOST: z.string().default('127.0.0.1'),
-    METRICS_PORT: int(9464, 0, 65535),
-    /** OpenTelemetry tracing (README "Tracing"): `off` (default, costs nothing) or `otlp`. */
-    TRACING: z.enum(['off', 'otlp']).default('off'),
-    REDIS_URL: optionalUrl.or(optionalString),
-    /**
-     * How long a request waits for Redis before it answers 503 `unavailable` (a stalled Redis
-     * must not hang requests; README "Operations").
-     */
-    REDIS_COMMAND_TIMEOUT_MS: int(500, 50, 60_000),
-    /** Seed nodes of a Redis Cluster, instead of REDIS_URL (README "Redis Cluster"). */
-    REDIS_CLUSTER_NODES: clusterNodes,
-    REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]{1,32}$/).default('cb'),
-    /** Number of hash-tagged shards calls and their outboxes are spread over (Redis Cluster). */
-    CALL_SHARDS: int(8, 1, 1024),
+    HOST: z.string().default('0.0.0.0').describe('Address the HTTP and WebSocket listener binds.'),
+    PORT: int(8080, 0, 65535).describe('Port of the HTTP and WebSocket listener (0: any free port, logged in the `listening` line).'),
+    ROLES: roleList.describe('Roles of this process, comma-separated: `api` (HTTP API), `gateway` (WebSockets), `worker` (outbox relay, push sender, ring sweeps).'),
+    METRICS_HOST: z.string().default('127.0.0.1').describe('Address of the Prometheus metrics listener, kept off the public port (`0.0.0.0` inside a container; see docs/operations.md "Observability").'),
+    METRICS_PORT: int(9464, 0, 65535).describe('Port of the metrics listener (0: any free port, logged in the `listening` line); give each process on one host its own.'),
+    TRACING: z.enum(['off', 'otlp']).default('off').describe('`otlp` sends OpenTelemetry traces to `OTEL_EXPORTER_OTLP_ENDPOINT`; `off` costs nothing (docs/operations.md "Tracing").'),
+    REDIS_URL: optionalUrl.or(optionalString).describe('Redis to use. Unset (and no cluster): `npm run dev` starts an embedded `redis-server` child; with `NODE_ENV=production` that is a start error.'),
+    REDIS_COMMAND_TIMEOUT_MS: int(500, 50, 60_000).describe('How long a request waits for Redis before it answers 503 `unavailable`, so a stalled Redis does not hang requests.'),
+    REDIS_CLUSTER_NODES: clusterNodes.describe('Seed nodes of a Redis Cluster, `host:port,host:port,...`, instead of `REDIS_URL` (docs/operations.md "Redis Cluster").'),
+    REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]{1,32}$/).default('cb').describe('Prefix of every key the backend writes.'),
+    CALL_SHARDS: int(8, 1, 1024).describe('Hash-tag shards that calls, their outboxes and ring indexes are spread over (the relays share them by leases).'),
 
-    AUTH_JWT_SECRET: optionalString,
-    AUTH_JWT_PUBLIC_KEY: optionalString,
-    AUTH_JWKS_URL: optionalUrl,
-    AUTH_ISSUER: optionalString,
-    AUTH_AUDIENCE: optionalString,
+    AUTH_JWT_SECRET: optionalString.describe('HS256 secret that device tokens are verified with (at least 32 bytes). Exactly one of the three `AUTH_JWT_*` / `AUTH_JWKS_URL` is set.'),
+    AUTH_JWT_PUBLIC_KEY: optionalString.describe('PEM public key (RS256, ES256 or EdDSA) that device tokens are verified with.'),
+    AUTH_JWKS_URL: optionalUrl.describe('JWKS URL whose keys device tokens are verified with.'),
+    AUTH_ISSUER: optionalString.describe('Required `iss` claim of device tokens, when set.'),
+    AUTH_AUDIENCE: optionalString.describe('Required `aud` claim of device tokens, when set.'),
 
-    RING_TIMEOUT_MS: int(45_000, 1_000, 45_000),
-    CALL_RETENTION_MS: int(24 * 3600_000, 60_000),
-    IDEMPOTENCY_TTL_MS: int(24 * 3600_000, 24 * 3600_000),
-    /** Allow calling a user who is in an accepted call (else the new call ends at once as busy). */
-    CALL_WAITING: bool(false),
-    HANDLE_SCHEME: z.string().regex(/^[a-z][a-z0-9+.-]{0,31}$/).default('app'),
-    BODY_LIMIT_BYTES: int(16 * 1024, 256, 1024 * 1024),
+    RING_TIMEOUT_MS: int(45_000, 1_000, 45_000).describe('Ring window: a call nobody answers ends as `unanswered` after this long (1000–45000).'),
+    CALL_RETENTION_MS: int(24 * 3600_000, 60_000).describe('How long an ended call is kept (its snapshot stays readable).'),
+    IDEMPOTENCY_TTL_MS: int(24 * 3600_000, 24 * 3600_000).describe('How long operation outcomes are kept for replays (at least 24 h).'),
+    CALL_WAITING: bool(false).describe('Allow calling a user who is in an accepted call; otherwise the new call ends at once as `busy`.'),
+    HANDLE_SCHEME: z.string().regex(/^[a-z][a-z0-9+.-]{0,31}$/).default('app').describe('Scheme of the caller handle in invitations (`<scheme>:<userId>`).'),
+    BODY_LIMIT_BYTES: int(16 * 1024, 256, 1024 * 1024).describe('Largest request body, in bytes (413 above it).'),
 
-    EVENT_LOG_MAX_LEN: int(5000, 10, 1_000_000),
-    EVENT_LOG_MAX_AGE_MS: int(24 * 3600_000, 10_000),
-    RELAY_BATCH_SIZE: int(256, 1, 10_000),
-    /**
-     * Relay shard lease: a relay that died loses its shards after this long; the relay taking a
-     * shard over processes the entries the dead one read but never acknowledged.
-     */
-    RELAY_CLAIM_IDLE_MS: int(5_000, 100),
-    WS_IDLE_TIMEOUT_S: int(60, 8, 960),
-    WS_MAX_MESSAGE_BYTES: int(4096, 256, 1024 * 1024),
-    /** Open signaling sockets one user may hold on one gateway process (0: no cap). */
-    WS_MAX_SOCKETS_PER_USER: int(20, 0, 100_000),
-    /** Bytes a socket may have queued before it counts as a slow consumer and is closed (4008). */
-    WS_MAX_BACKPRESSURE_BYTES: int(256 * 1024, 1024),
+    EVENT_LOG_MAX_LEN: int(5000, 10, 1_000_000).describe('Events kept per user in the event log (docs/api.md "Abuse limits" gives the window this guarantees).'),
+    EVENT_LOG_MAX_AGE_MS: int(24 * 3600_000, 10_000).describe('Age of the oldest event kept per user.'),
+    RELAY_BATCH_SIZE: int(256, 1, 10_000).describe('Outbox entries per relay read.'),
+    RELAY_CLAIM_IDLE_MS: int(5_000, 100).describe('Relay shard lease: a relay that died loses its shards after this long, and the relay taking a shard over processes the entries the dead one read but never acknowledged.'),
+    WS_IDLE_TIMEOUT_S: int(60, 8, 960).describe('Close sockets silent this long, in seconds (server pings keep live ones open).'),
+    WS_MAX_MESSAGE_BYTES: int(MESSAGE_MAX_BYTES, 256, 1024 * 1024).describe('Largest frame a client may send, in bytes (1009 above it). The default fits an in-call message of the largest payload (16 KiB, a video SDP offer), as the HTTP route does.'),
+    WS_MAX_SOCKETS_PER_USER: int(20, 0, 100_000).describe('Open signaling sockets one user may hold on one gateway process (0: no cap).'),
+    WS_MAX_BACKPRESSURE_BYTES: int(256 * 1024, 1024).describe('Bytes a socket may have queued before it counts as a slow consumer and is closed with 4008.'),
 
-    /** Abuse limits (0 turns one off). */
-    RATE_CALL_CREATES_PER_MIN: int(60, 0),
-    /** Invitations one callee may receive per minute from all callers together (README "Abuse limits"). */
-    RATE_INVITES_PER_CALLEE_PER_MIN: int(10, 0),
-    RATE_PUSH_TOKEN_WRITES_PER_HOUR: int(60, 0),
-    /** Renames per user per minute, and per call in all (each rename is an event in the callee's log). */
-    RATE_RENAMES_PER_MIN: int(30, 0),
-    RENAMES_PER_CALL: int(10, 1, 1000),
-    /** In-call messages per call and sender per 10 s (README "In-call messages"). */
-    RATE_CALL_MESSAGES_PER_10S: int(100, 0),
-    RATE_WS_MESSAGES_PER_10S: int(50, 0),
-    RATE_AUTH_FAILURES_PER_MIN: int(30, 0),
-    /** Behind a proxy: the header carrying the client address (first entry), e.g. x-forwarded-for. */
-    /** Browser origins allowed to call the API: a comma-separated list, or `*` (README "CORS"). */
-    CORS_ORIGINS: corsOriginsSchema,
-    /** Refuse (403) a signaling upgrade whose Origin header is not in CORS_ORIGINS (README "CORS"). */
-    WS_CHECK_ORIGIN: bool(false),
-    CLIENT_IP_HEADER: z.string().regex(/^[a-z0-9-]{1,64}$/, 'a lower-case header name').optional(),
+    RATE_CALL_CREATES_PER_MIN: int(60, 0).describe('Calls one user may create per minute (0: off).'),
+    RATE_INVITES_PER_CALLEE_PER_MIN: int(10, 0).describe('Invitations one callee may receive per minute from all callers together (0: off; docs/api.md "Abuse limits").'),
+    RATE_PUSH_TOKEN_WRITES_PER_HOUR: int(60, 0).describe('Push token writes per installation per hour (0: off).'),
+    RATE_RENAMES_PER_MIN: int(30, 0).describe("Renames per user per minute (0: off); each rename is an event in the callee's log."),
+    RENAMES_PER_CALL: int(10, 1, 1000).describe('Renames allowed per call in all.'),
+    RATE_CALL_MESSAGES_PER_10S: int(100, 0).describe('In-call messages per call and sender per 10 s (0: off; docs/api.md "In-call messages").'),
+    RATE_WS_MESSAGES_PER_10S: int(50, 0).describe('Frames per socket per 10 s (0: off).'),
+    RATE_AUTH_FAILURES_PER_MIN: int(30, 0).describe('Failed authentications per client address per minute before it is refused with 429 (0: off).'),
+    CORS_ORIGINS: corsOriginsSchema.describe('Browser origins allowed to call the API: a comma-separated list, or `*` (docs/api.md "CORS").'),
+    WS_CHECK_ORIGIN: bool(false).describe('Refuse (403) a signaling upgrade whose Origin header is not in `CORS_ORIGINS`.'),
+    CLIENT_IP_HEADER: z.string().regex(/^[a-z0-9-]{1,64}$/, 'a lower-case header name').optional().describe('Behind a proxy: the lower-case header that carries the client address (its first entry), e.g. `x-forwarded-for`.'),
 
-    /** Concurrent push retry jobs per queue partition and worker process. */
-    PUSH_CONCURRENCY: int(64, 1, 10_000),
-    /**
-     * BullMQ queue partitions (push retries, ring sweeps), each with its own hash tag so a Redis
-     * Cluster spreads them over its primaries; at most CALL_SHARDS are used. Unset: see
-     * defaultQueuePartitions.
-     */
-    QUEUE_PARTITIONS: z.preprocess((v) => (v === '' ? undefined : v), z.coerce.number().int().min(1).max(1024).optional()),
-    /** How often the ring sweeps end due calls: an unanswered call ends about this late at most. */
-    RING_SWEEP_TICK_MS: int(50, 5, 1000),
+    PUSH_CONCURRENCY: int(64, 1, 10_000).describe('Push retry jobs run at once per queue partition and worker process.'),
+    QUEUE_PARTITIONS: z.preprocess((v) => (v === '' ? undefined : v), z.coerce.number().int().min(1).max(1024).optional()).describe('BullMQ queue partitions (push retries, ring sweeps), each with its own hash tag so a Redis Cluster spreads them; at most `CALL_SHARDS` are used. Unset: 1 on a single Redis, 4 on a cluster (docs/architecture.md "Queues").'),
+    RING_SWEEP_TICK_MS: int(50, 5, 1000).describe('How often the ring sweeps end due calls: an unanswered call ends about this late at most.'),
 
-    TURN_SECRET: optionalString,
+    TURN_SECRET: optionalString.describe('TURN REST API shared secret (coturn `static-auth-secret`); required when `TURN_URLS` lists `turn:` or `turns:` servers.'),
     TURN_URLS: z
       .string()
       .default('')
       .transform((v) => v.split(',').map((u) => u.trim()).filter(Boolean))
-      .pipe(z.array(z.string().regex(/^(stun|stuns|turn|turns):/, 'each TURN_URLS entry must start with stun:, stuns:, turn: or turns:'))),
-    MEDIA_CREDENTIAL_TTL_S: int(600, 30, 86_400),
-    /** When true, the callee's media-session request on a ringing call is its answer claim. */
-    MEDIA_SESSION_ANSWERS: bool(false),
+      .pipe(z.array(z.string().regex(/^(stun|stuns|turn|turns):/, 'each TURN_URLS entry must start with stun:, stuns:, turn: or turns:'))).describe('Comma-separated `stun:`, `stuns:`, `turn:` or `turns:` URLs handed out in media sessions.'),
+    MEDIA_CREDENTIAL_TTL_S: int(600, 30, 86_400).describe('Lifetime of TURN credentials, in seconds.'),
+    MEDIA_SESSION_ANSWERS: bool(false).describe("The callee's media-session request on a ringing call is its answer claim."),
 
-    IOS_PUSH_URL: optionalUrl,
-    IOS_PUSH_SANDBOX_URL: optionalUrl,
-    IOS_PUSH_KEY_FILE: optionalString,
-    IOS_PUSH_KEY_ID: optionalString,
-    IOS_PUSH_TEAM_ID: optionalString,
-    IOS_BUNDLE_ID: optionalString,
-    ANDROID_PUSH_URL: optionalUrl,
-    ANDROID_PROJECT_ID: optionalString,
-    ANDROID_SERVICE_ACCOUNT_FILE: optionalString,
-    /**
-     * Several apps in one deployment (docs/push-apps.md): a JSON array of apps, each with its
-     * `appId` and its iOS and/or Android providers. Unset (default): the single-app variables
-     * above (IOS_BUNDLE_ID, ANDROID_PROJECT_ID, ...) make the one app, which takes any appId.
-     */
-    PUSH_APPS: optionalString,
-    /** A file holding PUSH_APPS's JSON (docs/push-apps.md); set at most one of the two. */
-    PUSH_APPS_FILE: optionalString,
+    IOS_PUSH_URL: optionalUrl.describe('APNs production origin (`https://api.push.apple.com`, or `http://` for a local HTTP/2 test provider).'),
+    IOS_PUSH_SANDBOX_URL: optionalUrl.describe('APNs development origin, for tokens registered with `iosEnvironment: development`.'),
+    IOS_PUSH_KEY_FILE: optionalString.describe('The APNs .p8 signing key file.'),
+    IOS_PUSH_KEY_ID: optionalString.describe('Key ID of the .p8 key.'),
+    IOS_PUSH_TEAM_ID: optionalString.describe('Apple team ID.'),
+    IOS_BUNDLE_ID: optionalString.describe("The app's bundle ID; VoIP pushes go to the topic `<bundle>.voip`."),
+    ANDROID_PUSH_URL: optionalUrl.describe('FCM HTTP v1 origin (`https://fcm.googleapis.com`, or `http://` for a local test provider).'),
+    ANDROID_PROJECT_ID: optionalString.describe('FCM project ID.'),
+    ANDROID_SERVICE_ACCOUNT_FILE: optionalString.describe('Service-account JSON file (`client_email`, `private_key`, `token_uri`) for FCM access tokens.'),
+    PUSH_APPS: optionalString.describe(
+      'Several apps in one deployment (docs/push-apps.md): a JSON array of apps, each with its `appId` and its `ios` and/or `android` providers. Unset: the single-app `IOS_*`/`ANDROID_*` variables make the one default app, which takes any `appId`.',
+    ),
+    PUSH_APPS_FILE: optionalString.describe("A file holding PUSH_APPS's JSON (docs/push-apps.md); set at most one of the two."),
 
-    /** `production`: no silent defaults (no embedded Redis, no generated dev secret). */
-    NODE_ENV: z.string().optional(),
-    LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
-    /** Run on uWebSockets.js's slow `ws` fallback when its native binary does not load. */
-    ALLOW_UWS_FALLBACK: bool(false),
-    /** Embedded Redis data directory, used when REDIS_URL is unset. */
-    EMBEDDED_REDIS_DIR: z.string().default('.data/redis'),
-    SHUTDOWN_TIMEOUT_MS: int(10_000, 100, 120_000),
-    /**
-     * After SIGTERM, how long to keep serving while /readyz already says not ready, so a load
-     * balancer stops sending traffic before the listener closes (README "Operations").
-     */
-    SHUTDOWN_DRAIN_MS: int(0, 0, 60_000),
-    /** Serve the browser softphone at /demo/ (README "Browser softphone"); off unless set. */
-    DEMO: bool(false),
+    NODE_ENV: z.string().optional().describe('`production`: no silent defaults; without `REDIS_URL`/`REDIS_CLUSTER_NODES` or an `AUTH_*` key the process exits 2 (no embedded Redis, `--dev` ignored).'),
+    LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info').describe('Log level: `debug`, `info`, `warn`, `error` or `silent`.'),
+    ALLOW_UWS_FALLBACK: bool(false).describe('Run even if uWebSockets.js falls back to its slow `ws` shim (development only).'),
+    EMBEDDED_REDIS_DIR: z.string().default('.data/redis').describe('Data directory of the embedded development Redis (used when `REDIS_URL` is unset).'),
+    SHUTDOWN_TIMEOUT_MS: int(10_000, 100, 120_000).describe('Bound on graceful shutdown.'),
+    SHUTDOWN_DRAIN_MS: int(0, 0, 60_000).describe('After SIGTERM, keep serving this long with `/readyz` already 503, so a load balancer moves traffic away before the listener closes (less than `SHUTDOWN_TIMEOUT_MS`).'),
+    DEMO: bool(false).describe('Serve the browser softphone at `/demo/` (docs/development.md "Browser softphone").'),
   })
   .superRefine((c, ctx) => {
     const sources = [c.AUTH_JWT_SECRET, c.AUTH_JWT_PUBLIC_KEY, c.AUTH_JWKS_URL].filter(Boolean).length;
@@ -214,7 +170,7 @@ export const configSchema = z
 export type Config = z.infer<typeof configSchema>;
 
 /**
- * QUEUE_PARTITIONS when unset (README "Queues"): 1 on a single Redis, where more partitions only
+ * QUEUE_PARTITIONS when unset (docs/architecture.md "Queues"): 1 on a single Redis, where more partitions only
  * multiply BullMQ's fixed cost (each partition's sweep job every second) and the sweeps' round
  * trips; 4 on a cluster, so the queues spread over its primaries.
  */

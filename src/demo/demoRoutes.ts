@@ -8,7 +8,7 @@ import { principalId } from '../http/schemas.js';
 import { mintToken } from '../auth/devTokens.js';
 
 /**
- * The browser softphone (README "Browser softphone"): the static files of `demo/` served at
+ * The browser softphone (docs/development.md "Browser softphone"): the static files of `demo/` served at
  * /demo/ when DEMO=true, and, only in dev mode (`--dev`, never with NODE_ENV=production), a
  * token endpoint that signs session tokens with the dev secret so the page can sign in by user ID.
  */

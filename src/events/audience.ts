@@ -4,7 +4,7 @@ import type { CallChange } from './change.js';
 import { acceptedPayload, endedPayload, invitationPayload, renamedPayload, type EventPayload } from './payloads.js';
 
 /**
- * Who is told what about one change: the single source of the audience rules (README
+ * Who is told what about one change: the single source of the audience rules (docs/api.md
  * "Who receives what"). A delivery goes to one user's event log; `only` / `except` narrow it to
  * or away from one installation of that user.
  */

@@ -10,13 +10,13 @@ export interface CallChange {
   kind: ChangeKind;
   atMs: number;
   call: CallRecord;
-  /** The W3C trace context the change was made under, when traced (README "Tracing"). */
+  /** The W3C trace context the change was made under, when traced (docs/operations.md "Tracing"). */
   traceparent?: string;
 }
 
 /**
  * An in-call message as lua/sendMessage.lua wrote it to the outbox: published to the recipient's
- * live channel, never appended to an event log (README "In-call messages").
+ * live channel, never appended to an event log (docs/api.md "In-call messages").
  */
 export interface MessageEntry {
   entryId: string;
@@ -63,7 +63,7 @@ export interface BatchReads {
 /**
  * A side effect of the relayed changes (pushes), run after their events were stored. What it
  * needs to read, it names, and the relay reads it in the write that appends the batch's events
- * (README "Relays"):
+ * (docs/architecture.md "Relays"):
  *  - `pushRegistrationsOf`: users whose push registrations `handle` needs (read by the script
  *    that appends those users' events, lua/appendEvents.lua);
  *  - `callsOf`: calls whose current state `handle` needs (read beside the shard's outbox: same

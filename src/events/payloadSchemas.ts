@@ -43,13 +43,13 @@ export const endedSchema = z
   .object({ ...eventCommon, type: z.literal('call.ended'), reason: z.enum(END_REASONS) })
   .meta({ title: 'call.ended' });
 
-/** The caller changed the name shown for a ringing or accepted call (README "Rename"). */
+/** The caller changed the name shown for a ringing or accepted call (docs/api.md "Rename"). */
 export const renamedSchema = z
   .object({ ...eventCommon, type: z.literal('call.renamed'), displayName: z.string().min(1) })
   .meta({ title: 'call.renamed' });
 
 /**
- * An in-call message (README "In-call messages"): not a change of the call (no `revision`), and
+ * An in-call message (docs/api.md "In-call messages"): not a change of the call (no `revision`), and
  * not in the event log; delivered in a `message` signaling frame.
  */
 export const messageSchema = z

@@ -15,13 +15,13 @@ import { pipelineScript, runScript, type ScriptName } from '../redis/scripts.js'
 import { callFromHash } from '../calls/model.js';
 
 /**
- * The outbox relay (README "Relays"): reads the call shards' outbox streams through a consumer
+ * The outbox relay (docs/architecture.md "Relays"): reads the call shards' outbox streams through a consumer
  * group, writes every change's events into the audience's event logs (which also notifies the
  * gateways) and keeps the users' busy markers in the same scripts, hands the changes to the
  * side-effect handlers (pushes), then acknowledges the entries with a later read (removed in bulk
  * once a second). A batch's delivery rides in the write of the shard's next read (readNew).
  * In-call messages share the outbox (so each sender's stay in order) but are only published on
- * the recipient's live channel, never appended to a log (README "In-call messages").
+ * the recipient's live channel, never appended to a log (docs/api.md "In-call messages").
  *
  * Relays share the shards by leases (shardLeases.ts): each reads about shards ÷ relays of them,
  * each shard on its own blocking connection (a read never crosses hash slots, so this works on
@@ -60,7 +60,7 @@ const MAX_BATCHES_IN_EFFECTS = 32;
  * ACK_RIDE_AFTER_MS (or ACK_RIDE_COUNT are waiting): a busy shard then acknowledges several
  * batches with one XACK instead of one per read. When no read comes for ACK_DELAY_MS (an idle
  * shard) they go out on their own. A later acknowledgement only widens, by as much, the window in
- * which a relay that dies leaves side effects to be done again (README "Relays").
+ * which a relay that dies leaves side effects to be done again (docs/architecture.md "Relays").
  */
 const ACK_RIDE_AFTER_MS = 20;
 const ACK_RIDE_COUNT = 64;
@@ -401,7 +401,7 @@ class ShardReader {
    * Delivers a batch: appends its events to the audience's logs (one appendEvents.lua call per
    * user, in outbox order, which also keeps the busy markers and returns the push registrations
    * asked for), publishes its in-call messages on their recipients' live channels (never logged:
-   * a retried batch publishes them again with the same eventId, README "In-call messages"), and
+   * a retried batch publishes them again with the same eventId, docs/api.md "In-call messages"), and
    * reads the calls its handlers name.
    *
    * With `next` (the pipeline of the shard's next read) the call reads share that write, as they

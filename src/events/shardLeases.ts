@@ -4,7 +4,7 @@ import { runScript } from '../redis/scripts.js';
 import type { Logger } from '../util/logger.js';
 
 /**
- * Which outbox shards this relay reads (README "Relays"). Every relay beats in a shared set of live
+ * Which outbox shards this relay reads (docs/architecture.md "Relays"). Every relay beats in a shared set of live
  * relays and holds about shards ÷ live relays of the shard leases (lua/holdShardLease.lua): a relay
  * holding more than its share gives the extra shards up (after their in-flight work is done), and
  * one holding fewer takes free shards. A relay that dies stops beating and renewing; after a lease

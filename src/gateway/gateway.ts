@@ -51,7 +51,7 @@ export interface GatewaySettings extends KeySpace {
   clientIpHeader: string | undefined;
   /**
    * WS_CHECK_ORIGIN: origins allowed to open a socket (CORS_ORIGINS). An upgrade without an Origin
-   * header (a native app, a server) is not a browser's and passes (README "CORS").
+   * header (a native app, a server) is not a browser's and passes (docs/api.md "CORS").
    */
   allowedOrigins?: CorsOrigins | undefined;
 }
@@ -80,7 +80,7 @@ export interface GatewayStats {
   slowConsumersClosed: number;
   tokensExpired: number;
   rateLimited: number;
-  /** In-call messages sent (README "In-call messages"). */
+  /** In-call messages sent (docs/api.md "In-call messages"). */
   messagesSent: number;
 }
 

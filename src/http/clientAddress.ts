@@ -5,7 +5,7 @@ import type { ClientAddress } from '../auth/guard.js';
  * The client's address: the peer address, or, behind a proxy that sets it (CLIENT_IP_HEADER),
  * the first address of that header. Call synchronously inside the uWS callback (the header is read
  * then); the peer address is read only when first asked for, because uWS asks the kernel for it
- * (a `getpeername` call) every time and only the failed-authentication limit needs it (README
+ * (a `getpeername` call) every time and only the failed-authentication limit needs it (docs/api.md
  * "Abuse limits"). `gone` says when the response was aborted or answered: uWS forbids touching it
  * then, and the address is unknown.
  */

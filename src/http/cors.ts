@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * Cross-origin access for browser apps (README "CORS"). Auth is by bearer token only, so the
+ * Cross-origin access for browser apps (docs/api.md "CORS"). Auth is by bearer token only, so the
  * server never allows credentials (cookies): `*` is safe, and a list answers with the request's
  * own origin when it is listed.
  */

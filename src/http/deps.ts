@@ -11,14 +11,14 @@ export interface ApiDeps {
   calls: CallStore;
   auth: AuthGuard;
   /** Per-user call creation and per-installation push-token writes (undefined: no limit). */
-  /** Per-user and per-installation limits (README "Abuse limits"); undefined when switched off. */
+  /** Per-user and per-installation limits (docs/api.md "Abuse limits"); undefined when switched off. */
   limits: {
     callCreates: RedisRateLimiter<{ userId: string }> | undefined;
     /** Invitations to one callee from all callers together. */
     invitesPerCallee: RedisRateLimiter<{ calleeUserId: string }> | undefined;
     pushTokenWrites: RedisRateLimiter<{ userId: string; installationId: string }> | undefined;
     renames: RedisRateLimiter<{ userId: string }> | undefined;
-    /** In-call messages per call and sender (README "In-call messages"). */
+    /** In-call messages per call and sender (docs/api.md "In-call messages"). */
     callMessages: RedisRateLimiter<{ callId: string; userId: string }> | undefined;
   };
   pushRegistry: PushRegistry;

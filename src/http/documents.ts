@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { openApiDocument } from './openapi.js';
 import { asyncApiDocument } from '../gateway/asyncapi.js';
+import { configurationPage } from '../config/configurationPage.js';
 import {
   acceptedSchema,
   apnsBodySchema,
@@ -20,6 +21,7 @@ export function generatedDocuments(): Map<string, string> {
   const docs = new Map<string, string>([
     ['docs/openapi.json', text(openApiDocument())],
     ['docs/asyncapi.json', text(asyncApiDocument())],
+    ['docs/configuration.md', configurationPage()],
   ]);
   const schemas = {
     'call.invited': invitationSchema,

@@ -1,7 +1,7 @@
 /**
  * The one catalogue of error codes: each has its HTTP status and title. Responses are RFC 9457
  * problem details (`application/problem+json`): { type, title, status, detail, code, ...extra }.
- * README.md ("Errors") lists the same codes; a test keeps the two in agreement.
+ * docs/api.md ("Errors") lists the same codes; a test keeps the two in agreement.
  */
 export const errorCatalogue = {
   invalid_request: { status: 400, title: 'Invalid request' },

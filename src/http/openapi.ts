@@ -6,7 +6,7 @@ import { packageVersion } from '../util/packageInfo.js';
 
 /**
  * The OpenAPI 3.1 document, generated from the same zod schemas that validate requests, with the
- * semantics README "API" explains and an example for every body. Served at GET /v1/openapi.json
+ * semantics docs/api.md "API" explains and an example for every body. Served at GET /v1/openapi.json
  * and checked in as docs/openapi.json (a test keeps them equal and lints it with Redocly and
  * Spectral). The WebSocket at /v1/signaling is described by docs/asyncapi.yaml instead.
  */
@@ -131,11 +131,11 @@ export function openApiDocument(): Record<string, unknown> {
       { name: 'Media', description: 'Short-lived TURN credentials for the parties of an accepted call.' },
       { name: 'Events', description: 'The per-user event log, read by cursor (the same events signaling sends).' },
       { name: 'Push tokens', description: 'Register and remove an installation’s VoIP or Android push token.' },
-      { name: 'In-call messages', description: 'Messages between the parties of a ringing or accepted call (README "In-call messages").' },
+      { name: 'In-call messages', description: 'Messages between the parties of a ringing or accepted call (docs/api.md "In-call messages").' },
     ],
     components: {
       securitySchemes: {
-        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Session JWT: `sub` is the userId, `iid` the installationId (README "Authentication").' },
+        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Session JWT: `sub` is the userId, `iid` the installationId (docs/api.md "Authentication").' },
       },
       schemas: {
         CreateCall: schema(s.createCallBody, 'input'),

@@ -62,7 +62,7 @@ export interface RouterOptions {
   clientIpHeader?: string | undefined;
   /** Requests being handled right now (graceful shutdown waits for it to reach 0). */
   inFlight?: { count: number };
-  /** CORS_ORIGINS: browser origins allowed (README "CORS"); undefined: no CORS headers. */
+  /** CORS_ORIGINS: browser origins allowed (docs/api.md "CORS"); undefined: no CORS headers. */
   cors?: CorsOrigins | undefined;
 }
 

@@ -7,7 +7,7 @@ import { rateLimited } from './request.js';
 import { MESSAGE_PAYLOAD_MAX_BYTES } from './schemas.js';
 
 /**
- * Sending an in-call message (README "In-call messages"), the same whether it came over HTTP
+ * Sending an in-call message (docs/api.md "In-call messages"), the same whether it came over HTTP
  * (POST /v1/calls/{id}/messages) or as a signaling frame: size check, the per-call-and-sender
  * rate limit, then lua/sendMessage.lua. Failures are ApiErrors from the error catalogue (both
  * transports answer with its codes).

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import type uWSModule from 'uWebSockets.js';
 
 /**
- * Which uWebSockets.js binary runs this process (README "Supported Node versions"). Two builds
+ * Which uWebSockets.js binary runs this process (docs/operations.md "Supported Node versions"). Two builds
  * are installed, and the first that loads a native binary for this Node.js wins:
  *  1. `@btc-vision/uwebsockets.js` (20.57.0): Node 20, 22, 24 and 25 (ABIs 115/127/137/141), on
  *     glibc ≥ 2.38 (Debian trixie, Ubuntu 24.04, their Node images);
@@ -50,7 +50,7 @@ export function loadUws(allowFallback: boolean): LoadedUws {
   throw new Error(
     `no uWebSockets.js native binary loads on Node.js ${process.version} (ABI ${process.versions.modules}, ${process.platform}/${process.arch}):\n  ` +
       failures.join('\n  ') +
-      '\nRun on a supported Node.js and glibc (README "Supported Node versions"), or set ALLOW_UWS_FALLBACK=true to run slowly anyway',
+      '\nRun on a supported Node.js and glibc (docs/operations.md "Supported Node versions"), or set ALLOW_UWS_FALLBACK=true to run slowly anyway',
   );
 }
 

@@ -3,7 +3,7 @@ import type { Logger } from '../util/logger.js';
 import type { Metrics } from './metrics.js';
 
 /**
- * The relay's view of every call change for operators: one `info` line per change (README
+ * The relay's view of every call change for operators: one `info` line per change (docs/operations.md
  * "Observability": callId, parties by userId, revision, what changed and why; never names,
  * handles or payloads) and the call-outcome metrics. Runs after the change's events are stored.
  */

@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { CallChange } from '../events/change.js';
 import { wasAnswered } from '../calls/model.js';
 
-/** Every metric this server exports starts with this (README "Observability"). */
+/** Every metric this server exports starts with this (docs/operations.md "Observability"). */
 export const METRIC_PREFIX = 'calling_';
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];

@@ -4,7 +4,7 @@ import type { Metrics } from './metrics.js';
 
 /**
  * The metrics listener: `GET /metrics` on METRICS_HOST:METRICS_PORT, apart from the public port
- * (README "Observability"). A separate listener rather than a token: scrapers need no secret, and
+ * (docs/operations.md "Observability"). A separate listener rather than a token: scrapers need no secret, and
  * the public port serves nothing operational beyond /healthz and /readyz.
  */
 export async function startMetricsServer(metrics: Metrics, host: string, port: number): Promise<{ port: number; close(): Promise<void> }> {

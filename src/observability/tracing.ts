@@ -7,7 +7,7 @@ import { BasicTracerProvider, BatchSpanProcessor, type SpanProcessor } from '@op
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 
 /**
- * OpenTelemetry tracing (README "Tracing"), off unless TRACING=otlp. While off, every helper here
+ * OpenTelemetry tracing (docs/operations.md "Tracing"), off unless TRACING=otlp. While off, every helper here
  * returns at its first line: no span objects, no context propagation, no `tp` field in the outbox.
  *
  * A call's trace: the HTTP request's server span → the Lua change (`redis <script>`) → the

@@ -10,7 +10,7 @@ import type { SendResult } from './sendResult.js';
 import type { Logger } from '../util/logger.js';
 
 /**
- * Sends one attempt of a set of push messages (README "Push"). Right before it sends, it checks
+ * Sends one attempt of a set of push messages (docs/architecture.md "Push"). Right before it sends, it checks
  * what must not ring: an invitation goes out only while its call is ringing with at least a second
  * left; a signal only before its deadline. Provider acceptance is counted as `accepted`, never as
  * delivered. Transient failures are retried as one delayed BullMQ job per partition (see

@@ -1,4 +1,4 @@
-/** The kinds of push token an installation registers (README "API": `kind`), and iOS's environments. */
+/** The kinds of push token an installation registers (docs/api.md "API": `kind`), and iOS's environments. */
 export const PUSH_TOKEN_KINDS = ['iosVoip', 'androidPush'] as const;
 export type PushTokenKind = (typeof PUSH_TOKEN_KINDS)[number];
 

@@ -6,7 +6,7 @@ import { isCluster } from '../redis/connection.js';
 /**
  * Push registrations stored by version 0.1.0 — a set `{u:<id>}:devices` of
  * "<installationId>\n<kind>" and a hash `{u:<id>}:push:<kind>:<installationId>` per registration —
- * are moved into the user's registrations hash (README "Upgrading"), one registration per atomic
+ * are moved into the user's registrations hash (docs/operations.md "Upgrading"), one registration per atomic
  * step (lua/migrateLegacyRegistration.lua). Idempotent and safe beside running servers: a
  * registration written since in the new form is kept. A marker key records that it is done, so
  * later starts skip the scan.

@@ -4,7 +4,7 @@ import type { PushTokenKind } from './kinds.js';
 import { partitionQueueName, queuePrefix, QUEUE_STREAMS, type Partitioning } from '../redis/partitions.js';
 
 /**
- * Push retries as BullMQ work (README "Push"). The relay sends each push message's first attempt
+ * Push retries as BullMQ work (docs/architecture.md "Push"). The relay sends each push message's first attempt
  * itself, right after the events of its batch are stored; only the messages that failed with a
  * transient error go to BullMQ, as one delayed job per failed subset (and partition) carrying all
  * of its messages. A job's attempt that fails again makes one new delayed job of what is still
@@ -32,7 +32,7 @@ export type PushMessage = (
       deadlineMs: number;
     }
 ) & {
-  /** The relayed change's trace context, when traced: each send's span joins it, retries too (README "Tracing"). */
+  /** The relayed change's trace context, when traced: each send's span joins it, retries too (docs/operations.md "Tracing"). */
   tp?: string;
 };
 

@@ -16,7 +16,7 @@ const READ_CALLS_AFTER_MS = 100;
  * pushed). Only changes written in the milliseconds since the read can be newer, and a cancel
  * among them follows with its own signal, as one made while the push is in flight does. An older
  * invitation (a backlog, a shard taken over) has its call read again with the batch's delivery,
- * so a call that ended meanwhile is not pushed (README "Push").
+ * so a call that ended meanwhile is not pushed (docs/architecture.md "Push").
  *
  * Batches are sent concurrently, but the pushes of one call go out in the order of its changes:
  * a batch waits for the earlier batches that hold changes of the same calls (an invitation is

@@ -7,7 +7,7 @@ import type { ClusterNode } from '../config/config.js';
  * connections that retry for ever, and duplicates this one for its own blocking reads).
  *
  * A deployment names either one Redis (`REDIS_URL`) or a Redis Cluster by seed nodes
- * (`REDIS_CLUSTER_NODES`); every connection of the process is then of that kind (README
+ * (`REDIS_CLUSTER_NODES`); every connection of the process is then of that kind (docs/operations.md
  * "Redis Cluster"). Every key one command or script touches shares a hash tag, so each call is
  * routed to the one primary that holds its slot.
  */

@@ -35,7 +35,7 @@ export async function startEmbeddedRedis(dataDir: string): Promise<EmbeddedRedis
   const child: ChildProcess = spawn(
     'redis-server',
     // hz 100: Redis notices an expired blocking read (BullMQ's ring-timer wait) within 10 ms
-    // instead of 100 ms (README "Operations").
+    // instead of 100 ms (docs/operations.md "Operations").
     ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--save', '', '--daemonize', 'no', '--loglevel', 'warning', '--hz', '100'],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );

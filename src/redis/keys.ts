@@ -34,7 +34,7 @@ export const keys = {
   /** The shard's ring index: a sorted set of its ringing calls by expiresAtMs (ring sweeps). */
   ringingForCall: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:ringing`,
   ringingForShard: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:ringing`,
-  /** One call's in-call messages (a stream) and its per-sender sequence counters (README "In-call messages"). */
+  /** One call's in-call messages (a stream) and its per-sender sequence counters (docs/api.md "In-call messages"). */
   callMessages: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:msgs:${callId}`,
   callMessageSeqs: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:msgseq:${callId}`,
   /** Fixed-window counter of one sender's messages on one call. */

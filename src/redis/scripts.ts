@@ -22,7 +22,7 @@ export const LUA_DIR = packageDir(import.meta.url, 'lua', 'createCall.lua');
 /**
  * Every script and how many keys it takes (`variable`: as many as the call passes). `traced`: a
  * call change whose outbox entry carries the request's trace context, passed as one more last
- * argument while tracing is on (README "Tracing").
+ * argument while tracing is on (docs/operations.md "Tracing").
  */
 export const scriptDefinitions = {
   createCall: { file: 'createCall.lua', numberOfKeys: 4, traced: true },

@@ -4,7 +4,7 @@ import { runScript } from '../redis/scripts.js';
 import { CorruptRecordError } from '../calls/model.js';
 
 /**
- * One ring sweep pass over some call shards (README "Ring timers"). Each call script keeps its
+ * One ring sweep pass over some call shards (docs/architecture.md "Ring timers"). Each call script keeps its
  * shard's ring index (a sorted set of ringing callIds by expiresAtMs, `keys.ringingForShard`):
  * createCall.lua adds the call, and every script that stops it ringing removes it. A pass reads
  * each shard's due entries (one auto-pipelined round trip for all shards), then runs

@@ -5,7 +5,7 @@ import { sweepShards, SweepSchedule, type SweepResult, type SweepSettings } from
 import type { Logger } from '../util/logger.js';
 
 /**
- * Ring timers as BullMQ work (README "Ring timers"): every queue partition `{timers-<p>}` has a
+ * Ring timers as BullMQ work (docs/architecture.md "Ring timers"): every queue partition `{timers-<p>}` has a
  * job scheduler that starts one sweep job per slot (`slotMs`). The job sweeps the partition's call
  * shards every `tickMs` until its slot is over, so an unanswered call ends at most about one tick
  * (plus a pass) after its expiresAtMs, whatever the number of pending calls, and BullMQ handles one

@@ -8,7 +8,7 @@ import { REPO_ROOT, startServer, type TestServer } from '../support/server.js';
 import { startCoturn, type Coturn } from '../support/coturn.js';
 
 /**
- * The browser softphone (README "Browser softphone") in Debian's Chromium, driven by
+ * The browser softphone (docs/development.md "Browser softphone") in Debian's Chromium, driven by
  * playwright-core, against real server processes (DEMO=true, --dev), a real Redis and a real
  * coturn: alice and bob, each in a browser context of their own, call, ring, answer, connect
  * WebRTC media through the TURN relay only (iceTransportPolicy 'relay', so a connection proves

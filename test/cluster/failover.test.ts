@@ -8,7 +8,7 @@ import { readAllEvents, waitUntil } from '../e2e/helpers.js';
 
 /**
  * A primary of the cluster is killed (SIGKILL) under a steady call load; its replica is promoted.
- * README "Redis Cluster" documents the window: a change Redis acknowledged within about a second
+ * docs/operations.md "Redis Cluster" documents the window: a change Redis acknowledged within about a second
  * before the kill may not have reached the replica (replication is asynchronous). Checked:
  *  - during the failover requests fail only with 503 `unavailable` + retry-after, and then succeed;
  *  - every change acknowledged outside the window is intact (the call's stored state is at least
@@ -165,7 +165,7 @@ describe('failover of a primary under traffic', () => {
       }
     }
     await Promise.all(sockets.map((s) => s.close()));
-    // The window as measured in this run (README "Redis Cluster" gives the bound).
+    // The window as measured in this run (docs/operations.md "Redis Cluster" gives the bound).
     console.log(`failover: ${calls.length} calls, ${intact} intact, ${lostInWindow.length} lost in the window, statuses ${JSON.stringify([...statuses])}, recovered ${recoveredAt - killedAt} ms after the kill`);
   }, 120_000);
 });

@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { answer, end, expectProblem, uid, type Device } from '../support/fixtures.js';
 import { connect, type Frame } from '../support/ws-client.js';
 import { shardOf } from '../../src/redis/keys.js';
+import { MESSAGE_PAYLOAD_MAX_BYTES } from '../../src/http/schemas.js';
 import { Sockets, createCall, online, readAllEvents, user, waitUntil, type OnlineDevice } from './helpers.js';
 
 /**
- * In-call messages (README "In-call messages"): POST /v1/calls/{id}/messages delivered as
+ * In-call messages (docs/api.md "In-call messages"): POST /v1/calls/{id}/messages delivered as
  * `call.message` frames to the other party's installation in the call only, in order per sender,
  * idempotent by operationId, refused outside a ringing or accepted call, recoverable by
  * GET /v1/calls/{id}/messages, and never in (or pushing anything out of) the users' event logs.
@@ -16,15 +18,11 @@ import { Sockets, createCall, online, readAllEvents, user, waitUntil, type Onlin
 const SHARDS = 8;
 let stack: Stack;
 let url: string;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   stack = await startStack({ CALL_SHARDS: String(SHARDS) });
   url = stack.url;
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {
@@ -254,6 +252,28 @@ describe('in-call messages as signaling frames', () => {
     a1.ws.send({ type: 'message', callId: call.callId, operationId: late, payload: { kind: 'candidate' } });
     expect(await a1.ws.next('error', 5000)).toMatchObject({ code: 'call_not_active', operationId: late });
     expect(messages(b1)).toHaveLength(1);
+  });
+});
+
+/** A real video offer: Chromium's createOffer() for one audio and one video transceiver (5.2 KB). */
+const VIDEO_OFFER = readFileSync(new URL('../fixtures/chromium-video-offer.sdp', import.meta.url), 'utf8');
+
+describe('SDP-sized message frames', () => {
+  it('a real video offer, and a payload of the largest size (16 KiB), each fit one `message` frame by default', async () => {
+    const { a1, b1 } = await parties();
+    const call = await createCall(a1, b1.userId);
+    expect((await answer(b1, call.callId)).status).toBe(200);
+    expect(VIDEO_OFFER).toMatch(/^v=0\r?\n[\s\S]*m=video /);
+    a1.ws.send({ type: 'message', callId: call.callId, operationId: uid('op'), payload: { kind: 'offer', sdp: VIDEO_OFFER } });
+    expect(await a1.ws.next('messageSent', 5000)).toMatchObject({ seq: 1 });
+    // The largest payload the HTTP route takes: 16 KiB of JSON text.
+    const largest = { pad: 'x'.repeat(MESSAGE_PAYLOAD_MAX_BYTES - '{"pad":""}'.length) };
+    expect(Buffer.byteLength(JSON.stringify(largest))).toBe(MESSAGE_PAYLOAD_MAX_BYTES);
+    a1.ws.send({ type: 'message', callId: call.callId, operationId: uid('op'), payload: largest });
+    expect(await a1.ws.next('messageSent', 5000)).toMatchObject({ seq: 2 });
+    await waitUntil('both messages at b1', () => messages(b1).length === 2);
+    expect(messages(b1)[0]!.payload).toEqual({ kind: 'offer', sdp: VIDEO_OFFER });
+    expect(messages(b1)[1]!.payload).toEqual(largest);
   });
 });
 

@@ -9,7 +9,7 @@ import { closeAll, connect, type EventPayload, type SignalingClient } from '../s
 import { dedupe, expectRepeatsIdentical, readAllEvents, waitUntil } from './helpers.js';
 
 /**
- * Faults under a steady load (README "Operations"): calls are created, answered and hung up
+ * Faults under a steady load (docs/operations.md "Operations"): calls are created, answered and hung up
  * without pause by pairs of users against split processes (api+gateway, worker) on a Redis with
  * append-only persistence, while the worker, then the api+gateway process, then Redis itself are
  * killed with SIGKILL and restarted (Redis from its AOF, on the same port). Requests that fail
@@ -162,7 +162,7 @@ describe('chaos', () => {
       for (const { caller, callee } of pairs) {
         const calleeEvents = (await readAllEvents(live(callee), cursors.get(callee.userId)!)).events;
         const callerEvents = (await readAllEvents(live(caller), cursors.get(caller.userId)!)).events;
-        // Exactly once in each log, whatever the relay replayed (README "Relays").
+        // Exactly once in each log, whatever the relay replayed (docs/architecture.md "Relays").
         for (const events of [calleeEvents, callerEvents]) {
           const repeated = events.length - dedupe(events).length;
           if (repeated > 0) out.push(`${repeated} repeated events in a log`);

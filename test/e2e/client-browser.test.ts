@@ -14,7 +14,7 @@ import { uid } from '../support/fixtures.js';
 /**
  * The client package in a real browser (headless Chromium): a page served from its own origin
  * loads the compiled package (and msgpackr's browser build through an import map) and makes a
- * whole call against a server on another origin, so every request crosses CORS (README "CORS")
+ * whole call against a server on another origin, so every request crosses CORS (docs/api.md "CORS")
  * and the signaling sockets pass the WS_CHECK_ORIGIN check with the token in the URL. A refused
  * token is recognised by the browser path (one HTTP check), and start() rejects.
  */

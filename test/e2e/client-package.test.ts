@@ -11,7 +11,7 @@ import { tokenFor } from '../support/tokens.js';
 import { uid } from '../support/fixtures.js';
 
 /**
- * The client package as an app developer gets it (README "Client package"): `npm pack` of
+ * The client package as an app developer gets it (docs/development.md "Client package"): `npm pack` of
  * packages/client (its prepack builds dist/), installed from the tarball into an empty project
  * outside the repo, then a plain Node script in that project makes a real call against a real
  * server: HTTP for create/answer/end, signaling (with the `ws` class injected, token in a header)

@@ -349,7 +349,7 @@ describe('SignalingClient automatic resume', () => {
       const page = await calleeApiA.callEvents(cursorBefore);
       missed = page.events;
     }
-    // Each call's events in order; different calls may interleave (README "Relays").
+    // Each call's events in order; different calls may interleave (docs/architecture.md "Relays").
     const missedShape = missed.map((e) => `${e.type}/${e.callId}${'reason' in e ? `/${e.reason}` : ''}`);
     expect([...missedShape].sort()).toEqual(
       [`call.ended/${c0.callId}/callerCancelled`, `call.invited/${c1.callId}`, `call.ended/${c1.callId}/callerCancelled`, `call.invited/${c2.callId}`].sort(),
@@ -369,7 +369,7 @@ describe('SignalingClient automatic resume', () => {
     // Live again after the replay.
     const c3 = await callerApi.createCall({ calleeUserId: callee.userId });
     await c.rec.waitForEvents(6);
-    // Nothing more: a barrier on the shard of each of the four calls (README "Relays").
+    // Nothing more: a barrier on the shard of each of the four calls (docs/architecture.md "Relays").
     const barriers = await barrier([c0.callId, c1.callId, c2.callId, c3.callId], [[callee.userId, [c.rec]]]);
     c.rec.expectClean();
     const got = c.rec.payloads(barriers);
@@ -421,7 +421,7 @@ describe('SignalingClient automatic resume', () => {
       .map((f) => f.event!.eventId);
     for (const id of firstThree) expect(received.filter((r) => r === id), id).toHaveLength(2);
     // …and onEvent was called once per eventId, each call's events in order (calls on different
-    // outbox shards may interleave: README "Relays").
+    // outbox shards may interleave: docs/architecture.md "Relays").
     c.rec.expectClean();
     const shape = c.rec.shape(barriers);
     expect([...shape].sort()).toEqual(
@@ -539,7 +539,7 @@ describe('catching up over HTTP', () => {
 
     // The reference: the whole log in big pages, once the relay appended everything. The calls
     // may sit on different outbox shards, relayed independently: their events may interleave in
-    // any order (README "Relays"), each call's in its own order.
+    // any order (docs/architecture.md "Relays"), each call's in its own order.
     const shape = (list: EventPayload[]) => list.map((e) => `${e.type}/${e.callId}${'reason' in e ? `/${e.reason}` : ''}`);
     const expected = [
       [`call.invited/${c1.callId}`, `call.ended/${c1.callId}/answeredElsewhere`],

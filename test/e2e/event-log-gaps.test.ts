@@ -1,5 +1,5 @@
 import { keys } from '../../src/redis/keys.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { headCursor } from '../support/fixtures.js';
 import { connect } from '../support/ws-client.js';
@@ -13,15 +13,11 @@ import { Sockets, createCall, online, readAllEvents, user, waitUntil } from './h
 
 let stack: Stack;
 let url: string;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   stack = await startStack({ EVENT_LOG_MAX_LEN: '10' });
   url = stack.url;
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {

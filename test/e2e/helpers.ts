@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { expect } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import { device as makeDevice, shardBarriers, uid, type Device } from '../support/fixtures.js';
 import { api, type ApiResponse } from '../support/http.js';
 import { closeAll, connect, type ConnectOptions, type EventPayload, type SignalingClient } from '../support/ws-client.js';
@@ -36,6 +36,12 @@ export async function online(devices: Device[], wsUrl: string, opts: ConnectOpti
 /** Keeps track of every socket a test opened, to close them all afterwards. */
 export class Sockets {
   private readonly all = new Set<SignalingClient>();
+  /** Sockets that are closed after each test of the file. */
+  static closedAfterEachTest(): Sockets {
+    const sockets = new Sockets();
+    afterEach(() => sockets.closeAll());
+    return sockets;
+  }
   add<T extends { ws: SignalingClient }>(items: T[]): T[] {
     for (const i of items) this.all.add(i.ws);
     return items;

@@ -13,7 +13,7 @@ import { TEST_JWT_SECRET } from '../support/tokens.js';
 import { waitUntil } from './helpers.js';
 
 /**
- * The Docker image (README "Deployment"), as far as a machine without a Docker engine allows:
+ * The Docker image (docs/operations.md "Deployment"), as far as a machine without a Docker engine allows:
  * the Dockerfile's stages are run instruction by instruction (test/support/dockerfile.ts), the
  * image's filesystem is checked (production dependencies only), and its CMD is started with the
  * image's Node.js 24 on Debian trixie's glibc (test/support/otherNode.ts): it gets ready, passes

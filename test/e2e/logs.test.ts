@@ -7,7 +7,7 @@ import { logRecords } from './push-helpers.js';
 import { waitUntil } from './helpers.js';
 
 /**
- * The server's log lines as an operator reads them (README "Observability"): level names, one
+ * The server's log lines as an operator reads them (docs/operations.md "Observability"): level names, one
  * `info` line per call change with its parties and reason, `debug` lines for sockets with their
  * close codes, and never a token, a display name or a push token, at the most verbose level.
  */

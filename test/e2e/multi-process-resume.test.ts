@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import type { TestServer } from '../support/server.js';
 import { answer, end, headCursor } from '../support/fixtures.js';
@@ -15,16 +15,12 @@ import { Sockets, createCall, dedupe, expectInvited, expectRepeatsIdentical, onl
 let stack: Stack;
 let A: TestServer;
 let B: TestServer;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   stack = await startStack();
   A = stack.servers[0]!;
   B = await stack.addServer();
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {
@@ -85,7 +81,7 @@ describe('resume by cursor', () => {
 
   /**
    * The same events, each call's in order (calls on different outbox shards may interleave in
-   * the log: README "Relays").
+   * the log: docs/architecture.md "Relays").
    */
   function expectPerCallOrder(actual: string[], expected: string[]): void {
     expect([...actual].sort()).toEqual([...expected].sort());

@@ -8,7 +8,7 @@ import { closeAll, connect, type SignalingClient } from '../support/ws-client.js
 import { logRecords } from './push-helpers.js';
 
 /**
- * Supported Node versions (README "Supported Node versions"): the server starts on Node 22 and 24
+ * Supported Node versions (docs/operations.md "Supported Node versions"): the server starts on Node 22 and 24
  * with the real uWebSockets.js binary (@btc-vision/uwebsockets.js, which needs glibc ≥ 2.38: here
  * a Debian trixie root's glibc 2.41, test/support/otherNode.ts) and completes a call over HTTP
  * and WebSocket. This process's own Node 20 on glibc 2.36 runs the other build (every other test).

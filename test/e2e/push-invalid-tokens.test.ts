@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { answer, device, end, uid, type Device } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
 import {
@@ -15,6 +15,7 @@ import {
   startPushStack,
   type PushStack,
 } from './push-helpers.js';
+import { forFile } from '../support/stack.js';
 
 /**
  * Tokens a provider reports invalid are removed (docs/protocol.md "What is not sent, retries and invalid tokens"), unless the device registered
@@ -27,13 +28,9 @@ let url: string;
 /** Every push token and session token this file handed to the server: none may be logged. */
 const secrets = new Set<string>();
 
-beforeAll(async () => {
-  ps = await startPushStack({ LOG_LEVEL: 'debug' });
-  url = ps.url;
-});
-
-afterAll(async () => {
-  await ps?.stop();
+forFile(() => startPushStack({ LOG_LEVEL: 'debug' }), (s) => {
+  ps = s;
+  url = s.url;
 });
 
 function inst(baseUrl: string, userId: string, name?: string): Device {

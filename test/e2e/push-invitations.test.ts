@@ -1,7 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TestServer } from '../support/server.js';
 import { device, eventsUntil, headCursor, uid, type Device } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
+import { sleep } from '../support/wait.js';
 import {
   BUNDLE_ID,
   androidToken,
@@ -18,6 +19,7 @@ import {
   ttlSeconds,
   type PushStack,
 } from './push-helpers.js';
+import { forFile } from '../support/stack.js';
 
 /**
  * Push invitations end to end (docs/protocol.md "Push formats", "Limits"): a real server process configured by
@@ -32,17 +34,13 @@ let short: TestServer;
 /** Same, with the shortest allowed ring window: 1 s. */
 let shortest: TestServer;
 
-beforeAll(async () => {
-  ps = await startPushStack();
-  url = ps.url;
+forFile(startPushStack, async (s) => {
+  ps = s;
+  url = s.url;
   [short, shortest] = await Promise.all([
     ps.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '3000' }),
     ps.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '1000' }),
   ]);
-});
-
-afterAll(async () => {
-  await ps?.stop();
 });
 
 /** A user's installation on `baseUrl`. */
@@ -278,7 +276,18 @@ describe('ttl and the last second', () => {
     await registerAndroid(android, androidTok);
     const cursor = await headCursor(android);
 
-    const call = await createCall(caller, calleeUserId);
+    // The worker (in the first server) is paused while the call is created, so by the time it takes
+    // the invitation less than the whole 1 s is left, whatever the machine's speed: a relay that
+    // picked it up in the same millisecond would see exactly 1000 ms left, which is pushed.
+    const worker = ps.stack.servers[0]!.child;
+    worker.kill('SIGSTOP');
+    let call: Awaited<ReturnType<typeof createCall>>;
+    try {
+      call = await createCall(caller, calleeUserId);
+      await sleep(20);
+    } finally {
+      worker.kill('SIGCONT');
+    }
     expect(call.snapshot.expiresAtMs - call.snapshot.createdAtMs).toBe(1000);
     // The call still rings over signaling, and ends as unanswered at its expiry.
     const events = await eventsUntil(android, cursor, (e) => e.some((x) => x.type === 'call.ended'), 5000);

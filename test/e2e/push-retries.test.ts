@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TestServer } from '../support/server.js';
 import { device, end, getCall, uid, type Device } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
@@ -14,6 +14,7 @@ import {
   startPushStack,
   type PushStack,
 } from './push-helpers.js';
+import { forFile } from '../support/stack.js';
 
 /**
  * Push retries (docs/protocol.md "What is not sent, retries and invalid tokens"): a transient refusal is retried, but never for a call that
@@ -26,14 +27,10 @@ let url: string;
 /** An api-only process on the same Redis whose calls ring for 3 s. */
 let short: TestServer;
 
-beforeAll(async () => {
-  ps = await startPushStack();
-  url = ps.url;
-  short = await ps.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '3000' });
-});
-
-afterAll(async () => {
-  await ps?.stop();
+forFile(startPushStack, async (s) => {
+  ps = s;
+  url = s.url;
+  short = await s.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '3000' });
 });
 
 function inst(baseUrl: string, userId: string): Device {

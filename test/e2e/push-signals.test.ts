@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { FcmRecordedMessage } from '../support/fcm-server.js';
 import type { TestServer } from '../support/server.js';
 import { answer, device, end, eventsUntil, headCursor, sameShardCallId, uid, type Device } from '../support/fixtures.js';
@@ -17,6 +17,7 @@ import {
   ttlSeconds,
   type PushStack,
 } from './push-helpers.js';
+import { forFile } from '../support/stack.js';
 
 /**
  * Android push signals (docs/protocol.md "Android push signals"): when a call stops ringing, the callee's Android installations
@@ -30,14 +31,10 @@ let url: string;
 /** An api-only process on the same Redis whose calls ring for 2 s. */
 let short: TestServer;
 
-beforeAll(async () => {
-  ps = await startPushStack();
-  url = ps.url;
-  short = await ps.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '2000' });
-});
-
-afterAll(async () => {
-  await ps?.stop();
+forFile(startPushStack, async (s) => {
+  ps = s;
+  url = s.url;
+  short = await s.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '2000' });
 });
 
 const inst = (baseUrl: string, userId: string): Device => device(baseUrl, userId, uid('inst'));

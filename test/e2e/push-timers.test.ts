@@ -1,5 +1,5 @@
 import { sleep, waitUntil } from '../support/wait.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { startServer, type TestServer } from '../support/server.js';
 import { DEFAULT_CALL_SHARDS, end, eventsUntil, getCall, headCursor, relayDone } from '../support/fixtures.js';
@@ -24,16 +24,12 @@ let stack: Stack;
 let A: TestServer;
 /** The worker process (relay, timers, pushes); no push providers configured. */
 let B: TestServer;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   stack = await startStack({ ROLES: 'api,gateway', RING_TIMEOUT_MS: String(RING_MS) });
   A = stack.servers[0]!;
   B = await stack.addServer({ ROLES: 'worker' });
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {

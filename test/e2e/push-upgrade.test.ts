@@ -6,7 +6,7 @@ import { createCall, waitUntil } from './helpers.js';
 import { androidToken, apnsTo, BUNDLE_ID, callpayloadOf, fcmTo, iosToken, PREFIX, pushesSettled, registerIos, startPushStack, type PushStack } from './push-helpers.js';
 
 /**
- * Upgrading from 0.1.0 (README "Upgrading"): the push registrations it stored (a hash per
+ * Upgrading from 0.1.0 (docs/operations.md "Upgrading"): the push registrations it stored (a hash per
  * installation and kind, indexed in the user's devices set) are moved into the user's
  * registrations hash by a worker at its start, so the devices registered before the upgrade
  * keep ringing; a registration made since in the new form wins over its old one.

@@ -1,5 +1,5 @@
 import { keys } from '../../src/redis/keys.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import type { TestServer } from '../support/server.js';
 import { headCursor, shardBarriers } from '../support/fixtures.js';
@@ -7,7 +7,7 @@ import { connect } from '../support/ws-client.js';
 import { Sockets, createCall, expectInvited, user, via, waitUntil } from './helpers.js';
 
 /**
- * At-least-once relaying (README "Relays"): a relay that read an outbox
+ * At-least-once relaying (docs/architecture.md "Relays"): a relay that read an outbox
  * entry and died before acknowledging it loses nothing. The dead relay is simulated by reading
  * the entry with XREADGROUP as consumer `dead` of group `relay` while only an `api` process runs;
  * then a `worker,gateway` process starts and must claim the entry once it is idle for
@@ -20,15 +20,11 @@ const GROUP = 'relay';
 let stack: Stack;
 let api: TestServer;
 let worker: TestServer | undefined;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   stack = await startStack({ ROLES: 'api', CALL_SHARDS: '1' });
   api = stack.servers[0]!;
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {

@@ -3,9 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { startStack, type Stack } from '../support/stack.js';
 import { device, headCursor, eventsUntil, sleep, uid } from '../support/fixtures.js';
+import { waitUntil } from '../support/wait.js';
 
 /**
- * Relays and the outbox shard leases (README "Relays"): live relays share the shards, each about
+ * Relays and the outbox shard leases (docs/architecture.md "Relays"): live relays share the shards, each about
  * shards ÷ relays; each call's events reach the log in order; a relay that dies loses its shards
  * to the others after RELAY_CLAIM_IDLE_MS, and they relay every shard.
  */
@@ -16,14 +17,6 @@ async function leaseHolders(): Promise<string[]> {
   const out: string[] = [];
   for (let i = 0; i < SHARDS; i++) out.push((await stack.redis.get(keys.shardLease({ prefix: 'cb', shards: SHARDS }, i))) ?? '');
   return out;
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
 }
 
 function countBy(values: string[]): Map<string, number> {
@@ -45,7 +38,7 @@ describe('relay shard leases', () => {
       const counts = [...countBy(holders).entries()];
       return holders.every((h) => h !== '') && counts.length === 2 && counts.every(([, n]) => n === SHARDS / 2);
     };
-    await until('each relay holding half of the shards', halves);
+    await waitUntil('each relay holding half of the shards', halves, 10_000);
     // Still so a few lease periods later (no relay takes shards from a live one).
     await sleep(2000);
     expect(await halves()).toBe(true);
@@ -90,7 +83,7 @@ describe('relay shard leases', () => {
     const active = (await leaseHolders()).find((h) => h.includes(`:${victim.child.pid}:`))!;
     expect(active).toBeDefined();
     victim.child.kill('SIGKILL');
-    await until(
+    await waitUntil(
       'the survivor holding every shard',
       async () => {
         const holders = await leaseHolders();

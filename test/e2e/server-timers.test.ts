@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { getCall, uid } from '../support/fixtures.js';
 import { TEST_JWT_SECRET, claims, hmacJwt, tokenFor } from '../support/tokens.js';
@@ -14,15 +14,11 @@ import { Sockets, createCall, endedAt, expectEnded, expectInvited, online, settl
 
 let stack: Stack;
 let url: string;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   stack = await startStack({ RING_TIMEOUT_MS: '1000' });
   url = stack.url;
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {

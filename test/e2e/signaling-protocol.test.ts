@@ -1,11 +1,12 @@
 import { request as httpRequest } from 'node:http';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unpack } from 'msgpackr';
 import { startStack, type Stack } from '../support/stack.js';
 import { end, uid } from '../support/fixtures.js';
 import { TEST_JWT_SECRET, claims, hmacJwt, tokenFor } from '../support/tokens.js';
 import { connect, upgradeStatus, UpgradeRejected, type SignalingClient } from '../support/ws-client.js';
 import { Sockets, createCall, online, settleByBarrier, user } from './helpers.js';
+import { MESSAGE_MAX_BYTES } from '../../src/http/schemas.js';
 
 /**
  * The WebSocket protocol itself (docs/signaling.md): authentication before the upgrade, the two
@@ -14,15 +15,11 @@ import { Sockets, createCall, online, settleByBarrier, user } from './helpers.js
 
 let stack: Stack;
 let url: string;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   stack = await startStack();
   url = stack.url;
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {
@@ -185,14 +182,14 @@ describe('client frames', () => {
     expect(ws.closeInfo).toBeUndefined();
   });
 
-  it('a frame over WS_MAX_MESSAGE_BYTES (4 KiB) closes the socket with 1009; one just under it is answered', async () => {
+  it('a frame over WS_MAX_MESSAGE_BYTES (17 KiB by default) closes the socket with 1009; one just under it is answered', async () => {
     const [d] = user(url, 1);
     const ws = sockets.track(await connect(url, d!.token, { name: 'big-framer' }));
     // Just under the limit: understood (an error frame for the unknown field is fine too).
-    ws.ws.send(JSON.stringify({ type: 'ping', pad: 'x'.repeat(4096 - 32) }));
+    ws.ws.send(JSON.stringify({ type: 'ping', pad: 'x'.repeat(MESSAGE_MAX_BYTES - 32) }));
     await ws.next();
     expect(ws.closeInfo).toBeUndefined();
-    ws.ws.send(JSON.stringify({ type: 'ping', pad: 'x'.repeat(4096) }));
+    ws.ws.send(JSON.stringify({ type: 'ping', pad: 'x'.repeat(MESSAGE_MAX_BYTES) }));
     expect(await ws.closed).toEqual({ code: 1009, reason: 'frame too large' });
   });
 

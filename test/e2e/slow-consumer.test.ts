@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { device, uid } from '../support/fixtures.js';
 import { connect, type EventPayload, type SignalingClient } from '../support/ws-client.js';
@@ -19,17 +19,13 @@ import { Sockets, dedupe, expectRepeatsIdentical, waitUntil } from './helpers.js
 
 let stack: Stack;
 let url: string;
-const sockets = new Sockets();
+const sockets = Sockets.closedAfterEachTest();
 
 beforeAll(async () => {
   // The production cap (WS_MAX_BACKPRESSURE_BYTES, 256 KiB by default): the server's own buffer
   // really fills to it, after the kernel's.
   stack = await startStack({ EVENT_LOG_MAX_LEN: '50000' });
   url = stack.url;
-});
-
-afterEach(async () => {
-  await sockets.closeAll();
 });
 
 afterAll(async () => {

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
@@ -74,7 +75,10 @@ describe('start-up', () => {
   });
 
   it('refuses to run on the uWebSockets.js ws fallback unless allowed', async () => {
-    const { code, output } = await runMain({ UWS_USE_FALLBACK: '1', AUTH_JWT_SECRET: 'x'.repeat(40), REDIS_URL: 'redis://127.0.0.1:1' }).exited;
+    // Neither build's binary loads: the newer one as on glibc < 2.38 (a preload makes it fail on any
+    // machine), the other as on a Node.js it has no binary for (UWS_USE_FALLBACK, its own switch).
+    const noBtc = fileURLToPath(new URL('../support/no-btc-uws.cjs', import.meta.url));
+    const { code, output } = await runMain({ UWS_USE_FALLBACK: '1', NODE_OPTIONS: `--require ${noBtc}`, AUTH_JWT_SECRET: 'x'.repeat(40), REDIS_URL: 'redis://127.0.0.1:1' }).exited;
     expect(code).toBe(1);
     expect(output).toMatch(/no uWebSockets\.js native binary loads on Node\.js v/);
     // Both builds were tried, each with its reason.

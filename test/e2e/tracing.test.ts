@@ -16,7 +16,7 @@ import { apnsTo, iosToken, registerIos, startPushProviders, type PushProviders }
 import { waitUntil } from './helpers.js';
 
 /**
- * OpenTelemetry tracing (README "Tracing"): a call's trace follows it from the HTTP request
+ * OpenTelemetry tracing (docs/operations.md "Tracing"): a call's trace follows it from the HTTP request
  * through its Lua change, the outbox (W3C trace context stored with the entry), the relay in a
  * worker, and the push send. Once with the SDK's in-memory exporter (an api and a worker server in
  * this process, meeting only through Redis), once across real processes exporting OTLP/HTTP to a

@@ -6,7 +6,7 @@ import { api, type ApiResponse } from '../support/http.js';
 import { claims, handMadeJwt, hmacJwt, rs256Jwt, TEST_JWT_SECRET, tokenFor, unsignedJwt } from '../support/tokens.js';
 
 /**
- * Authentication and authorization (README "Authentication"): every HTTP
+ * Authentication and authorization (docs/api.md "Authentication"): every HTTP
  * endpoint needs `Authorization: Bearer <JWT>` (HS256 with AUTH_JWT_SECRET here); every failure
  * is 401 and changes nothing; an installationId that is not the token's is 403; a non-member of
  * a call gets 404.

@@ -6,7 +6,7 @@ import { rawRequest, type ApiResponse } from '../support/http.js';
 import type { ErrorCode } from '../../src/http/errors.js';
 
 /**
- * Bad input (README "Errors"): every malformed request gets a problem+json error
+ * Bad input (docs/api.md "Errors"): every malformed request gets a problem+json error
  * whose detail names the offending field, and leaves the whole Redis keyspace byte-for-byte
  * unchanged (SCAN + DUMP + PEXPIRETIME of every key, before and after). The server runs the api
  * role only, so nothing else writes to Redis while a test looks.

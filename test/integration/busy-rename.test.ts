@@ -25,16 +25,14 @@ async function cursorsAfterRelay(callId: string, a: Device, b: Device): Promise<
   return Promise.all([headCursor(a), headCursor(b)]);
 }
 
-/** The relay marks a user busy asynchronously after an answer: wait for the marker (src/calls/activeCalls.ts). */
-async function waitUntilBusy(prefix: string, userId: string): Promise<void> {
-  await waitUntil('the busy marker', async () => (await stack.redis.hget(keys.eventLogMeta({ prefix, shards: 8 }, userId), 'active')) !== null, 2000);
-}
+/** The relay marks a user busy asynchronously after an answer (src/calls/activeCalls.ts): the marker is there. */
+const busy = (prefix: string, userId: string) => async () => (await stack.redis.hget(keys.eventLogMeta({ prefix, shards: 8 }, userId), 'active')) !== null;
 
 describe('busy', () => {
   it('a call to a callee in an accepted call ends at once as busy, rings nothing, and only the caller is told', async () => {
     const url = stack.url;
     const busyCall = await acceptedCall(url);
-    await waitUntilBusy('cb', busyCall.callee.userId);
+    await waitUntil('the busy marker', busy('cb', busyCall.callee.userId), 2000);
 
     const caller = device(url);
     const callee = busyCall.callee;
@@ -50,7 +48,7 @@ describe('busy', () => {
     const callerEvents = await eventsUntil(caller, callerCursor, (e) => e.length >= 1);
     expect(callerEvents).toEqual([expect.objectContaining({ type: 'call.ended', callId, reason: 'busy' })]);
     // Barrier: once the busy call is over, a call from the same outbox shard rings the tablet; the
-    // shard is relayed in order (README "Relays"), so the busy call's change was relayed before it.
+    // shard is relayed in order (docs/architecture.md "Relays"), so the busy call's change was relayed before it.
     expect((await end(busyCall.caller, busyCall.callId, 'localHangup')).status).toBe(200);
     const barrier = sameShardCallId(callId);
     const rang = await caller.api.post('/v1/calls', { callId: barrier, calleeUserId: callee.userId, operationId: uid('op') });
@@ -65,7 +63,7 @@ describe('busy', () => {
   it('right after the busy call ends, the user can be called again (the marker lags; the call state decides)', async () => {
     const url = stack.url;
     const first = await acceptedCall(url);
-    await waitUntilBusy('cb', first.callee.userId);
+    await waitUntil('the busy marker', busy('cb', first.callee.userId), 2000);
     expect((await end(first.caller, first.callId, 'localHangup')).status).toBe(200);
     // No waiting for the relay to clear the marker.
     const again = await ringingCall(url, device(url), first.callee);
@@ -74,7 +72,7 @@ describe('busy', () => {
 
   it('with CALL_WAITING=true the second call rings', async () => {
     const busyCall = await acceptedCall(waitingUrl);
-    await waitUntilBusy('cw', busyCall.callee.userId);
+    await waitUntil('the busy marker', busy('cw', busyCall.callee.userId), 2000);
     const second = await ringingCall(waitingUrl, device(waitingUrl), busyCall.callee);
     expect(second.created.json.state).toBe('ringing');
     // A ringing call does get its timer (the index entry the busy test checks is absent).
@@ -124,7 +122,7 @@ describe('rename', () => {
     const events = await eventsUntil(pair.callee, c1, (e) => e.length >= 1);
     expect(events.map((e) => e.type)).toEqual(['call.renamed']);
     // Barrier: the callee's call.renamed is in the user's log, and the relay appends one change's
-    // deliveries to one user in one appendEvents.lua call (README "Relays"), so anything for the
+    // deliveries to one user in one appendEvents.lua call (docs/architecture.md "Relays"), so anything for the
     // tablet from this rename would already be there.
     expect(await eventsUntil(tablet, c2, () => true)).toEqual([]);
   });

@@ -1,24 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile } from '../support/stack.js';
 import { acceptedCall, answer, device, end, expectJson, expectProblem, getCall, ringingCall, sibling } from '../support/fixtures.js';
 
 /**
- * Answer arbitration (README "Answer", docs/protocol.md "States and transitions"): the winner is chosen
+ * Answer arbitration (docs/api.md "Answer", docs/protocol.md "States and transitions"): the winner is chosen
  * atomically while the call rings; everyone else gets 409 answer_conflict with the winner's
  * snapshot. Also `expectedRevision` and who may answer.
  */
 
-let stack: Stack;
 let url: string;
-
-beforeAll(async () => {
-  stack = await startStack({ ROLES: 'api' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
-});
+stackForFile({ ROLES: 'api' }, (s) => (url = s.url));
 
 describe('answer arbitration', () => {
   it('20 installations answering the same call at once → exactly one 200 and 19 × 409 answer_conflict, all naming the same winner', async () => {

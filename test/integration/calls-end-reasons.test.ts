@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile } from '../support/stack.js';
 import { acceptedCall, device, end, expectJson, getCall, ringingCall, sibling } from '../support/fixtures.js';
 
 /**
@@ -8,17 +8,8 @@ import { acceptedCall, device, end, expectJson, getCall, ringingCall, sibling } 
  * read after each kind of end, and the ends that must change nothing.
  */
 
-let stack: Stack;
 let url: string;
-
-beforeAll(async () => {
-  stack = await startStack({ ROLES: 'api' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
-});
+stackForFile({ ROLES: 'api' }, (s) => (url = s.url));
 
 interface Row {
   ender: 'caller' | 'callee';

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { acceptedCall, device, expectProblem, getCall, ringingCall, sibling, uid, type Device } from '../support/fixtures.js';
 import type { ApiResponse } from '../support/http.js';
 import { keys } from '../../src/redis/keys.js';
 
 /**
- * Idempotency (README "Idempotency", docs/protocol.md "States and
+ * Idempotency (docs/api.md "Idempotency", docs/protocol.md "States and
  * transitions"): create, answer and end are idempotent on (account, operationId, request
  * fingerprint). The server runs the api role only, so the shard outboxes are not drained and the
  * number of changes written for a call can be counted there.
@@ -14,14 +14,9 @@ import { keys } from '../../src/redis/keys.js';
 
 let stack: Stack;
 let url: string;
-
-beforeAll(async () => {
-  stack = await startStack({ ROLES: 'api' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
+stackForFile({ ROLES: 'api' }, (s) => {
+  stack = s;
+  url = s.url;
 });
 
 const IDEMPOTENCY_DETAIL = 'this operationId was already used with a different request';

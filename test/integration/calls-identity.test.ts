@@ -1,26 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile } from '../support/stack.js';
 import { device, expectJson, getCall, uid } from '../support/fixtures.js';
 
 /**
- * The caller's identity in the snapshot (docs/protocol.md "Call snapshot", "Limits"; README "Caller identity and call back"): taken
+ * The caller's identity in the snapshot (docs/protocol.md "Call snapshot", "Limits"; docs/api.md "Caller identity and call back"): taken
  * from the session token only; displayName is the token's `name` cut at a UTF-8 character
  * boundary to at most 256 bytes; the handle is `<HANDLE_SCHEME>:<userId>` (default `app`);
  * expiresAtMs − createdAtMs is RING_TIMEOUT_MS (default 45000).
  */
 
-let stack: Stack;
 let url: string;
-
-beforeAll(async () => {
-  stack = await startStack({ ROLES: 'api' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
-});
+stackForFile({ ROLES: 'api' }, (s) => (url = s.url));
 
 async function callAs(name: string | undefined, userId = uid('user'), body: Record<string, unknown> = {}) {
   const caller = device(url, userId, uid('inst'), name);

@@ -5,7 +5,7 @@ import type { TestServer } from '../support/server.js';
 import { device } from '../support/fixtures.js';
 
 /**
- * CORS (README "CORS"): with CORS_ORIGINS set, a preflight answers 204 with the path's methods,
+ * CORS (docs/api.md "CORS"): with CORS_ORIGINS set, a preflight answers 204 with the path's methods,
  * the allowed request headers and a max-age; every response, errors included, carries
  * access-control-allow-origin and exposes retry-after and x-request-id; credentials are never
  * allowed. WS_CHECK_ORIGIN refuses a signaling upgrade from an unlisted browser origin.

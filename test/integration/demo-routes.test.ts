@@ -5,7 +5,7 @@ import { api } from '../support/http.js';
 import { expectProblem } from '../support/fixtures.js';
 
 /**
- * Where the browser softphone is served (README "Browser softphone"): nowhere by default, its
+ * Where the browser softphone is served (docs/development.md "Browser softphone"): nowhere by default, its
  * static files with DEMO=true, and its dev token endpoint only in dev mode (`--dev`), never with
  * NODE_ENV=production.
  */

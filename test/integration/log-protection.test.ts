@@ -5,7 +5,7 @@ import { device, end, expectProblem, headCursor, ringingCall, uid, type Device }
 import { readAllEvents, waitUntil } from '../e2e/helpers.js';
 
 /**
- * What other users can write into one user's event log is bounded (README "Abuse limits"): the
+ * What other users can write into one user's event log is bounded (docs/api.md "Abuse limits"): the
  * callee's invitations per minute from all callers together (RATE_INVITES_PER_CALLEE_PER_MIN),
  * and per call its invitation, its end and at most RENAMES_PER_CALL renames. So a log of
  * EVENT_LOG_MAX_LEN entries keeps a device's events through a flood from any number of callers:

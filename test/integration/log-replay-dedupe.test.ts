@@ -8,7 +8,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { uid } from '../support/fixtures.js';
 
 /**
- * Exactly once in the log (README "Relays"): an outbox entry handed over again is skipped, also
+ * Exactly once in the log (docs/architecture.md "Relays"): an outbox entry handed over again is skipped, also
  * when it comes back long after, with many entries from other shards appended to the same user
  * since (pending entries claimed late after a worker died, a re-read after a Redis restart): the
  * duplicate check is not limited to the newest entries. Driven straight through

@@ -5,15 +5,24 @@ import { device } from '../support/fixtures.js';
 import { api } from '../support/http.js';
 
 /**
- * Requests uWebSockets.js's HTTP parser refuses (README "Operations"): it closes the connection,
- * some without any answer, some after its idle timeout. None may get a 5xx, none may hurt the
- * server: right after each, a normal request is answered and /readyz says ready. A reverse proxy
- * in front (deploy/haproxy/haproxy.cfg) answers these itself with a 4xx before they reach us.
+ * Requests uWebSockets.js's HTTP parser refuses (docs/operations.md "Malformed HTTP"): depending on
+ * the build, it closes the connection (some without any answer, some after its idle timeout) or
+ * answers with a status of its own. None may hurt the server: right after each, a normal request
+ * is answered and /readyz says ready. None may get a 5xx, but for the one the table documents: the
+ * newer build's parser answers a raw space in the target with 505 before any route sees it. A
+ * reverse proxy in front (deploy/haproxy/haproxy.cfg) answers these itself with a 4xx.
  */
+
+/** A status a build's own parser gives a case, documented in docs/operations.md "Malformed HTTP". */
+const PARSER_STATUS: Record<string, Record<string, number>> = {
+  '@btc-vision/uwebsockets.js@20.57.0': { 'a raw space in the target': 505 },
+};
+let build = '';
 
 let stack: Stack;
 beforeAll(async () => {
   stack = await startStack();
+  build = /"uws":"([^"]+)"/.exec(stack.servers[0]!.logs())?.[1] ?? '';
 });
 afterAll(() => stack?.stop());
 
@@ -66,7 +75,10 @@ describe('malformed HTTP', () => {
   for (const [name, bytes] of Object.entries(CASES)) {
     it(`${name}: refused without a 5xx, and the server stays healthy`, async () => {
       const outcome = await raw(stack.servers[0]!.port, bytes);
-      if (outcome.status !== undefined) expect(outcome.status, name).toBeLessThan(500);
+      expect(build).not.toBe('');
+      const documented = PARSER_STATUS[build]?.[name];
+      if (documented !== undefined) expect(outcome.status, `${name} (${build})`).toBe(documented);
+      else if (outcome.status !== undefined) expect(outcome.status, `${name} (${build})`).toBeLessThan(500);
       // Healthy right after: a real request is served and the server is ready.
       const d = device(stack.url);
       expect((await d.api.get('/v1/call-events')).status).toBe(200);

@@ -6,7 +6,7 @@ import type { ApiResponse } from '../support/http.js';
 
 /**
  * POST /v1/calls/{id}/media-session (docs/protocol.md "Media session",
- * README "Media session"): TURN REST API credentials (username `<expiry>:<userId>`,
+ * docs/api.md "Media session"): TURN REST API credentials (username `<expiry>:<userId>`,
  * credential base64 HMAC-SHA1 with TURN_SECRET), only for the caller's calling installation and
  * the answering installation of an accepted call. A second server on the same Redis runs with
  * MEDIA_SESSION_ANSWERS=true, where the callee's request on a ringing call is its answer claim.

@@ -8,7 +8,7 @@ import { aliceCallsBob } from '../support/fixtures.js';
 
 /**
  * A request whose operationId binding was new (`firstUse`) skips the script's read of the
- * operation's record (README "Idempotency"). A concurrent replay of the same request can still
+ * operation's record (docs/api.md "Idempotency"). A concurrent replay of the same request can still
  * run its script first; these tests put that replay first by running the scripts in that order
  * (the replay with firstUse off, as its binding found the operationId already bound), then check
  * that the first request returns the replay's recorded outcome rather than an outcome of its own.

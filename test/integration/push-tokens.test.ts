@@ -5,7 +5,7 @@ import { keys } from '../../src/redis/keys.js';
 import { registrationField, tokenHash } from '../../src/push/registry.js';
 
 /**
- * Push token registration (README "API", docs/protocol.md "Push formats"):
+ * Push token registration (docs/api.md "API", docs/protocol.md "Push formats"):
  * PUT returns the saved registration without the token (only its last 6 characters), DELETE is
  * 204, a token registered from another installation moves there, and tokens are never logged.
  * Stored state is checked directly in Redis.

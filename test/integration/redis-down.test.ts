@@ -5,7 +5,7 @@ import { device, expectProblem, ringingCall, uid, type CallPair } from '../suppo
 import { api, type ApiResponse } from '../support/http.js';
 
 /**
- * Redis down (README "Errors": `unavailable`): the test's own redis-server is stopped
+ * Redis down (docs/api.md "Errors": `unavailable`): the test's own redis-server is stopped
  * mid-test; every endpoint that needs the store answers 503 `unavailable` with retry-after, and
  * the server process stays up. It runs all roles (api, gateway, worker), so the relay and the
  * gateway lose their connections too.

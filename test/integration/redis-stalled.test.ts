@@ -11,7 +11,7 @@ import { waitUntil } from '../e2e/helpers.js';
  * A stalled Redis (SIGSTOP: the connection stays up, nothing answers) must not hang requests:
  * they answer 503 `unavailable` with retry-after within REDIS_COMMAND_TIMEOUT_MS (500 ms by
  * default), /readyz answers within a second and says not ready, and everything recovers by
- * itself once Redis answers again (README "Operations").
+ * itself once Redis answers again (docs/operations.md "Operations").
  */
 
 let redis: RedisServer;

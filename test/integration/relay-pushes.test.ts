@@ -24,7 +24,7 @@ import { createLogger } from '../../src/util/logger.js';
 import { waitUntil } from '../e2e/helpers.js';
 
 /**
- * Pushes sent by the relay (README "Push"): the first attempt goes out right after the events are
+ * Pushes sent by the relay (docs/architecture.md "Push"): the first attempt goes out right after the events are
  * stored; only failed messages become a BullMQ retry job, and a batch the relay retries (another
  * side effect failed) sends none of its pushes again. A fresh invitation goes out from the call as
  * its batch knows it; one relayed late has its call read again first.

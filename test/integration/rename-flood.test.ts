@@ -4,7 +4,7 @@ import { device, end, expectProblem, headCursor, ringingCall, uid } from '../sup
 import { readAllEvents, waitUntil } from '../e2e/helpers.js';
 
 /**
- * One user cannot flood another's event log with renames (README "Abuse limits"): a call may be
+ * One user cannot flood another's event log with renames (docs/api.md "Abuse limits"): a call may be
  * renamed RENAMES_PER_CALL times, a user RATE_RENAMES_PER_MIN times a minute; past either, 429
  * and nothing is stored. The callee's log keeps the real call's invitation.
  */

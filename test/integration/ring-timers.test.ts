@@ -11,7 +11,7 @@ import { parseChange } from '../../src/events/change.js';
 import { sleep } from '../support/fixtures.js';
 
 /**
- * Ring timers (README "Ring timers"): the call scripts keep each shard's ring index, and sweeps end
+ * Ring timers (docs/architecture.md "Ring timers"): the call scripts keep each shard's ring index, and sweeps end
  * due calls with a compare-and-delete, so racing sweepers, or a sweeper and an answer, change a
  * call exactly once.
  */

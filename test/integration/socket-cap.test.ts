@@ -5,7 +5,7 @@ import { connect, upgradeStatus, UpgradeRejected, type SignalingClient } from '.
 import { waitUntil } from '../e2e/helpers.js';
 
 /**
- * Per-user socket cap (WS_MAX_SOCKETS_PER_USER, README "Abuse limits"): over the cap the upgrade
+ * Per-user socket cap (WS_MAX_SOCKETS_PER_USER, docs/api.md "Abuse limits"): over the cap the upgrade
  * is refused with 429 problem+json and retry-after; the user's open sockets and other users are
  * unaffected; closing one makes room again.
  */

@@ -23,7 +23,7 @@ import { PushRegistry, registrationField, tokenHash } from '../../src/push/regis
 import { keys } from '../../src/redis/keys.js';
 
 /**
- * The error conditions of README "Errors" and docs/protocol.md "States and transitions": one
+ * The error conditions of docs/api.md "Errors" and docs/protocol.md "States and transitions": one
  * test per condition that concerns the server, named Condition → Result, against a real server with all roles so that events can be observed.
  *
  * Rows that are client-only, with no server behaviour to test:
@@ -57,7 +57,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-describe('error conditions of README "Errors"', () => {
+describe('error conditions of docs/api.md "Errors"', () => {
   it('Answer lost to another device → conflict (409) carrying the winner’s snapshot; no media session', async () => {
     const caller = device(url);
     const winner = device(url);
@@ -167,7 +167,7 @@ describe('error conditions of README "Errors"', () => {
     expectProblem(late, 'answer_conflict', 'the call is ended and can no longer be answered', ['snapshot']);
     expect(late.json.snapshot).toMatchObject({ state: 'ended', endReason: 'callerCancelled' });
     // No new invitation went out. Barrier: a call from the same outbox shard rings the callee; the
-    // shard is relayed in order (README "Relays"), so anything the refused requests had caused
+    // shard is relayed in order (docs/architecture.md "Relays"), so anything the refused requests had caused
     // would be in the log before its invitation.
     const barrier = sameShardCallId(callId);
     const rang = await caller.api.post('/v1/calls', { callId: barrier, calleeUserId: callee.userId, operationId: uid('op') });

@@ -6,7 +6,7 @@ import { acceptedCall } from '../support/fixtures.js';
 import { mediaCredentials } from '../../src/calls/mediaCredentials.js';
 
 /**
- * The media-session credentials against a real coturn (README "Media session"): coturn with
+ * The media-session credentials against a real coturn (docs/api.md "Media session"): coturn with
  * `use-auth-secret` and the server's TURN_SECRET allocates a relay for them (turnutils_uclient
  * allocates two relays and sends packets between them), and refuses a wrong, an expired, and a
  * foreign-secret credential.

@@ -8,7 +8,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 
 /**
  * A real coturn (`turnserver`, apt `coturn`) for tests: `use-auth-secret` with the secret the
- * server under test signs media-session credentials with (README "Media session"), on a free
+ * server under test signs media-session credentials with (docs/api.md "Media session"), on a free
  * loopback port, relaying on loopback (allow-loopback-peers: both peers of a test are on this
  * machine). Ready once it answers a STUN binding request.
  */

@@ -54,7 +54,7 @@ export const DEFAULT_CALL_SHARDS = 8;
 
 /**
  * A fresh callId whose changes go to the same outbox shard as `callId`'s. A shard is relayed in
- * outbox order (README "Relays"), so once a change of the returned call has reached a log, every
+ * outbox order (docs/architecture.md "Relays"), so once a change of the returned call has reached a log, every
  * earlier change of `callId` has too: a barrier for "nothing else arrived". Calls in other shards
  * may be relayed in any order and prove nothing.
  */
@@ -70,9 +70,9 @@ export function sameShardCallId(callId: string, shards = DEFAULT_CALL_SHARDS): s
  * Barriers for "nothing else arrived" at the installations of `userId` after the changes made so
  * far to the calls `after`. For each outbox shard among those calls, a fresh installation of the
  * user calls a fresh user on a callId of that shard (sameShardCallId), who declines: every caller
- * installation is told (README "Who receives what"; should the barrier call ring out first, it is
- * told `unanswered` instead), also while the user is in another call (README "Busy and call
- * waiting": only a busy callee ends a new call). The shard is relayed in order (README "Relays") and an
+ * installation is told (docs/api.md "Who receives what"; should the barrier call ring out first, it is
+ * told `unanswered` instead), also while the user is in another call (docs/api.md "Busy and call
+ * waiting": only a busy callee ends a new call). The shard is relayed in order (docs/architecture.md "Relays") and an
  * installation receives its events in log order (docs/signaling.md), so once an installation has
  * an event of each returned barrier call, everything the earlier changes of `after` sent it has
  * arrived. Returns the barrier calls' ids (one per shard).
@@ -113,7 +113,7 @@ export function getCall(d: Device, callId: string): Promise<ApiResponse> {
   return d.api.get(`/v1/calls/${callId}`);
 }
 
-/** HTTP status of every error code, as README "Errors" fixes them (not read from the code under test). */
+/** HTTP status of every error code, as docs/api.md "Errors" fixes them (not read from the code under test). */
 export const STATUS_OF: Record<ErrorCode, number> = {
   invalid_request: 400,
   unauthorized: 401,
@@ -252,7 +252,7 @@ import { waitUntil } from './wait.js';
 /**
  * Barrier: the relay is done with every change made so far to the calls `callIds`. The relay
  * acknowledges an outbox entry only once its events are stored and every side effect of it is
- * done (README "Relays"), so for each outbox shard of the calls this waits until the relay has
+ * done (docs/architecture.md "Relays"), so for each outbox shard of the calls this waits until the relay has
  * read the shard up to its newest entry of this moment and holds none of those entries pending.
  */
 export async function relayDone(redis: Redis, ks: KeySpace, callIds: readonly string[], timeoutMs = 10_000): Promise<void> {

@@ -5,9 +5,10 @@ import WebSocket from 'ws';
 import { keys } from '../../src/redis/keys.js';
 import { claims, hmacJwt, tokenFor } from './tokens.js';
 import { TEST_JWT_SECRET } from './tokens.js';
+import { MESSAGE_MAX_BYTES } from '../../src/http/schemas.js';
 
 /**
- * Property-based fuzzing of the HTTP API and the signaling socket (README "Operations"): requests
+ * Property-based fuzzing of the HTTP API and the signaling socket (docs/operations.md "Operations"): requests
  * built from every route with arbitrary and near-valid parts. The properties: no 5xx, every error
  * an RFC 9457 problem (application/problem+json with type, title, status, detail, code), and a
  * refused request (other than a recorded 409 outcome, see checkRequest) changes nothing in Redis (DEBUG DIGEST of the whole dataset, taken around each
@@ -102,7 +103,7 @@ export interface FuzzRequest {
   body: string | undefined;
 }
 
-/** Each route with its method and a valid body (README "API"): the base a request is mutated from. */
+/** Each route with its method and a valid body (docs/api.md "API"): the base a request is mutated from. */
 const ROUTES: { method: string; path: (callId: string) => string; body: () => object | undefined }[] = [
   { method: 'POST', path: () => '/v1/calls', body: () => ({ callId: randomUUID(), calleeUserId: OTHER, operationId: randomUUID(), video: false }) },
   { method: 'POST', path: (id) => `/v1/calls/${id}/answer`, body: () => ({ operationId: randomUUID(), installationId: INSTALLATION }) },
@@ -174,7 +175,7 @@ export async function checkRequest(baseUrl: string, redis: Redis, req: FuzzReque
     if (problem.status !== res.status) throw new Error(`problem status ${String(problem.status)} differs: ${where}`);
     // A 409 is the decided outcome of a well-formed request about a call's state (answered
     // elsewhere, ended, revision moved): it is recorded under its operationId so a retry gets the
-    // same answer (README "Idempotency"), and a ringing call past its deadline is ended by
+    // same answer (docs/api.md "Idempotency"), and a ringing call past its deadline is ended by
     // whichever request touches it first (lazy expiry). Every other refusal changes nothing.
   }
   if (res.status < 400) {
@@ -195,7 +196,7 @@ export const frameArb = fc.oneof(
   fc.uint8Array({ maxLength: 300 }).map((b) => ({ data: Buffer.from(b) as string | Buffer, binary: true })),
   // Text frames that are not UTF-8, and frames over WS_MAX_MESSAGE_BYTES.
   fc.uint8Array({ minLength: 1, maxLength: 50 }).map((b) => ({ data: Buffer.concat([Buffer.from([0xff]), Buffer.from(b)]) as string | Buffer, binary: false })),
-  fc.integer({ min: 4097, max: 70_000 }).map((n) => ({ data: `{"type":"ping","pad":"${'x'.repeat(n)}"}` as string | Buffer, binary: false })),
+  fc.integer({ min: MESSAGE_MAX_BYTES + 1, max: 80_000 }).map((n) => ({ data: `{"type":"ping","pad":"${'x'.repeat(n)}"}` as string | Buffer, binary: false })),
 );
 
 /** Codes a signaling socket may be closed with after client frames (docs/signaling.md). */

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 export interface StartRedisOptions {
   /** Turn on append-only persistence (inside the temporary directory). Default: off. */
   appendOnly?: boolean;
-  /** Redis's `hz` (default here: 100, as the README recommends). */
+  /** Redis's `hz` (default here: 100, as docs/operations.md recommends). */
   hz?: number;
   /** More redis-server arguments (e.g. `--enable-debug-command local` for DEBUG DIGEST). */
   extraArgs?: string[];
@@ -173,7 +173,7 @@ function baseArgs(port: number, dir: string): string[] {
     '--bind', HOST,
     '--dir', dir,
     '--save', '',
-    // As in production (README "Operations"): ring timers wait in blocking reads whose
+    // As in production (docs/operations.md "Operations"): ring timers wait in blocking reads whose
     // timeouts Redis handles hz times a second.
     '--hz', '100',
     '--daemonize', 'no',

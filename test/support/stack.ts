@@ -1,4 +1,5 @@
 import { Cluster, type Redis } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
 import { startRedis, startRedisCluster } from './redis-server.js';
 import { startServer, type TestServer } from './server.js';
 import { connectTestRedis } from './fixtures.js';
@@ -30,6 +31,26 @@ export interface Stack {
  * Redis: set by the `cluster` test project (vitest.config.ts) for the suites that run on both.
  */
 export const ON_CLUSTER = process.env.TEST_REDIS_CLUSTER === '1';
+
+/**
+ * Starts something a whole test file uses (a stack, a push stack) before its tests and stops it
+ * after them; `started` gets it, to keep what the tests need.
+ */
+export function forFile<T extends { stop(): Promise<void> }>(start: () => Promise<T>, started: (it: T) => unknown): void {
+  let it: T | undefined;
+  beforeAll(async () => {
+    it = await start();
+    await started(it);
+  });
+  afterAll(async () => {
+    await it?.stop();
+  });
+}
+
+/** The test file's stack (forFile). */
+export function stackForFile(env: Record<string, string>, started: (stack: Stack) => unknown): void {
+  forFile(() => startStack(env), started);
+}
 
 export async function startStack(env: Record<string, string> = {}): Promise<Stack> {
   if (ON_CLUSTER) return startClusterStack(env);

@@ -1,5 +1,5 @@
 /**
- * The test suite's only ways to wait (README "Development": tests bound their waits with
+ * The test suite's only ways to wait (docs/development.md "Development": tests bound their waits with
  * timeouts that fail, and never assert elapsed time).
  */
 

@@ -2,20 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { deliveriesFor, isForInstallation } from '../../src/events/audience.js';
 import type { CallChange } from '../../src/events/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
+import { ringingCall } from '../support/callRecords.js';
 
-const base: CallRecord = {
-  callId: 'c1',
-  state: 'ringing',
-  revision: '1',
-  callerUserId: 'alice',
-  callerInstallationId: 'alice-phone',
-  callerDisplayName: 'Alice',
-  callerHandle: 'app:alice',
-  calleeUserId: 'bob',
-  video: false,
-  createdAtMs: 1000,
-  expiresAtMs: 46_000,
-};
+const base = ringingCall({ callId: 'c1', createdAtMs: 1000, expiresAtMs: 46_000 });
 const change = (kind: CallChange['kind'], call: Partial<CallRecord>): CallChange => ({
   entryId: '1-0',
   shard: 0,
@@ -30,7 +19,7 @@ const summary = (c: CallChange) =>
     return `${d.userId}${d.only ? `=${d.only}` : ''}${d.except ? `-${d.except}` : ''}:${p.type}${p.reason ? `/${p.reason}` : ''}`;
   });
 
-describe('audience rules (README "Who receives what")', () => {
+describe('audience rules (docs/api.md "Who receives what")', () => {
   it('created: every callee installation gets the invitation', () => {
     expect(summary(change('created', {}))).toEqual(['bob:call.invited']);
   });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { displayNameFor, handleFor, MAX_DISPLAY_NAME_BYTES, truncateUtf8, userIdFromHandle } from '../../src/calls/identity.js';
 
-/** src/calls/identity.ts: displayName (docs/protocol.md "Limits": 1 to 256 UTF-8 bytes) and the handle (README "Caller identity and call back"). */
+/** src/calls/identity.ts: displayName (docs/protocol.md "Limits": 1 to 256 UTF-8 bytes) and the handle (docs/api.md "Caller identity and call back"). */
 
 const bytes = (s: string) => Buffer.byteLength(s, 'utf8');
 

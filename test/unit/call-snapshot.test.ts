@@ -1,22 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { toSnapshot } from '../../src/calls/snapshot.js';
 import type { CallRecord } from '../../src/calls/model.js';
+import { ringingCall } from '../support/callRecords.js';
 
 /** src/calls/snapshot.ts: the snapshot each side reads (docs/protocol.md "Call snapshot"). */
 
-const ringing: CallRecord = {
-  callId: 'c-1',
-  state: 'ringing',
-  revision: '1',
-  callerUserId: 'alice',
-  callerInstallationId: 'alice-phone',
-  callerDisplayName: 'Alice',
-  callerHandle: 'app:alice',
-  calleeUserId: 'bob',
-  video: false,
-  createdAtMs: 1_700_000_000_000,
-  expiresAtMs: 1_700_000_045_000,
-};
+const ringing = ringingCall({ callId: 'c-1' });
 
 const accepted: CallRecord = { ...ringing, state: 'accepted', revision: '2', answeredByInstallationId: 'bob-phone', acceptedAtMs: 1_700_000_005_000 };
 

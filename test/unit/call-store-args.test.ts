@@ -15,6 +15,7 @@ import {
 import { CorruptRecordError } from '../../src/calls/model.js';
 import { parseExpireDueReply } from '../../src/timers/ringSweep.js';
 import { keys } from '../../src/redis/keys.js';
+import { ringingCall } from '../support/callRecords.js';
 
 /**
  * src/calls/store.ts: the pure halves of every script call, `*KeysArgs(input) → { keys, args }`
@@ -159,19 +160,7 @@ const ringingFields = [
   'callerDisplayName', 'Alice', 'callerHandle', 'app:alice', 'calleeUserId', 'bob', 'video', '0',
   'createdAtMs', '1700000000000', 'expiresAtMs', '1700000045000',
 ];
-const ringingRecord = {
-  callId: 'call-1',
-  state: 'ringing',
-  revision: '1',
-  callerUserId: 'alice',
-  callerInstallationId: 'alice-phone',
-  callerDisplayName: 'Alice',
-  callerHandle: 'app:alice',
-  calleeUserId: 'bob',
-  video: false,
-  createdAtMs: 1_700_000_000_000,
-  expiresAtMs: 1_700_000_045_000,
-};
+const ringingRecord = ringingCall();
 
 describe('parseOutcome', () => {
   it('fresh outcome → its code, status and call; not replayed', () => {

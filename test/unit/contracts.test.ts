@@ -8,7 +8,7 @@ import { Parser, fromFile } from '@asyncapi/parser';
 import { SCHEMA_ID_BASE } from '../../src/http/documents.js';
 
 /**
- * The checked-in contracts as a tool reads them (README "Contracts"): docs/openapi.json has zero
+ * The checked-in contracts as a tool reads them (docs/api.md "Contracts"): docs/openapi.json has zero
  * findings from Redocly (recommended) and Spectral (spectral:oas, .spectral.yaml), whatever
  * operations it holds; docs/asyncapi.json parses with the official AsyncAPI parser without errors
  * or warnings, its $refs to docs/schemas/ resolved; every JSON Schema has its $id; both

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { corsResponseHeaders } from '../../src/http/cors.js';
 
-/** CORS_ORIGINS and WS_CHECK_ORIGIN as the configuration reads them (README "CORS"). */
+/** CORS_ORIGINS and WS_CHECK_ORIGIN as the configuration reads them (docs/api.md "CORS"). */
 
 const base = { AUTH_JWT_SECRET: 'x'.repeat(32) };
 

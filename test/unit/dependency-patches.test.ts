@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The dependency patch npm's postinstall applies (scripts/patch-dependencies.mjs, README
+ * The dependency patch npm's postinstall applies (scripts/patch-dependencies.mjs, docs/development.md
  * "Installed dependency patch") is in place, and ioredis's pipelines behave as it intends.
  */
 

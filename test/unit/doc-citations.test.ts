@@ -82,7 +82,7 @@ describe('citations in code comments', () => {
     expect(problems('as DESIGN.md fixes them', 'src/x.ts').length).toBeGreaterThan(0);
     expect(problems('see docs/nowhere.md', 'src/x.ts')).toEqual(['names docs/nowhere.md, which is not in the repo']);
     expect(problems('README "No such heading"', 'src/x.ts')).toEqual(['cites README.md "No such heading", which has no such section']);
-    expect(problems('docs/protocol.md "Events", "Limits" and README "Relays"', 'src/x.ts')).toEqual([]);
+    expect(problems('docs/protocol.md "Events", "Limits" and README "Quick start"', 'src/x.ts')).toEqual([]);
     expect(comments('const u = "http://x"; // spec 4.1\n/**\n * docs/protocol.md "States and\n * transitions"\n */', false)).toEqual([
       'spec 4.1',
       'docs/protocol.md "States and transitions"',

@@ -38,8 +38,8 @@ describe('generated interface documents', () => {
 });
 
 describe('error catalogue', () => {
-  it('README lists exactly the catalogue codes with their statuses', () => {
-    const readme = readFileSync(new URL('README.md', root), 'utf8');
+  it('docs/api.md lists exactly the catalogue codes with their statuses', () => {
+    const readme = readFileSync(new URL('docs/api.md', root), 'utf8');
     const rows = [...readme.matchAll(/^\| `([a-z_]+)` \| (\d{3}) \|/gm)].map((m) => [m[1], Number(m[2])]);
     const catalogue = Object.entries(errorCatalogue).map(([code, e]) => [code, e.status]);
     expect(rows.sort()).toEqual(catalogue.sort());

@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { ApiError, errorCatalogue, problemBody, PROBLEM_TYPE_BASE, type ErrorCode } from '../../src/http/errors.js';
 import { problemReply } from '../../src/http/router.js';
 
-/** src/http/errors.ts: the error catalogue (README "Errors") and RFC 9457 bodies. */
+/** src/http/errors.ts: the error catalogue (docs/api.md "Errors") and RFC 9457 bodies. */
 
-/** README "Errors"'s codes and statuses, written out here rather than read from the code under test. */
+/** docs/api.md "Errors"'s codes and statuses, written out here rather than read from the code under test. */
 const DOCUMENTED_STATUSES: Record<string, number> = {
   invalid_request: 400,
   unauthorized: 401,
@@ -22,13 +22,13 @@ const DOCUMENTED_STATUSES: Record<string, number> = {
 };
 
 describe('errorCatalogue', () => {
-  it('has every code README "Errors" lists, with its status', () => {
+  it('has every code docs/api.md "Errors" lists, with its status', () => {
     for (const [code, status] of Object.entries(DOCUMENTED_STATUSES)) {
       expect(errorCatalogue[code as ErrorCode]?.status, code).toBe(status);
     }
   });
 
-  it('adds only method_not_allowed (405) and call_not_active (409, README "In-call messages") beyond the original design', () => {
+  it('adds only method_not_allowed (405) and call_not_active (409, docs/api.md "In-call messages") beyond the original design', () => {
     const extra = Object.keys(errorCatalogue).filter((c) => !(c in DOCUMENTED_STATUSES));
     expect(extra.sort()).toEqual(['call_not_active', 'method_not_allowed']);
     expect(errorCatalogue.method_not_allowed.status).toBe(405);

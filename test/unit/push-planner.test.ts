@@ -3,20 +3,9 @@ import { pushesFor, usersToLookUp, SIGNAL_TTL_MS } from '../../src/push/planner.
 import type { CallChange } from '../../src/events/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import type { PushRegistration } from '../../src/push/registry.js';
+import { ringingCall } from '../support/callRecords.js';
 
-const call: CallRecord = {
-  callId: 'c:1',
-  state: 'ringing',
-  revision: '1',
-  callerUserId: 'alice',
-  callerInstallationId: 'alice-phone',
-  callerDisplayName: 'Alice',
-  callerHandle: 'app:alice',
-  calleeUserId: 'bob',
-  video: true,
-  createdAtMs: 1000,
-  expiresAtMs: 46_000,
-};
+const call = ringingCall({ callId: 'c:1', video: true, createdAtMs: 1000, expiresAtMs: 46_000 });
 const reg = (userId: string, installationId: string, kind: PushRegistration['kind']): PushRegistration => ({
   userId,
   installationId,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, queuePartitions } from '../../src/config/config.js';
 
-/** QUEUE_PARTITIONS as the configuration reads it (README "Queues"). */
+/** QUEUE_PARTITIONS as the configuration reads it (docs/architecture.md "Queues"). */
 
 const base = { AUTH_JWT_SECRET: 'x'.repeat(32) };
 

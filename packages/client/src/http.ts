@@ -13,7 +13,7 @@ import type {
 import { EventFilter } from './eventFilter.js';
 
 /**
- * A typed client for the HTTP API (README "API"). Every mutating call carries an operationId
+ * A typed client for the HTTP API (docs/api.md "API"). Every mutating call carries an operationId
  * (generated unless given), so retrying the same call after a timeout is safe.
  */
 

@@ -17,7 +17,7 @@ export function createCallRoute(deps: ApiDeps): Route {
       const body = parseJsonBody(ctx, createCallBody);
       if (body.calleeUserId === me.userId) throw new ApiError('invalid_request', 'calleeUserId: you cannot call yourself');
       // Sent now, so they share a round trip with the store's first reads: the caller's own limit,
-      // and the callee's (how many invitations any callers together may add to its log, README
+      // and the callee's (how many invitations any callers together may add to its log, docs/api.md
       // "Abuse limits").
       const hit = deps.limits.callCreates?.hit(me);
       const invited = deps.limits.invitesPerCallee?.hit({ calleeUserId: body.calleeUserId });

@@ -1,7 +1,8 @@
 import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
-import { authenticate, parseJsonBody, parseParam } from '../request.js';
-import { mediaSessionBody, opaqueId } from '../schemas.js';
+import { callRoute } from './callRoute.js';
+import { parseJsonBody } from '../request.js';
+import { mediaSessionBody } from '../schemas.js';
 import { ApiError } from '../errors.js';
 import { fingerprint, type Outcome } from '../../calls/store.js';
 import { inCallInstallation, sideOf } from '../../calls/model.js';
@@ -16,48 +17,42 @@ import { callReply, failureError } from './callReplies.js';
  */
 export function mediaSessionRoute(deps: ApiDeps): Route {
   const { config } = deps;
-  return {
-    method: 'post',
-    pattern: '/v1/calls/:id/media-session',
-    handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.auth);
-      const callId = parseParam('id', ctx.params[0]!, opaqueId);
-      const body = parseJsonBody(ctx, mediaSessionBody, true);
-      let outcome: Outcome = await deps.calls.read(callId, me.userId);
-      if (outcome.kind === 'failure') throw failureError(outcome.code);
-      let call = outcome.call;
-      const side = sideOf(call, me.userId);
-      if (!side) throw new ApiError('not_found', 'call not found');
+  return callRoute(deps, 'post', '/v1/calls/:id/media-session', async (ctx, me, callId) => {
+    const body = parseJsonBody(ctx, mediaSessionBody, true);
+    let outcome: Outcome = await deps.calls.read(callId, me.userId);
+    if (outcome.kind === 'failure') throw failureError(outcome.code);
+    let call = outcome.call;
+    const side = sideOf(call, me.userId);
+    if (!side) throw new ApiError('not_found', 'call not found');
 
-      if (call.state === 'ringing' && side === 'callee' && config.MEDIA_SESSION_ANSWERS) {
-        // The answer claim: idempotent per installation unless the client names an operation.
-        const operationId = body.operationId ?? `media-session.${me.installationId}`;
-        outcome = await deps.calls.answer({
-          callId,
-          userId: me.userId,
-          installationId: me.installationId,
-          expectedRevision: undefined,
-          operationId,
-          fingerprint: fingerprint('answer', [callId, me.installationId, null]),
-        });
-        if (outcome.kind === 'failure' || outcome.code !== 'ok') return callReply(outcome, me.userId);
-        call = outcome.call;
-      }
-
-      if (inCallInstallation(call, side) !== me.installationId) {
-        if (call.state === 'accepted' && side === 'callee') {
-          throw new ApiError('answer_conflict', 'the call was answered by another installation', { snapshot: toSnapshot(call, side) });
-        }
-        throw new ApiError('forbidden', `media credentials are issued only to the installations in an accepted call; this call is ${call.state}`);
-      }
-      const creds = mediaCredentials({
+    if (call.state === 'ringing' && side === 'callee' && config.MEDIA_SESSION_ANSWERS) {
+      // The answer claim: idempotent per installation unless the client names an operation.
+      const operationId = body.operationId ?? `media-session.${me.installationId}`;
+      outcome = await deps.calls.answer({
+        callId,
         userId: me.userId,
-        nowMs: Date.now(),
-        ttlSeconds: config.MEDIA_CREDENTIAL_TTL_S,
-        urls: config.TURN_URLS,
-        secret: config.TURN_SECRET,
+        installationId: me.installationId,
+        expectedRevision: undefined,
+        operationId,
+        fingerprint: fingerprint('answer', [callId, me.installationId, null]),
       });
-      return { status: 200, body: JSON.stringify(creds) };
-    },
-  };
+      if (outcome.kind === 'failure' || outcome.code !== 'ok') return callReply(outcome, me.userId);
+      call = outcome.call;
+    }
+
+    if (inCallInstallation(call, side) !== me.installationId) {
+      if (call.state === 'accepted' && side === 'callee') {
+        throw new ApiError('answer_conflict', 'the call was answered by another installation', { snapshot: toSnapshot(call, side) });
+      }
+      throw new ApiError('forbidden', `media credentials are issued only to the installations in an accepted call; this call is ${call.state}`);
+    }
+    const creds = mediaCredentials({
+      userId: me.userId,
+      nowMs: Date.now(),
+      ttlSeconds: config.MEDIA_CREDENTIAL_TTL_S,
+      urls: config.TURN_URLS,
+      secret: config.TURN_SECRET,
+    });
+    return { status: 200, body: JSON.stringify(creds) };
+  });
 }

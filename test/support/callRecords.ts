@@ -1,0 +1,22 @@
+import type { CallRecord } from '../../src/calls/model.js';
+
+/**
+ * The unit tests' call: ringing, from Alice (alice-phone) to Bob, audio. Each test overrides what
+ * it is about (IDs, times, state), so the rest of the record is spelled once.
+ */
+export function ringingCall(over: Partial<CallRecord> = {}): CallRecord {
+  return {
+    callId: 'call-1',
+    state: 'ringing',
+    revision: '1',
+    callerUserId: 'alice',
+    callerInstallationId: 'alice-phone',
+    callerDisplayName: 'Alice',
+    callerHandle: 'app:alice',
+    calleeUserId: 'bob',
+    video: false,
+    createdAtMs: 1_700_000_000_000,
+    expiresAtMs: 1_700_000_045_000,
+    ...over,
+  };
+}

@@ -1,0 +1,32 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { configSchema } from '../../src/config/config.js';
+import { configurationRows } from '../../src/config/configurationPage.js';
+
+/**
+ * docs/configuration.md is generated from the configuration schema: every variable the schema
+ * reads has a row on the checked-in page, with a meaning, and the page names no variable the
+ * schema does not read. (test/unit/documents.test.ts also checks the page is exactly what
+ * `npm run docs` writes.)
+ */
+const page = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+const pageVariables = [...page.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((m) => m[1]);
+
+describe('docs/configuration.md', () => {
+  it('has a row for every variable of the schema, and no other', () => {
+    expect(pageVariables.sort()).toEqual(Object.keys(configSchema.shape).sort());
+  });
+
+  it('gives every variable a meaning', () => {
+    const undocumented = configurationRows().filter((r) => r.meaning.trim().length < 10).map((r) => r.name);
+    expect(undocumented).toEqual([]);
+  });
+
+  it('shows the default the schema applies', () => {
+    const row = (name: string) => new RegExp(`^\\| \`${name}\` \\| ([^|]+) \\|`, 'm').exec(page)?.[1]?.trim();
+    expect(row('PORT')).toBe('`8080`');
+    expect(row('ROLES')).toBe('`api,gateway,worker`');
+    expect(row('CALL_WAITING')).toBe('`false`');
+    expect(row('REDIS_URL')).toBe('—');
+  });
+});
