@@ -16,7 +16,8 @@ import { join } from 'node:path';
  */
 
 const CACHE = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'calling-backend');
-const DEBIAN_MIRROR = 'http://deb.debian.org/debian';
+/** Where debootstrap fetches trixie: Debian's CDN, or a mirror of your own (docs/development.md "What the commands need"). */
+const DEBIAN_MIRROR = process.env.DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
 
 /** The trixie root, made with debootstrap when missing. */
 export function trixieRoot(): string {
