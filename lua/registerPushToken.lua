@@ -11,7 +11,8 @@
   ARGV[4] iosEnvironment     '' for androidPush
   ARGV[5] field              "<installationId>\n<kind>"
 
-  Returns updatedAtMs (string).
+  Returns { updatedAtMs (string), the tokenHash this registration held before if it was another
+  token, else '' } (the caller releases the old token's owner key, docs/keyspace.md).
 ]]
 local registrationsKey = KEYS[1]
 local token, tokenHash, appId, iosEnvironment, field = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -22,5 +23,11 @@ local token, tokenHash, appId, iosEnvironment, field = ARGV[1], ARGV[2], ARGV[3]
 local now = fmtInt(nowMs())
 local registration = { token = token, tokenHash = tokenHash, appId = appId, updatedAtMs = now }
 if iosEnvironment ~= '' then registration.iosEnvironment = iosEnvironment end
+local before = redis.call('HGET', registrationsKey, field)
+local previousHash = ''
+if before then
+  local ok, old = pcall(cjson.decode, before)
+  if ok and type(old) == 'table' and type(old.tokenHash) == 'string' and old.tokenHash ~= tokenHash then previousHash = old.tokenHash end
+end
 redis.call('HSET', registrationsKey, field, cjson.encode(registration))
-return now
+return { now, previousHash }

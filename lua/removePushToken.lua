@@ -10,7 +10,8 @@
   ARGV[3] notAfterMs        '' or: remove only if the registration was last written at or
                             before this time (a token re-registered after a push survives)
 
-  Returns 1 when removed, 0 when kept or absent.
+  Returns 0 when kept or absent; when removed, the removed registration's tokenHash ('' if it was
+  unreadable), so the caller can release the token's owner key (docs/keyspace.md).
 ]]
 local registrationsKey = KEYS[1]
 local field, tokenHash, notAfterMs = ARGV[1], ARGV[2], ARGV[3]
@@ -24,4 +25,5 @@ if ok and type(registration) == 'table' then
 end
 -- An unreadable registration is never sent to: removing it is always right.
 redis.call('HDEL', registrationsKey, field)
-return 1
+if ok and type(registration) == 'table' and type(registration.tokenHash) == 'string' then return registration.tokenHash end
+return ''

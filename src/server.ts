@@ -1,4 +1,4 @@
-import { queuePartitions, type Config } from './config/config.js';
+import { pushApps, queuePartitions, type Config } from './config/config.js';
 import { loadUws, type Uws } from './http/uws.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
 import { ApiError } from './http/errors.js';
@@ -30,7 +30,7 @@ import { startPushRetryWorkers } from './push/pushWorker.js';
 import { RingSweeper } from './timers/ringSweeper.js';
 import { renameCallRoute } from './http/endpoints/renameCall.js';
 import { readMessagesRoute, sendMessageRoute } from './http/endpoints/callMessages.js';
-import { createPushSenders } from './push/providers.js';
+import { createPushSenders, enabledKinds, registrableApps } from './push/providers.js';
 import { openApiDocument } from './http/openapi.js';
 import { Metrics } from './observability/metrics.js';
 import { startMetricsServer } from './observability/metricsServer.js';
@@ -224,6 +224,7 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
       ),
     },
     pushRegistry: new PushRegistry(redis, ks),
+    pushApps: registrableApps(pushApps(config)),
     eventLog: new EventLog(redis, {
       ...ks,
       maxLen: config.EVENT_LOG_MAX_LEN,
@@ -293,8 +294,8 @@ async function startWorker(
   const queueConnection = connectRedis(ctx.redisTarget, 'queues', 'calling-backend-queues');
   const partitioning = { ...ks, partitions: queuePartitions(config) };
   const retryQueues = createPushQueues(queueConnection, partitioning);
-  const senders: PushSenders = createPushSenders(config, logger);
-  const enabled = { iosVoip: senders.apns !== undefined, androidPush: senders.fcm !== undefined };
+  const senders: PushSenders = createPushSenders(config, pushApps(config), logger);
+  const enabled = enabledKinds(senders);
   await warnOnCoarseRedisHz(redis, logger);
   // Version 0.1.0's push registrations move to their new form, once, beside the running service
   // (docs/operations.md "Upgrading").

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { corsOriginsSchema } from '../http/cors.js';
 import { MESSAGE_MAX_BYTES } from '../http/schemas.js';
@@ -127,6 +128,10 @@ export const configSchema = z
     ANDROID_PUSH_URL: optionalUrl.describe('FCM HTTP v1 origin (`https://fcm.googleapis.com`, or `http://` for a local test provider).'),
     ANDROID_PROJECT_ID: optionalString.describe('FCM project ID.'),
     ANDROID_SERVICE_ACCOUNT_FILE: optionalString.describe('Service-account JSON file (`client_email`, `private_key`, `token_uri`) for FCM access tokens.'),
+    PUSH_APPS: optionalString.describe(
+      'Several apps in one deployment (docs/push-apps.md): a JSON array of apps, each with its `appId` and its `ios` and/or `android` providers. Unset: the single-app `IOS_*`/`ANDROID_*` variables make the one default app, which takes any `appId`.',
+    ),
+    PUSH_APPS_FILE: optionalString.describe("A file holding PUSH_APPS's JSON (docs/push-apps.md); set at most one of the two."),
 
     NODE_ENV: z.string().optional().describe('`production`: no silent defaults; without `REDIS_URL`/`REDIS_CLUSTER_NODES` or an `AUTH_*` key the process exits 2 (no embedded Redis, `--dev` ignored).'),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info').describe('Log level: `debug`, `info`, `warn`, `error` or `silent`.'),
@@ -153,6 +158,9 @@ export const configSchema = z
     }
     if (c.WS_CHECK_ORIGIN && !c.CORS_ORIGINS) {
       ctx.addIssue({ code: 'custom', path: ['WS_CHECK_ORIGIN'], message: 'needs CORS_ORIGINS (the list of allowed origins)' });
+    }
+    if (c.PUSH_APPS && c.PUSH_APPS_FILE) {
+      ctx.addIssue({ code: 'custom', path: ['PUSH_APPS_FILE'], message: 'set only one of PUSH_APPS and PUSH_APPS_FILE' });
     }
     if (c.AUTH_JWT_SECRET !== undefined && Buffer.byteLength(c.AUTH_JWT_SECRET) < 32) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWT_SECRET'], message: 'must be at least 32 bytes' });
@@ -195,4 +203,125 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
 /** True when neither a secret, a public key nor a JWKS URL is configured. */
 export function authUnconfigured(c: Config): boolean {
   return !c.AUTH_JWT_SECRET && !c.AUTH_JWT_PUBLIC_KEY && !c.AUTH_JWKS_URL;
+}
+
+/* ---- Push apps (docs/push-apps.md) ---- */
+
+const nonEmpty = z.string().trim().min(1, 'required');
+const httpsOrHttpUrl = z.url({ protocol: /^https?$/ });
+
+const pushAppSchema = z
+  .object({
+    /** The appId registrations carry (PUT /v1/installations/{id}/push-tokens/{kind}). */
+    appId: z.string().regex(/^[A-Za-z0-9._-]{1,255}$/, 'must be an app bundle ID or package name'),
+    ios: z
+      .object({
+        /** The topic of its VoIP pushes is `<bundleId>.voip`. */
+        bundleId: nonEmpty,
+        /** The APNs .p8 key file, its key ID and the team ID. */
+        keyFile: nonEmpty,
+        keyId: nonEmpty,
+        teamId: nonEmpty,
+        /** Optional: other APNs origins than IOS_PUSH_URL / IOS_PUSH_SANDBOX_URL. */
+        url: httpsOrHttpUrl.optional(),
+        sandboxUrl: httpsOrHttpUrl.optional(),
+      })
+      .strict()
+      .optional(),
+    android: z
+      .object({
+        /** The FCM (Firebase) project and its service account's JSON key file. */
+        projectId: nonEmpty,
+        serviceAccountFile: nonEmpty,
+        /** Optional: another FCM origin than ANDROID_PUSH_URL. */
+        url: httpsOrHttpUrl.optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict()
+  .refine((a) => a.ios !== undefined || a.android !== undefined, { message: 'needs ios and/or android', path: ['ios'] });
+
+export const pushAppsSchema = z.array(pushAppSchema).min(1, 'lists no app');
+
+export type PushApp = z.infer<typeof pushAppSchema>;
+
+/**
+ * The apps push goes out for. `anyAppId` is true for the single-app configuration (the IOS_* and
+ * ANDROID_* variables): its one app takes registrations of any appId, as before apps existed.
+ * With PUSH_APPS, only the listed appIds may register (docs/push-apps.md "Single-app compatibility").
+ */
+export interface PushApps {
+  apps: PushApp[];
+  anyAppId: boolean;
+}
+
+/** The appId of the single-app configuration's one app (it matches every registration). */
+export const DEFAULT_APP_ID = '*';
+
+const SINGLE_APP_VARS = {
+  ios: ['IOS_PUSH_KEY_FILE', 'IOS_PUSH_KEY_ID', 'IOS_PUSH_TEAM_ID', 'IOS_BUNDLE_ID'],
+  android: ['ANDROID_PROJECT_ID', 'ANDROID_SERVICE_ACCOUNT_FILE'],
+} as const;
+
+const configError = (lines: string[]) => new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);
+
+/** Where in an app a zod issue is, by the app's appId when it has one: `app "x" ios.keyId`. */
+function appPath(raw: unknown, path: readonly PropertyKey[]): string {
+  const [index, ...rest] = path;
+  if (typeof index !== 'number') return '(the list)';
+  const entry = Array.isArray(raw) ? (raw[index] as { appId?: unknown } | undefined) : undefined;
+  const name = typeof entry?.appId === 'string' && entry.appId ? `app "${entry.appId}"` : `app #${index + 1}`;
+  return rest.length ? `${name} ${rest.map(String).join('.')}` : name;
+}
+
+/** Validates an app set (PUSH_APPS's JSON); the error names the app and the field. */
+export function parsePushApps(json: string, source = 'PUSH_APPS'): PushApp[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    throw configError([`${source}: not JSON`]);
+  }
+  const result = pushAppsSchema.safeParse(raw);
+  if (!result.success) {
+    throw configError(result.error.issues.map((i) => `${source}: ${appPath(raw, i.path)}: ${i.message}`));
+  }
+  const seen = new Set<string>();
+  for (const app of result.data) {
+    if (seen.has(app.appId)) throw configError([`${source}: app "${app.appId}" appId: listed twice`]);
+    seen.add(app.appId);
+  }
+  return result.data;
+}
+
+/** The configured apps: PUSH_APPS(_FILE), or the single-app variables as the one default app. */
+export function pushApps(c: Config, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): PushApps {
+  const singleSet = [...SINGLE_APP_VARS.ios, ...SINGLE_APP_VARS.android].filter((v) => c[v]);
+  if (c.PUSH_APPS || c.PUSH_APPS_FILE) {
+    if (singleSet.length) throw configError(singleSet.map((v) => `${v}: not allowed with PUSH_APPS/PUSH_APPS_FILE (give it to an app there)`));
+    let json = c.PUSH_APPS;
+    if (json === undefined) {
+      try {
+        json = readFile(c.PUSH_APPS_FILE!);
+      } catch (err) {
+        throw configError([`PUSH_APPS_FILE: cannot read ${c.PUSH_APPS_FILE} (${(err as NodeJS.ErrnoException).code ?? 'error'})`]);
+      }
+    }
+    return { apps: parsePushApps(json, c.PUSH_APPS ? 'PUSH_APPS' : 'PUSH_APPS_FILE'), anyAppId: false };
+  }
+  const app: PushApp = { appId: DEFAULT_APP_ID };
+  for (const platform of ['ios', 'android'] as const) {
+    const vars = SINGLE_APP_VARS[platform];
+    const missing = vars.filter((v) => !c[v]);
+    if (missing.length === vars.length) continue;
+    if (missing.length) throw configError(missing.map((v) => `${v}: required when ${platform === 'ios' ? 'iOS' : 'Android'} push is configured`));
+  }
+  if (SINGLE_APP_VARS.ios.every((v) => c[v])) {
+    app.ios = { bundleId: c.IOS_BUNDLE_ID!, keyFile: c.IOS_PUSH_KEY_FILE!, keyId: c.IOS_PUSH_KEY_ID!, teamId: c.IOS_PUSH_TEAM_ID! };
+  }
+  if (SINGLE_APP_VARS.android.every((v) => c[v])) {
+    app.android = { projectId: c.ANDROID_PROJECT_ID!, serviceAccountFile: c.ANDROID_SERVICE_ACCOUNT_FILE! };
+  }
+  return { apps: app.ios || app.android ? [app] : [], anyAppId: true };
 }

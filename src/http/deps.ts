@@ -22,5 +22,7 @@ export interface ApiDeps {
     callMessages: RedisRateLimiter<{ callId: string; userId: string }> | undefined;
   };
   pushRegistry: PushRegistry;
+  /** The appIds registrations may carry (docs/push-apps.md); undefined: any (single-app configuration). */
+  pushApps: ReadonlyMap<string, { ios: boolean; android: boolean }> | undefined;
   eventLog: EventLog;
 }

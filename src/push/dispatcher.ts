@@ -25,9 +25,17 @@ export interface VoipSender {
 export interface AndroidSender {
   send(token: string, opts: { priority: 'HIGH' | 'NORMAL'; ttlSeconds: number; callpayload: object }): Promise<SendResult>;
 }
-export interface PushSenders {
+/** The senders of one app (docs/push-apps.md). */
+export interface AppSenders {
   apns?: VoipSender | undefined;
   fcm?: AndroidSender | undefined;
+}
+export interface PushSenders extends AppSenders {
+  /**
+   * With PUSH_APPS: each app's senders by appId, used instead of `apns`/`fcm`; a registration's
+   * own appId picks them (docs/push-apps.md).
+   */
+  apps?: ReadonlyMap<string, AppSenders>;
   close?: () => Promise<void>;
 }
 
@@ -150,7 +158,10 @@ export class PushDispatcher {
   }
 
   private sendOne(r: Ready): Promise<SendResult> {
-    const { senders } = this.deps;
+    const all = this.deps.senders;
+    // The registration carries its appId: picking the app's senders costs no Redis read.
+    const senders = all.apps ? all.apps.get(r.reg.appId) : all;
+    if (!senders) return Promise.resolve({ ok: false, kind: 'fatal', reason: 'the registration\'s app is not configured' });
     const msLeft = r.deadlineMs - Date.now();
     if (r.reg.kind === 'iosVoip') {
       if (!senders.apns) return Promise.resolve({ ok: false, kind: 'fatal', reason: 'iOS push is not configured' });

@@ -1,80 +1,96 @@
 import { readFileSync } from 'node:fs';
-import type { Config } from '../config/config.js';
+import type { Config, PushApp, PushApps } from '../config/config.js';
 import { ConfigError } from '../config/config.js';
 import type { Logger } from '../util/logger.js';
-import type { PushSenders } from './dispatcher.js';
+import type { AppSenders, PushSenders } from './dispatcher.js';
 import { Http2Pool } from './http2Pool.js';
 import { ApnsSender } from './apns.js';
 import { FcmSender } from './fcm.js';
 import { parseServiceAccount } from './fcmAccessToken.js';
 
-const IOS_VARS = ['IOS_PUSH_KEY_FILE', 'IOS_PUSH_KEY_ID', 'IOS_PUSH_TEAM_ID', 'IOS_BUNDLE_ID'] as const;
-const ANDROID_VARS = ['ANDROID_PROJECT_ID', 'ANDROID_SERVICE_ACCOUNT_FILE'] as const;
-
-/** Names the variables of a group that are missing when some but not all are set. */
-function missingOf(config: Config, vars: readonly (keyof Config)[]): { any: boolean; missing: string[] } {
-  const missing = vars.filter((v) => !config[v]);
-  return { any: missing.length < vars.length, missing };
-}
-
-function readVarFile(name: string, path: string): string {
+function readAppFile(field: string, path: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (err) {
-    throw new ConfigError(`invalid configuration:\n  ${name}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new ConfigError(`invalid configuration:\n  ${field}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
   }
 }
 
 /**
- * Builds the push senders that are configured. A half-configured platform stops the process
- * with the missing variables named; an unconfigured one is reported at start and its devices
- * are rung over signaling only.
+ * One app's senders, over an HTTP/2 pool of its own (docs/push-apps.md): each app signs with its
+ * own key or service account, and one app's provider trouble never stalls another's connections.
  */
-export function createPushSenders(config: Config, logger: Logger): PushSenders {
-  const pool = new Http2Pool();
-  const senders: PushSenders = { close: () => pool.close() };
-
-  const ios = missingOf(config, IOS_VARS);
-  if (ios.any && ios.missing.length) {
-    throw new ConfigError(`invalid configuration:\n${ios.missing.map((v) => `  ${v}: required when iOS push is configured`).join('\n')}`);
-  }
-  if (ios.any) {
-    if (!config.IOS_PUSH_URL && !config.IOS_PUSH_SANDBOX_URL) {
+function appSenders(config: Config, app: PushApp, single: boolean, pool: Http2Pool): AppSenders {
+  // The field names in errors: the single-app variables, or the app's own fields.
+  const name = (field: string, variable: string) => (single ? variable : `app "${app.appId}" ${field}`);
+  const out: AppSenders = {};
+  if (app.ios) {
+    const productionUrl = app.ios.url ?? config.IOS_PUSH_URL;
+    const sandboxUrl = app.ios.sandboxUrl ?? config.IOS_PUSH_SANDBOX_URL;
+    if (!productionUrl && !sandboxUrl) {
       throw new ConfigError('invalid configuration:\n  IOS_PUSH_URL: set IOS_PUSH_URL and/or IOS_PUSH_SANDBOX_URL');
     }
-    senders.apns = new ApnsSender({
-      ...(config.IOS_PUSH_URL ? { productionUrl: config.IOS_PUSH_URL } : {}),
-      ...(config.IOS_PUSH_SANDBOX_URL ? { sandboxUrl: config.IOS_PUSH_SANDBOX_URL } : {}),
-      keyPem: readVarFile('IOS_PUSH_KEY_FILE', config.IOS_PUSH_KEY_FILE!),
-      keyId: config.IOS_PUSH_KEY_ID!,
-      teamId: config.IOS_PUSH_TEAM_ID!,
-      bundleId: config.IOS_BUNDLE_ID!,
+    out.apns = new ApnsSender({
+      ...(productionUrl ? { productionUrl } : {}),
+      ...(sandboxUrl ? { sandboxUrl } : {}),
+      keyPem: readAppFile(name('ios.keyFile', 'IOS_PUSH_KEY_FILE'), app.ios.keyFile),
+      keyId: app.ios.keyId,
+      teamId: app.ios.teamId,
+      bundleId: app.ios.bundleId,
       pool,
     });
-  } else {
-    logger.warn('iOS push is not configured (IOS_PUSH_*): iOS devices are rung over signaling only');
   }
-
-  const android = missingOf(config, ANDROID_VARS);
-  if (android.any && android.missing.length) {
-    throw new ConfigError(`invalid configuration:\n${android.missing.map((v) => `  ${v}: required when Android push is configured`).join('\n')}`);
-  }
-  if (android.any) {
+  if (app.android) {
+    const field = name('android.serviceAccountFile', 'ANDROID_SERVICE_ACCOUNT_FILE');
     let serviceAccount;
     try {
-      serviceAccount = parseServiceAccount(readVarFile('ANDROID_SERVICE_ACCOUNT_FILE', config.ANDROID_SERVICE_ACCOUNT_FILE!));
+      serviceAccount = parseServiceAccount(readAppFile(field, app.android.serviceAccountFile));
     } catch (err) {
       if (err instanceof ConfigError) throw err;
-      throw new ConfigError(`invalid configuration:\n  ANDROID_SERVICE_ACCOUNT_FILE: ${(err as Error).message}`);
+      throw new ConfigError(`invalid configuration:\n  ${field}: ${(err as Error).message}`);
     }
-    senders.fcm = new FcmSender({
-      ...(config.ANDROID_PUSH_URL ? { url: config.ANDROID_PUSH_URL } : {}),
-      projectId: config.ANDROID_PROJECT_ID!,
-      serviceAccount,
-      pool,
-    });
-  } else {
-    logger.warn('Android push is not configured (ANDROID_*): Android devices are rung over signaling only');
+    const url = app.android.url ?? config.ANDROID_PUSH_URL;
+    out.fcm = new FcmSender({ ...(url ? { url } : {}), projectId: app.android.projectId, serviceAccount, pool });
   }
+  return out;
+}
+
+/**
+ * Builds the push senders of the configured apps (docs/push-apps.md). The single-app
+ * configuration gives senders for every registration; PUSH_APPS gives senders by appId. A
+ * platform no app configures is reported at start and its devices are rung over signaling only.
+ */
+export function createPushSenders(config: Config, apps: PushApps, logger: Logger): PushSenders {
+  const pools: Http2Pool[] = [];
+  const close = () => Promise.all(pools.map((p) => p.close())).then(() => undefined);
+  const build = (app: PushApp) => {
+    const pool = new Http2Pool();
+    pools.push(pool);
+    return appSenders(config, app, apps.anyAppId, pool);
+  };
+  let senders: PushSenders;
+  if (apps.anyAppId) {
+    senders = { ...(apps.apps[0] ? build(apps.apps[0]) : {}), close };
+  } else {
+    senders = { apps: new Map(apps.apps.map((a) => [a.appId, build(a)])), close };
+  }
+  const enabled = enabledKinds(senders);
+  if (!enabled.iosVoip) logger.warn('iOS push is not configured (IOS_PUSH_* or PUSH_APPS): iOS devices are rung over signaling only');
+  if (!enabled.androidPush) logger.warn('Android push is not configured (ANDROID_* or PUSH_APPS): Android devices are rung over signaling only');
   return senders;
+}
+
+/** The kinds some app can push to (the planner skips the others). */
+export function enabledKinds(senders: PushSenders): { iosVoip: boolean; androidPush: boolean } {
+  const all: AppSenders[] = senders.apps ? [...senders.apps.values()] : [senders];
+  return { iosVoip: all.some((s) => s.apns !== undefined), androidPush: all.some((s) => s.fcm !== undefined) };
+}
+
+/**
+ * The appIds a registration may carry, with the platforms each has (docs/push-apps.md); undefined
+ * for the single-app configuration, which takes any appId.
+ */
+export function registrableApps(apps: PushApps): ReadonlyMap<string, { ios: boolean; android: boolean }> | undefined {
+  if (apps.anyAppId) return undefined;
+  return new Map(apps.apps.map((a) => [a.appId, { ios: a.ios !== undefined, android: a.android !== undefined }]));
 }

@@ -40,17 +40,17 @@ export class PushRegistry {
 
   async register(r: Omit<PushRegistration, 'updatedAtMs'>): Promise<PushRegistration> {
     const hash = tokenHash(r.token);
-    const updatedAtMs = Number(
-      await runScript(
-        this.redis,
-        'registerPushToken',
-        [keys.pushRegistrations(this.ks, r.userId)],
-        [r.token, hash, r.appId, r.iosEnvironment ?? '', registrationField(r.installationId, r.kind)],
-      ),
-    );
+    const [stamp, replacedHash] = (await runScript(
+      this.redis,
+      'registerPushToken',
+      [keys.pushRegistrations(this.ks, r.userId)],
+      [r.token, hash, r.appId, r.iosEnvironment ?? '', registrationField(r.installationId, r.kind)],
+    )) as [string, string];
+    const updatedAtMs = Number(stamp);
     // Rebind: claim the token; if another installation held it, remove it there (only while
     // that registration still holds this very token).
     const owner = `${r.userId}\n${r.installationId}`;
+    if (replacedHash) await this.releaseOwner(r.kind, replacedHash, owner);
     const previous = await this.redis.set(keys.pushTokenOwner(this.ks, r.kind, hash), owner, 'GET');
     if (previous !== null && previous !== owner) {
       const [prevUser, prevInstallation] = previous.split('\n');
@@ -71,13 +71,23 @@ export class PushRegistry {
     kind: PushTokenKind,
     cond: { tokenHash?: string; notAfterMs?: number } = {},
   ): Promise<boolean> {
-    const removed = await runScript(
+    const removed = (await runScript(
       this.redis,
       'removePushToken',
       [keys.pushRegistrations(this.ks, userId)],
       [registrationField(installationId, kind), cond.tokenHash ?? '', cond.notAfterMs === undefined ? '' : String(cond.notAfterMs)],
-    );
-    return removed === 1;
+    )) as number | string;
+    if (removed === 0) return false;
+    if (removed) await this.releaseOwner(kind, removed as string, `${userId}\n${installationId}`);
+    return true;
+  }
+
+  /**
+   * A token's owner key lives as long as a registration holds the token (docs/keyspace.md): the
+   * registration that held it is gone, so its key goes too, unless another installation owns it now.
+   */
+  private releaseOwner(kind: PushTokenKind, hash: string, owner: string): Promise<unknown> {
+    return runScript(this.redis, 'releaseTokenOwner', [keys.pushTokenOwner(this.ks, kind, hash)], [owner]);
   }
 
   async get(userId: string, installationId: string, kind: PushTokenKind): Promise<PushRegistration | undefined> {

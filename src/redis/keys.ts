@@ -77,3 +77,17 @@ export const keys = {
    */
   liveChannel: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:live`,
 } as const;
+
+/**
+ * The keys allowed to live without a TTL, as patterns over the whole key name (docs/keyspace.md
+ * "Long-lived keys"). Every other key the backend writes has a TTL; test/integration/keyspace-bounds.test.ts
+ * checks both. Add a row here and in docs/keyspace.md for each new long-lived key.
+ */
+export const LONG_LIVED_KEYS: readonly { pattern: RegExp; bound: string }[] = [
+  { pattern: /:\{u:[^}]*\}:push$/, bound: 'a user\'s push registrations: fields removed on sign-out, invalid token or token moved' },
+  { pattern: /:tok:(iosVoip|androidPush):[A-Za-z0-9_-]+$/, bound: 'a token\'s owner: deleted with its registration' },
+  { pattern: /:\{c\d+\}:outbox$/, bound: 'per shard; trimmed by the relay behind what it acknowledged' },
+  { pattern: /:\{c\d+\}:ringing$/, bound: 'per shard; one entry per ringing call' },
+  { pattern: /:migrated:[A-Za-z0-9._-]+$/, bound: 'one per data migration' },
+  { pattern: /:q:/, bound: "BullMQ's per-queue keys: fixed per partition; jobs removed on completion, failed ones by age and count" },
+];

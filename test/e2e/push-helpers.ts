@@ -167,7 +167,7 @@ const QUEUE_PARTITIONS = defaultQueuePartitions(ON_CLUSTER);
  * still to come would be one of them (a retry that fails again queues the next one before its job
  * completes).
  */
-export async function pushesSettled(ps: PushStack, callIds: readonly string[], timeoutMs = 10_000): Promise<void> {
+export async function pushesSettled(ps: Pick<PushStack, 'stack'>, callIds: readonly string[], timeoutMs = 10_000): Promise<void> {
   await relayDone(ps.stack.redis, { prefix: PREFIX, shards: DEFAULT_CALL_SHARDS }, callIds, timeoutMs);
   const shards = [...new Set(callIds.map((callId) => shardOf(callId, DEFAULT_CALL_SHARDS)))];
   const partitions = [...new Set(shards.map((shard) => partitionOfShard(shard, QUEUE_PARTITIONS)))];

@@ -139,6 +139,33 @@ describe('DELETE /v1/installations/{id}/push-tokens/{kind}', () => {
   });
 });
 
+describe("a token's owner key lives as long as a registration holds the token (docs/keyspace.md)", () => {
+  it('a replaced token and a deleted registration leave no owner key; a moved token keeps its new owner', async () => {
+    const d = device(url);
+    const first = voipToken();
+    const second = voipToken();
+    const put = (dev: Device, token: string) => dev.api.put(path(dev, 'iosVoip'), { token, appId: 'com.example.app', iosEnvironment: 'production' });
+    expect((await put(d, first)).status).toBe(200);
+    expect(await owner('iosVoip', first)).toBe(`${d.userId}\n${d.installationId}`);
+    expect((await put(d, second)).status).toBe(200);
+    expect(await owner('iosVoip', first)).toBeNull();
+    expect(await owner('iosVoip', second)).toBe(`${d.userId}\n${d.installationId}`);
+    // The same token again keeps its owner key.
+    expect((await put(d, second)).status).toBe(200);
+    expect(await owner('iosVoip', second)).toBe(`${d.userId}\n${d.installationId}`);
+
+    // Moved to another installation: the old one's removal does not take the new owner's key.
+    const other = device(url);
+    expect((await put(other, second)).status).toBe(200);
+    expect(await owner('iosVoip', second)).toBe(`${other.userId}\n${other.installationId}`);
+    expect((await d.api.del(path(d, 'iosVoip'))).status).toBe(204);
+    expect(await owner('iosVoip', second)).toBe(`${other.userId}\n${other.installationId}`);
+
+    expect((await other.api.del(path(other, 'iosVoip'))).status).toBe(204);
+    expect(await owner('iosVoip', second)).toBeNull();
+  });
+});
+
 describe('rebinding a token to another installation', () => {
   it('the same token registered from another installation of another user moves there (the old registration is gone)', async () => {
     const alice = device(url);

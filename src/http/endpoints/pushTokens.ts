@@ -36,6 +36,13 @@ export function putPushTokenRoute(deps: ApiDeps): Route {
       if (kind === 'iosVoip' && !/^[0-9a-fA-F]{64,200}$/.test(body.token)) {
         throw new ApiError('invalid_request', 'token: an iosVoip token is the device token in hexadecimal (at least 64 digits)');
       }
+      if (deps.pushApps) {
+        const app = deps.pushApps.get(body.appId);
+        if (!app) throw new ApiError('invalid_request', `appId: "${body.appId}" is not an app of this deployment`);
+        if (!(kind === 'iosVoip' ? app.ios : app.android)) {
+          throw new ApiError('invalid_request', `appId: "${body.appId}" has no ${kind === 'iosVoip' ? 'iOS' : 'Android'} push configured`);
+        }
+      }
       if (deps.limits.pushTokenWrites) {
         const d = await deps.limits.pushTokenWrites.hit({ userId: me.userId, installationId });
         if (!d.allowed) throw rateLimited('too many push token writes from this installation; retry later', d.retryAfterMs);

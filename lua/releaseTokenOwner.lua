@@ -1,0 +1,16 @@
+--[[
+  Deletes a push token's owner key while it still names this owner: the registration that held
+  the token is gone (removed, or its token replaced), so the key has no more use (docs/keyspace.md).
+  A token registered meanwhile by another installation has another owner and keeps its key.
+
+  KEYS[1] ownerKey  the token's owner (PushRegistry.register): "<userId>\n<installationId>"
+
+  ARGV[1] owner     "<userId>\n<installationId>"
+
+  Returns 1 when deleted, 0 otherwise.
+]]
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
