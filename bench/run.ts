@@ -10,6 +10,7 @@ import { stormScenario } from './scenarios/storm.js';
 import { idleScenario } from './scenarios/idle.js';
 import { timersScenario } from './scenarios/timers.js';
 import { compareScenario } from './scenarios/compare.js';
+import { soakScenario } from './scenarios/soak.js';
 
 /**
  * `npm run bench -- [--quick | --full] [...]`: starts its own Redis and server (or targets
@@ -26,9 +27,10 @@ const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) =>
   idle: { title: 'idle connections', run: idleScenario },
   timers: { title: 'ring timers', run: timersScenario },
   compare: { title: 'event delivery vs Socket.IO', run: compareScenario },
+  soak: { title: 'soak: memory and keys over a long run', run: soakScenario },
 };
 /** Ceilings first: every other scenario's ratios need them. */
-const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'storm', 'timers', 'idle', 'compare'];
+const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'storm', 'timers', 'idle', 'compare', 'soak'];
 
 async function main(): Promise<void> {
   let opts;
@@ -44,8 +46,9 @@ async function main(): Promise<void> {
   const results: ScenarioResult[] = [];
   try {
     await ctx.start();
-    const watchdogMs = opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000;
     for (const id of ORDER.filter((s) => opts.scenarios.includes(s))) {
+      // The soak runs as long as it is told to; every other scenario is bounded by the mode.
+      const watchdogMs = id === 'soak' ? opts.sizes.soak.durationMs + 300_000 : opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000;
       const s = SCENARIOS[id];
       const ts = performance.now();
       ctx.log(`\n== ${s.title} ==`);

@@ -1,6 +1,8 @@
 /** Command-line options and the sizes of each mode. */
 
-export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'storm', 'idle', 'timers', 'compare'] as const;
+export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'storm', 'idle', 'timers', 'compare', 'soak'] as const;
+/** Scenarios run only when named: the soak takes minutes (quick) to half an hour (full). */
+export const ON_REQUEST: readonly ScenarioId[] = ['soak'];
 export type ScenarioId = (typeof ALL_SCENARIOS)[number];
 
 export interface Sizes {
@@ -27,6 +29,11 @@ export interface Sizes {
   /** `runs`: how many times the whole timers run is repeated (each run's p99 is reported). */
   timers: { calls: number; rate: number; ringTimeoutMs: number; sampleSockets: number; runs: number };
   compare: { sockets: number; concurrency: number; throughputMs: number; latencyMs: number };
+  /**
+   * `fraction` of the lifecycle scenario's sustained rate in the same run (or `rate`, when set or
+   * when the lifecycle scenario did not run); `warmupMs` of the samples left out of the slopes.
+   */
+  soak: { durationMs: number; warmupMs: number; sampleMs: number; fraction: number; rate: number; ringTimeoutMs: number; churn: number; reconnect: number };
 }
 
 const QUICK: Sizes = {
@@ -38,6 +45,7 @@ const QUICK: Sizes = {
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
   compare: { sockets: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000 },
+  soak: { durationMs: 180_000, warmupMs: 60_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
 };
 
 const FULL: Sizes = {
@@ -49,6 +57,7 @@ const FULL: Sizes = {
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
   compare: { sockets: 10_000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000 },
+  soak: { durationMs: 1_800_000, warmupMs: 300_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
 };
 
 export interface Options {
@@ -106,7 +115,7 @@ export function usage(): string {
 
 export function parseArgs(argv: readonly string[]): Options {
   let sizes = QUICK;
-  let scenarios: ScenarioId[] = [...ALL_SCENARIOS];
+  let scenarios: ScenarioId[] = ALL_SCENARIOS.filter((s) => !ON_REQUEST.includes(s));
   let generators = 1;
   const sets: string[] = [];
   const o: Partial<Options> = {};

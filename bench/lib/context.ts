@@ -264,6 +264,12 @@ export class BenchContext {
     return out;
   }
 
+  /** How many keys Redis holds (DBSIZE, summed over the primaries on a cluster). */
+  async redisKeys(): Promise<number> {
+    const clients = this.nodeInfo.length > 0 ? this.nodeInfo : [this.info!];
+    return (await Promise.all(clients.map((c) => c.dbsize()))).reduce((a, b) => a + b, 0);
+  }
+
   /** Redis's own CPU seconds (user + sys) and memory, from INFO (works for any Redis). */
   async redisInfo(): Promise<{ cpuSec: number; usedMemory: number; clients: number; readsProcessed: number }> {
     // Summed over the primaries on a cluster.

@@ -150,11 +150,29 @@ function compareCharts(data: { ours: DeliverySide; socketio: DeliverySide } | nu
   ];
 }
 
+interface SoakData {
+  samples: { minute: number }[];
+  series: { name: string; unit: 'bytes' | 'ms' | 'keys'; values: number[]; slopePctPer10Min: number }[];
+}
+
+function soakCharts(data: SoakData): ChartSpec[] {
+  const labels = data.samples.map((s) => `${s.minute}`);
+  const slope = (s: SoakData['series'][number]) => `${s.name} (${Number.isFinite(s.slopePctPer10Min) ? `${s.slopePctPer10Min >= 0 ? '+' : ''}${s.slopePctPer10Min.toFixed(1)} %/10 min` : 'no slope'})`;
+  const of = (unit: string, scale = 1) => data.series.filter((s) => s.unit === unit).map((s) => ({ label: slope(s), data: s.values.map((v) => round(v / scale)) }));
+  const charts: ChartSpec[] = [
+    { id: 'soak-memory', title: 'Soak: memory per minute (slope after the warm-up)', type: 'line', labels, datasets: of('bytes', 1048576), xTitle: 'minute', yTitle: 'MB' },
+    { id: 'soak-keys', title: 'Soak: Redis keys per minute', type: 'line', labels, datasets: of('keys'), xTitle: 'minute', yTitle: 'keys' },
+    { id: 'soak-latency', title: 'Soak: answered lifecycle p99 and event-loop delay p99 per minute', type: 'line', labels, datasets: of('ms'), xTitle: 'minute', yTitle: 'ms' },
+  ];
+  return charts.filter((c) => c.datasets.length > 0);
+}
+
 /** Charts per scenario id; a scenario without an entry has none. */
 const CHARTS: Record<string, (data: never) => ChartSpec[]> = {
   lifecycle: lifecycleCharts,
   timers: timersCharts,
   compare: compareCharts,
+  soak: soakCharts,
 };
 
 /** Every chart of a run, in scenario order. */

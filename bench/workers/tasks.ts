@@ -15,4 +15,5 @@ export const TASKS: Record<string, () => Promise<Task>> = {
   httpLoad: async () => (await import('./httpLoad.js')).createTask(),
   redisCeiling: async () => (await import('./redisCeiling.js')).createTask(),
   pushFakes: async () => (await import('./pushFakes.js')).createTask(),
+  soak: async () => (await import('./soak.js')).createTask(),
 };

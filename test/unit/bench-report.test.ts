@@ -119,3 +119,34 @@ describe('bench HTML report', () => {
     near(l.datasets[1]!.data[2], sioDelivery.p99);
   });
 });
+
+describe('bench HTML report: the soak', () => {
+  const soakRun = JSON.parse(readFileSync(new URL('../../bench/results/reference-soak-quick-2026-11-25.json', import.meta.url), 'utf8')) as RunResults;
+  const soak = soakRun.results.find((r) => r.id === 'soak')!.data as any;
+  let charts: Drawn[] = [];
+
+  beforeAll(async () => {
+    const file = join(dir, 'soak.html');
+    writeFileSync(file, htmlReport(soakRun));
+    const page = await browser.newPage();
+    await page.goto(pathToFileURL(file).href);
+    await page.waitForFunction(() => document.body.dataset.charts !== undefined);
+    charts = await page.evaluate(() =>
+      Array.from(document.querySelectorAll('figure[data-chart^="soak-"]')).map((f) => {
+        const chart = Chart.getChart(f.querySelector('canvas'));
+        return { id: f.dataset.chart!, labels: chart?.data.labels ?? [], datasets: (chart?.data.datasets ?? []).map((d) => ({ label: d.label, data: d.data })), inked: 0 };
+      }),
+    );
+  }, 60_000);
+
+  it('draws memory, keys and latency per minute, with each series and its slope', () => {
+    expect(charts.map((c) => c.id)).toEqual(['soak-memory', 'soak-keys', 'soak-latency']);
+    const keys = charts.find((c) => c.id === 'soak-keys')!;
+    expect(keys.labels).toEqual(soak.samples.map((s: any) => String(s.minute)));
+    expect(keys.datasets[0]!.data).toEqual(soak.samples.map((s: any) => s.redis.keys));
+    const memory = charts.find((c) => c.id === 'soak-memory')!;
+    const worker = memory.datasets.find((d) => d.label.startsWith('worker heap'))!;
+    expect(worker.label).toContain(`${soak.series.find((s: any) => s.name === 'worker heap').slopePctPer10Min.toFixed(1)} %/10 min`);
+    soak.samples.forEach((s: any, i: number) => near(worker.data[i], s.processes.worker.heapBytes / 1048576));
+  });
+});

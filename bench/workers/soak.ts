@@ -1,0 +1,231 @@
+import { randomUUID } from 'node:crypto';
+import WebSocket from 'ws';
+import { CallingClient, SignalingClient, type EventPayload } from '@calling-backend/client';
+import { nowMs } from '../lib/clock.js';
+import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
+import { openLoop } from '../lib/openLoop.js';
+import { device, type Device } from '../lib/users.js';
+import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
+import type { Task } from './tasks.js';
+import type { CallsSetup } from './calls.js';
+
+/**
+ * The soak's load (bench/scenarios/soak.ts): pairs of users, each device on the client package's
+ * own signaling client (which reconnects and resumes by cursor, as an app does), making calls
+ * that end every way a call can, in turn:
+ *   answered:   create → `call.invited` → answer → `call.accepted` → a message → a rename → hang-up → `call.ended`;
+ *   declined:   create → `call.invited` → the callee declines → the caller's `call.ended`;
+ *   cancelled:  create → the caller cancels at once → the callee's `call.ended`;
+ *   unanswered: create → nobody answers → `call.ended` on both sides when the ring window ends.
+ * Between runs (one a minute), some pairs leave for good and new users take their place, and
+ * some devices reconnect and resume from their cursor.
+ */
+
+/** Where and as whom: as for the lifecycle's generators. */
+export type SoakSetup = Pick<CallsSetup, 'baseUrl' | 'wsBase' | 'secret' | 'tag' | 'gen' | 'pairs'>;
+
+export interface SoakRun {
+  rate: number;
+  durationMs: number;
+  timeoutMs: number;
+  /** Before the run: this share of the pairs leaves for good, replaced by new users. */
+  churn: number;
+  /** Before the run: this share of the remaining devices reconnects, resuming by cursor. */
+  reconnect: number;
+}
+
+export interface SoakResult {
+  started: number;
+  completed: number;
+  errors: Record<string, number>;
+  /** Latency from the scheduled start to the lifecycle's last event, per kind of end. */
+  hist: Record<string, SerializedHistogram>;
+  ends: Record<string, number>;
+  usersLeft: number;
+  reconnected: number;
+}
+
+export const SOAK_KINDS = ['answered', 'declined', 'cancelled', 'unanswered'] as const;
+type Kind = (typeof SOAK_KINDS)[number];
+
+/** One device: its HTTP client, its signaling client, and waiters for the events it expects. */
+class Phone {
+  readonly api: CallingClient;
+  signaling: SignalingClient;
+  private readonly waiters = new Map<string, Waiter>();
+
+  constructor(
+    readonly d: Device,
+    private readonly wsBase: string,
+    baseUrl: string,
+  ) {
+    this.api = new CallingClient({ baseUrl, token: d.token });
+    this.signaling = this.connect(undefined);
+  }
+
+  private connect(cursor: string | undefined): SignalingClient {
+    return new SignalingClient({
+      url: this.wsBase,
+      token: this.d.token,
+      ...(cursor ? { cursor } : {}),
+      WebSocket,
+      maxBackoffMs: 1000,
+      onEvent: (event: EventPayload) => this.waiter(event.callId, event.type).fire(nowMs()),
+    });
+  }
+
+  /** The slot for one event of one call (created by whichever comes first: the event or the wait). */
+  waiter(callId: string, type: string): Waiter {
+    const key = `${callId} ${type}`;
+    let w = this.waiters.get(key);
+    if (!w) this.waiters.set(key, (w = new Waiter()));
+    return w;
+  }
+
+  /** Forgets a finished call's slots, so memory stays flat over a long run. */
+  forget(callId: string): void {
+    for (const key of this.waiters.keys()) if (key.startsWith(`${callId} `)) this.waiters.delete(key);
+  }
+
+  /** Drops the socket and opens a new one that resumes from the last cursor. */
+  async reconnect(): Promise<void> {
+    const cursor = this.signaling.cursor;
+    this.signaling.stop();
+    this.signaling = this.connect(cursor);
+    await this.signaling.start();
+  }
+
+  stop(): void {
+    this.signaling.stop();
+  }
+}
+
+interface Pair {
+  caller: Phone;
+  callee: Phone;
+}
+
+export async function createTask(): Promise<Task> {
+  let setup: SoakSetup;
+  /**
+   * The free pairs, first in first out: a pair rests as long as possible between two calls (the
+   * server marks a callee busy until the relay has processed the previous call's end).
+   */
+  const pairs: Pair[] = [];
+  let made = 0;
+  let kindSeq = 0;
+
+  const newPair = async (): Promise<Pair> => {
+    const n = made++;
+    const id = `${setup.tag}g${setup.gen}p${n}`;
+    const caller = new Phone(device(setup.secret, `soak-a-${id}`, `soak-a-${id}-phone`, `Caller ${n}`), setup.wsBase, setup.baseUrl);
+    const callee = new Phone(device(setup.secret, `soak-b-${id}`, `soak-b-${id}-phone`), setup.wsBase, setup.baseUrl);
+    await Promise.all([caller.signaling.start(), callee.signaling.start()]);
+    return { caller, callee };
+  };
+
+  /** One lifecycle of `kind`; resolves with the time of its last event. */
+  async function lifecycle(p: Pair, kind: Kind, timeoutMs: number): Promise<number> {
+    const { caller, callee } = p;
+    const within = <T>(what: string, promise: Promise<T>): Promise<T> =>
+      Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new BenchFailure(`${kind}: timeout waiting for ${what}`)), timeoutMs))]);
+    const call = await caller.api.createCall({ calleeUserId: callee.d.userId, operationId: randomUUID() });
+    const id = call.callId;
+    try {
+      if (kind === 'cancelled') {
+        await caller.api.end(id, { reason: 'callerCancelled', operationId: randomUUID() });
+        return await within('call.ended at the callee', callee.waiter(id, 'call.ended').wait());
+      }
+      if (kind === 'unanswered') {
+        await within('call.ended at the caller', caller.waiter(id, 'call.ended').wait());
+        return await within('call.ended at the callee', callee.waiter(id, 'call.ended').wait());
+      }
+      await within('call.invited', callee.waiter(id, 'call.invited').wait());
+      if (kind === 'declined') {
+        await callee.api.end(id, { reason: 'declined', operationId: randomUUID() });
+        return await within('call.ended at the caller', caller.waiter(id, 'call.ended').wait());
+      }
+      await callee.api.answer(id, { installationId: callee.d.installationId, operationId: randomUUID() });
+      await within('call.accepted', caller.waiter(id, 'call.accepted').wait());
+      const sent = await fetch(`${setup.baseUrl}/v1/calls/${encodeURIComponent(id)}/messages`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${caller.d.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ operationId: randomUUID(), payload: { kind: 'offer', sdp: 'v=0' } }),
+      });
+      if (sent.status !== 200) throw new BenchFailure(`message: HTTP ${sent.status}`);
+      await sent.arrayBuffer();
+      await caller.api.rename(id, { displayName: 'Renamed', operationId: randomUUID() });
+      await within('call.renamed', callee.waiter(id, 'call.renamed').wait());
+      await caller.api.end(id, { reason: 'localHangup', operationId: randomUUID() });
+      return await within('call.ended at the callee', callee.waiter(id, 'call.ended').wait());
+    } finally {
+      caller.forget(id);
+      callee.forget(id);
+    }
+  }
+
+  return {
+    async setup(params) {
+      setup = params as SoakSetup;
+      for (let i = 0; i < setup.pairs; i++) pairs.push(await newPair());
+      return { pairs: pairs.length };
+    },
+
+    async run(params, progress) {
+      const r = params as SoakRun;
+      const hist = new HistogramSet();
+      const errors: Record<string, number> = {};
+      const ends: Record<string, number> = {};
+      // Users leave for good (their sockets close and never return) and new ones arrive.
+      const leaving = Math.round(pairs.length * r.churn);
+      for (let i = 0; i < leaving; i++) {
+        const p = pairs.shift()!;
+        p.caller.stop();
+        p.callee.stop();
+        pairs.push(await newPair());
+      }
+      // Devices drop their socket and resume from their cursor.
+      const phones = pairs.flatMap((p) => [p.caller, p.callee]);
+      const reconnecting = phones.filter(() => Math.random() < r.reconnect);
+      await Promise.all(reconnecting.map((ph) => ph.reconnect()));
+
+      const total = pairs.length;
+      let started = 0;
+      let completed = 0;
+      let inflight = 0;
+      const done: Promise<void>[] = [];
+      const timer = setInterval(() => progress({ started, completed, errors: Object.values(errors).reduce((a, b) => a + b, 0), inflight }), 1000);
+      // Starts are scheduled from now, after the users came and went and the devices reconnected.
+      await openLoop(r.rate, r.durationMs, nowMs() + 100, (_seq, at) => {
+        const pair = pairs.shift();
+        if (!pair) return countInto(errors, `no free pair: all ${total} in calls (the server is too slow for this rate)`);
+        const kind = SOAK_KINDS[kindSeq++ % SOAK_KINDS.length]!;
+        started++;
+        inflight++;
+        done.push(
+          lifecycle(pair, kind, r.timeoutMs)
+            .then((lastAt) => {
+              completed++;
+              countInto(ends, kind);
+              hist.get(kind).recordMs(lastAt - at);
+            })
+            .catch((err: unknown) => countInto(errors, err instanceof BenchFailure ? err.key : `${kind}: ${String((err as Error).message ?? err).slice(0, 80)}`))
+            .finally(() => {
+              inflight--;
+              pairs.push(pair);
+            }),
+        );
+      });
+      await Promise.all(done);
+      clearInterval(timer);
+      return { started, completed, errors, hist: hist.serialize(), ends, usersLeft: leaving * 2, reconnected: reconnecting.length } satisfies SoakResult;
+    },
+
+    async teardown() {
+      for (const p of pairs) {
+        p.caller.stop();
+        p.callee.stop();
+      }
+    },
+  };
+}
