@@ -11,6 +11,7 @@ import { idleScenario } from './scenarios/idle.js';
 import { timersScenario } from './scenarios/timers.js';
 import { compareScenario } from './scenarios/compare.js';
 import { soakScenario } from './scenarios/soak.js';
+import { webhooksScenario } from './scenarios/webhooks.js';
 
 /**
  * `npm run bench -- [--quick | --full] [...]`: starts its own Redis and server (or targets
@@ -23,6 +24,7 @@ const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) =>
   micro: { title: 'microbenchmarks', run: microScenario },
   ceilings: { title: 'ceilings (Redis-bound, raw uWS HTTP)', run: ceilingsScenario },
   lifecycle: { title: 'full lifecycle, open loop', run: lifecycleScenario },
+  webhooks: { title: 'webhooks on the call path', run: webhooksScenario },
   storm: { title: 'answer storms', run: stormScenario },
   idle: { title: 'idle connections', run: idleScenario },
   timers: { title: 'ring timers', run: timersScenario },
@@ -30,7 +32,7 @@ const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) =>
   soak: { title: 'soak: memory and keys over a long run', run: soakScenario },
 };
 /** Ceilings first: every other scenario's ratios need them. */
-const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'storm', 'timers', 'idle', 'compare', 'soak'];
+const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'timers', 'idle', 'compare', 'soak'];
 
 async function main(): Promise<void> {
   let opts;

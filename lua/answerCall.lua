@@ -9,7 +9,7 @@
   ARGV[1] userId              the requesting user (from the session)
   ARGV[2] installationId      the answering installation (equals the session's)
   ARGV[3] expectedRevision    decimal string, or '' when not given
-  ARGV[4] retentionMs
+  ARGV[4] retention          "<callMs>:<historyMs>" (lua/includes/retention.lua)
   ARGV[5] operationTtlMs
   ARGV[6] fingerprint
   ARGV[7] firstUse           '1' when the user's operationId binding was new: no record of this
@@ -25,7 +25,8 @@
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local userId, installationId, expectedRevision = ARGV[1], ARGV[2], ARGV[3]
-local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
+--@include "retention"
+local retention, operationTtlMs = parseRetention(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
 -- A first use skips the record read, except with a revision precondition: that can fail for a
 -- concurrent replay and then hold for this request (a rename in between), so it reads first.
@@ -35,7 +36,7 @@ local skippedRead = ARGV[7] == '1' and expectedRevision == ''
 --@include "appendOutbox"
 --@include "openCallChange"
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, not skippedRead, retentionMs, ARGV[8])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, not skippedRead, retention, ARGV[8])
 if reply then return reply end
 
 local function unchanged(code, status)
@@ -56,7 +57,7 @@ setCallFields(callKey, call,
   'answeredByInstallationId', installationId,
   'acceptedAtMs', fmtInt(now))
 -- An accepted call is kept for the retention period from its answer (ending it restarts that).
-redis.call('PEXPIRE', callKey, retentionMs)
+redis.call('PEXPIRE', callKey, retention.call)
 redis.call('ZREM', ringingKey, call.values.callId)
 local fields = appendOutbox(outboxKey, call, 'answered', now)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

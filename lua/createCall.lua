@@ -16,7 +16,8 @@
   ARGV[6]  calleeUserId
   ARGV[7]  video                 '1' or '0'
   ARGV[8]  ringTimeoutMs         expiresAtMs = now + ringTimeoutMs
-  ARGV[9]  retentionMs           how long the call is kept after it can no longer change
+  ARGV[9]  retention             "<callMs>:<historyMs>": how long the call is kept after it can no
+                                 longer change, and its history record (lua/includes/retention.lua)
   ARGV[10] operationTtlMs        how long the idempotency record is kept
   ARGV[11] fingerprint           hash of the request; a replay must carry the same
   ARGV[12] busy                  '1' when the callee is in an accepted call (and call waiting
@@ -34,7 +35,8 @@ local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local callId, callerUserId, callerInstallationId = ARGV[1], ARGV[2], ARGV[3]
 local callerDisplayName, callerHandle, calleeUserId = ARGV[4], ARGV[5], ARGV[6]
 local video = ARGV[7]
-local ringTimeoutMs, retentionMs, operationTtlMs = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+--@include "retention"
+local ringTimeoutMs, retention, operationTtlMs = tonumber(ARGV[8]), parseRetention(ARGV[9]), tonumber(ARGV[10])
 local fingerprint = ARGV[11]
 local busy = ARGV[12] == '1'
 local firstUse = ARGV[13] == '1'
@@ -74,10 +76,10 @@ setCallFields(callKey, call,
 local fields
 if busy then
   -- Born ended: revision 2, one `ended` change in the outbox and no `created` (nothing rings).
-  fields = endCallNow(callKey, call, outboxKey, ringingKey, now, 'busy', 'system', '', retentionMs)
+  fields = endCallNow(callKey, call, outboxKey, ringingKey, now, 'busy', 'system', '', retention)
 else
   -- Kept through the ring window and then for the retention period, even if nothing ends it.
-  redis.call('PEXPIRE', callKey, ringTimeoutMs + retentionMs)
+  redis.call('PEXPIRE', callKey, ringTimeoutMs + retention.call)
   -- Its ring timer: the sweeps end it as `unanswered` once due, unless it stops ringing first.
   redis.call('ZADD', ringingKey, now + ringTimeoutMs, callId)
   fields = appendOutbox(outboxKey, call, 'created', now)

@@ -9,7 +9,7 @@
   ARGV[1] userId
   ARGV[2] installationId
   ARGV[3] reason             the end reason the requesting phone reports (validated by the API)
-  ARGV[4] retentionMs
+  ARGV[4] retention          "<callMs>:<historyMs>" (lua/includes/retention.lua)
   ARGV[5] operationTtlMs
   ARGV[6] fingerprint
   ARGV[7] firstUse           '1' when the user's operationId binding was new: no record of this
@@ -29,14 +29,15 @@
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local userId, installationId, reason = ARGV[1], ARGV[2], ARGV[3]
-local retentionMs, operationTtlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
+--@include "retention"
+local retention, operationTtlMs = parseRetention(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
 local skippedRead = ARGV[7] == '1'
 
 --@include "endCallNow"
 --@include "openCallChange"
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not skippedRead, retentionMs, ARGV[8])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not skippedRead, retention, ARGV[8])
 if reply then return reply end
 
 local state, callerInstallationId, winner = call.values.state, call.values.callerInstallationId, call.values.answeredByInstallationId
@@ -59,5 +60,5 @@ elseif side == 'callee' and reason == 'localHangup' then
   reason = 'declined'
 end
 
-local fields = endCallNow(callKey, call, outboxKey, ringingKey, now, reason, side, installationId, retentionMs)
+local fields = endCallNow(callKey, call, outboxKey, ringingKey, now, reason, side, installationId, retention)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

@@ -8,14 +8,15 @@
   KEYS[2]    outboxKey    the shard's outbox stream
   KEYS[3..]  callKeys     one per ARGV callId, same order (all in the shard)
 
-  ARGV[1]    retentionMs
+  ARGV[1]    retention    "<callMs>:<historyMs>" (lua/includes/retention.lua)
   ARGV[2..]  callIds
 
   Returns { ended, lateMs... }: how many calls this step ended, then for each of them how long
   after its expiresAtMs it ended (the sweep's lateness).
 ]]
 local ringingKey, outboxKey = KEYS[1], KEYS[2]
-local retentionMs = tonumber(ARGV[1])
+--@include "retention"
+local retention = parseRetention(ARGV[1])
 
 --@include "nowMs"
 --@include "callRecord"
@@ -28,7 +29,7 @@ for i = 2, #ARGV do
   local due = redis.call('ZSCORE', ringingKey, callId)
   if due and tonumber(due) <= now then
     local call = loadCall(callKey)
-    if call and expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs) then
+    if call and expireIfDue(callKey, call, outboxKey, ringingKey, now, retention) then
       out[1] = out[1] + 1
       out[#out + 1] = now - tonumber(due)
     else

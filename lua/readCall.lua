@@ -6,12 +6,13 @@
   KEYS[3] ringingKey  the shard's ring index (lazy expiry takes a due call out of it)
 
   ARGV[1] userId
-  ARGV[2] retentionMs
+  ARGV[2] retention   "<callMs>:<historyMs>" (lua/includes/retention.lua)
 
   Returns { 'ok', fields } or { 'error', 'not_found' } (also for non-members).
 ]]
 local callKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3]
-local userId, retentionMs = ARGV[1], tonumber(ARGV[2])
+--@include "retention"
+local userId, retention = ARGV[1], parseRetention(ARGV[2])
 
 --@include "nowMs"
 --@include "callRecord"
@@ -20,5 +21,5 @@ local userId, retentionMs = ARGV[1], tonumber(ARGV[2])
 
 local call = loadCall(callKey)
 if not isParty(call, userId) then return { 'error', 'not_found' } end
-expireIfDue(callKey, call, outboxKey, ringingKey, nowMs(), retentionMs)
+expireIfDue(callKey, call, outboxKey, ringingKey, nowMs(), retention)
 return { 'ok', callFieldList(call) }

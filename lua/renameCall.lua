@@ -9,7 +9,7 @@
 
   ARGV[1] userId
   ARGV[2] displayName        already cut to 256 UTF-8 bytes
-  ARGV[3] retentionMs
+  ARGV[3] retention          "<callMs>:<historyMs>" (lua/includes/retention.lua)
   ARGV[4] operationTtlMs
   ARGV[5] fingerprint
   ARGV[6] maxRenames         renames one call may have (each is an event in the callee's log)
@@ -25,13 +25,14 @@
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local userId, displayName = ARGV[1], ARGV[2]
-local retentionMs, operationTtlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
+--@include "retention"
+local retention, operationTtlMs = parseRetention(ARGV[3]), tonumber(ARGV[4])
 local fingerprint, maxRenames = ARGV[5], tonumber(ARGV[6])
 
 --@include "appendOutbox"
 --@include "openCallChange"
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, true, retentionMs, ARGV[7])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, true, retention, ARGV[7])
 if reply then return reply end
 if call.values.state == 'ended' or call.values.callerDisplayName == displayName then
   return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)

@@ -12,7 +12,7 @@
   ARGV[2] installationId
   ARGV[3] eventId          chosen by the server for this operation (a replay returns the first one)
   ARGV[4] payloadJson      the message's payload, a JSON object (already validated and bounded)
-  ARGV[5] retentionMs
+  ARGV[5] retention          "<callMs>:<historyMs>" (lua/includes/retention.lua)
   ARGV[6] operationTtlMs
   ARGV[7] fingerprint
   ARGV[8] maxKept          messages kept in the call's stream (older ones are trimmed)
@@ -29,7 +29,8 @@
 ]]
 local callKey, opKey, outboxKey, ringingKey, messagesKey, seqKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local userId, installationId, eventId, payloadJson = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local retentionMs, operationTtlMs, fingerprint = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+--@include "retention"
+local retention, operationTtlMs, fingerprint = parseRetention(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local maxKept, messagesTtlMs = tonumber(ARGV[8]), tonumber(ARGV[9])
 
 --@include "nowMs"
@@ -45,7 +46,7 @@ if replay then return replay end
 local call = loadCall(callKey)
 if not isParty(call, userId) then return { 'error', 'not_found' } end
 local now = nowMs()
-expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
+expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
 local v = call.values
 if v.state ~= 'ringing' and v.state ~= 'accepted' then return { 'error', 'call_not_active' } end
 
@@ -70,6 +71,6 @@ local event = '{"schemaVersion":1,"eventId":' .. cjson.encode(eventId) ..
 redis.call('XADD', messagesKey, 'MAXLEN', maxKept, '*', 'f', userId, 't', to, 'o', only, 's', seq, 'm', event)
 redis.call('PEXPIRE', messagesKey, messagesTtlMs)
 -- The counters outlive the call's record, so a sender's seq never restarts while the call exists.
-redis.call('PEXPIRE', seqKey, math.max(messagesTtlMs, retentionMs))
+redis.call('PEXPIRE', seqKey, math.max(messagesTtlMs, retention.call))
 redis.call('XADD', outboxKey, '*', 'message', v.callId, 'at', fmtInt(now), 'to', to, 'only', only, 'event', event)
 return recordOperation(opKey, fingerprint, 'ok', 200, { eventId, fmtInt(seq), fmtInt(now) }, operationTtlMs)

@@ -38,6 +38,23 @@ import { callChangeObserver } from './observability/callChanges.js';
 import { inSpan, SpanKind, tracingEnabled } from './observability/tracing.js';
 import { keys } from './redis/keys.js';
 import { DEMO_DIR, demoRoutes } from './demo/demoRoutes.js';
+import { CallHistory } from './history/callHistory.js';
+import { DAY_MS } from './history/retention.js';
+import { callHistoryRoute } from './http/endpoints/callHistory.js';
+import { webhookEndpoints } from './webhooks/endpoints.js';
+import { EndpointStates } from './webhooks/endpointStates.js';
+import { DeadLetters } from './webhooks/deadLetters.js';
+import { createWebhookQueues } from './webhooks/queue.js';
+import { WebhookPublisher, webhookHandler } from './webhooks/publisher.js';
+import { WebhookDeliverer, startWebhookWorkers } from './webhooks/deliverer.js';
+import { tokenRemovedEvent } from './webhooks/events.js';
+import { replayDeadLetter } from './webhooks/deadLetters.js';
+import { ServerKeys } from './auth/serverKeys.js';
+import { UserAdmin } from './users/userAdmin.js';
+import type { ServerAuth } from './http/endpoints/server/serverRoute.js';
+import { serverCallRoutes } from './http/endpoints/server/serverCalls.js';
+import { serverUserRoutes } from './http/endpoints/server/serverUsers.js';
+import { serverWebhookRoutes } from './http/endpoints/server/serverWebhooks.js';
 
 export interface StartOptions {
   /**
@@ -61,6 +78,7 @@ export interface RunningServer {
 export function apiRoutes(deps: ApiDeps): Route[] {
   return [
     callEventsRoute(deps),
+    callHistoryRoute(deps),
     createCallRoute(deps),
     getCallRoute(deps),
     answerCallRoute(deps),
@@ -198,6 +216,7 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
       ...ks,
       ringTimeoutMs: config.RING_TIMEOUT_MS,
       retentionMs: config.CALL_RETENTION_MS,
+      historyRetentionMs: historyRetentionMs(config),
       operationTtlMs: config.IDEMPOTENCY_TTL_MS,
       callWaiting: config.CALL_WAITING,
       maxRenamesPerCall: config.RENAMES_PER_CALL,
@@ -211,6 +230,7 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
         audience: config.AUTH_AUDIENCE,
       }),
       failures: config.RATE_AUTH_FAILURES_PER_MIN > 0 ? new FailureCounter({ limit: config.RATE_AUTH_FAILURES_PER_MIN, windowMs: 60_000 }) : undefined,
+      serverKeys: new ServerKeys(config.SERVER_API_KEYS),
     },
     limits: {
       callCreates: limiter(redis, config.RATE_CALL_CREATES_PER_MIN, 60_000, (s: { userId: string }) => keys.callCreateLimit(ks, s.userId)),
@@ -224,6 +244,12 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
       ),
     },
     pushRegistry: new PushRegistry(redis, ks),
+    history: new CallHistory(redis, { ...ks, historyRetentionMs: historyRetentionMs(config) }),
+    webhooks: {
+      endpoints: webhookEndpoints(config),
+      states: new EndpointStates(redis, ks),
+      deadLetters: new DeadLetters(redis, ks, config.WEBHOOK_DEAD_LETTERS_MAX),
+    },
     pushApps: registrableApps(pushApps(config)),
     eventLog: new EventLog(redis, {
       ...ks,
@@ -235,19 +261,51 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
   };
 }
 
+function historyRetentionMs(config: Config): number {
+  return Math.round(config.CALL_RECORD_RETENTION_DAYS * DAY_MS);
+}
+
 /** A Redis rate limiter, or none when its limit is 0 (switched off). */
 function limiter<S>(redis: RedisClient, limit: number, windowMs: number, keyOf: (s: S) => string): RedisRateLimiter<S> | undefined {
   return limit > 0 ? new RedisRateLimiter(redis, { limit, windowMs }, keyOf) : undefined;
 }
 
-/** The HTTP API: its routes only (and the softphone's when DEMO is on); it holds nothing that needs stopping. */
+/**
+ * The HTTP API: the device routes, the server API's (docs/server-api.md) and the softphone's when
+ * DEMO is on. Its only connection of its own is the queue one a dead-letter replay opens.
+ */
 function startApi(ctx: RoleContext, options: StartOptions): StartedRole {
-  const routes = apiRoutes(ctx.deps);
+  const { deps, config } = ctx;
+  const routes = apiRoutes(deps);
+  const serverAuth: ServerAuth = { keys: deps.auth.serverKeys!, guard: deps.auth };
+  const users = new UserAdmin(ctx.redis, ctx.ks, deps.calls, deps.history, deps.pushRegistry);
+  let replayQueues: { connection: RedisClient; queues: ReturnType<typeof createWebhookQueues> } | undefined;
+  // BullMQ writes its queue's keys once it is made: only when a replay needs it.
+  const replayQueue = () => {
+    if (!replayQueues) {
+      const connection = connectRedis(ctx.redisTarget, 'queues', 'calling-backend-queues');
+      replayQueues = { connection, queues: createWebhookQueues(connection, { ...ctx.ks, partitions: queuePartitions(config) }) };
+    }
+    return replayQueues.queues[0]!;
+  };
+  const replay = (id: string) => replayDeadLetter(deps.webhooks.deadLetters, replayQueue, id);
+  routes.push(
+    ...serverCallRoutes(serverAuth, { calls: deps.calls, history: deps.history, users }),
+    ...serverUserRoutes(serverAuth, users),
+    ...serverWebhookRoutes(serverAuth, deps.webhooks, replay),
+  );
   if (ctx.config.DEMO) {
     routes.push(...demoRoutes({ dir: DEMO_DIR, devTokenSecret: options.devTokenSecret }));
     ctx.logger.info({ devTokens: options.devTokenSecret !== undefined }, 'serving the browser softphone at /demo/');
   }
-  return { routes, close: async () => {} };
+  return {
+    routes,
+    async close() {
+      if (!replayQueues) return;
+      await Promise.all(replayQueues.queues.map((q) => q.close()));
+      replayQueues.connection.disconnect();
+    },
+  };
 }
 
 /** The signaling gateway: WebSockets on the same app, fed by sharded Pub/Sub. */
@@ -304,6 +362,8 @@ async function startWorker(
     (err: unknown) => logger.warn({ err: (err as Error).message }, 'moving the push registrations of version 0.1.0 failed; the next start tries again'),
   );
   const pushOutcomes: PushOutcomes = new Map();
+  const webhookQueues = createWebhookQueues(queueConnection, partitioning);
+  const webhooks = new WebhookPublisher(deps.webhooks.endpoints, webhookQueues, partitioning, deps.webhooks.states);
   const dispatcher = new PushDispatcher({
     registry: deps.pushRegistry,
     peekCall: (callId) => deps.calls.peek(callId),
@@ -313,12 +373,29 @@ async function startWorker(
     logger,
     outcomes: pushOutcomes,
     observeSend: (provider, result, seconds) => metrics.pushDuration.observe({ provider, result }, seconds),
+    tokenRemoved: webhooks.enabled ? (reg, reason) => webhooks.publish([{ event: tokenRemovedEvent({ ...reg, reason }, Date.now()) }]) : undefined,
   });
   const retryWorkers = startPushRetryWorkers(queueConnection, partitioning, config.PUSH_CONCURRENCY, dispatcher, logger);
+  const deliverer = new WebhookDeliverer({
+    endpoints: deps.webhooks.endpoints,
+    states: deps.webhooks.states,
+    deadLetters: deps.webhooks.deadLetters,
+    scheduleMs: config.WEBHOOK_RETRY_SCHEDULE,
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    logger,
+    observe: (endpoint, outcome, seconds) => {
+      metrics.webhookDeliveries.inc({ endpoint, outcome });
+      if (outcome !== 'skipped') metrics.webhookDuration.observe({ endpoint }, seconds);
+    },
+  });
+  // Workers only where endpoints are configured: otherwise their queues stay empty.
+  const webhookWorkers = webhooks.enabled
+    ? startWebhookWorkers(queueConnection, partitioning, webhookQueues, config.WEBHOOK_CONCURRENCY, deliverer, logger)
+    : [];
   const sweeper = await RingSweeper.start(
     redis,
     queueConnection,
-    { ...partitioning, retentionMs: config.CALL_RETENTION_MS, pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000, ringTimeoutMs: config.RING_TIMEOUT_MS },
+    { ...partitioning, retentionMs: config.CALL_RETENTION_MS, historyRetentionMs: historyRetentionMs(config), pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000, ringTimeoutMs: config.RING_TIMEOUT_MS },
     logger,
     (r) => {
       for (const ms of r.lateMs) metrics.ringSweepLateness.observe(ms / 1000);
@@ -335,9 +412,16 @@ async function startWorker(
     const counts = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.zcard(keys.ringingForShard(ks, i))));
     return counts.reduce((a, b) => a + b, 0);
   });
+  metrics.gauge('queue_webhook_waiting', 'Webhook delivery jobs waiting, delayed or running (all partitions)', async () => {
+    const counts = await Promise.all(webhookQueues.map((q) => q.getJobCounts('waiting', 'delayed', 'active', 'prioritized')));
+    return counts.reduce((sum, c) => sum + Object.values(c).reduce((a, b) => a + b, 0), 0);
+  });
+  metrics.gauge('webhook_dead_letters', 'Webhook deliveries that exhausted their retries, kept for replay', () => redis.zcard(keys.webhookDeadLetterOrder(ks)));
+  metrics.gauge('webhook_endpoints_disabled', 'Webhook endpoints disabled by a 410 answer', async () => (await deps.webhooks.states.all()).size);
   const handlers: ChangeHandler[] = [
     callChangeObserver(metrics, logger),
     pushHandler(dispatcher, enabled),
+    ...(webhooks.enabled ? [webhookHandler(webhooks)] : []),
     ...extraHandlers,
   ];
   const blockingConnections = new Set<RedisClient>();
@@ -353,7 +437,7 @@ async function startWorker(
     deps.eventLog,
     handlers,
     logger,
-    { ...ks, batchSize: config.RELAY_BATCH_SIZE, blockMs: 1000, leaseMs: config.RELAY_CLAIM_IDLE_MS },
+    { ...ks, historyRetentionMs: historyRetentionMs(config), batchSize: config.RELAY_BATCH_SIZE, blockMs: 1000, leaseMs: config.RELAY_CLAIM_IDLE_MS },
   );
   await relay.start();
   metrics.countersFrom('relay_changes_total', 'Call changes relayed from the outbox', [], () => [[[], relay.relayed]]);
@@ -364,8 +448,8 @@ async function startWorker(
     async close() {
       await relay.stop();
       for (const c of blockingConnections) c.disconnect();
-      await Promise.all([sweeper.close(), ...retryWorkers.map((w) => w.close())]);
-      await Promise.all(retryQueues.map((q) => q.close()));
+      await Promise.all([sweeper.close(), ...retryWorkers.map((w) => w.close()), ...webhookWorkers.map((w) => w.close())]);
+      await Promise.all([...retryQueues, ...webhookQueues].map((q) => q.close()));
       await senders.close?.();
       queueConnection.disconnect();
     },

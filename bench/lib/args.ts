@@ -1,8 +1,11 @@
 /** Command-line options and the sizes of each mode. */
 
-export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'storm', 'idle', 'timers', 'compare', 'soak'] as const;
-/** Scenarios run only when named: the soak takes minutes (quick) to half an hour (full). */
-export const ON_REQUEST: readonly ScenarioId[] = ['soak'];
+export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'idle', 'timers', 'compare', 'soak'] as const;
+/**
+ * Scenarios run only when named: the soak takes minutes (quick) to half an hour (full); webhooks
+ * starts three deployments of its own (and is sized by the lifecycle scenario's sustained rate).
+ */
+export const ON_REQUEST: readonly ScenarioId[] = ['webhooks', 'soak'];
 export type ScenarioId = (typeof ALL_SCENARIOS)[number];
 
 export interface Sizes {
@@ -34,6 +37,11 @@ export interface Sizes {
    * when the lifecycle scenario did not run); `warmupMs` of the samples left out of the slopes.
    */
   soak: { durationMs: number; warmupMs: number; sampleMs: number; fraction: number; rate: number; ringTimeoutMs: number; churn: number; reconnect: number };
+  /**
+   * Each deployment (webhooks off, on, receiver hanging) runs `stepMs` at the lifecycle
+   * scenario's sustained rate (or `rate`), then `halfMs` at half of it for the answer latency.
+   */
+  webhooks: { pairsPerGenerator: number; warmupMs: number; stepMs: number; halfMs: number; rate: number };
 }
 
 const QUICK: Sizes = {
@@ -46,6 +54,7 @@ const QUICK: Sizes = {
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
   compare: { sockets: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000 },
   soak: { durationMs: 180_000, warmupMs: 60_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
+  webhooks: { pairsPerGenerator: 600, warmupMs: 2000, stepMs: 6000, halfMs: 4000, rate: 0 },
 };
 
 const FULL: Sizes = {
@@ -58,6 +67,7 @@ const FULL: Sizes = {
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
   compare: { sockets: 10_000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000 },
   soak: { durationMs: 1_800_000, warmupMs: 300_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
+  webhooks: { pairsPerGenerator: 1500, warmupMs: 5000, stepMs: 30_000, halfMs: 15_000, rate: 0 },
 };
 
 export interface Options {

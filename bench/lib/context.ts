@@ -173,6 +173,22 @@ export class BenchContext {
     return { server, worker };
   }
 
+  /**
+   * Runs `fn` with deployment `d` measured as the main one (its URL for new generator pools, its
+   * processes' CPU in steps, its idleness awaited), then puts the main deployment back.
+   */
+  async asMain<T>(d: { server: ListeningProcess; worker?: ListeningProcess | undefined }, fn: () => Promise<T>): Promise<T> {
+    const saved = { main: this.main, mainProc: this.mainProc, workerProc: this.workerProc };
+    this.main = this.targetOf(d.server);
+    this.mainProc = d.server;
+    this.workerProc = d.worker;
+    try {
+      return await fn();
+    } finally {
+      Object.assign(this, saved);
+    }
+  }
+
   /** With --cluster: the second worker process of the main deployment. */
   secondWorker: ListeningProcess | undefined;
 
@@ -268,6 +284,29 @@ export class BenchContext {
   async redisKeys(): Promise<number> {
     const clients = this.nodeInfo.length > 0 ? this.nodeInfo : [this.info!];
     return (await Promise.all(clients.map((c) => c.dbsize()))).reduce((a, b) => a + b, 0);
+  }
+
+  /**
+   * MEMORY USAGE of up to `maxKeys` hashes whose names match `match` (SCAN), and how many fields
+   * they hold: memory per record of a kind (call history).
+   */
+  async hashMemory(match: string, maxKeys = 200): Promise<{ keys: number; bytes: number; fields: number }> {
+    const out = { keys: 0, bytes: 0, fields: 0 };
+    for (const c of this.nodeInfo.length > 0 ? this.nodeInfo : [this.info!]) {
+      let cursor = '0';
+      do {
+        const [next, batch] = await c.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+        cursor = next;
+        for (const k of batch) {
+          if (out.keys >= maxKeys) return out;
+          const [bytes, fields] = await Promise.all([c.memory('USAGE', k, 'SAMPLES', '0'), c.hlen(k)]);
+          out.keys++;
+          out.bytes += Number(bytes ?? 0);
+          out.fields += fields;
+        }
+      } while (cursor !== '0');
+    }
+    return out;
   }
 
   /** Redis's own CPU seconds (user + sys) and memory, from INFO (works for any Redis). */

@@ -12,7 +12,7 @@
 --@include "callParties"
 --@include "expireIfDue"
 --@include "operationRecord"
-local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, role, fingerprint, mayHaveRecord, retentionMs, traceparent)
+local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, role, fingerprint, mayHaveRecord, retention, traceparent)
   local replay = replayOperation(opKey, fingerprint, mayHaveRecord)
   if replay then return nil, nil, replay end
   local call = loadCall(callKey)
@@ -20,6 +20,6 @@ local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, rol
   if role and userId ~= call.values[role .. 'UserId'] then return nil, nil, { 'error', 'forbidden' } end
   call.trace = traceparent
   local now = nowMs()
-  expireIfDue(callKey, call, outboxKey, ringingKey, now, retentionMs)
+  expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
   return call, now
 end

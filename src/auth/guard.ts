@@ -1,10 +1,13 @@
 import type { TokenVerifier } from './verifier.js';
 import { AuthError, type Principal } from './principal.js';
 import type { FailureCounter } from '../limits/rateLimiter.js';
+import type { ServerKeys } from './serverKeys.js';
 
 /** Token verification plus the per-IP failed-authentication limit, shared by HTTP and WebSocket. */
 export interface AuthGuard {
   verify: TokenVerifier;
+  /** The server API's keys: refused on device routes and sockets (403), never verified as a JWT. */
+  serverKeys?: ServerKeys;
   /** Failed authentications per remote address; undefined when the limit is off. */
   failures: FailureCounter | undefined;
 }
@@ -15,6 +18,7 @@ export type ClientAddress = () => string | undefined;
 export type GuardResult =
   | { ok: true; principal: Principal }
   | { ok: false; kind: 'unauthorized'; detail: string }
+  | { ok: false; kind: 'forbidden'; detail: string }
   | { ok: false; kind: 'rate_limited'; retryAfterMs: number };
 
 /**
@@ -28,6 +32,7 @@ export async function checkToken(guard: AuthGuard, token: string, remoteAddress:
     const blocked = address === undefined ? undefined : failures.blocked(address);
     if (blocked && !blocked.allowed) return { ok: false, kind: 'rate_limited', retryAfterMs: blocked.retryAfterMs };
   }
+  if (guard.serverKeys?.matches(token)) return { ok: false, kind: 'forbidden', detail: 'a server API key is not accepted here: devices use their session token' };
   try {
     const principal = await guard.verify(token);
     if (principal.expiresAtMs <= Date.now()) throw new AuthError('token expired');

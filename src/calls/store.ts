@@ -3,7 +3,8 @@ import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { callFromHash, parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
-import type { RequestEndReason } from './reasons.js';
+import type { EndReason, RequestEndReason } from './reasons.js';
+import { retentionArg, type Retention } from '../history/retention.js';
 
 /**
  * The call store: every change of a call is one Lua script (lua/*.lua). Each script call is a
@@ -11,9 +12,8 @@ import type { RequestEndReason } from './reasons.js';
  * reply to a typed outcome.
  */
 
-export interface StoreSettings extends KeySpace {
+export interface StoreSettings extends KeySpace, Retention {
   ringTimeoutMs: number;
-  retentionMs: number;
   operationTtlMs: number;
   /** When false, a call to a callee in an accepted call ends at once as `busy`. */
   callWaiting: boolean;
@@ -72,7 +72,7 @@ export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy 
       i.calleeUserId,
       i.video ? '1' : '0',
       String(s.ringTimeoutMs),
-      String(s.retentionMs),
+      retentionArg(s),
       String(s.operationTtlMs),
       i.fingerprint,
       calleeBusy ? '1' : '0',
@@ -92,7 +92,7 @@ export interface RenameInput {
 export function renameCallKeysArgs(s: StoreSettings, i: RenameInput): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.userId, i.operationId),
-    args: [i.userId, i.displayName, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall)],
+    args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall)],
   };
 }
 
@@ -116,7 +116,7 @@ export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput): ScriptCa
       i.installationId,
       i.eventId,
       i.payloadJson,
-      String(s.retentionMs),
+      retentionArg(s),
       String(s.operationTtlMs),
       i.fingerprint,
       String(s.messagesKeptPerCall ?? MESSAGES_KEPT_PER_CALL),
@@ -145,7 +145,7 @@ export interface AnswerInput {
 export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.userId, i.operationId),
-    args: [i.userId, i.installationId, i.expectedRevision ?? '', String(s.retentionMs), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0'],
+    args: [i.userId, i.installationId, i.expectedRevision ?? '', retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0'],
   };
 }
 
@@ -161,12 +161,12 @@ export interface EndInput {
 export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.userId, i.operationId),
-    args: [i.userId, i.installationId, i.reason, String(s.retentionMs), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0'],
+    args: [i.userId, i.installationId, i.reason, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0'],
   };
 }
 
 export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string): ScriptCall {
-  return { keys: [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], args: [userId, String(s.retentionMs)] };
+  return { keys: [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], args: [userId, retentionArg(s)] };
 }
 
 const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists', 'rename_limit']);
@@ -298,6 +298,17 @@ export class CallStore {
   async read(callId: string, userId: string): Promise<Outcome> {
     const c = readCallKeysArgs(this.settings, callId, userId);
     return parseOutcome(await runScript(this.redis, 'readCall', c.keys, c.args));
+  }
+
+  /**
+   * Ends any call for the app's backend (lua/endCallByServer.lua): by the system, with `reason`
+   * for both sides. `ended` false: it had already ended. Undefined: no such call.
+   */
+  async endByServer(callId: string, reason: EndReason): Promise<{ ended: boolean; call: CallRecord } | undefined> {
+    const s = this.settings;
+    const reply = (await runScript(this.redis, 'endCallByServer', [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], [reason, retentionArg(s)])) as unknown[];
+    if (reply[0] === 'error') return undefined;
+    return { ended: reply[0] === 'ended', call: parseCallFields(reply[1]) };
   }
 
   /**

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { corsOriginsSchema } from '../http/cors.js';
 import { MESSAGE_MAX_BYTES } from '../http/schemas.js';
+import { serverKeyHashesSchema } from '../auth/serverKeys.js';
 
 /**
  * The whole configuration, parsed once at start from an explicit environment table.
@@ -78,8 +79,11 @@ export const configSchema = z
     AUTH_ISSUER: optionalString.describe('Required `iss` claim of device tokens, when set.'),
     AUTH_AUDIENCE: optionalString.describe('Required `aud` claim of device tokens, when set.'),
 
+    SERVER_API_KEYS: serverKeyHashesSchema.describe('Hashes of the server API keys the app\'s own backend uses (docs/server-api.md), comma-separated `sha256:<hex>`; `npm run server-key` makes a key and its hash. Empty: the server API refuses every request.'),
+
     RING_TIMEOUT_MS: int(45_000, 1_000, 45_000).describe('Ring window: a call nobody answers ends as `unanswered` after this long (1000–45000).'),
     CALL_RETENTION_MS: int(24 * 3600_000, 60_000).describe('How long an ended call is kept (its snapshot stays readable).'),
+    CALL_RECORD_RETENTION_DAYS: z.coerce.number().positive().max(3650).default(30).describe('How long call history is kept, in days (fractions allowed): each ended call\'s record and its copies in the parties\' histories (docs/call-history.md).'),
     IDEMPOTENCY_TTL_MS: int(24 * 3600_000, 24 * 3600_000).describe('How long operation outcomes are kept for replays (at least 24 h).'),
     CALL_WAITING: bool(false).describe('Allow calling a user who is in an accepted call; otherwise the new call ends at once as `busy`.'),
     HANDLE_SCHEME: z.string().regex(/^[a-z][a-z0-9+.-]{0,31}$/).default('app').describe('Scheme of the caller handle in invitations (`<scheme>:<userId>`).'),
@@ -133,6 +137,28 @@ export const configSchema = z
     ),
     PUSH_APPS_FILE: optionalString.describe("A file holding PUSH_APPS's JSON (docs/push-apps.md); set at most one of the two."),
 
+    WEBHOOKS: optionalString.describe('Webhook endpoints (docs/webhooks.md): a JSON array of `{ "id", "url", "secret", "events"? }`; `secret` is a Standard Webhooks `whsec_…` secret, or two of them while it rotates.'),
+    WEBHOOKS_FILE: optionalString.describe("A file holding WEBHOOKS's JSON; set at most one of the two."),
+    WEBHOOK_TIMEOUT_MS: int(10_000, 100, 120_000).describe('How long a webhook receiver may take to answer before the attempt counts as failed.'),
+    WEBHOOK_CONCURRENCY: int(16, 1, 1000).describe('Webhook delivery jobs run at once per queue partition and worker process (each job sends its events in parallel).'),
+    WEBHOOK_RETRY_SCHEDULE: z
+      .string()
+      .default('5s,5m,30m,2h,5h,10h,10h')
+      .transform((v, ctx) => {
+        const out: number[] = [];
+        for (const part of v.split(',').map((p) => p.trim()).filter(Boolean)) {
+          const m = /^(\d+)(ms|s|m|h)$/.exec(part);
+          if (!m) {
+            ctx.addIssue({ code: 'custom', message: `"${part}" is not a duration like 500ms, 5s, 5m or 2h` });
+            return z.NEVER;
+          }
+          out.push(Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h']);
+        }
+        return out;
+      })
+      .describe('The delays between a failed webhook attempt and the next, comma-separated (`5s,5m,30m,2h,5h,10h,10h`: 8 attempts over about 27 h); after the last, the delivery becomes a dead letter (docs/webhooks.md "Retries").'),
+    WEBHOOK_DEAD_LETTERS_MAX: int(10_000, 10, 1_000_000).describe('Dead letters kept for reading and replay; the oldest go first.'),
+
     NODE_ENV: z.string().optional().describe('`production`: no silent defaults; without `REDIS_URL`/`REDIS_CLUSTER_NODES` or an `AUTH_*` key the process exits 2 (no embedded Redis, `--dev` ignored).'),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info').describe('Log level: `debug`, `info`, `warn`, `error` or `silent`.'),
     ALLOW_UWS_FALLBACK: bool(false).describe('Run even if uWebSockets.js falls back to its slow `ws` shim (development only).'),
@@ -161,6 +187,9 @@ export const configSchema = z
     }
     if (c.PUSH_APPS && c.PUSH_APPS_FILE) {
       ctx.addIssue({ code: 'custom', path: ['PUSH_APPS_FILE'], message: 'set only one of PUSH_APPS and PUSH_APPS_FILE' });
+    }
+    if (c.WEBHOOKS && c.WEBHOOKS_FILE) {
+      ctx.addIssue({ code: 'custom', path: ['WEBHOOKS_FILE'], message: 'set only one of WEBHOOKS and WEBHOOKS_FILE' });
     }
     if (c.AUTH_JWT_SECRET !== undefined && Buffer.byteLength(c.AUTH_JWT_SECRET) < 32) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWT_SECRET'], message: 'must be at least 32 bytes' });

@@ -152,6 +152,17 @@ export interface LiveMessage {
   json: string;
 }
 
+/**
+ * A control message on a user's live channel, outside the log: its epoch names the control, and
+ * `only` the installation it is for ('' = all of the user's). `signout`: close those sockets
+ * (docs/server-api.md "Sign an installation out").
+ */
+export const SIGN_OUT_EPOCH = '!signout';
+
+export function signOutMessage(installationId: string): string {
+  return `${SIGN_OUT_EPOCH}\n\n\n${installationId}\n\n`;
+}
+
 export function parseLiveMessage(msg: string): LiveMessage | undefined {
   const parts: string[] = [];
   let start = 0;

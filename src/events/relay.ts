@@ -3,7 +3,8 @@ import { openSpan, SpanKind, tracingEnabled } from '../observability/tracing.js'
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis, Cluster, ChainableCommander } from 'ioredis';
-import { keys, type KeySpace } from '../redis/keys.js';
+import { keys } from '../redis/keys.js';
+import { indexCall, indexOpsOf, type HistorySettings, type IndexOps } from '../history/callHistory.js';
 import { parseChange, parseMessageEntry, type BatchReads, type CallChange, type ChangeHandler, type MessageEntry } from './change.js';
 import { deliveriesFor } from './audience.js';
 import { registrationsIn, type EventLog, type RelayedDelivery } from './eventLog.js';
@@ -37,7 +38,7 @@ import { callFromHash } from '../calls/model.js';
  * relay that takes the shard over.
  */
 
-export interface RelayOptions extends KeySpace {
+export interface RelayOptions extends HistorySettings {
   batchSize: number;
   blockMs: number;
   /** Lease duration: how long a dead relay's shards wait before another relay takes them. */
@@ -401,8 +402,9 @@ class ShardReader {
    * Delivers a batch: appends its events to the audience's logs (one appendEvents.lua call per
    * user, in outbox order, which also keeps the busy markers and returns the push registrations
    * asked for), publishes its in-call messages on their recipients' live channels (never logged:
-   * a retried batch publishes them again with the same eventId, docs/api.md "In-call messages"), and
-   * reads the calls its handlers name.
+   * a retried batch publishes them again with the same eventId, docs/api.md "In-call messages"),
+   * files the calls that started or ended in their parties' indexes (lua/indexUserCalls.lua:
+   * active calls and call history), and reads the calls its handlers name.
    *
    * With `next` (the pipeline of the shard's next read) the call reads share that write, as they
    * live in the outbox's hash slot, and on a single Redis so does everything else. Otherwise the
@@ -443,9 +445,22 @@ class ShardReader {
     }
     const published = Promise.all([...messagesTo].map(([userId, args]) => script('publishMessages', [keys.liveChannel(eventLog.settings, userId)], args)));
     const calls = Promise.all([...b.callIds].map(async (id) => [id, callFromHash(await readCall(id))] as const));
+    // Each party's active calls and call history (docs/call-history.md), in the user's slot.
+    const indexOps = new Map<string, IndexOps>();
+    for (const change of b.changes) {
+      indexOpsOf(change, (userId, op) => {
+        const ops = indexOps.get(userId);
+        if (ops) ops.push(op);
+        else indexOps.set(userId, [op]);
+      });
+    }
+    const indexed = Promise.all([...indexOps].map(([userId, ops]) => {
+      const c = indexCall(this.opts, userId, ops);
+      return script('indexUserCalls', c.keys, c.args);
+    }));
     // Failures are seen through the combined promise; the parts need not report them again.
-    for (const part of [appended, published, calls]) part.catch(() => {});
-    return Promise.all([appended, published, calls]).then(([stored, , read]) => ({
+    for (const part of [appended, published, calls, indexed]) part.catch(() => {});
+    return Promise.all([appended, published, calls, indexed]).then(([stored, , read]) => ({
       pushRegistrations: new Map(stored.filter(([userId]) => b.withPush.has(userId))),
       calls: new Map(read),
     }));

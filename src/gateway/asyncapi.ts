@@ -18,6 +18,7 @@ export const CLOSE_CODES: readonly { code: number; meaning: string; action: stri
   { code: CLOSE.badMessage, meaning: 'invalid client frame', action: 'fix the client' },
   { code: CLOSE.tokenExpired, meaning: 'session token expired', action: 'get a fresh token, reconnect with the last cursor' },
   { code: CLOSE.slowConsumer, meaning: 'slow consumer (send buffer full)', action: 'reconnect with the last cursor' },
+  { code: CLOSE.signedOut, meaning: "the app's backend signed this installation out (docs/server-api.md)", action: 'do not reconnect with this session; sign in again' },
   { code: CLOSE.rateLimited, meaning: 'too many client messages', action: 'reconnect after a pause' },
 ];
 

@@ -2,7 +2,7 @@ import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import type { RedisClient } from '../redis/connection.js';
 import type { KeySpace } from '../redis/keys.js';
 import type { EventLog } from '../events/eventLog.js';
-import type { LiveMessage } from '../events/eventLog.js';
+import { SIGN_OUT_EPOCH, type LiveMessage } from '../events/eventLog.js';
 import { originAllowed, type CorsOrigins } from '../http/cors.js';
 import { compareStreamIds, decodeCursor, encodeCursor, type Cursor } from '../events/cursor.js';
 import { isForInstallation } from '../events/audience.js';
@@ -159,7 +159,7 @@ export class Gateway {
               reject(
                 result.kind === 'rate_limited'
                   ? rateLimited('too many failed authentications from this address', result.retryAfterMs)
-                  : new ApiError('unauthorized', result.detail),
+                  : new ApiError(result.kind, result.detail),
               );
               return;
             }
@@ -343,6 +343,10 @@ export class Gateway {
   private onLive(ws: Socket, msg: LiveMessage): void {
     const data = ws.getUserData();
     if (data.closed) return;
+    if (msg.epoch === SIGN_OUT_EPOCH) {
+      if (isForInstallation(msg.only || undefined, undefined, data.installationId)) ws.end(CLOSE.signedOut, 'signed out by the app; do not reconnect with this session');
+      return;
+    }
     if (msg.id === '') {
       // An in-call message: outside the log, so neither buffered nor checked for holes; sent at
       // once, in the order the relay published it (docs/signaling.md "In-call messages").

@@ -22,6 +22,11 @@ export const CLOSE = {
   tokenExpired: 4001,
   /** Too many messages from this connection. */
   rateLimited: 4029,
+  /**
+   * The app's backend signed this installation out (the server API, docs/server-api.md): do not
+   * reconnect with this session.
+   */
+  signedOut: 4010,
   /** The socket could not keep up (send buffer full): reconnect and resume from your cursor. */
   slowConsumer: 4008,
 } as const;

@@ -4,6 +4,10 @@ import type { AuthGuard } from '../auth/guard.js';
 import type { RedisRateLimiter } from '../limits/rateLimiter.js';
 import type { PushRegistry } from '../push/registry.js';
 import type { EventLog } from '../events/eventLog.js';
+import type { CallHistory } from '../history/callHistory.js';
+import type { WebhookEndpoint } from '../webhooks/endpoints.js';
+import type { EndpointStates } from '../webhooks/endpointStates.js';
+import type { DeadLetters } from '../webhooks/deadLetters.js';
 
 /** What the HTTP endpoints need; built once by the server. */
 export interface ApiDeps {
@@ -25,4 +29,8 @@ export interface ApiDeps {
   /** The appIds registrations may carry (docs/push-apps.md); undefined: any (single-app configuration). */
   pushApps: ReadonlyMap<string, { ios: boolean; android: boolean }> | undefined;
   eventLog: EventLog;
+  /** Call history and active calls by user (docs/call-history.md). */
+  history: CallHistory;
+  /** Webhook endpoints, which are disabled, and the dead letters (docs/webhooks.md). */
+  webhooks: { endpoints: readonly WebhookEndpoint[]; states: EndpointStates; deadLetters: DeadLetters };
 }

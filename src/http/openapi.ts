@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import * as s from './schemas.js';
-import { errorCatalogue, PROBLEM_TYPE_BASE, type ErrorCode } from './errors.js';
+import { historyOperation, serverPaths, serverSchemas, serverSecurityScheme, serverTags, webhooksSection } from './openapiServer.js';
+import { ACCEPTED, CALL_ID, COMMON, CURSOR, ENDED, ENDED_EVENT, INVITED_EVENT, RINGING, T0, callIdParam, json, problems, ref, schema, snapshotExamples } from './openapiParts.js';
 import { acceptedSchema, endedSchema, invitationSchema, renamedSchema } from '../events/payloadSchemas.js';
 import { packageVersion } from '../util/packageInfo.js';
 
@@ -10,96 +11,6 @@ import { packageVersion } from '../util/packageInfo.js';
  * and checked in as docs/openapi.json (a test keeps them equal and lints it with Redocly and
  * Spectral). The WebSocket at /v1/signaling is described by docs/asyncapi.yaml instead.
  */
-
-function schema(t: z.ZodType, io: 'input' | 'output' = 'output'): Record<string, unknown> {
-  const { $schema: _drop, ...rest } = z.toJSONSchema(t, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
-  return rest;
-}
-
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-
-function json(name: string, examples: Record<string, { summary: string; value: unknown }>): Record<string, unknown> {
-  return { 'application/json': { schema: ref(name), examples } };
-}
-
-// Examples (each one valid against its schema: the linters check).
-const CALL_ID = '3f1c9a52-7d1e-4f0e-9b8a-2c6d5e4f7a10';
-const T0 = 1795236718009;
-const RINGING = {
-  schemaVersion: 1,
-  callId: CALL_ID,
-  revision: '1',
-  state: 'ringing',
-  caller: { userId: 'alice', displayName: 'Alice', handle: 'app:alice' },
-  calleeUserId: 'bob',
-  createdAtMs: T0,
-  expiresAtMs: T0 + 45_000,
-  video: false,
-};
-const ACCEPTED = { ...RINGING, revision: '2', state: 'accepted', answeredByInstallationId: 'bob-phone', acceptedAtMs: T0 + 70 };
-const ENDED = { ...ACCEPTED, revision: '3', state: 'ended', endedAtMs: T0 + 60_000, endReason: 'localHangup' };
-const INVITED_EVENT = {
-  schemaVersion: 1,
-  type: 'call.invited',
-  callId: CALL_ID,
-  displayName: 'Alice',
-  handle: 'app:alice',
-  eventId: `${CALL_ID}:1:invited`,
-  revision: '1',
-  issuedAtMs: T0,
-  expiresAtMs: T0 + 45_000,
-  video: false,
-};
-const ENDED_EVENT = { schemaVersion: 1, eventId: `${CALL_ID}:3:remote`, type: 'call.ended', callId: CALL_ID, revision: '3', occurredAtMs: T0 + 60_000, reason: 'remoteEnded' };
-const CURSOR = 'mhx2k9c1a7f3qz_1795236718009-0';
-const snapshotExamples = (summary: string, value: unknown) => ({ snapshot: { summary, value } });
-
-/** Problem responses for `codes`, grouped by status, each code with an example body. */
-function problems(...codes: ErrorCode[]): Record<string, unknown> {
-  const out: Record<string, { description: string; content: Record<string, { schema: unknown; examples: Record<string, unknown> }> }> = {};
-  for (const code of codes) {
-    const { status, title } = errorCatalogue[code];
-    const key = String(status);
-    const entry = (out[key] ??= {
-      description: '',
-      content: { 'application/problem+json': { schema: ref('Problem'), examples: {} } },
-    });
-    entry.description = entry.description ? `${entry.description}, \`${code}\`` : `Problem \`${code}\``;
-    entry.content['application/problem+json']!.examples[code] = {
-      summary: title,
-      value: { type: PROBLEM_TYPE_BASE + code, title, status, detail: PROBLEM_DETAIL[code], code },
-    };
-  }
-  return out;
-}
-
-const PROBLEM_DETAIL: Record<ErrorCode, string> = {
-  invalid_request: 'callId: must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -',
-  unauthorized: 'token expired',
-  forbidden: 'only the callee answers a call',
-  not_found: 'no call with this callId',
-  method_not_allowed: 'DELETE is not allowed on /v1/calls; allowed: POST',
-  answer_conflict: 'the call was answered by another installation',
-  idempotency_conflict: 'operationId was used for a different request',
-  revision_conflict: 'expectedRevision 1 does not match the current revision 2',
-  call_exists: 'this callId was already used',
-  call_not_active: 'the call has ended; messages are only for ringing or accepted calls',
-  payload_too_large: 'request body exceeds the limit of 16384 bytes',
-  unsupported_media_type: 'content-type must be application/json, got "text/plain"',
-  rate_limited: 'too many calls created by this user; retry later',
-  internal: 'internal error; request 0b6f6d0e-5d1a-4c57-9d0e-8d7f2b1a3c4e',
-  unavailable: 'the call store is unreachable; retry later',
-};
-
-const COMMON = ['unauthorized', 'rate_limited', 'internal', 'unavailable'] as const;
-const callIdParam = {
-  name: 'id',
-  in: 'path',
-  required: true,
-  description: 'The callId: 1 to 128 characters of `A-Z a-z 0-9 . _ ~ : -` (a UUID fits), chosen by the caller.',
-  schema: schema(s.opaqueId),
-  example: CALL_ID,
-};
 
 export function openApiDocument(): Record<string, unknown> {
   const callEventsPage = schema(s.callEventsPage);
@@ -132,10 +43,12 @@ export function openApiDocument(): Record<string, unknown> {
       { name: 'Events', description: 'The per-user event log, read by cursor (the same events signaling sends).' },
       { name: 'Push tokens', description: 'Register and remove an installation’s VoIP or Android push token.' },
       { name: 'In-call messages', description: 'Messages between the parties of a ringing or accepted call (docs/api.md "In-call messages").' },
+      ...serverTags,
     ],
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Session JWT: `sub` is the userId, `iid` the installationId (docs/api.md "Authentication").' },
+        ...serverSecurityScheme,
       },
       schemas: {
         CreateCall: schema(s.createCallBody, 'input'),
@@ -169,6 +82,7 @@ export function openApiDocument(): Record<string, unknown> {
           },
         },
         Problem: problem,
+        ...serverSchemas(),
       },
     },
     paths: {
@@ -221,6 +135,7 @@ export function openApiDocument(): Record<string, unknown> {
         },
       },
       '/v1/calls': {
+        get: historyOperation,
         post: {
           operationId: 'createCall',
           tags: ['Calls'],
@@ -465,6 +380,8 @@ export function openApiDocument(): Record<string, unknown> {
           },
         },
       },
+      ...serverPaths(),
     },
+    webhooks: webhooksSection(),
   };
 }

@@ -1,4 +1,5 @@
-import type { z } from 'zod';
+import { z } from 'zod';
+import { decodeIndexCursor, type IndexCursor } from '../redis/indexedRecords.js';
 import { ApiError } from './errors.js';
 import type { RequestContext } from './router.js';
 import { bearerToken } from '../auth/verifier.js';
@@ -13,6 +14,7 @@ export async function authenticate(ctx: RequestContext, guard: AuthGuard): Promi
   const result = await checkToken(guard, token, ctx.remoteAddress);
   if (result.ok) return result.principal;
   if (result.kind === 'rate_limited') throw rateLimited('too many failed authentications from this address', result.retryAfterMs);
+  if (result.kind === 'forbidden') throw new ApiError('forbidden', result.detail);
   throw unauthorized(result.detail);
 }
 
@@ -21,7 +23,7 @@ export function rateLimited(detail: string, retryAfterMs: number): ApiError {
   return new ApiError('rate_limited', detail, {}, { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
 }
 
-function unauthorized(detail: string): ApiError {
+export function unauthorized(detail: string): ApiError {
   return new ApiError('unauthorized', detail, {}, { 'www-authenticate': 'Bearer' });
 }
 
@@ -72,4 +74,21 @@ export function parseParam<S extends z.ZodType>(name: string, raw: string, schem
   const parsed = schema.safeParse(decoded);
   if (!parsed.success) throw new ApiError('invalid_request', `path parameter ${name}: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
   return parsed.data;
+}
+
+const pageLimit = z.coerce.number().int().min(1).max(200);
+
+/**
+ * A page request from the query: `cursor` (opaque, from the last page) and `limit` (1–200,
+ * default 50). Call history and webhook dead letters are read this way.
+ */
+export function pageQuery(ctx: RequestContext): { q: URLSearchParams; cursor: IndexCursor | undefined; limit: number } {
+  const q = new URLSearchParams(ctx.query);
+  const rawCursor = q.get('cursor');
+  const cursor = rawCursor ? decodeIndexCursor(rawCursor) : undefined;
+  if (rawCursor && !cursor) throw new ApiError('invalid_request', 'cursor: not a cursor issued by this server');
+  const rawLimit = q.get('limit');
+  const limit = rawLimit === null ? { success: true as const, data: 50 } : pageLimit.safeParse(rawLimit);
+  if (!limit.success) throw new ApiError('invalid_request', 'limit: must be an integer from 1 to 200');
+  return { q, cursor, limit: limit.data };
 }

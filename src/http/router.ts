@@ -69,6 +69,7 @@ export interface RouterOptions {
 const STATUS_TEXT: Record<number, string> = {
   200: '200 OK',
   201: '201 Created',
+  202: '202 Accepted',
   204: '204 No Content',
   302: '302 Found',
   400: '400 Bad Request',

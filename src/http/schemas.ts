@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { IOS_ENVIRONMENTS, PUSH_TOKEN_KINDS } from '../push/kinds.js';
 import { REQUEST_END_REASONS, END_REASONS } from '../calls/reasons.js';
 import { ID_PATTERN } from '../auth/principal.js';
+import { callHistoryEntry } from '../history/schema.js';
 
 /**
  * Every request and response body, once. These zod schemas validate requests, give the
@@ -127,4 +128,84 @@ export const callEventsPage = z.object({
 
 export const callMessagesPage = z.object({
   messages: z.array(z.record(z.string(), z.unknown())).describe('call.message events for this installation, in send order'),
+});
+
+/* ---- Call history (docs/call-history.md) ---- */
+
+export { callHistoryEntry };
+
+export const callHistoryPage = z.object({
+  calls: z.array(callHistoryEntry).describe('newest first (by endedAtMs)'),
+  nextCursor: z.string().nullable().describe('pass as `cursor` for the next page; null on the last page'),
+});
+
+/* ---- Server API (docs/server-api.md) ---- */
+
+/** Reasons the app's backend may end a call with; both sides are told it. */
+export const SERVER_END_REASONS = ['remoteEnded', 'failed'] as const;
+
+export const serverEndCallBody = z.object({
+  reason: z.enum(SERVER_END_REASONS).default('remoteEnded').describe('the reason both sides are told (default remoteEnded)'),
+});
+
+/** A call as the app's backend sees it: every stored field, neither side's view. */
+export const serverCall = z.object({
+  callId: z.string(),
+  state: z.enum(['ringing', 'accepted', 'ended']),
+  revision: z.string(),
+  callerUserId: z.string(),
+  callerInstallationId: z.string(),
+  callerDisplayName: z.string(),
+  callerHandle: z.string(),
+  calleeUserId: z.string(),
+  video: z.boolean(),
+  createdAtMs: z.number().int(),
+  expiresAtMs: z.number().int(),
+  answeredByInstallationId: z.string().optional(),
+  acceptedAtMs: z.number().int().optional(),
+  endedAtMs: z.number().int().optional(),
+  endReason: z.enum(END_REASONS).optional(),
+  endedBy: z.enum(['caller', 'callee', 'system']).optional(),
+  endedByInstallationId: z.string().optional(),
+});
+
+export const serverEndCallResult = z.object({
+  ended: z.boolean().describe('true: this request ended it; false: it had already ended'),
+  call: serverCall,
+});
+
+export const activeCalls = z.object({ calls: z.array(serverCall) });
+
+export const signOutResult = z.object({ installationId: z.string(), pushTokensRemoved: z.number().int() });
+
+export const erasureResult = z.object({
+  userId: z.string(),
+  callsEnded: z.number().int().describe('calls in progress this erasure ended first'),
+  keysDeleted: z.number().int(),
+});
+
+export const webhookEndpointState = z.object({
+  id: z.string(),
+  url: z.string(),
+  events: z.array(z.string()),
+  disabled: z.object({ atMs: z.number().int(), status: z.number().int() }).nullable().describe('set when a 410 answer disabled it'),
+});
+
+export const webhookEndpoints = z.object({ endpoints: z.array(webhookEndpointState) });
+
+export const deadLetter = z.object({
+  id: z.string().describe('the webhook-id: one dead letter per event and endpoint'),
+  endpointId: z.string(),
+  webhookId: z.string(),
+  type: z.string(),
+  body: z.string().describe('the request body as it was sent'),
+  attempts: z.number().int(),
+  lastStatus: z.number().int().nullable(),
+  lastError: z.string().nullable(),
+  failedAtMs: z.number().int(),
+});
+
+export const deadLettersPage = z.object({
+  deadLetters: z.array(deadLetter).describe('newest first'),
+  nextCursor: z.string().nullable(),
 });

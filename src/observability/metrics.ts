@@ -49,6 +49,14 @@ export class Metrics {
     [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
   );
 
+  readonly webhookDuration = this.histogram(
+    'webhook_delivery_seconds',
+    'Webhook attempts: how long the receiver took to answer, by endpoint',
+    ['endpoint'],
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  );
+  readonly webhookDeliveries = this.counter('webhook_deliveries_total', 'Webhook attempts by endpoint and outcome (delivered, retrying, dead, gone, skipped)', ['endpoint', 'outcome']);
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
   }

@@ -69,6 +69,11 @@ export interface DispatcherDeps {
   outcomes: PushOutcomes;
   /** Each provider round trip: provider, result (as in `outcomes`) and seconds (metrics). */
   observeSend?: (provider: 'apns' | 'fcm', result: string, seconds: number) => void;
+  /**
+   * A registration removed because its provider reported the token invalid (the
+   * push.token_removed webhook, docs/webhooks.md). Awaited: the attempt counts as done once it is.
+   */
+  tokenRemoved?: (reg: PushRegistration, reason: string) => Promise<void>;
 }
 
 type Ready = { msg: PushMessage; reg: PushRegistration; payload: object; deadlineMs: number };
@@ -180,6 +185,7 @@ export class PushDispatcher {
       notAfterMs: sentAtMs,
     });
     this.deps.logger.info({ provider: providerOf(r.msg), installationId: r.reg.installationId, reason, removed }, 'push token reported invalid');
+    if (removed) await this.deps.tokenRemoved?.(r.reg, reason);
   }
 
   /** One delayed job per partition with the messages that failed transiently. */

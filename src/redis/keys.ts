@@ -35,6 +35,11 @@ export const keys = {
   ringingForCall: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:ringing`,
   ringingForShard: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:ringing`,
   /** One call's in-call messages (a stream) and its per-sender sequence counters (docs/api.md "In-call messages"). */
+  /**
+   * The call's history record, written by the script that ends it (lua/includes/endCallNow.lua
+   * derives it from the call key: keep the two in step; docs/call-history.md).
+   */
+  callHistory: (ks: KeySpace, callId: string) => `${keys.call(ks, callId)}:history`,
   callMessages: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:msgs:${callId}`,
   callMessageSeqs: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:msgseq:${callId}`,
   /** Fixed-window counter of one sender's messages on one call. */
@@ -69,6 +74,17 @@ export const keys = {
   inviteLimit: (ks: KeySpace, calleeUserId: string) => `${ks.prefix}:{u:${calleeUserId}}:rl:invited`,
   pushTokenWriteLimit: (ks: KeySpace, userId: string, installationId: string) =>
     `${ks.prefix}:{u:${userId}}:rl:push:${installationId}`,
+  /** The user's calls that have not ended (callId by createdAtMs), kept by the relay (lua/indexUserCalls.lua). */
+  userActiveCalls: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:active`,
+  /** The user's call history: records by callId (a hash), and their order by endedAtMs, all and missed only (sorted sets). */
+  userHistory: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:history`,
+  userHistoryIndex: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:history:all`,
+  userMissedIndex: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:history:missed`,
+  /** Webhook dead letters (hash: id -> JSON) and their order by time (docs/webhooks.md "Dead letters"). */
+  webhookDeadLetters: (ks: KeySpace) => `${ks.prefix}:{wh}:dead`,
+  webhookDeadLetterOrder: (ks: KeySpace) => `${ks.prefix}:{wh}:dead:order`,
+  /** Webhook endpoints disabled by a 410 answer (hash: endpoint id -> JSON). */
+  webhookDisabled: (ks: KeySpace) => `${ks.prefix}:{wh}:disabled`,
   eventLog: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:log`,
   eventLogMeta: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:logmeta`,
   /**
@@ -89,5 +105,7 @@ export const LONG_LIVED_KEYS: readonly { pattern: RegExp; bound: string }[] = [
   { pattern: /:\{c\d+\}:outbox$/, bound: 'per shard; trimmed by the relay behind what it acknowledged' },
   { pattern: /:\{c\d+\}:ringing$/, bound: 'per shard; one entry per ringing call' },
   { pattern: /:migrated:[A-Za-z0-9._-]+$/, bound: 'one per data migration' },
+  { pattern: /:\{wh\}:dead(:order)?$/, bound: 'webhook dead letters: at most WEBHOOK_DEAD_LETTERS_MAX, oldest removed first' },
+  { pattern: /:\{wh\}:disabled$/, bound: 'one field per configured webhook endpoint a 410 disabled' },
   { pattern: /:q:/, bound: "BullMQ's per-queue keys: fixed per partition; jobs removed on completion, failed ones by age and count" },
 ];

@@ -28,6 +28,7 @@ export const scriptDefinitions = {
   createCall: { file: 'createCall.lua', numberOfKeys: 4, traced: true },
   answerCall: { file: 'answerCall.lua', numberOfKeys: 4, traced: true },
   endCall: { file: 'endCall.lua', numberOfKeys: 4, traced: true },
+  endCallByServer: { file: 'endCallByServer.lua', numberOfKeys: 3 },
   readCall: { file: 'readCall.lua', numberOfKeys: 3 },
   expireDue: { file: 'expireDue.lua', numberOfKeys: 'variable' },
   registerPushToken: { file: 'registerPushToken.lua', numberOfKeys: 1 },
@@ -42,6 +43,9 @@ export const scriptDefinitions = {
   publishMessages: { file: 'publishMessages.lua', numberOfKeys: 1 },
   holdShardLease: { file: 'holdShardLease.lua', numberOfKeys: 1 },
   relayHeartbeat: { file: 'relayHeartbeat.lua', numberOfKeys: 1 },
+  indexUserCalls: { file: 'indexUserCalls.lua', numberOfKeys: 4 },
+  addDeadLetters: { file: 'addDeadLetters.lua', numberOfKeys: 2 },
+  readIndexedRecords: { file: 'readIndexedRecords.lua', numberOfKeys: 2 },
 } as const satisfies Record<string, { file: string; numberOfKeys: number | 'variable'; traced?: boolean }>;
 
 export type ScriptName = keyof typeof scriptDefinitions;

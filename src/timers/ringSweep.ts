@@ -2,6 +2,7 @@ import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { CorruptRecordError } from '../calls/model.js';
+import { retentionArg, type Retention } from '../history/retention.js';
 
 /**
  * One ring sweep pass over some call shards (docs/architecture.md "Ring timers"). Each call script keeps its
@@ -13,8 +14,7 @@ import { CorruptRecordError } from '../calls/model.js';
  * racing the deadline are therefore harmless: exactly one of them changes the call.
  */
 
-export interface SweepSettings extends KeySpace {
-  retentionMs: number;
+export interface SweepSettings extends KeySpace, Retention {
   /** Due calls taken per shard per script call. */
   pageSize: number;
 }
@@ -88,7 +88,7 @@ export async function sweepShards(
           redis,
           'expireDue',
           [keys.ringingForShard(s, shard), keys.outboxForShard(s, shard), ...callIds.map((id) => keys.call(s, id))],
-          [String(s.retentionMs), ...callIds],
+          [retentionArg(s), ...callIds],
         );
       }),
     );

@@ -304,6 +304,38 @@ describe('a whole call through CallingClient and SignalingClient', () => {
     expect([missing.status, missing.code]).toEqual([404, 'not_found']);
   });
 
+  it('history through the client: pages newest first, missed calls apart', async () => {
+    const alice = party(uid('alice'), uid('inst'));
+    const bob = party(uid('bob'), uid('inst'));
+    const [aliceApi, bobApi] = [http(A, alice), http(A, bob)];
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const call = await aliceApi.createCall({ calleeUserId: bob.userId });
+      await aliceApi.end(call.callId, { reason: 'localHangup' });
+      ids.push(call.callId);
+    }
+    const answered = await aliceApi.createCall({ calleeUserId: bob.userId });
+    await bobApi.answer(answered.callId, { installationId: bob.installationId });
+    await bobApi.end(answered.callId, { reason: 'localHangup' });
+    ids.push(answered.callId);
+    await waitUntil('the history filed', async () => (await bobApi.history({ limit: 200 })).calls.length === 4);
+
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await bobApi.history({ limit: 3, ...(cursor ? { cursor } : {}) });
+      seen.push(...page.calls.map((c) => c.callId));
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    // Every call once (calls that ended in the same millisecond are ordered by callId).
+    expect([...seen].sort()).toEqual([...ids].sort());
+    expect(seen[0]).toBe(answered.callId);
+    const missed = await bobApi.history({ missed: true });
+    expect(missed.calls.map((c) => c.callId).sort()).toEqual(ids.slice(0, 3).sort());
+    expect(missed.calls[0]).toMatchObject({ direction: 'incoming', peerUserId: alice.userId, endReason: 'callerCancelled', missed: true });
+    expect(problemOf(await bobApi.history({ cursor: 'nope' }).catch((e: unknown) => e)).code).toBe('invalid_request');
+  });
+
   it('push tokens through the client: register (token never echoed) and remove', async () => {
     const p = party(uid('user'), uid('inst'));
     const api = http(A, p);

@@ -5,7 +5,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { startServer, type TestServer } from '../support/server.js';
 import { connectTestRedis } from '../support/fixtures.js';
 import { api } from '../support/http.js';
-import { ALLOWED_CLOSE_CODES, checkRequest, frameArb, FUZZ_SHARDS, requestArb, seedCalls, sendFrames, type Distribution } from '../support/fuzz.js';
+import { ALLOWED_CLOSE_CODES, FUZZ_SERVER_ENV, checkRequest, frameArb, FUZZ_SHARDS, requestArb, seedCalls, sendFrames, type Distribution } from '../support/fuzz.js';
 
 /**
  * Fuzzing with fast-check (test/support/fuzz.ts has the generators and properties). In CI a few
@@ -22,7 +22,7 @@ let client: Redis;
 
 beforeAll(async () => {
   redis = await startRedis({ extraArgs: ['--enable-debug-command', 'local'] });
-  server = await startServer({ REDIS_URL: redis.url, ROLES: 'api,gateway', CALL_SHARDS: String(FUZZ_SHARDS) });
+  server = await startServer({ REDIS_URL: redis.url, ROLES: 'api,gateway', CALL_SHARDS: String(FUZZ_SHARDS), ...FUZZ_SERVER_ENV });
   client = connectTestRedis(redis.url);
   await seedCalls(server.url);
 });

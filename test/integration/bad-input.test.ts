@@ -288,9 +288,8 @@ describe('routes and methods', () => {
   it('wrong methods → 405 with an allow header', async () => {
     const iid = ringing.callee.installationId;
     const cases: [string, string, string][] = [
-      ['GET', '/v1/calls', 'POST'],
-      ['DELETE', '/v1/calls', 'POST'],
-      ['PUT', '/v1/calls', 'POST'],
+      ['DELETE', '/v1/calls', 'GET, POST'],
+      ['PUT', '/v1/calls', 'GET, POST'],
       ['POST', `/v1/calls/${ringing.callId}`, 'GET'],
       ['DELETE', `/v1/calls/${ringing.callId}`, 'GET'],
       ['GET', `/v1/calls/${ringing.callId}/answer`, 'POST'],
@@ -300,6 +299,8 @@ describe('routes and methods', () => {
       ['GET', `/v1/installations/${iid}/push-tokens/androidPush`, 'PUT, DELETE'],
       ['PATCH', `/v1/installations/${iid}/push-tokens/iosVoip`, 'PUT, DELETE'],
       ['POST', '/v1/call-events', 'GET'],
+      ['GET', '/v1/server/calls/x/end', 'POST'],
+      ['POST', '/v1/server/users/u', 'DELETE'],
     ];
     for (const [method, path, allow] of cases) {
       const res = await rejects(() => ringing.callee.api.request(method, path, method === 'GET' ? undefined : {}), 'method_not_allowed', `${method} is not allowed on ${path}; allowed: ${allow}`);

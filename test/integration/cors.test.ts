@@ -61,7 +61,8 @@ describe('CORS_ORIGINS as a list', () => {
       expect(res.status).toBe(204);
       expect(await res.text()).toBe('');
       expect(res.headers.get('access-control-allow-origin')).toBe(origin);
-      expect(res.headers.get('access-control-allow-methods')).toBe('POST');
+      // /v1/calls: create (POST) and the history (GET).
+      expect(res.headers.get('access-control-allow-methods')).toBe('GET, POST');
       expect(res.headers.get('access-control-allow-headers')).toBe('authorization, content-type, x-request-id');
       expect(res.headers.get('access-control-max-age')).toBe('600');
       expect(res.headers.get('vary')).toBe('origin');
@@ -134,7 +135,7 @@ describe('without CORS_ORIGINS', () => {
   it('OPTIONS is a method the path does not allow, and no response carries CORS headers', async () => {
     const pre = await preflight(off.url, '/v1/calls', APP);
     expect(pre.status).toBe(405);
-    expect(pre.headers.get('allow')).toBe('POST');
+    expect(pre.headers.get('allow')).toBe('GET, POST');
     expectNoCors(pre);
     const res = await fetch(`${off.url}/v1/calls/abc`, { headers: { origin: APP } });
     expect(res.status).toBe(401);

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import WebSocket from 'ws';
 import { keys } from '../../src/redis/keys.js';
+import { newServerKey } from '../../src/auth/serverKeys.js';
 import { claims, hmacJwt, tokenFor } from './tokens.js';
 import { TEST_JWT_SECRET } from './tokens.js';
 import { MESSAGE_MAX_BYTES } from '../../src/http/schemas.js';
@@ -32,6 +33,9 @@ const idArb = fc.oneof(
 );
 
 const VALID_TOKEN = tokenFor({ userId: USER, installationId: INSTALLATION, name: 'Fuzz' });
+/** The server API key of the fuzz server (FUZZ_SERVER_ENV): the valid credential of /v1/server/ routes. */
+const SERVER_KEY = newServerKey();
+export const FUZZ_SERVER_ENV = { SERVER_API_KEYS: SERVER_KEY.hash };
 /** Calls the fuzz user may act on: created by `seedCalls` before the run (as caller and as callee). */
 export const KNOWN_CALLS = Array.from({ length: 8 }, () => randomUUID());
 
@@ -54,6 +58,8 @@ const tokenArb = fc.oneof(
   fc.constant(tokenFor({ userId: OTHER, installationId: `${OTHER}-phone` })),
   fc.constant(hmacJwt('HS256', TEST_JWT_SECRET, claims({ userId: USER, installationId: INSTALLATION }, -60))),
   fc.constant(hmacJwt('HS256', 'another-secret-0123456789abcdef-0123456789', claims({ userId: USER, installationId: INSTALLATION }))),
+  fc.constant(SERVER_KEY.key),
+  fc.constant(newServerKey().key),
   fc.string({ maxLength: 300 }),
   fc.constant(''),
 );
@@ -104,7 +110,7 @@ export interface FuzzRequest {
 }
 
 /** Each route with its method and a valid body (docs/api.md "API"): the base a request is mutated from. */
-const ROUTES: { method: string; path: (callId: string) => string; body: () => object | undefined }[] = [
+const ROUTES: { method: string; path: (callId: string) => string; body: () => object | undefined; token?: string }[] = [
   { method: 'POST', path: () => '/v1/calls', body: () => ({ callId: randomUUID(), calleeUserId: OTHER, operationId: randomUUID(), video: false }) },
   { method: 'POST', path: (id) => `/v1/calls/${id}/answer`, body: () => ({ operationId: randomUUID(), installationId: INSTALLATION }) },
   { method: 'POST', path: (id) => `/v1/calls/${id}/end`, body: () => ({ operationId: randomUUID(), reason: 'localHangup' }) },
@@ -117,6 +123,20 @@ const ROUTES: { method: string; path: (callId: string) => string; body: () => ob
   { method: 'PUT', path: () => `/v1/installations/${INSTALLATION}/push-tokens/iosVoip`, body: () => ({ token: 'ab'.repeat(32), appId: 'com.example.app', iosEnvironment: 'production' }) },
   { method: 'PUT', path: () => `/v1/installations/${INSTALLATION}/push-tokens/androidPush`, body: () => ({ token: `fcm-${randomUUID()}`, appId: 'com.example.app' }) },
   { method: 'DELETE', path: () => `/v1/installations/${INSTALLATION}/push-tokens/androidPush`, body: () => undefined },
+  { method: 'GET', path: () => '/v1/calls?limit=5', body: () => undefined },
+  // The server API (docs/server-api.md), with its own credential.
+  ...[
+    { method: 'POST', path: (id: string) => `/v1/server/calls/${id}/end`, body: () => ({ reason: 'remoteEnded' }) },
+    { method: 'GET', path: (id: string) => `/v1/server/calls/${id}`, body: () => undefined },
+    { method: 'GET', path: (id: string) => `/v1/server/users/${id}/calls?limit=5&missed=true`, body: () => undefined },
+    { method: 'GET', path: () => `/v1/server/users/${USER}/calls/active`, body: () => undefined },
+    { method: 'POST', path: (id: string) => `/v1/server/users/${OTHER}/installations/${id}/sign-out`, body: () => undefined },
+    { method: 'DELETE', path: (id: string) => `/v1/server/users/${id}`, body: () => undefined },
+    { method: 'GET', path: () => '/v1/server/webhooks/endpoints', body: () => undefined },
+    { method: 'POST', path: (id: string) => `/v1/server/webhooks/endpoints/${id}/enable`, body: () => undefined },
+    { method: 'GET', path: () => '/v1/server/webhooks/dead-letters?limit=3', body: () => undefined },
+    { method: 'POST', path: (id: string) => `/v1/server/webhooks/dead-letters/${id}/replay`, body: () => undefined },
+  ].map((r) => ({ ...r, token: SERVER_KEY.key })),
 ];
 
 /** `arb` one time in `1 + keep`, else undefined (keep the valid part). */
@@ -141,7 +161,7 @@ const routeRequestArb = fc
     const headers: Record<string, string> = {};
     // Header values must be Latin-1 without control characters to be sent at all.
     const clean = (v: string) => v.replace(/[^\x20-\x7e]/g, '?');
-    headers.authorization = `Bearer ${clean(token ?? VALID_TOKEN)}`;
+    headers.authorization = `Bearer ${clean(token ?? route.token ?? VALID_TOKEN)}`;
     const valid = route.body();
     if (valid !== undefined || body !== undefined) headers['content-type'] = contentType ?? 'application/json';
     if (requestId !== undefined) headers['x-request-id'] = clean(requestId);

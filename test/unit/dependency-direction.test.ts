@@ -10,7 +10,7 @@ import { REPO_ROOT } from '../support/server.js';
  */
 
 const SRC = join(REPO_ROOT, 'src');
-const LOWER = ['calls', 'events', 'push', 'redis', 'timers', 'limits', 'observability', 'util'];
+const LOWER = ['calls', 'events', 'history', 'push', 'redis', 'timers', 'limits', 'observability', 'users', 'util', 'webhooks'];
 const EDGES = ['http', 'gateway', 'server.ts', 'main.ts'];
 
 function sourceFiles(dir: string): string[] {

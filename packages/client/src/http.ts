@@ -1,6 +1,7 @@
 import { globalFetch, randomId, type FetchLike } from './runtime.js';
 import type {
   CallEventsPage,
+  CallHistoryPage,
   CallSnapshot,
   EventPayload,
   GapReason,
@@ -124,6 +125,19 @@ export class CallingClient {
       at = page.nextCursor;
       if (!page.hasMore) return { delivered, cursor: at };
     }
+  }
+
+  /**
+   * One page of this user's call history, newest first (GET /v1/calls; docs/call-history.md):
+   * pass the page's `nextCursor` as `cursor` for the next; `missed` lists missed calls only.
+   */
+  history(opts: { cursor?: string; limit?: number; missed?: boolean } = {}): Promise<CallHistoryPage> {
+    const q = new URLSearchParams();
+    if (opts.cursor) q.set('cursor', opts.cursor);
+    if (opts.limit) q.set('limit', String(opts.limit));
+    if (opts.missed) q.set('missed', 'true');
+    const qs = q.toString();
+    return this.request('GET', `/v1/calls${qs ? `?${qs}` : ''}`);
   }
 
   putPushToken(

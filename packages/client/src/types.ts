@@ -103,6 +103,36 @@ export type CallEventsPage =
   | { events: EventPayload[]; nextCursor: string; hasMore: boolean; gap?: undefined }
   | { gap: { reason: GapReason }; events: []; nextCursor: string; hasMore: boolean };
 
+/** One call in this user's history, from this user's point of view (GET /v1/calls; docs/call-history.md). */
+export interface CallHistoryEntry {
+  callId: string;
+  /** `outgoing`: this user called; `incoming`: this user was called. */
+  direction: 'outgoing' | 'incoming';
+  /** The other party. */
+  peerUserId: string;
+  callerUserId: string;
+  calleeUserId: string;
+  video: boolean;
+  createdAtMs: number;
+  /** null: never answered. */
+  acceptedAtMs: number | null;
+  answeredByInstallationId: string | null;
+  endedAtMs: number;
+  /** The end reason as this user's devices were told it. */
+  endReason: EndReason;
+  endedBy: 'caller' | 'callee' | 'system';
+  /** A call to this user that nobody answered: it rang out, or the caller cancelled it. */
+  missed: boolean;
+  ringingMs: number;
+  talkMs: number;
+}
+
+/** GET /v1/calls: newest first; `nextCursor` null on the last page. */
+export interface CallHistoryPage {
+  calls: CallHistoryEntry[];
+  nextCursor: string | null;
+}
+
 /** An RFC 9457 problem as the server sends it. */
 export interface Problem {
   type: string;

@@ -1,0 +1,142 @@
+import { randomBytes } from 'node:crypto';
+import type { BenchContext } from '../lib/context.js';
+import { startHelper, type ListeningProcess } from '../lib/processes.js';
+import { errorList, fmtMs, fmtNum, fmtRate, mdTable, type Goal, type ScenarioResult } from '../lib/report.js';
+import { runCallStep, startCallsPool, type StepResult } from './callSteps.js';
+
+/**
+ * Webhooks on the call path (docs/webhooks.md): the same lifecycles against three deployments of
+ * their own, one after the other: webhooks off, on (one local receiver answering 204), and on
+ * with a receiver that never answers. Each runs at the lifecycle scenario's sustained rate (the
+ * cost, and whether the rate still holds), then at half of it (the answer → `call.accepted`
+ * latency). It also measures what a call history record costs in Redis (docs/call-history.md).
+ */
+
+const DEFAULT_RATE = 200;
+/** Goals (issue 25): the rate held with webhooks on, and a hanging receiver's effect on answers. */
+const GOAL_RATE_RATIO = 0.85;
+const GOAL_HANG_P99_RATIO = 1.2;
+
+type Variant = 'off' | 'on' | 'hang';
+interface VariantResult {
+  variant: Variant;
+  sustained: StepResult;
+  half: StepResult;
+  received: number;
+  history?: { perRecordBytes: number; perCallRecordBytes: number };
+}
+
+const LABEL: Record<Variant, string> = { off: 'webhooks off', on: 'webhooks on (receiver answers 204)', hang: 'webhooks on, receiver never answers' };
+
+export async function webhooksScenario(ctx: BenchContext): Promise<ScenarioResult> {
+  const z = ctx.opts.sizes.webhooks;
+  if (!ctx.selfHosted) throw new Error('the webhooks scenario starts deployments of its own: not with --url');
+  const sustainedRate = ctx.findings.sustainedLifecycleRate;
+  const rate = Math.max(10, Math.round(z.rate > 0 ? z.rate : sustainedRate ?? DEFAULT_RATE));
+  const rateSource = z.rate > 0 ? 'set with --set webhooks.rate' : sustainedRate ? "the lifecycle scenario's sustained rate in this run" : `a default (${DEFAULT_RATE}/s): no lifecycle scenario in this run`;
+  ctx.log(`  ${fmtRate(rate)} (${rateSource}), then ${fmtRate(rate / 2)}, against each of: ${Object.values(LABEL).join('; ')}`);
+  const results: VariantResult[] = [];
+  for (const variant of ['off', 'on', 'hang'] as const) results.push(await runVariant(ctx, variant, rate));
+  return report(results, rate, rateSource);
+}
+
+async function runVariant(ctx: BenchContext, variant: Variant, rate: number): Promise<VariantResult> {
+  const z = ctx.opts.sizes.webhooks;
+  let receiver: ListeningProcess | undefined;
+  const prefix = `wh${variant}${ctx.tag}`;
+  const env: Record<string, string> = { REDIS_PREFIX: prefix };
+  if (variant !== 'off') {
+    receiver = await startHelper(`webhook-receiver-${variant}`, 'bench/workers/webhookReceiver.ts', { MODE: variant === 'hang' ? 'hang' : 'ok' });
+    env.WEBHOOKS = JSON.stringify([{ id: 'bench', url: `${receiver.url}/hooks`, secret: `whsec_${randomBytes(32).toString('base64')}` }]);
+  }
+  const deployment = await ctx.startDeployment(`webhooks-${variant}`, env);
+  try {
+    return await ctx.asMain(deployment, async () => {
+      const pool = await startCallsPool(ctx, z.pairsPerGenerator, 1);
+      try {
+        const p99LimitMs = ctx.opts.p99LimitMs;
+        await runCallStep(ctx, pool, { label: 'warm-up', rate: Math.max(10, Math.round(rate / 4)), durationMs: z.warmupMs, p99LimitMs });
+        ctx.log(`  ${LABEL[variant]}: ${fmtRate(rate)} for ${z.stepMs / 1000} s`);
+        const sustained = await runCallStep(ctx, pool, { label: `${variant} sustained`, rate, durationMs: z.stepMs, p99LimitMs });
+        ctx.log(`  ${LABEL[variant]}: ${fmtRate(sustained.achievedRate)}, errors ${errorList(sustained.errors)}, lifecycle p99 ${fmtMs(sustained.latency['lifecycle']?.p99 ?? NaN)}`);
+        const half = await runCallStep(ctx, pool, { label: `${variant} half`, rate: rate / 2, durationMs: z.halfMs, p99LimitMs });
+        ctx.log(`  ${LABEL[variant]} at ${fmtRate(rate / 2)}: answer → accepted p99 ${fmtMs(half.latency['answer → accepted (ws)']?.p99 ?? NaN)}`);
+        const received = receiver ? ((await (await fetch(`${receiver.url}/count`)).json()) as { received: number }).received : 0;
+        const result: VariantResult = { variant, sustained, half, received };
+        if (variant === 'off') {
+          const perUser = await ctx.hashMemory(`${prefix}:{u:*}:calls:history`);
+          const perCall = await ctx.hashMemory(`${prefix}:{c*}:call:*:history`);
+          result.history = { perRecordBytes: perUser.bytes / Math.max(1, perUser.fields), perCallRecordBytes: perCall.bytes / Math.max(1, perCall.keys) };
+        }
+        return result;
+      } finally {
+        await pool.close();
+      }
+    });
+  } finally {
+    for (const p of [deployment.worker, deployment.server]) if (p) await ctx.stopServer(p);
+    await receiver?.stop();
+  }
+}
+
+function report(results: readonly VariantResult[], rate: number, rateSource: string): ScenarioResult {
+  const by = Object.fromEntries(results.map((r) => [r.variant, r])) as Record<Variant, VariantResult>;
+  const cpu = (s: StepResult, k: string) => s.cost.cpuMsPerLifecycle[k];
+  const rows = results.map((r) => [
+    LABEL[r.variant],
+    fmtRate(r.sustained.achievedRate),
+    errorList(r.sustained.errors),
+    fmtMs(r.sustained.latency['lifecycle']?.p99 ?? NaN),
+    ['server', 'server worker', 'redis'].map((k) => (cpu(r.sustained, k) === undefined ? '–' : `${cpu(r.sustained, k)!.toFixed(2)}`)).join(' / '),
+    r.sustained.cost.redisCallsPerLifecycle.toFixed(1),
+    fmtMs(r.half.latency['answer → accepted (ws)']?.p99 ?? NaN),
+    r.variant === 'off' ? '–' : fmtNum(r.received),
+  ]);
+  const rateRatio = by.on.sustained.achievedRate / by.off.sustained.achievedRate;
+  const onHolds = Object.keys(by.on.sustained.errors).length === 0 && by.on.sustained.pass;
+  const hangP99 = by.hang.half.latency['answer → accepted (ws)']?.p99 ?? NaN;
+  const offP99 = by.off.half.latency['answer → accepted (ws)']?.p99 ?? NaN;
+  const hangRatio = hangP99 / offP99;
+  const history = by.off.history;
+  const goals: Goal[] = [
+    {
+      goal: 'sustained lifecycles/s with webhooks on ÷ off (same run)',
+      target: `≥ ${GOAL_RATE_RATIO}×`,
+      measured: `${rateRatio.toFixed(2)}× (${fmtRate(by.on.sustained.achievedRate)} ÷ ${fmtRate(by.off.sustained.achievedRate)})${onHolds ? '' : '; the step with webhooks on did not pass'}`,
+      status: rateRatio >= GOAL_RATE_RATIO && onHolds ? 'MET' : 'MISSED',
+      atGoalSize: true,
+      note: `both at ${fmtRate(rate)} (${rateSource}): the rate with webhooks off, held with them on`,
+    },
+    {
+      goal: 'answer → call.accepted p99 with a receiver that never answers ÷ without webhooks',
+      target: `≤ ${GOAL_HANG_P99_RATIO}×`,
+      measured: `${hangRatio.toFixed(2)}× (${fmtMs(hangP99)} ÷ ${fmtMs(offP99)})`,
+      status: hangRatio <= GOAL_HANG_P99_RATIO ? 'MET' : 'MISSED',
+      atGoalSize: true,
+      note: `at ${fmtRate(rate / 2)}`,
+    },
+  ];
+  const markdown = [
+    `Three deployments of their own, one after the other, each at ${fmtRate(rate)} (${rateSource}) and then at half of it. ` +
+      'CPU per lifecycle is of the deployment under test (server = api+gateway, worker, Redis); Redis commands per lifecycle include BullMQ\'s.',
+    '',
+    mdTable(['deployment', 'achieved', 'errors', 'lifecycle p99', 'CPU ms per lifecycle (server / worker / Redis)', 'Redis commands per lifecycle', `answer → accepted p99 at ${fmtRate(rate / 2)}`, 'webhooks received'], rows),
+    '',
+    history
+      ? `Call history in Redis (docs/call-history.md), measured on the deployment without webhooks: ${fmtNum(history.perRecordBytes)} B per record in a user's history ` +
+        `(two per call, one per party, with their index entries), ${fmtNum(history.perCallRecordBytes)} B per call's own record: about ${fmtNum(2 * history.perRecordBytes + history.perCallRecordBytes)} B per ended call for CALL_RECORD_RETENTION_DAYS.`
+      : '',
+  ].join('\n');
+  return {
+    id: 'webhooks',
+    title: 'webhooks on the call path',
+    headlines: [
+      { metric: 'lifecycles/s, webhooks on ÷ off', value: `${rateRatio.toFixed(2)}×` },
+      { metric: 'answer → accepted p99, hanging receiver ÷ none', value: `${hangRatio.toFixed(2)}×` },
+      ...(history ? [{ metric: 'call history per ended call (Redis)', value: `${fmtNum(2 * history.perRecordBytes + history.perCallRecordBytes)} B` }] : []),
+    ],
+    goals,
+    markdown,
+    data: { rate, rateSource, results: results.map((r) => ({ variant: r.variant, received: r.received, history: r.history, sustained: r.sustained, half: r.half })) },
+  };
+}

@@ -1,0 +1,29 @@
+--[[
+  Keeps webhook deliveries that exhausted their retries (docs/webhooks.md "Dead letters"), at most
+  maxKept of them: the oldest go first.
+
+  KEYS[1] recordsKey   hash: id -> JSON
+  KEYS[2] orderKey     sorted set: id by the time it was added
+
+  ARGV[1] maxKept
+  ARGV[2..] pairs: id, JSON
+
+  Returns how many old ones were removed to make room.
+]]
+local recordsKey, orderKey = KEYS[1], KEYS[2]
+local maxKept = tonumber(ARGV[1])
+
+--@include "nowMs"
+
+local now = nowMs()
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', recordsKey, ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', orderKey, now, ARGV[i])
+end
+local over = redis.call('ZCARD', orderKey) - maxKept
+if over <= 0 then return 0 end
+local oldest = redis.call('ZPOPMIN', orderKey, over)
+local ids = {}
+for i = 1, #oldest, 2 do ids[#ids + 1] = oldest[i] end
+redis.call('HDEL', recordsKey, unpack(ids))
+return #ids

@@ -1,0 +1,33 @@
+--[[
+  Ends a call on request of the app's backend (the server API, docs/server-api.md "End a call"),
+  whatever its state and whoever its parties: as a ring timeout does, by the system, so each side's
+  devices are told the same reason.
+
+  KEYS[1] callKey
+  KEYS[2] outboxKey
+  KEYS[3] ringingKey   the shard's ring index
+
+  ARGV[1] reason       the end reason both sides are told (validated by the API)
+  ARGV[2] retention    "<callMs>:<historyMs>" (lua/includes/retention.lua)
+
+  Returns
+    { 'ended', fields }      this request ended it
+    { 'unchanged', fields }  it had already ended (a retry, or it ended meanwhile)
+    { 'error', 'not_found' }
+]]
+local callKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3]
+local reason = ARGV[1]
+
+--@include "retention"
+--@include "nowMs"
+--@include "callRecord"
+--@include "expireIfDue"
+
+local retention = parseRetention(ARGV[2])
+local call = loadCall(callKey)
+if not call then return { 'error', 'not_found' } end
+local now = nowMs()
+-- A ringing call past its deadline ended as unanswered, before anyone asked.
+expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
+if call.values.state == 'ended' then return { 'unchanged', callFieldList(call) } end
+return { 'ended', endCallNow(callKey, call, outboxKey, ringingKey, now, reason, 'system', '', retention) }

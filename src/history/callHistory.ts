@@ -1,0 +1,117 @@
+import type { Redis, Cluster } from 'ioredis';
+import { keys, type KeySpace } from '../redis/keys.js';
+import { readIndexedPage, type IndexCursor, type RecordPage } from '../redis/indexedRecords.js';
+import { wasAnswered, type CallRecord } from '../calls/model.js';
+import { reasonForSide, type EndReason, type Side } from '../calls/reasons.js';
+import type { CallChange } from '../events/change.js';
+import type { z } from 'zod';
+import type { callHistoryEntry } from './schema.js';
+import { DEFAULT_HISTORY_RETENTION_MS } from './retention.js';
+
+/**
+ * Call history (docs/call-history.md): every ended call leaves a record. The script that ends it
+ * writes the call's own record under the call's hash tag (lua/includes/endCallNow.lua); the relay
+ * then files a copy, from each party's point of view, in that party's index in the user's slot
+ * (lua/indexUserCalls.lua), together with the party's list of active calls. Devices read their
+ * own history (GET /v1/calls); the app's backend reads anyone's (the server API).
+ */
+
+/** One call in one user's history, from that user's point of view (its schema: ./schema.ts). */
+export type HistoryEntry = z.infer<typeof callHistoryEntry>;
+
+/** What an ended call's record says about its timing and whether the callee missed it (webhooks share it). */
+export function callOutcome(call: CallRecord): { missed: boolean; ringingMs: number; talkMs: number; endedAtMs: number } {
+  const endedAtMs = call.endedAtMs ?? call.createdAtMs;
+  const answered = wasAnswered(call);
+  const endedBy = call.endedBy ?? 'system';
+  const reason = call.endReason ?? 'remoteEnded';
+  const missed = !answered && ((endedBy === 'system' && reason === 'unanswered') || endedBy === 'caller');
+  return {
+    missed,
+    ringingMs: Math.max(0, (call.acceptedAtMs ?? endedAtMs) - call.createdAtMs),
+    talkMs: answered ? Math.max(0, endedAtMs - call.acceptedAtMs!) : 0,
+    endedAtMs,
+  };
+}
+
+/** The end reason each side was told (docs/api.md "End reasons"). */
+export function reasonSeenBy(call: CallRecord, viewer: Side): EndReason {
+  return reasonForSide(call.endReason ?? 'remoteEnded', call.endedBy ?? 'system', wasAnswered(call), viewer);
+}
+
+export function historyEntry(call: CallRecord, viewer: Side): HistoryEntry {
+  const o = callOutcome(call);
+  return {
+    callId: call.callId,
+    direction: viewer === 'caller' ? 'outgoing' : 'incoming',
+    peerUserId: viewer === 'caller' ? call.calleeUserId : call.callerUserId,
+    callerUserId: call.callerUserId,
+    calleeUserId: call.calleeUserId,
+    video: call.video,
+    createdAtMs: call.createdAtMs,
+    acceptedAtMs: call.acceptedAtMs ?? null,
+    answeredByInstallationId: call.answeredByInstallationId ?? null,
+    endedAtMs: o.endedAtMs,
+    endReason: reasonSeenBy(call, viewer),
+    endedBy: call.endedBy ?? 'system',
+    missed: viewer === 'callee' && o.missed,
+    ringingMs: o.ringingMs,
+    talkMs: o.talkMs,
+  };
+}
+
+export interface HistorySettings extends KeySpace {
+  /** CALL_RECORD_RETENTION_DAYS in ms; unset: DEFAULT_HISTORY_RETENTION_MS. */
+  historyRetentionMs?: number;
+}
+
+/**
+ * How long a user's active-call set outlives the last call that started: a call still going
+ * after that drops out of the list (not out of Redis) once the set expires.
+ */
+export const ACTIVE_CALLS_TTL_MS = 7 * 86_400_000;
+
+/** A party's index work for one relay batch: its calls that started and ended, in outbox order. */
+export type IndexOps = (['start', string, string, '', ''] | ['end', string, string, string, '1' | ''])[];
+
+/** The index work of one change, by user (created: both parties' active sets; ended: both histories). */
+export function indexOpsOf(change: CallChange, add: (userId: string, op: IndexOps[number]) => void): void {
+  const { call } = change;
+  if (change.kind === 'created') {
+    const start: IndexOps[number] = ['start', call.callId, String(call.createdAtMs), '', ''];
+    add(call.callerUserId, start);
+    add(call.calleeUserId, start);
+  } else if (change.kind === 'ended') {
+    for (const side of ['caller', 'callee'] as const) {
+      const entry = historyEntry(call, side);
+      add(side === 'caller' ? call.callerUserId : call.calleeUserId, ['end', call.callId, String(entry.endedAtMs), JSON.stringify(entry), entry.missed ? '1' : '']);
+    }
+  }
+}
+
+/** The indexUserCalls.lua call for one user's ops. */
+export function indexCall(s: HistorySettings, userId: string, ops: IndexOps): { keys: string[]; args: string[] } {
+  return {
+    keys: [keys.userActiveCalls(s, userId), keys.userHistory(s, userId), keys.userHistoryIndex(s, userId), keys.userMissedIndex(s, userId)],
+    args: [String(s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS), String(ACTIVE_CALLS_TTL_MS), ...ops.flat()],
+  };
+}
+
+export class CallHistory {
+  constructor(
+    private readonly redis: Redis | Cluster,
+    readonly settings: HistorySettings,
+  ) {}
+
+  /** One page of `userId`'s history, newest first, after `cursor`; only missed calls when `missed`. */
+  read(userId: string, opts: { cursor?: IndexCursor | undefined; limit: number; missed: boolean }): Promise<RecordPage> {
+    const s = this.settings;
+    const index = opts.missed ? keys.userMissedIndex(s, userId) : keys.userHistoryIndex(s, userId);
+    return readIndexedPage(this.redis, index, keys.userHistory(s, userId), { ...opts, maxAgeMs: s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS });
+  }
+
+  /** The user's calls that have not ended, by the relay's index (the caller re-reads each call). */
+  async activeCallIds(userId: string): Promise<string[]> {
+    return this.redis.zrange(keys.userActiveCalls(this.settings, userId), 0, -1);
+  }
+}

@@ -1,0 +1,24 @@
+import { z } from 'zod';
+import { END_REASONS } from '../calls/reasons.js';
+
+const endedBy = z.enum(['caller', 'callee', 'system']);
+
+/** One call in one user's history, from that user's point of view (src/history/callHistory.ts; docs/call-history.md). */
+export const callHistoryEntry = z.object({
+  callId: z.string(),
+  direction: z.enum(['outgoing', 'incoming']).describe('outgoing: this user called; incoming: this user was called'),
+  peerUserId: z.string().describe('the other party'),
+  callerUserId: z.string(),
+  calleeUserId: z.string(),
+  video: z.boolean(),
+  createdAtMs: z.number().int(),
+  acceptedAtMs: z.number().int().nullable().describe('null: never answered'),
+  answeredByInstallationId: z.string().nullable(),
+  endedAtMs: z.number().int(),
+  endReason: z.enum(END_REASONS).describe("the end reason as this user's devices were told it"),
+  endedBy,
+  missed: z.boolean().describe('a call to this user that nobody answered: it rang out, or the caller cancelled it'),
+  ringingMs: z.number().int().describe('from the invitation to the answer, or to the end when never answered'),
+  talkMs: z.number().int().describe('from the answer to the end; 0 when never answered'),
+});
+

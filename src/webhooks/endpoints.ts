@@ -1,0 +1,80 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ConfigError, type Config } from '../config/config.js';
+
+/**
+ * The webhook endpoints (docs/webhooks.md "Configuration"): WEBHOOKS (JSON) or WEBHOOKS_FILE,
+ * validated at start; an error names the endpoint and the field.
+ */
+
+export const WEBHOOK_EVENT_TYPES = ['call.created', 'call.accepted', 'call.ended', 'push.token_removed'] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/** A Standard Webhooks secret: `whsec_` and the base64 of 24 to 64 random bytes. */
+const secretSchema = z.string().refine((s) => {
+  const m = /^whsec_([A-Za-z0-9+/]+={0,2})$/.exec(s);
+  if (!m) return false;
+  const bytes = Buffer.from(m[1]!, 'base64').length;
+  return bytes >= 24 && bytes <= 64;
+}, 'must be "whsec_" and the base64 of 24 to 64 random bytes');
+
+const endpointSchema = z
+  .object({
+    /** Names the endpoint in metrics, logs, dead letters and the webhook-id. */
+    id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -'),
+    url: z.url({ protocol: /^https?$/ }),
+    /** One secret, or two while it rotates (every request is then signed with both). */
+    secret: z.union([secretSchema, z.tuple([secretSchema, secretSchema])]),
+    /** The event types to send (default: all of them). */
+    events: z.array(z.enum(WEBHOOK_EVENT_TYPES)).min(1).optional(),
+  })
+  .strict();
+
+export interface WebhookEndpoint {
+  id: string;
+  url: string;
+  secrets: string[];
+  events: ReadonlySet<WebhookEventType>;
+}
+
+const configError = (lines: string[]) => new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);
+
+/** Validates WEBHOOKS's JSON (an array of endpoints). */
+export function parseWebhookEndpoints(json: string, source = 'WEBHOOKS'): WebhookEndpoint[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    throw configError([`${source}: not JSON`]);
+  }
+  const result = z.array(endpointSchema).safeParse(raw);
+  if (!result.success) {
+    throw configError(
+      result.error.issues.map((i) => {
+        const [index, ...rest] = i.path;
+        const entry = Array.isArray(raw) && typeof index === 'number' ? (raw[index] as { id?: unknown }) : undefined;
+        const name = typeof entry?.id === 'string' && entry.id ? `endpoint "${entry.id}"` : typeof index === 'number' ? `endpoint #${index + 1}` : '(the list)';
+        return `${source}: ${name}${rest.length ? ` ${rest.map(String).join('.')}` : ''}: ${i.message}`;
+      }),
+    );
+  }
+  const seen = new Set<string>();
+  return result.data.map((e) => {
+    if (seen.has(e.id)) throw configError([`${source}: endpoint "${e.id}" id: listed twice`]);
+    seen.add(e.id);
+    return { id: e.id, url: e.url, secrets: typeof e.secret === 'string' ? [e.secret] : [...e.secret], events: new Set(e.events ?? WEBHOOK_EVENT_TYPES) };
+  });
+}
+
+/** The configured endpoints (none when neither WEBHOOKS nor WEBHOOKS_FILE is set). */
+export function webhookEndpoints(c: Pick<Config, 'WEBHOOKS' | 'WEBHOOKS_FILE'>, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): WebhookEndpoint[] {
+  if (c.WEBHOOKS) return parseWebhookEndpoints(c.WEBHOOKS);
+  if (!c.WEBHOOKS_FILE) return [];
+  let json: string;
+  try {
+    json = readFile(c.WEBHOOKS_FILE);
+  } catch (err) {
+    throw configError([`WEBHOOKS_FILE: cannot read ${c.WEBHOOKS_FILE} (${(err as NodeJS.ErrnoException).code ?? 'error'})`]);
+  }
+  return parseWebhookEndpoints(json, 'WEBHOOKS_FILE');
+}

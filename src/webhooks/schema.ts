@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { END_REASONS } from '../calls/reasons.js';
+import { PUSH_TOKEN_KINDS } from '../push/kinds.js';
+
+/**
+ * The webhook request bodies (docs/webhooks.md "Events"): `{ type, timestamp, data }`. One schema
+ * per event type, the source of the OpenAPI document's `webhooks` and of the types events.ts builds.
+ */
+
+const parties = {
+  callId: z.string(),
+  callerUserId: z.string(),
+  callerInstallationId: z.string(),
+  calleeUserId: z.string(),
+  video: z.boolean(),
+  createdAtMs: z.number().int(),
+};
+
+const envelope = <T extends string, D extends z.ZodType>(type: T, data: D) =>
+  z.object({ type: z.literal(type), timestamp: z.string().describe('when it happened, ISO 8601 (UTC)'), data });
+
+export const callCreatedData = z.object({ ...parties, expiresAtMs: z.number().int().describe('when it stops ringing unless answered') });
+
+export const callAcceptedData = z.object({
+  ...parties,
+  acceptedAtMs: z.number().int(),
+  answeredByInstallationId: z.string().nullable().describe('the installation that answered'),
+});
+
+export const callEndedData = z.object({
+  ...parties,
+  acceptedAtMs: z.number().int().nullable().describe('null: never answered'),
+  answeredByInstallationId: z.string().nullable(),
+  endedAtMs: z.number().int(),
+  endedBy: z.enum(['caller', 'callee', 'system']).describe('system: the ring timeout, busy, or the server API'),
+  endedByInstallationId: z.string().nullable(),
+  reasons: z.object({ caller: z.enum(END_REASONS), callee: z.enum(END_REASONS) }).describe("the end reason as each side's devices were told it"),
+  ringingMs: z.number().int().describe('from the invitation to the answer, or to the end when never answered'),
+  talkMs: z.number().int().describe('from the answer to the end; 0 when never answered'),
+  missed: z.boolean().describe('a missed call for the callee: it rang out, or the caller cancelled it, before any answer'),
+});
+
+export const tokenRemovedData = z.object({
+  userId: z.string(),
+  installationId: z.string(),
+  kind: z.enum(PUSH_TOKEN_KINDS),
+  appId: z.string(),
+  tokenSuffix: z.string().describe('the last 6 characters of the removed token'),
+  reason: z.string().describe("the provider's reason, e.g. Unregistered or BadDeviceToken"),
+  removedAtMs: z.number().int(),
+});
+
+export const webhookBodies = {
+  'call.created': envelope('call.created', callCreatedData),
+  'call.accepted': envelope('call.accepted', callAcceptedData),
+  'call.ended': envelope('call.ended', callEndedData),
+  'push.token_removed': envelope('push.token_removed', tokenRemovedData),
+} as const;
