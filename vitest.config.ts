@@ -28,6 +28,9 @@ const CLUSTER_SUITES = [
   'test/e2e/push-upgrade.test.ts',
   'test/e2e/server-timers.test.ts',
   'test/e2e/push-timers.test.ts',
+  'test/integration/call-history.test.ts',
+  'test/e2e/server-api.test.ts',
+  'test/e2e/webhooks.test.ts',
   'test/cluster/**/*.test.ts',
 ];
 

@@ -2,8 +2,9 @@
   Keeps webhook deliveries that exhausted their retries (docs/webhooks.md "Dead letters"), at most
   maxKept of them: the oldest go first.
 
-  KEYS[1] recordsKey   hash: id -> JSON
-  KEYS[2] orderKey     sorted set: id by the time it was added
+  KEYS[1] recordsKey   hash: id -> JSON (to find one by id)
+  KEYS[2] orderKey     sorted set: JSON by the time it was added (to read them in order,
+                       lua/readIndexedRecords.lua); each JSON starts with `{"id":"<id>"`
 
   ARGV[1] maxKept
   ARGV[2..] pairs: id, JSON
@@ -17,13 +18,15 @@ local maxKept = tonumber(ARGV[1])
 
 local now = nowMs()
 for i = 2, #ARGV, 2 do
+  local previous = redis.call('HGET', recordsKey, ARGV[i])
+  if previous then redis.call('ZREM', orderKey, previous) end
   redis.call('HSET', recordsKey, ARGV[i], ARGV[i + 1])
-  redis.call('ZADD', orderKey, now, ARGV[i])
+  redis.call('ZADD', orderKey, now, ARGV[i + 1])
 end
 local over = redis.call('ZCARD', orderKey) - maxKept
 if over <= 0 then return 0 end
 local oldest = redis.call('ZPOPMIN', orderKey, over)
 local ids = {}
-for i = 1, #oldest, 2 do ids[#ids + 1] = oldest[i] end
+for i = 1, #oldest, 2 do ids[#ids + 1] = string.match(oldest[i], '^{"id":"([^"]*)"') end
 redis.call('HDEL', recordsKey, unpack(ids))
 return #ids

@@ -1,55 +1,51 @@
 --[[
   Keeps one user's call index (docs/call-history.md), run by the relay for the calls of one batch
-  that started or ended, in the user's slot: the user's active calls, and their history.
+  that started or ended, in the user's slot: the user's calls in progress, and their history.
 
-  KEYS[1] activeKey    the user's calls that have not ended (sorted set: callId by createdAtMs)
-  KEYS[2] historyKey   the user's history records (hash: callId -> record JSON)
-  KEYS[3] allKey       their order (sorted set: callId by endedAtMs)
-  KEYS[4] missedKey    the missed ones only (same)
+  KEYS[1] activeKey    the user's calls in progress (sorted set: callId by createdAtMs); entries
+                       leave at the call's end, so the set is gone whenever no call is in progress
+  KEYS[2] allKey       the user's history (sorted set: record JSON by endedAtMs)
+  KEYS[3] missedKey    the missed calls only (same)
 
-  ARGV[1] historyRetentionMs   records older than this (by endedAtMs) are removed
-  ARGV[2] activeTtlMs          the active set's expiry, renewed with each call that starts
-  ARGV[3..] quintets, in outbox order:
+  ARGV[1] historyRetentionMs   records that ended longer ago than this are removed
+  ARGV[2..] quintets, in outbox order:
           'start', callId, createdAtMs, '', ''
           'end',   callId, endedAtMs,   record JSON, '1' when missed else ''
 
-  Every step is idempotent, so a relay that hands a batch over again changes nothing more. A start
-  replayed after its call's end (a shard taken over late) is not re-added: the record exists.
-  Returns the number of records removed as too old.
+  A record is its own member: it starts with `{"callId":"<callId>"`, so records of the same
+  millisecond are ordered by callId (lua/readIndexedRecords.lua reads them). Every step is
+  idempotent and a relay hands a shard's entries over again in their order, so a batch handed
+  over again changes nothing more. Returns the number of records removed as too old.
 ]]
-local activeKey, historyKey, allKey, missedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local retentionMs, activeTtlMs = tonumber(ARGV[1]), tonumber(ARGV[2])
+local activeKey, allKey, missedKey = KEYS[1], KEYS[2], KEYS[3]
+local retentionMs = tonumber(ARGV[1])
 
---@include "nowMs"
 --@include "fmtInt"
 
-local ended = false
-for i = 3, #ARGV, 5 do
+local newest, missed = nil, false
+for i = 2, #ARGV, 5 do
   local op, callId, atMs = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if op == 'start' then
-    if redis.call('HEXISTS', historyKey, callId) == 0 then
-      redis.call('ZADD', activeKey, atMs, callId)
-      redis.call('PEXPIRE', activeKey, activeTtlMs)
-    end
+    redis.call('ZADD', activeKey, atMs, callId)
   else
     redis.call('ZREM', activeKey, callId)
-    redis.call('HSET', historyKey, callId, ARGV[i + 3])
-    redis.call('ZADD', allKey, atMs, callId)
-    if ARGV[i + 4] == '1' then redis.call('ZADD', missedKey, atMs, callId) end
-    ended = true
+    redis.call('ZADD', allKey, atMs, ARGV[i + 3])
+    if ARGV[i + 4] == '1' then
+      redis.call('ZADD', missedKey, atMs, ARGV[i + 3])
+      missed = true
+    end
+    if not newest or tonumber(atMs) > newest then newest = tonumber(atMs) end
   end
 end
-if not ended then return 0 end
+if not newest then return 0 end
 
--- Retention: at most TRIM_BATCH old records per call (a user's records age out about as fast as
--- they come in), and the keys expire with the newest record.
-local TRIM_BATCH = 100
-local cutoff = '(' .. fmtInt(nowMs() - retentionMs)
-local old = redis.call('ZRANGE', allKey, '-inf', cutoff, 'BYSCORE', 'LIMIT', 0, TRIM_BATCH)
-if #old > 0 then
-  redis.call('HDEL', historyKey, unpack(old))
-  redis.call('ZREM', allKey, unpack(old))
-  redis.call('ZREM', missedKey, unpack(old))
+-- Retention, by the time of the newest end (Redis time, from the call script): older records go,
+-- and the keys expire with the newest record.
+local cutoff = '(' .. fmtInt(newest - retentionMs)
+local removed = redis.call('ZREMRANGEBYSCORE', allKey, '-inf', cutoff)
+redis.call('PEXPIRE', allKey, retentionMs)
+if missed or removed > 0 then
+  redis.call('ZREMRANGEBYSCORE', missedKey, '-inf', cutoff)
+  redis.call('PEXPIRE', missedKey, retentionMs)
 end
-for _, key in ipairs({ historyKey, allKey, missedKey }) do redis.call('PEXPIRE', key, retentionMs) end
-return #old
+return removed

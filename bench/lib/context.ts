@@ -287,10 +287,10 @@ export class BenchContext {
   }
 
   /**
-   * MEMORY USAGE of up to `maxKeys` hashes whose names match `match` (SCAN), and how many fields
-   * they hold: memory per record of a kind (call history).
+   * MEMORY USAGE of up to `maxKeys` hashes or sorted sets whose names match `match` (SCAN), and
+   * how many fields or members they hold: memory per record of a kind (call history).
    */
-  async hashMemory(match: string, maxKeys = 200): Promise<{ keys: number; bytes: number; fields: number }> {
+  async keyMemory(match: string, maxKeys = 200): Promise<{ keys: number; bytes: number; fields: number }> {
     const out = { keys: 0, bytes: 0, fields: 0 };
     for (const c of this.nodeInfo.length > 0 ? this.nodeInfo : [this.info!]) {
       let cursor = '0';
@@ -299,7 +299,7 @@ export class BenchContext {
         cursor = next;
         for (const k of batch) {
           if (out.keys >= maxKeys) return out;
-          const [bytes, fields] = await Promise.all([c.memory('USAGE', k, 'SAMPLES', '0'), c.hlen(k)]);
+          const [bytes, fields] = await Promise.all([c.memory('USAGE', k, 'SAMPLES', '0'), (await c.type(k)) === 'zset' ? c.zcard(k) : c.hlen(k)]);
           out.keys++;
           out.bytes += Number(bytes ?? 0);
           out.fields += fields;

@@ -64,8 +64,8 @@ async function runVariant(ctx: BenchContext, variant: Variant, rate: number): Pr
         const received = receiver ? ((await (await fetch(`${receiver.url}/count`)).json()) as { received: number }).received : 0;
         const result: VariantResult = { variant, sustained, half, received };
         if (variant === 'off') {
-          const perUser = await ctx.hashMemory(`${prefix}:{u:*}:calls:history`);
-          const perCall = await ctx.hashMemory(`${prefix}:{c*}:call:*:history`);
+          const perUser = await ctx.keyMemory(`${prefix}:{u:*}:calls:history`);
+          const perCall = await ctx.keyMemory(`${prefix}:{c*}:call:*:history`);
           result.history = { perRecordBytes: perUser.bytes / Math.max(1, perUser.fields), perCallRecordBytes: perCall.bytes / Math.max(1, perCall.keys) };
         }
         return result;
@@ -124,7 +124,7 @@ function report(results: readonly VariantResult[], rate: number, rateSource: str
     '',
     history
       ? `Call history in Redis (docs/call-history.md), measured on the deployment without webhooks: ${fmtNum(history.perRecordBytes)} B per record in a user's history ` +
-        `(two per call, one per party, with their index entries), ${fmtNum(history.perCallRecordBytes)} B per call's own record: about ${fmtNum(2 * history.perRecordBytes + history.perCallRecordBytes)} B per ended call for CALL_RECORD_RETENTION_DAYS.`
+        `(two per call, one per party; a missed call is in the missed set too), ${fmtNum(history.perCallRecordBytes)} B per call's own record: about ${fmtNum(2 * history.perRecordBytes + history.perCallRecordBytes)} B per ended call for CALL_RECORD_RETENTION_DAYS.`
       : '',
   ].join('\n');
   return {

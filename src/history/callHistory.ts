@@ -65,12 +65,6 @@ export interface HistorySettings extends KeySpace {
   historyRetentionMs?: number;
 }
 
-/**
- * How long a user's active-call set outlives the last call that started: a call still going
- * after that drops out of the list (not out of Redis) once the set expires.
- */
-export const ACTIVE_CALLS_TTL_MS = 7 * 86_400_000;
-
 /** A party's index work for one relay batch: its calls that started and ended, in outbox order. */
 export type IndexOps = (['start', string, string, '', ''] | ['end', string, string, string, '1' | ''])[];
 
@@ -92,8 +86,8 @@ export function indexOpsOf(change: CallChange, add: (userId: string, op: IndexOp
 /** The indexUserCalls.lua call for one user's ops. */
 export function indexCall(s: HistorySettings, userId: string, ops: IndexOps): { keys: string[]; args: string[] } {
   return {
-    keys: [keys.userActiveCalls(s, userId), keys.userHistory(s, userId), keys.userHistoryIndex(s, userId), keys.userMissedIndex(s, userId)],
-    args: [String(s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS), String(ACTIVE_CALLS_TTL_MS), ...ops.flat()],
+    keys: [keys.userActiveCalls(s, userId), keys.userHistoryIndex(s, userId), keys.userMissedIndex(s, userId)],
+    args: [String(s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS), ...ops.flat()],
   };
 }
 
@@ -107,7 +101,7 @@ export class CallHistory {
   read(userId: string, opts: { cursor?: IndexCursor | undefined; limit: number; missed: boolean }): Promise<RecordPage> {
     const s = this.settings;
     const index = opts.missed ? keys.userMissedIndex(s, userId) : keys.userHistoryIndex(s, userId);
-    return readIndexedPage(this.redis, index, keys.userHistory(s, userId), { ...opts, maxAgeMs: s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS });
+    return readIndexedPage(this.redis, index, { ...opts, minMs: Date.now() - (s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS) });
   }
 
   /** The user's calls that have not ended, by the relay's index (the caller re-reads each call). */

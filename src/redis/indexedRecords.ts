@@ -2,8 +2,9 @@ import type { Redis, Cluster } from 'ioredis';
 import { runScript } from './scripts.js';
 
 /**
- * Records kept as a hash (id -> JSON) ordered by a sorted set (id by ms), read a page at a time,
- * newest first, by an opaque cursor (lua/readIndexedRecords.lua): call history, webhook dead letters.
+ * Records kept as the JSON members of a sorted set ordered by time (each JSON's first field its
+ * id), read a page at a time, newest first, by an opaque cursor (lua/readIndexedRecords.lua):
+ * call history, webhook dead letters.
  */
 export interface IndexCursor {
   ms: string;
@@ -26,17 +27,17 @@ export function decodeIndexCursor(cursor: string): IndexCursor | undefined {
   return m ? { ms: m[1]!, id: m[2]! } : undefined;
 }
 
+/** `minMs`: records older than this are left out (past retention, not yet removed). */
 export async function readIndexedPage(
   redis: Redis | Cluster,
   indexKey: string,
-  recordsKey: string,
-  opts: { cursor?: IndexCursor | undefined; limit: number; maxAgeMs: number },
+  opts: { cursor?: IndexCursor | undefined; limit: number; minMs: number },
 ): Promise<RecordPage> {
-  const reply = (await runScript(redis, 'readIndexedRecords', [indexKey, recordsKey], [
+  const reply = (await runScript(redis, 'readIndexedRecords', [indexKey], [
     opts.cursor?.ms ?? '',
     opts.cursor?.id ?? '',
     String(opts.limit),
-    String(opts.maxAgeMs),
+    String(Math.max(0, Math.floor(opts.minMs))),
   ])) as string[];
   const records: string[] = [];
   let last: IndexCursor | undefined;

@@ -76,10 +76,9 @@ export const keys = {
     `${ks.prefix}:{u:${userId}}:rl:push:${installationId}`,
   /** The user's calls that have not ended (callId by createdAtMs), kept by the relay (lua/indexUserCalls.lua). */
   userActiveCalls: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:active`,
-  /** The user's call history: records by callId (a hash), and their order by endedAtMs, all and missed only (sorted sets). */
-  userHistory: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:history`,
-  userHistoryIndex: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:history:all`,
-  userMissedIndex: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:history:missed`,
+  /** The user's call history: the records by endedAtMs, all and the missed ones (sorted sets of record JSON). */
+  userHistoryIndex: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:history`,
+  userMissedIndex: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:missed`,
   /** Webhook dead letters (hash: id -> JSON) and their order by time (docs/webhooks.md "Dead letters"). */
   webhookDeadLetters: (ks: KeySpace) => `${ks.prefix}:{wh}:dead`,
   webhookDeadLetterOrder: (ks: KeySpace) => `${ks.prefix}:{wh}:dead:order`,
@@ -105,6 +104,7 @@ export const LONG_LIVED_KEYS: readonly { pattern: RegExp; bound: string }[] = [
   { pattern: /:\{c\d+\}:outbox$/, bound: 'per shard; trimmed by the relay behind what it acknowledged' },
   { pattern: /:\{c\d+\}:ringing$/, bound: 'per shard; one entry per ringing call' },
   { pattern: /:migrated:[A-Za-z0-9._-]+$/, bound: 'one per data migration' },
+  { pattern: /:\{u:[^}]*\}:calls:active$/, bound: "a user's calls in progress: each leaves at its end, and the empty set is gone" },
   { pattern: /:\{wh\}:dead(:order)?$/, bound: 'webhook dead letters: at most WEBHOOK_DEAD_LETTERS_MAX, oldest removed first' },
   { pattern: /:\{wh\}:disabled$/, bound: 'one field per configured webhook endpoint a 410 disabled' },
   { pattern: /:q:/, bound: "BullMQ's per-queue keys: fixed per partition; jobs removed on completion, failed ones by age and count" },

@@ -43,9 +43,9 @@ export const scriptDefinitions = {
   publishMessages: { file: 'publishMessages.lua', numberOfKeys: 1 },
   holdShardLease: { file: 'holdShardLease.lua', numberOfKeys: 1 },
   relayHeartbeat: { file: 'relayHeartbeat.lua', numberOfKeys: 1 },
-  indexUserCalls: { file: 'indexUserCalls.lua', numberOfKeys: 4 },
+  indexUserCalls: { file: 'indexUserCalls.lua', numberOfKeys: 3 },
   addDeadLetters: { file: 'addDeadLetters.lua', numberOfKeys: 2 },
-  readIndexedRecords: { file: 'readIndexedRecords.lua', numberOfKeys: 2 },
+  readIndexedRecords: { file: 'readIndexedRecords.lua', numberOfKeys: 1 },
 } as const satisfies Record<string, { file: string; numberOfKeys: number | 'variable'; traced?: boolean }>;
 
 export type ScriptName = keyof typeof scriptDefinitions;

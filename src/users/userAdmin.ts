@@ -73,7 +73,8 @@ export class UserAdmin {
     await this.redis.spublish(keys.liveChannel(ks, userId), signOutMessage(''));
 
     for (const reg of await this.pushRegistry.list(userId)) await this.pushRegistry.remove(userId, reg.installationId, reg.kind);
-    const callIds = new Set([...toFile, ...(await this.redis.zrange(keys.userHistoryIndex(ks, userId), 0, -1))]);
+    const records = await this.redis.zrange(keys.userHistoryIndex(ks, userId), 0, -1);
+    const callIds = new Set([...toFile, ...records.map((json) => (JSON.parse(json) as { callId: string }).callId)]);
     const doomed = new Set<string>();
     for (const callId of callIds) {
       for (const k of [keys.call(ks, callId), keys.callHistory(ks, callId), keys.callMessages(ks, callId), keys.callMessageSeqs(ks, callId), keys.callMessageLimit(ks, callId, userId)]) {
@@ -91,21 +92,14 @@ export class UserAdmin {
     return { callsEnded, keysDeleted };
   }
 
-  /** Waits until the relay has filed each call's end in the user's history. */
+  /** Waits until the relay has filed each call's end: the call has left the user's calls in progress. */
   private async filed(userId: string, callIds: readonly string[], settleMs: number): Promise<void> {
     const deadline = Date.now() + settleMs;
     for (;;) {
-      const pending: string[] = [];
-      for (const callId of callIds) {
-        const [inHistory, hasRecord] = await Promise.all([
-          this.redis.hexists(keys.userHistory(this.ks, userId), callId),
-          this.redis.exists(keys.callHistory(this.ks, callId)),
-        ]);
-        // A call whose record is gone (past retention) will not be filed: nothing to wait for.
-        if (!inHistory && hasRecord) pending.push(callId);
-      }
-      if (pending.length === 0) return;
-      if (Date.now() > deadline) throw new CallsStillEnding(`${pending.length} of the user's calls are still ending; retry`);
+      const scores = await Promise.all(callIds.map((callId) => this.redis.zscore(keys.userActiveCalls(this.ks, userId), callId)));
+      const pending = scores.filter((s) => s !== null).length;
+      if (pending === 0) return;
+      if (Date.now() > deadline) throw new CallsStillEnding(`${pending} of the user's calls are still ending; retry`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }

@@ -30,13 +30,14 @@ export class DeadLetters {
     if (letters.length === 0) return;
     await runScript(this.redis, 'addDeadLetters', [keys.webhookDeadLetters(this.ks), keys.webhookDeadLetterOrder(this.ks)], [
       String(this.maxKept),
-      ...letters.flatMap((l) => [l.id, JSON.stringify(l)]),
+      // The id first: the order's members are read and trimmed by it (lua/readIndexedRecords.lua).
+      ...letters.flatMap(({ id, ...rest }) => [id, JSON.stringify({ id, ...rest })]),
     ]);
   }
 
   /** Newest first. */
   list(opts: { cursor?: IndexCursor | undefined; limit: number }): Promise<RecordPage> {
-    return readIndexedPage(this.redis, keys.webhookDeadLetterOrder(this.ks), keys.webhookDeadLetters(this.ks), { ...opts, maxAgeMs: Number.MAX_SAFE_INTEGER });
+    return readIndexedPage(this.redis, keys.webhookDeadLetterOrder(this.ks), { ...opts, minMs: 0 });
   }
 
   async get(id: string): Promise<DeadLetter | undefined> {
@@ -46,7 +47,9 @@ export class DeadLetters {
 
   /** Removes one (once replayed); true when it was there. */
   async remove(id: string): Promise<boolean> {
-    const [removed] = await Promise.all([this.redis.hdel(keys.webhookDeadLetters(this.ks), id), this.redis.zrem(keys.webhookDeadLetterOrder(this.ks), id)]);
+    const json = await this.redis.hget(keys.webhookDeadLetters(this.ks), id);
+    if (!json) return false;
+    const [removed] = await Promise.all([this.redis.hdel(keys.webhookDeadLetters(this.ks), id), this.redis.zrem(keys.webhookDeadLetterOrder(this.ks), json)]);
     return removed === 1;
   }
 }
