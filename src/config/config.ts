@@ -293,35 +293,48 @@ const SINGLE_APP_VARS = {
   android: ['ANDROID_PROJECT_ID', 'ANDROID_SERVICE_ACCOUNT_FILE'],
 } as const;
 
-const configError = (lines: string[]) => new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);
+export const configError = (lines: string[]) => new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);
 
-/** Where in an app a zod issue is, by the app's appId when it has one: `app "x" ios.keyId`. */
-function appPath(raw: unknown, path: readonly PropertyKey[]): string {
-  const [index, ...rest] = path;
-  if (typeof index !== 'number') return '(the list)';
-  const entry = Array.isArray(raw) ? (raw[index] as { appId?: unknown } | undefined) : undefined;
-  const name = typeof entry?.appId === 'string' && entry.appId ? `app "${entry.appId}"` : `app #${index + 1}`;
-  return rest.length ? `${name} ${rest.map(String).join('.')}` : name;
-}
-
-/** Validates an app set (PUSH_APPS's JSON); the error names the app and the field. */
-export function parsePushApps(json: string, source = 'PUSH_APPS'): PushApp[] {
+/**
+ * Validates a JSON list of named entries from the configuration (PUSH_APPS's apps, WEBHOOKS's
+ * endpoints): an error names the entry by its `key` field (`app "x" ios.keyId`), or by its place
+ * when it has none, and the field; two entries with the same name are an error too.
+ */
+export function parseNamedList<S extends z.ZodType<readonly unknown[]>>(json: string, source: string, schema: S, label: string, key: string): z.output<S> {
   let raw: unknown;
   try {
     raw = JSON.parse(json);
   } catch {
     throw configError([`${source}: not JSON`]);
   }
-  const result = pushAppsSchema.safeParse(raw);
+  const nameOf = (entry: unknown): string | undefined => {
+    const v = (entry as Record<string, unknown> | undefined)?.[key];
+    return typeof v === 'string' && v ? v : undefined;
+  };
+  const result = schema.safeParse(raw);
   if (!result.success) {
-    throw configError(result.error.issues.map((i) => `${source}: ${appPath(raw, i.path)}: ${i.message}`));
+    throw configError(
+      result.error.issues.map((i) => {
+        const [index, ...rest] = i.path;
+        if (typeof index !== 'number') return `${source}: (the list): ${i.message}`;
+        const name = nameOf(Array.isArray(raw) ? raw[index] : undefined);
+        const where = name ? `${label} "${name}"` : `${label} #${index + 1}`;
+        return `${source}: ${rest.length ? `${where} ${rest.map(String).join('.')}` : where}: ${i.message}`;
+      }),
+    );
   }
   const seen = new Set<string>();
-  for (const app of result.data) {
-    if (seen.has(app.appId)) throw configError([`${source}: app "${app.appId}" appId: listed twice`]);
-    seen.add(app.appId);
+  for (const entry of result.data) {
+    const name = nameOf(entry)!;
+    if (seen.has(name)) throw configError([`${source}: ${label} "${name}" ${key}: listed twice`]);
+    seen.add(name);
   }
   return result.data;
+}
+
+/** Validates an app set (PUSH_APPS's JSON); the error names the app and the field. */
+export function parsePushApps(json: string, source = 'PUSH_APPS'): PushApp[] {
+  return parseNamedList(json, source, pushAppsSchema, 'app', 'appId');
 }
 
 /** The configured apps: PUSH_APPS(_FILE), or the single-app variables as the one default app. */

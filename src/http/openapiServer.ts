@@ -26,21 +26,15 @@ const HISTORY_ENTRY = {
   talkMs: 0,
 };
 const SERVER_CALL = {
-  callId: CALL_ID,
-  state: 'ended',
-  revision: '2',
-  callerUserId: 'alice',
-  callerInstallationId: 'alice-phone',
-  callerDisplayName: 'Alice',
-  callerHandle: 'app:alice',
-  calleeUserId: 'bob',
-  video: false,
-  createdAtMs: T0,
-  expiresAtMs: T0 + 45_000,
-  endedAtMs: T0 + 5_000,
-  endReason: 'remoteEnded',
-  endedBy: 'system',
+  ...{ callId: CALL_ID, state: 'ended', revision: '2' },
+  ...{ callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'Alice', callerHandle: 'app:alice', calleeUserId: 'bob', video: false },
+  ...{ createdAtMs: T0, expiresAtMs: T0 + 45_000, endedAtMs: T0 + 5_000, endReason: 'remoteEnded', endedBy: 'system' },
 };
+/** A small JSON answer: its properties (all required) and an example. */
+const small = (description: string, props: Record<string, 'string' | 'boolean'>, example: Record<string, unknown>) => ({
+  description,
+  content: { 'application/json': { schema: { type: 'object', properties: Object.fromEntries(Object.entries(props).map(([k, t]) => [k, { type: t }])), required: Object.keys(props) }, example } },
+});
 const PAGE_PARAMS = [
   { name: 'cursor', in: 'query', required: false, description: '`nextCursor` of the previous page; absent for the newest.', schema: { type: 'string' } },
   { name: 'limit', in: 'query', required: false, description: 'Records per page, 1 to 200 (default 50).', schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
@@ -211,7 +205,7 @@ export function serverPaths(): Record<string, unknown> {
         summary: 'Enable an endpoint a 410 disabled',
         description: 'New events go to it again (each process notices within 2 s); what was skipped while it was disabled is not sent.',
         responses: {
-          '200': { description: 'Enabled', content: { 'application/json': { schema: { type: 'object', properties: { id: { type: 'string' }, wasDisabled: { type: 'boolean' } }, required: ['id', 'wasDisabled'] }, example: { id: 'billing', wasDisabled: true } } } },
+          '200': small('Enabled', { id: 'string', wasDisabled: 'boolean' }, { id: 'billing', wasDisabled: true }),
           ...problems('invalid_request', 'not_found', ...SERVER_PROBLEMS),
         },
       },
@@ -236,7 +230,7 @@ export function serverPaths(): Record<string, unknown> {
         summary: 'Send a dead letter again',
         description: 'Queues the delivery again with a fresh retry schedule and the same webhook-id, and removes the dead letter.',
         responses: {
-          '202': { description: 'Queued', content: { 'application/json': { schema: { type: 'object', properties: { id: { type: 'string' }, replayed: { type: 'boolean' } }, required: ['id', 'replayed'] }, example: { id: 'msg_2GIL1nGX7H8UphdfSCHRHc-KyHf', replayed: true } } } },
+          '202': small('Queued', { id: 'string', replayed: 'boolean' }, { id: 'msg_2GIL1nGX7H8UphdfSCHRHc-KyHf', replayed: true }),
           ...problems('invalid_request', 'not_found', ...SERVER_PROBLEMS),
         },
       },

@@ -1,7 +1,7 @@
-import { Queue, type ConnectionOptions, type DefaultJobOptions } from 'bullmq';
+import type { Queue, ConnectionOptions, DefaultJobOptions } from 'bullmq';
 import type { EventPayload } from '../events/payloads.js';
 import type { PushTokenKind } from './kinds.js';
-import { partitionQueueName, queuePrefix, QUEUE_STREAMS, type Partitioning } from '../redis/partitions.js';
+import { createPartitionQueues, oneRunJobOptions, type Partitioning } from '../redis/partitions.js';
 
 /**
  * Push retries as BullMQ work (docs/architecture.md "Push"). The relay sends each push message's first attempt
@@ -42,25 +42,11 @@ export interface PushRetryJob {
   messages: PushMessage[];
 }
 
-export const PUSH_JOB_OPTIONS: DefaultJobOptions = {
-  // One run per job: a message that fails again goes into a new job (see above). A run cut short
-  // by a crash is run again by BullMQ's stalled-job check.
-  attempts: 1,
-  removeOnComplete: true,
-  removeOnFail: { age: 3600, count: 1000 },
-};
+/** A message that fails again goes into a new job (see above). */
+export const PUSH_JOB_OPTIONS: DefaultJobOptions = oneRunJobOptions(3600);
 
 export function createPushQueues(connection: ConnectionOptions, p: Partitioning): Queue<PushRetryJob>[] {
-  return Array.from(
-    { length: p.partitions },
-    (_, i) =>
-      new Queue<PushRetryJob>(partitionQueueName(PUSH_QUEUE, i), {
-        connection,
-        prefix: queuePrefix(p.prefix),
-        defaultJobOptions: PUSH_JOB_OPTIONS,
-        streams: QUEUE_STREAMS,
-      }),
-  );
+  return createPartitionQueues(PUSH_QUEUE, connection, p, PUSH_JOB_OPTIONS);
 }
 
 /** Job IDs may not contain ':' in BullMQ; IDs here are percent-encoded. */

@@ -1,3 +1,4 @@
+import { Queue, type ConnectionOptions, type DefaultJobOptions } from 'bullmq';
 import type { KeySpace } from './keys.js';
 
 /**
@@ -36,3 +37,20 @@ export function shardsOfPartition(p: Partitioning, partition: number): number[] 
 
 /** BullMQ's own events stream is not used by this project: keep it tiny in every queue. */
 export const QUEUE_STREAMS = { events: { maxLen: 100 } };
+
+/**
+ * Job options of the queues whose failed work goes on as new jobs (push retries, webhook
+ * deliveries): one run per job, dropped once done; a run a crash cut short is run again by
+ * BullMQ's stalled-job check; failed jobs (a bug) kept `failedAgeS` for a look, at most 1,000.
+ */
+export function oneRunJobOptions(failedAgeS: number): DefaultJobOptions {
+  return { attempts: 1, removeOnComplete: true, removeOnFail: { age: failedAgeS, count: 1000 } };
+}
+
+/** One BullMQ queue per partition of `base` (`{base-<p>}`), with these job options. */
+export function createPartitionQueues<T>(base: string, connection: ConnectionOptions, p: Partitioning, defaultJobOptions: DefaultJobOptions): Queue<T>[] {
+  return Array.from(
+    { length: p.partitions },
+    (_, i) => new Queue<T>(partitionQueueName(base, i), { connection, prefix: queuePrefix(p.prefix), defaultJobOptions, streams: QUEUE_STREAMS }),
+  );
+}

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ConfigError, type Config } from '../config/config.js';
+import { configError, parseNamedList, type Config } from '../config/config.js';
 
 /**
  * The webhook endpoints (docs/webhooks.md "Configuration"): WEBHOOKS (JSON) or WEBHOOKS_FILE,
@@ -37,33 +37,14 @@ export interface WebhookEndpoint {
   events: ReadonlySet<WebhookEventType>;
 }
 
-const configError = (lines: string[]) => new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);
-
-/** Validates WEBHOOKS's JSON (an array of endpoints). */
+/** Validates WEBHOOKS's JSON (an array of endpoints); an error names the endpoint and the field. */
 export function parseWebhookEndpoints(json: string, source = 'WEBHOOKS'): WebhookEndpoint[] {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(json);
-  } catch {
-    throw configError([`${source}: not JSON`]);
-  }
-  const result = z.array(endpointSchema).safeParse(raw);
-  if (!result.success) {
-    throw configError(
-      result.error.issues.map((i) => {
-        const [index, ...rest] = i.path;
-        const entry = Array.isArray(raw) && typeof index === 'number' ? (raw[index] as { id?: unknown }) : undefined;
-        const name = typeof entry?.id === 'string' && entry.id ? `endpoint "${entry.id}"` : typeof index === 'number' ? `endpoint #${index + 1}` : '(the list)';
-        return `${source}: ${name}${rest.length ? ` ${rest.map(String).join('.')}` : ''}: ${i.message}`;
-      }),
-    );
-  }
-  const seen = new Set<string>();
-  return result.data.map((e) => {
-    if (seen.has(e.id)) throw configError([`${source}: endpoint "${e.id}" id: listed twice`]);
-    seen.add(e.id);
-    return { id: e.id, url: e.url, secrets: typeof e.secret === 'string' ? [e.secret] : [...e.secret], events: new Set(e.events ?? WEBHOOK_EVENT_TYPES) };
-  });
+  return parseNamedList(json, source, z.array(endpointSchema), 'endpoint', 'id').map((e) => ({
+    id: e.id,
+    url: e.url,
+    secrets: typeof e.secret === 'string' ? [e.secret] : [...e.secret],
+    events: new Set(e.events ?? WEBHOOK_EVENT_TYPES),
+  }));
 }
 
 /** The configured endpoints (none when neither WEBHOOKS nor WEBHOOKS_FILE is set). */

@@ -1,5 +1,5 @@
-import { Queue, type ConnectionOptions, type DefaultJobOptions } from 'bullmq';
-import { partitionQueueName, queuePrefix, QUEUE_STREAMS, type Partitioning } from '../redis/partitions.js';
+import type { Queue, ConnectionOptions, DefaultJobOptions } from 'bullmq';
+import { createPartitionQueues, oneRunJobOptions, type Partitioning } from '../redis/partitions.js';
 import type { WebhookEventType } from './endpoints.js';
 
 /**
@@ -26,23 +26,9 @@ export interface WebhookJob {
   deliveries: WebhookDelivery[];
 }
 
-export const WEBHOOK_JOB_OPTIONS: DefaultJobOptions = {
-  // A failed delivery goes into a new delayed job (above); a run a crash cut short is run again by
-  // BullMQ's stalled-job check.
-  attempts: 1,
-  removeOnComplete: true,
-  removeOnFail: { age: 86_400, count: 1000 },
-};
+/** A failed delivery goes into a new delayed job (above). */
+export const WEBHOOK_JOB_OPTIONS: DefaultJobOptions = oneRunJobOptions(86_400);
 
 export function createWebhookQueues(connection: ConnectionOptions, p: Partitioning): Queue<WebhookJob>[] {
-  return Array.from(
-    { length: p.partitions },
-    (_, i) =>
-      new Queue<WebhookJob>(partitionQueueName(WEBHOOK_QUEUE, i), {
-        connection,
-        prefix: queuePrefix(p.prefix),
-        defaultJobOptions: WEBHOOK_JOB_OPTIONS,
-        streams: QUEUE_STREAMS,
-      }),
-  );
+  return createPartitionQueues(WEBHOOK_QUEUE, connection, p, WEBHOOK_JOB_OPTIONS);
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { stackForFile } from '../support/stack.js';
 import { acceptedCall, device, end, eventsUntil, expectProblem, headCursor, relayDone, ringingCall, uid } from '../support/fixtures.js';
 import { api } from '../support/http.js';
@@ -152,15 +152,19 @@ describe('users', () => {
     let leftovers: string[] = [];
     await waitUntil('no key of alice left', async () => {
       leftovers = [];
-      let cursor = '0';
-      do {
-        const [next, batch] = await redis.scan(cursor, 'COUNT', 1000);
-        cursor = next;
-        for (const k of batch) {
-          if (k.includes(alice.userId)) leftovers.push(`name: ${k}`);
-          else if (!peers.some((p) => k.includes(p)) && (await dump(redis, k)).includes(alice.userId)) leftovers.push(`value: ${k}`);
-        }
-      } while (cursor !== '0');
+      // Every primary on a cluster.
+      const nodes = (redis as unknown as { isCluster?: boolean }).isCluster ? (redis as unknown as Cluster).nodes('master') : [redis];
+      for (const node of nodes) {
+        let cursor = '0';
+        do {
+          const [next, batch] = await node.scan(cursor, 'COUNT', 1000);
+          cursor = next;
+          for (const k of batch) {
+            if (k.includes(alice.userId)) leftovers.push(`name: ${k}`);
+            else if (!peers.some((p) => k.includes(p)) && (await dump(node, k)).includes(alice.userId)) leftovers.push(`value: ${k}`);
+          }
+        } while (cursor !== '0');
+      }
       return leftovers.length === 0;
     }).catch(() => {});
     expect(leftovers).toEqual([]);

@@ -20,12 +20,6 @@ export async function historyPage(history: CallHistory, userId: string, ctx: Req
 
 /** GET /v1/calls?cursor=&limit=&missed=: the signed-in user's own call history, for a recents screen. */
 export function callHistoryRoute(deps: { auth: AuthGuard; history: CallHistory }): Route {
-  return {
-    method: 'get',
-    pattern: '/v1/calls',
-    handler: async (ctx) => {
-      const me = await authenticate(ctx, deps.auth);
-      return historyPage(deps.history, me.userId, ctx);
-    },
-  };
+  const handler = async (ctx: RequestContext) => historyPage(deps.history, (await authenticate(ctx, deps.auth)).userId, ctx);
+  return { method: 'get', pattern: '/v1/calls', handler };
 }

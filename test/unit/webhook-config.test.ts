@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest';
+import { Webhook } from 'svix';
+import { loadConfig } from '../../src/config/config.js';
+import { parseWebhookEndpoints, webhookEndpoints } from '../../src/webhooks/endpoints.js';
+import { retryAfterMs } from '../../src/webhooks/deliverer.js';
+import { webhookBody, webhookId } from '../../src/webhooks/events.js';
+import { newSecret } from '../support/webhook-receiver.js';
+import { Webhook as Signer } from 'standardwebhooks';
+
+/** WEBHOOKS and its neighbours (docs/webhooks.md "Configuration"), and the pieces of a delivery that need no server. */
+
+const secret = newSecret();
+const endpoint = (over: Record<string, unknown> = {}) => ({ id: 'billing', url: 'https://backend.example.com/hooks', secret, ...over });
+
+describe('WEBHOOKS', () => {
+  it('parses endpoints: one secret or two while rotating, all event types unless named', () => {
+    const other = newSecret();
+    const [a, b] = parseWebhookEndpoints(JSON.stringify([endpoint(), endpoint({ id: 'chat', secret: [other, secret], events: ['call.ended'] })]));
+    expect(a).toEqual({ id: 'billing', url: 'https://backend.example.com/hooks', secrets: [secret], events: new Set(['call.created', 'call.accepted', 'call.ended', 'push.token_removed']) });
+    expect(b).toMatchObject({ id: 'chat', secrets: [other, secret], events: new Set(['call.ended']) });
+  });
+
+  it.each([
+    ['not JSON', '[', /WEBHOOKS: not JSON/],
+    ['a bad secret', JSON.stringify([endpoint({ secret: 'whsec_short' })]), /endpoint "billing" secret: /],
+    ['a secret without whsec_', JSON.stringify([endpoint({ secret: Buffer.alloc(32).toString('base64') })]), /endpoint "billing" secret/],
+    ['an unknown event type', JSON.stringify([endpoint({ events: ['call.renamed'] })]), /endpoint "billing" events\.0/],
+    ['a URL that is not http(s)', JSON.stringify([endpoint({ url: 'ftp://x' })]), /endpoint "billing" url/],
+    ['an unknown field', JSON.stringify([endpoint({ retries: 3 })]), /endpoint "billing"/],
+    ['no id', JSON.stringify([{ url: 'https://x', secret }]), /endpoint #1 id/],
+    ['the same id twice', JSON.stringify([endpoint(), endpoint()]), /endpoint "billing" id: listed twice/],
+  ])('refuses %s, naming the endpoint and the field', (_what, json, message) => {
+    expect(() => parseWebhookEndpoints(json)).toThrow(message);
+  });
+
+  it('WEBHOOKS_FILE is read, and one of the two at most', () => {
+    expect(webhookEndpoints({ WEBHOOKS: undefined, WEBHOOKS_FILE: '/x.json' }, () => JSON.stringify([endpoint()]))).toHaveLength(1);
+    expect(() => webhookEndpoints({ WEBHOOKS: undefined, WEBHOOKS_FILE: '/missing.json' }, () => { throw Object.assign(new Error('no'), { code: 'ENOENT' }); })).toThrow(/WEBHOOKS_FILE: cannot read \/missing.json \(ENOENT\)/);
+    expect(webhookEndpoints({ WEBHOOKS: undefined, WEBHOOKS_FILE: undefined })).toEqual([]);
+    expect(() => loadConfig({ WEBHOOKS: '[]', WEBHOOKS_FILE: '/x' })).toThrow(/WEBHOOKS_FILE: set only one/);
+  });
+
+  it('WEBHOOK_RETRY_SCHEDULE: durations, about a day by default', () => {
+    const schedule = loadConfig({}).WEBHOOK_RETRY_SCHEDULE;
+    expect(schedule).toEqual([5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000]);
+    expect(schedule.reduce((a, b) => a + b, 0) / 3_600_000).toBeCloseTo(27.6, 1);
+    expect(loadConfig({ WEBHOOK_RETRY_SCHEDULE: '250ms, 1s,2m' }).WEBHOOK_RETRY_SCHEDULE).toEqual([250, 1000, 120_000]);
+    expect(() => loadConfig({ WEBHOOK_RETRY_SCHEDULE: '5 seconds' })).toThrow(/WEBHOOK_RETRY_SCHEDULE: "5 seconds" is not a duration/);
+  });
+});
+
+describe('a delivery', () => {
+  it('the webhook-id is stable per event and endpoint, and differs across both', () => {
+    const e = { key: 'call-1.3' };
+    expect(webhookId('billing', e)).toBe(webhookId('billing', { key: 'call-1.3' }));
+    expect(webhookId('billing', e)).not.toBe(webhookId('chat', e));
+    expect(webhookId('billing', e)).not.toBe(webhookId('billing', { key: 'call-1.4' }));
+  });
+
+  it('a body signed with the library verifies with svix, and a changed one does not', () => {
+    const body = webhookBody({ type: 'push.token_removed', key: 'k', atMs: 1_795_236_718_009, data: { userId: 'u', installationId: 'i', kind: 'iosVoip', appId: 'a', tokenSuffix: 'abcdef', reason: 'Unregistered', removedAtMs: 1_795_236_718_009 } });
+    expect(JSON.parse(body)).toMatchObject({ type: 'push.token_removed', timestamp: '2026-11-21T04:51:58.009Z' });
+    const now = new Date();
+    const headers = { 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(now.getTime() / 1000)), 'webhook-signature': new Signer(secret).sign('msg_1', now, body) };
+    expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(body));
+    expect(() => new Webhook(secret).verify(body.replace('abcdef', 'abcdeg'), headers)).toThrow();
+  });
+
+  it('retry-after: seconds or an HTTP date; anything else counts as none', () => {
+    expect(retryAfterMs('7')).toBe(7000);
+    expect(retryAfterMs(new Date(1_000_000 + 30_000).toUTCString(), 1_000_000)).toBe(30_000);
+    expect(retryAfterMs('soon')).toBe(0);
+    expect(retryAfterMs(null)).toBe(0);
+  });
+});
