@@ -45,9 +45,7 @@ import { webhookEndpoints } from './webhooks/endpoints.js';
 import { EndpointStates } from './webhooks/endpointStates.js';
 import { DeadLetters } from './webhooks/deadLetters.js';
 import { createWebhookQueues } from './webhooks/queue.js';
-import { WebhookPublisher, webhookHandler } from './webhooks/publisher.js';
-import { WebhookDeliverer, startWebhookWorkers } from './webhooks/deliverer.js';
-import { tokenRemovedEvent } from './webhooks/events.js';
+import { startWebhooks } from './webhooks/webhookWorkers.js';
 import { replayDeadLetter } from './webhooks/deadLetters.js';
 import { ServerKeys } from './auth/serverKeys.js';
 import { UserAdmin } from './users/userAdmin.js';
@@ -362,8 +360,7 @@ async function startWorker(
     (err: unknown) => logger.warn({ err: (err as Error).message }, 'moving the push registrations of version 0.1.0 failed; the next start tries again'),
   );
   const pushOutcomes: PushOutcomes = new Map();
-  const webhookQueues = createWebhookQueues(queueConnection, partitioning);
-  const webhooks = new WebhookPublisher(deps.webhooks.endpoints, webhookQueues, partitioning, deps.webhooks.states);
+  const webhooks = startWebhooks(deps.webhooks, { redis, connection: queueConnection, partitioning, config, metrics, logger });
   const dispatcher = new PushDispatcher({
     registry: deps.pushRegistry,
     peekCall: (callId) => deps.calls.peek(callId),
@@ -373,25 +370,9 @@ async function startWorker(
     logger,
     outcomes: pushOutcomes,
     observeSend: (provider, result, seconds) => metrics.pushDuration.observe({ provider, result }, seconds),
-    tokenRemoved: webhooks.enabled ? (reg, reason) => webhooks.publish([{ event: tokenRemovedEvent({ ...reg, reason }, Date.now()) }]) : undefined,
+    tokenRemoved: webhooks.tokenRemoved,
   });
   const retryWorkers = startPushRetryWorkers(queueConnection, partitioning, config.PUSH_CONCURRENCY, dispatcher, logger);
-  const deliverer = new WebhookDeliverer({
-    endpoints: deps.webhooks.endpoints,
-    states: deps.webhooks.states,
-    deadLetters: deps.webhooks.deadLetters,
-    scheduleMs: config.WEBHOOK_RETRY_SCHEDULE,
-    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
-    logger,
-    observe: (endpoint, outcome, seconds) => {
-      metrics.webhookDeliveries.inc({ endpoint, outcome });
-      if (outcome !== 'skipped') metrics.webhookDuration.observe({ endpoint }, seconds);
-    },
-  });
-  // Workers only where endpoints are configured: otherwise their queues stay empty.
-  const webhookWorkers = webhooks.enabled
-    ? startWebhookWorkers(queueConnection, partitioning, webhookQueues, config.WEBHOOK_CONCURRENCY, deliverer, logger)
-    : [];
   const sweeper = await RingSweeper.start(
     redis,
     queueConnection,
@@ -412,16 +393,10 @@ async function startWorker(
     const counts = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.zcard(keys.ringingForShard(ks, i))));
     return counts.reduce((a, b) => a + b, 0);
   });
-  metrics.gauge('queue_webhook_waiting', 'Webhook delivery jobs waiting, delayed or running (all partitions)', async () => {
-    const counts = await Promise.all(webhookQueues.map((q) => q.getJobCounts('waiting', 'delayed', 'active', 'prioritized')));
-    return counts.reduce((sum, c) => sum + Object.values(c).reduce((a, b) => a + b, 0), 0);
-  });
-  metrics.gauge('webhook_dead_letters', 'Webhook deliveries that exhausted their retries, kept for replay', () => redis.zcard(keys.webhookDeadLetterOrder(ks)));
-  metrics.gauge('webhook_endpoints_disabled', 'Webhook endpoints disabled by a 410 answer', async () => (await deps.webhooks.states.all()).size);
   const handlers: ChangeHandler[] = [
     callChangeObserver(metrics, logger),
     pushHandler(dispatcher, enabled),
-    ...(webhooks.enabled ? [webhookHandler(webhooks)] : []),
+    ...webhooks.handlers,
     ...extraHandlers,
   ];
   const blockingConnections = new Set<RedisClient>();
@@ -448,8 +423,8 @@ async function startWorker(
     async close() {
       await relay.stop();
       for (const c of blockingConnections) c.disconnect();
-      await Promise.all([sweeper.close(), ...retryWorkers.map((w) => w.close()), ...webhookWorkers.map((w) => w.close())]);
-      await Promise.all([...retryQueues, ...webhookQueues].map((q) => q.close()));
+      await Promise.all([sweeper.close(), ...retryWorkers.map((w) => w.close()), webhooks.close()]);
+      await Promise.all(retryQueues.map((q) => q.close()));
       await senders.close?.();
       queueConnection.disconnect();
     },

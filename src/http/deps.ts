@@ -5,9 +5,7 @@ import type { RedisRateLimiter } from '../limits/rateLimiter.js';
 import type { PushRegistry } from '../push/registry.js';
 import type { EventLog } from '../events/eventLog.js';
 import type { CallHistory } from '../history/callHistory.js';
-import type { WebhookEndpoint } from '../webhooks/endpoints.js';
-import type { EndpointStates } from '../webhooks/endpointStates.js';
-import type { DeadLetters } from '../webhooks/deadLetters.js';
+import type { WebhookDeps } from '../webhooks/webhookWorkers.js';
 
 /** What the HTTP endpoints need; built once by the server. */
 export interface ApiDeps {
@@ -32,5 +30,5 @@ export interface ApiDeps {
   /** Call history and active calls by user (docs/call-history.md). */
   history: CallHistory;
   /** Webhook endpoints, which are disabled, and the dead letters (docs/webhooks.md). */
-  webhooks: { endpoints: readonly WebhookEndpoint[]; states: EndpointStates; deadLetters: DeadLetters };
+  webhooks: WebhookDeps;
 }

@@ -22,20 +22,17 @@ export class WebhookPublisher {
     private readonly states: EndpointStates,
   ) {}
 
-  get enabled(): boolean {
-    return this.endpoints.length > 0;
-  }
-
   /** Queues the events; `callId` (when about a call) picks the partition, as for its pushes. */
   async publish(events: readonly { event: WebhookEvent; callId?: string }[]): Promise<void> {
     const byPartition = new Map<number, WebhookDelivery[]>();
     for (const { event, callId } of events) {
       const p = callId === undefined ? 0 : partitionOfShard(shardOf(callId, this.partitioning.shards), this.partitioning.partitions);
+      let body: string | undefined;
       for (const endpoint of this.endpoints) {
         if (!endpoint.events.has(event.type) || this.states.isDisabled(endpoint.id)) continue;
         let list = byPartition.get(p);
         if (!list) byPartition.set(p, (list = []));
-        list.push({ endpointId: endpoint.id, webhookId: webhookId(endpoint.id, event), type: event.type, body: webhookBody(event) });
+        list.push({ endpointId: endpoint.id, webhookId: webhookId(endpoint.id, event), type: event.type, body: (body ??= webhookBody(event)) });
       }
     }
     await Promise.all(
