@@ -6,6 +6,7 @@ import type { WebhookEndpoint } from './endpoints.js';
 import type { EndpointStates } from './endpointStates.js';
 import type { DeadLetter, DeadLetters } from './deadLetters.js';
 import { WEBHOOK_QUEUE, type WebhookDelivery, type WebhookJob } from './queue.js';
+import { post } from './post.js';
 
 /**
  * Sends webhook deliveries (docs/webhooks.md "Delivery"): each a POST of its body, signed by the
@@ -36,10 +37,10 @@ type AttemptResult = { ok: true; skipped?: boolean } | { ok: false; gone: boolea
 type Attempt = AttemptResult & { seconds: number };
 
 export class WebhookDeliverer {
-  private readonly endpoints: Map<string, { endpoint: WebhookEndpoint; signers: Webhook[] }>;
+  private readonly endpoints: Map<string, { url: URL; signers: Webhook[] }>;
 
   constructor(private readonly opts: DelivererOptions) {
-    this.endpoints = new Map(opts.endpoints.map((e) => [e.id, { endpoint: e, signers: e.secrets.map((s) => new Webhook(s)) }]));
+    this.endpoints = new Map(opts.endpoints.map((e) => [e.id, { url: new URL(e.url), signers: e.secrets.map((s) => new Webhook(s)) }]));
   }
 
   /** Runs one job: every delivery once; the failures go on as new delayed jobs of the same queue. */
@@ -89,27 +90,25 @@ export class WebhookDeliverer {
     const signature = target.signers.map((s) => s.sign(d.webhookId, timestamp, d.body)).join(' ');
     let result: AttemptResult;
     try {
-      const res = await fetch(target.endpoint.url, {
-        method: 'POST',
-        headers: {
+      const res = await post(
+        target.url,
+        {
           'content-type': 'application/json',
           'webhook-id': d.webhookId,
           'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
           'webhook-signature': signature,
           'user-agent': 'calling-backend-webhooks',
         },
-        body: d.body,
-        signal: AbortSignal.timeout(this.opts.timeoutMs),
-        redirect: 'manual',
-      });
-      // The body is not needed; reading it lets the connection be reused.
-      await res.arrayBuffer().catch(() => undefined);
+        d.body,
+        this.opts.timeoutMs,
+      );
       if (res.status >= 200 && res.status < 300) result = { ok: true };
-      else result = { ok: false, gone: res.status === 410, status: res.status, error: null, retryAfterMs: retryAfterMs(res.headers.get('retry-after')) };
+      else {
+        const retryAfter = res.headers['retry-after'];
+        result = { ok: false, gone: res.status === 410, status: res.status, error: null, retryAfterMs: retryAfterMs(typeof retryAfter === 'string' ? retryAfter : null) };
+      }
     } catch (err) {
-      const e = err as Error;
-      const error = e.name === 'TimeoutError' ? `no answer within ${this.opts.timeoutMs} ms` : (e.cause as Error | undefined)?.message ?? e.message;
-      result = { ok: false, gone: false, status: null, error, retryAfterMs: 0 };
+      result = { ok: false, gone: false, status: null, error: (err as Error).message, retryAfterMs: 0 };
     }
     if (!result.ok) {
       this.opts.logger.info({ endpoint: d.endpointId, webhookId: d.webhookId, type: d.type, status: result.status, error: result.error }, 'webhook attempt failed');

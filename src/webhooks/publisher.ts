@@ -9,12 +9,25 @@ import { callEventOf, webhookBody, webhookId, type WebhookEvent } from './events
 import type { WebhookDelivery, WebhookJob } from './queue.js';
 
 /**
+ * How long deliveries wait to share a job with those of other relay batches, and how many make a
+ * job full. A job is BullMQ work of its own (its add, fetch and completion); at a few changes per
+ * relay batch one job per batch would cost more than the requests it sends (docs/performance.md).
+ */
+const COALESCE_MS = 10;
+const COALESCE_MAX = 200;
+
+/**
  * Turns webhook events into delivery jobs (docs/webhooks.md "Delivery"): one delivery per event and
- * endpoint that wants its type and is not disabled, one job per partition. A job's ID is derived
- * from its deliveries' webhook-ids, so a relay that hands the same batch over again while the
- * first job still waits adds nothing (and a receiver deduplicates by webhook-id anyway).
+ * endpoint that wants its type and is not disabled, gathered per partition for COALESCE_MS into
+ * one job. `publish` resolves once the job holding its deliveries is in the queue, so the relay
+ * acknowledges a change only after its webhooks are queued. A job's ID is derived from its
+ * deliveries' webhook-ids, so adding the same job again adds nothing (and a receiver deduplicates
+ * by webhook-id anyway).
  */
 export class WebhookPublisher {
+  /** Per partition: deliveries gathered for the next job, and who waits for it. */
+  private readonly pending = new Map<number, { deliveries: WebhookDelivery[]; flushed: Promise<void>; flush: () => void }>();
+
   constructor(
     private readonly endpoints: readonly WebhookEndpoint[],
     private readonly queues: readonly Queue<WebhookJob>[],
@@ -24,23 +37,42 @@ export class WebhookPublisher {
 
   /** Queues the events; `callId` (when about a call) picks the partition, as for its pushes. */
   async publish(events: readonly { event: WebhookEvent; callId?: string }[]): Promise<void> {
-    const byPartition = new Map<number, WebhookDelivery[]>();
+    const waits = new Set<Promise<void>>();
     for (const { event, callId } of events) {
       const p = callId === undefined ? 0 : partitionOfShard(shardOf(callId, this.partitioning.shards), this.partitioning.partitions);
       let body: string | undefined;
       for (const endpoint of this.endpoints) {
         if (!endpoint.events.has(event.type) || this.states.isDisabled(endpoint.id)) continue;
-        let list = byPartition.get(p);
-        if (!list) byPartition.set(p, (list = []));
-        list.push({ endpointId: endpoint.id, webhookId: webhookId(endpoint.id, event), type: event.type, body: (body ??= webhookBody(event)) });
+        const batch = this.gather(p);
+        batch.deliveries.push({ endpointId: endpoint.id, webhookId: webhookId(endpoint.id, event), type: event.type, body: (body ??= webhookBody(event)) });
+        waits.add(batch.flushed);
+        if (batch.deliveries.length >= COALESCE_MAX) batch.flush();
       }
     }
-    await Promise.all(
-      [...byPartition].map(([p, deliveries]) => {
+    await Promise.all(waits);
+  }
+
+  /** The partition's job being gathered (a new one, flushed in COALESCE_MS, when none is). */
+  private gather(p: number): { deliveries: WebhookDelivery[]; flushed: Promise<void>; flush: () => void } {
+    const open = this.pending.get(p);
+    if (open) return open;
+    const deliveries: WebhookDelivery[] = [];
+    let flush!: () => void;
+    const flushed = new Promise<void>((resolve, reject) => {
+      flush = () => {
+        if (this.pending.get(p)?.deliveries !== deliveries) return;
+        this.pending.delete(p);
+        clearTimeout(timer);
         const jobId = `wh.${createHash('sha256').update(deliveries.map((d) => d.webhookId).join(',')).digest('base64url').slice(0, 22)}`;
-        return this.queues[p]!.add('deliver', { attempts: 0, deliveries }, { jobId });
-      }),
-    );
+        this.queues[p]!.add('deliver', { attempts: 0, deliveries }, { jobId }).then(() => resolve(), reject);
+      };
+    });
+    // Each waiter sees the failure through its own await; none goes unhandled meanwhile.
+    flushed.catch(() => {});
+    const timer = setTimeout(() => flush(), COALESCE_MS);
+    const batch = { deliveries, flushed, flush };
+    this.pending.set(p, batch);
+    return batch;
   }
 }
 
