@@ -360,7 +360,7 @@ async function startWorker(
     (err: unknown) => logger.warn({ err: (err as Error).message }, 'moving the push registrations of version 0.1.0 failed; the next start tries again'),
   );
   const pushOutcomes: PushOutcomes = new Map();
-  const webhooks = startWebhooks(deps.webhooks, { redis, connection: queueConnection, partitioning, config, metrics, logger });
+  const webhooks = startWebhooks(deps.webhooks, { redis, connection: queueConnection, partitioning, config, metrics, logger, registry: deps.pushRegistry });
   const dispatcher = new PushDispatcher({
     registry: deps.pushRegistry,
     peekCall: (callId) => deps.calls.peek(callId),

@@ -4,7 +4,7 @@ import type { CallRecord } from '../calls/model.js';
 import { invitationPayload } from '../events/payloads.js';
 import { partitionOfShard, type Partitioning } from '../redis/partitions.js';
 import { shardOf } from '../redis/keys.js';
-import { tokenHash, type PushRegistry, type PushRegistration } from './registry.js';
+import { tokenHash, type PushRegistry, type PushRegistration, type TokenRemoval } from './registry.js';
 import type { PushMessage, PushRetryJob } from './queues.js';
 import type { SendResult } from './sendResult.js';
 import type { Logger } from '../util/logger.js';
@@ -70,10 +70,11 @@ export interface DispatcherDeps {
   /** Each provider round trip: provider, result (as in `outcomes`) and seconds (metrics). */
   observeSend?: (provider: 'apns' | 'fcm', result: string, seconds: number) => void;
   /**
-   * A registration removed because its provider reported the token invalid (the
-   * push.token_removed webhook, docs/webhooks.md). Awaited: the attempt counts as done once it is.
+   * A registration about to be removed because its provider reported the token invalid (the
+   * push.token_removed webhook, docs/webhooks.md), with the condition of its removal. Awaited
+   * before the removal.
    */
-  tokenRemoved?: (reg: PushRegistration, reason: string) => Promise<void>;
+  tokenRemoved?: (reg: PushRegistration, reason: string, removal: TokenRemoval) => Promise<void>;
 }
 
 type Ready = { msg: PushMessage; reg: PushRegistration; payload: object; deadlineMs: number };
@@ -179,13 +180,13 @@ export class PushDispatcher {
   }
 
   private async removeInvalid(r: Ready, reason: string, sentAtMs: number): Promise<void> {
-    // Remove it unless the installation registered again (or another token) since we sent.
-    const removed = await this.deps.registry.remove(r.reg.userId, r.reg.installationId, r.reg.kind, {
-      tokenHash: tokenHash(r.reg.token),
-      notAfterMs: sentAtMs,
-    });
+    // Remove it unless the installation registered again (or another token) since we sent. The
+    // notice is queued first and carries the same condition: its delivery makes sure of the
+    // removal, so a worker that dies between the two loses neither (docs/webhooks.md "Delivery").
+    const removal: TokenRemoval = { userId: r.reg.userId, installationId: r.reg.installationId, kind: r.reg.kind, tokenHash: tokenHash(r.reg.token), notAfterMs: sentAtMs };
+    await this.deps.tokenRemoved?.(r.reg, reason, removal);
+    const removed = await this.deps.registry.remove(removal.userId, removal.installationId, removal.kind, removal);
     this.deps.logger.info({ provider: providerOf(r.msg), installationId: r.reg.installationId, reason, removed }, 'push token reported invalid');
-    if (removed) await this.deps.tokenRemoved?.(r.reg, reason);
   }
 
   /** One delayed job per partition with the messages that failed transiently. */

@@ -25,6 +25,18 @@ export function tokenSuffix(token: string): string {
   return token.slice(-6);
 }
 
+/**
+ * A removal of one registration on an invalid-token report: only while it still holds the token
+ * (by hash) and was not written after `notAfterMs` (the send).
+ */
+export interface TokenRemoval {
+  userId: string;
+  installationId: string;
+  kind: PushTokenKind;
+  tokenHash: string;
+  notAfterMs: number;
+}
+
 export function tokenHash(token: string): string {
   return createHash('sha256').update(token).digest('base64url');
 }
@@ -88,6 +100,16 @@ export class PushRegistry {
    */
   private releaseOwner(kind: PushTokenKind, hash: string, owner: string): Promise<unknown> {
     return runScript(this.redis, 'releaseTokenOwner', [keys.pushTokenOwner(this.ks, kind, hash)], [owner]);
+  }
+
+  /**
+   * Makes sure an invalid-token removal happened (a repeat of it is harmless). False when it must
+   * not: the installation registered that token again after the report.
+   */
+  async ensureRemoved(t: TokenRemoval): Promise<boolean> {
+    await this.remove(t.userId, t.installationId, t.kind, t);
+    const now = await this.get(t.userId, t.installationId, t.kind);
+    return now === undefined || tokenHash(now.token) !== t.tokenHash;
   }
 
   async get(userId: string, installationId: string, kind: PushTokenKind): Promise<PushRegistration | undefined> {

@@ -7,6 +7,7 @@ import type { EndpointStates } from './endpointStates.js';
 import type { DeadLetter, DeadLetters } from './deadLetters.js';
 import { WEBHOOK_QUEUE, type WebhookDelivery, type WebhookJob } from './queue.js';
 import { post } from './post.js';
+import type { TokenRemoval } from '../push/registry.js';
 
 /**
  * Sends webhook deliveries (docs/webhooks.md "Delivery"): each a POST of its body, signed by the
@@ -26,6 +27,8 @@ export interface DelivererOptions {
   scheduleMs: readonly number[];
   timeoutMs: number;
   logger: Logger;
+  /** Makes sure of a push.token_removed notice's removal; false: drop the notice (src/push/registry.ts ensureRemoved). */
+  ensureRemoved?: (t: TokenRemoval) => Promise<boolean>;
   /** Each attempt's outcome and how long the receiver took (metrics). */
   observe?: (endpointId: string, outcome: WebhookOutcome, seconds: number) => void;
 }
@@ -85,6 +88,7 @@ export class WebhookDeliverer {
     const target = this.endpoints.get(d.endpointId);
     // An endpoint removed from the configuration, or disabled since the job was made.
     if (!target || this.opts.states.isDisabled(d.endpointId)) return { ok: true, skipped: true, seconds: 0 };
+    if (d.tokenRemoval && this.opts.ensureRemoved && !(await this.opts.ensureRemoved(d.tokenRemoval))) return { ok: true, skipped: true, seconds: 0 };
     const startedAt = performance.now();
     const timestamp = new Date();
     const signature = target.signers.map((s) => s.sign(d.webhookId, timestamp, d.body)).join(' ');

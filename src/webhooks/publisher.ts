@@ -7,6 +7,7 @@ import type { WebhookEndpoint } from './endpoints.js';
 import type { EndpointStates } from './endpointStates.js';
 import { callEventOf, webhookBody, webhookId, type WebhookEvent } from './events.js';
 import type { WebhookDelivery, WebhookJob } from './queue.js';
+import type { TokenRemoval } from '../push/registry.js';
 
 /**
  * How long deliveries wait to share a job with those of other relay batches, and how many make a
@@ -36,15 +37,15 @@ export class WebhookPublisher {
   ) {}
 
   /** Queues the events; `callId` (when about a call) picks the partition, as for its pushes. */
-  async publish(events: readonly { event: WebhookEvent; callId?: string }[]): Promise<void> {
+  async publish(events: readonly { event: WebhookEvent; callId?: string; tokenRemoval?: TokenRemoval }[]): Promise<void> {
     const waits = new Set<Promise<void>>();
-    for (const { event, callId } of events) {
+    for (const { event, callId, tokenRemoval } of events) {
       const p = callId === undefined ? 0 : partitionOfShard(shardOf(callId, this.partitioning.shards), this.partitioning.partitions);
       let body: string | undefined;
       for (const endpoint of this.endpoints) {
         if (!endpoint.events.has(event.type) || this.states.isDisabled(endpoint.id)) continue;
         const batch = this.gather(p);
-        batch.deliveries.push({ endpointId: endpoint.id, webhookId: webhookId(endpoint.id, event), type: event.type, body: (body ??= webhookBody(event)) });
+        batch.deliveries.push({ endpointId: endpoint.id, webhookId: webhookId(endpoint.id, event), type: event.type, body: (body ??= webhookBody(event)), ...(tokenRemoval ? { tokenRemoval } : {}) });
         waits.add(batch.flushed);
         if (batch.deliveries.length >= COALESCE_MAX) batch.flush();
       }

@@ -1,6 +1,7 @@
 import type { Queue, ConnectionOptions, DefaultJobOptions } from 'bullmq';
 import { createPartitionQueues, oneRunJobOptions, type Partitioning } from '../redis/partitions.js';
 import type { WebhookEventType } from './endpoints.js';
+import type { TokenRemoval } from '../push/registry.js';
 
 /**
  * Webhook deliveries as BullMQ work (docs/webhooks.md "Delivery"), partitioned like the push
@@ -18,6 +19,11 @@ export interface WebhookDelivery {
   type: WebhookEventType;
   /** The request body, fixed at the first attempt (the signature's timestamp is each attempt's). */
   body: string;
+  /**
+   * push.token_removed: the removal it announces, queued before it was made. Each attempt makes
+   * sure of it first, and the notice is dropped if the token was registered again meanwhile.
+   */
+  tokenRemoval?: TokenRemoval;
 }
 
 export interface WebhookJob {

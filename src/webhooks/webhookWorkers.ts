@@ -5,7 +5,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { keys } from '../redis/keys.js';
 import type { RedisClient } from '../redis/connection.js';
 import type { Partitioning } from '../redis/partitions.js';
-import type { PushRegistration } from '../push/registry.js';
+import type { PushRegistration, PushRegistry, TokenRemoval } from '../push/registry.js';
 import type { Logger } from '../util/logger.js';
 import type { WebhookEndpoint } from './endpoints.js';
 import type { EndpointStates } from './endpointStates.js';
@@ -26,15 +26,17 @@ export interface WebhookDeps {
   deadLetters: DeadLetters;
 }
 
+type TokenRemoved = (reg: PushRegistration, reason: string, removal: TokenRemoval) => Promise<void>;
+
 export interface Webhooks {
   handlers: ChangeHandler[];
-  tokenRemoved: ((reg: PushRegistration, reason: string) => Promise<void>) | undefined;
+  tokenRemoved: TokenRemoved | undefined;
   close(): Promise<void>;
 }
 
 export function startWebhooks(
   deps: WebhookDeps,
-  o: { redis: RedisClient; connection: ConnectionOptions; partitioning: Partitioning; config: Config; metrics: Metrics; logger: Logger },
+  o: { redis: RedisClient; connection: ConnectionOptions; partitioning: Partitioning; config: Config; metrics: Metrics; logger: Logger; registry: PushRegistry },
 ): Webhooks {
   const { config, metrics } = o;
   metrics.gauge('webhook_dead_letters', 'Webhook deliveries that exhausted their retries, kept for replay', () => o.redis.zcard(keys.webhookDeadLetterOrder(o.partitioning)));
@@ -51,6 +53,7 @@ export function startWebhooks(
     ...deps,
     scheduleMs: config.WEBHOOK_RETRY_SCHEDULE,
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    ensureRemoved: (t) => o.registry.ensureRemoved(t),
     logger: o.logger,
     observe: (endpoint, outcome, seconds) => {
       metrics.webhookDeliveries.inc({ endpoint, outcome });
@@ -60,7 +63,7 @@ export function startWebhooks(
   const workers = startWebhookWorkers(o.connection, o.partitioning, queues, config.WEBHOOK_CONCURRENCY, deliverer, o.logger);
   return {
     handlers: [webhookHandler(publisher)],
-    tokenRemoved: (reg, reason) => publisher.publish([{ event: tokenRemovedEvent({ ...reg, reason }, Date.now()) }]),
+    tokenRemoved: (reg, reason, tokenRemoval) => publisher.publish([{ event: tokenRemovedEvent({ ...reg, reason }, Date.now()), tokenRemoval }]),
     // After the relay stopped: the workers finish their running jobs.
     async close() {
       await Promise.all(workers.map((w) => w.close()));

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { answer, device, end, uid, type Device } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
-import { androidToken, registerAndroid, startPushStack, type PushStack } from './push-helpers.js';
+import { androidToken, isRegistered, registerAndroid, startPushStack, type PushStack } from './push-helpers.js';
+import { createWebhookQueues } from '../../src/webhooks/queue.js';
+import { tokenRemovedEvent, webhookBody, webhookId } from '../../src/webhooks/events.js';
+import { tokenHash } from '../../src/push/registry.js';
 import { forFile } from '../support/stack.js';
 import { hmacMatches, newSecret, startWebhookReceiver, svixVerify, type ReceivedWebhook, type WebhookReceiver } from '../support/webhook-receiver.js';
 import { keys } from '../../src/redis/keys.js';
@@ -149,6 +152,48 @@ describe('events', () => {
       removedAtMs: expect.any(Number),
     });
     expect(w.body).not.toContain(token);
+  });
+});
+
+describe('push.token_removed through a crash', () => {
+  /**
+   * The notice is queued before the removal (src/push/dispatcher.ts): a worker that died right
+   * after queueing it left this job behind, with the registration still in place.
+   */
+  async function leftBehind(d: Device, token: string, notAfterMs: number): Promise<string> {
+    // The test's own connection (a cluster's too): a queue's add needs no blocking command.
+    const [queue] = createWebhookQueues(ps.stack.redis, { prefix: 'cb', shards: 8, partitions: 1 });
+    const event = tokenRemovedEvent({ userId: d.userId, installationId: d.installationId, kind: 'androidPush', appId: 'x', token, reason: 'UNREGISTERED' }, Date.now());
+    const id = webhookId('main', event);
+    const tokenRemoval = { userId: d.userId, installationId: d.installationId, kind: 'androidPush' as const, tokenHash: tokenHash(token), notAfterMs };
+    await queue!.add('deliver', { attempts: 0, deliveries: [{ endpointId: 'main', webhookId: id, type: 'push.token_removed', body: webhookBody(event), tokenRemoval }] });
+    await queue!.close();
+    return id;
+  }
+
+  it('a notice left behind makes the removal itself, then is delivered', async () => {
+    const phone = device(url, uid('callee'));
+    const token = androidToken();
+    await registerAndroid(phone, token);
+    const id = await leftBehind(phone, token, Date.now());
+    await waitUntil('the notice', () => main.unique().has(id), 8000);
+    expect(await isRegistered(ps.stack, phone, 'androidPush')).toBe(false);
+  });
+
+  it('one whose token was registered again after the report is dropped, and the registration stays', async () => {
+    const phone = device(url, uid('callee'));
+    const token = androidToken();
+    const reportedAt = Date.now() - 1000;
+    await registerAndroid(phone, token);
+    const id = await leftBehind(phone, token, reportedAt);
+    // The job ran: the main endpoint's only skipped delivery is this one.
+    const skipped = async () => {
+      const text = await (await fetch(`${ps.stack.servers[0]!.metricsUrl}/metrics`)).text();
+      return Number(/calling_webhook_deliveries_total\{endpoint="main",outcome="skipped"\} (\d+)/.exec(text)?.[1] ?? 0);
+    };
+    await waitUntil('the notice dropped', async () => (await skipped()) === 1, 8000);
+    expect(main.received.some((w) => w.id === id)).toBe(false);
+    expect(await isRegistered(ps.stack, phone, 'androidPush')).toBe(true);
   });
 });
 
