@@ -54,7 +54,7 @@ const QUICK: Sizes = {
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
   compare: { sockets: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000 },
   soak: { durationMs: 180_000, warmupMs: 60_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
-  webhooks: { pairsPerGenerator: 600, warmupMs: 2000, stepMs: 6000, halfMs: 4000, rate: 0 },
+  webhooks: { pairsPerGenerator: 600, warmupMs: 2000, stepMs: 6000, halfMs: 10_000, rate: 0 },
 };
 
 const FULL: Sizes = {

@@ -93,7 +93,9 @@ function report(results: readonly VariantResult[], rate: number, rateSource: str
     r.variant === 'off' ? '–' : fmtNum(r.received),
   ]);
   const rateRatio = by.on.sustained.achievedRate / by.off.sustained.achievedRate;
-  const onHolds = Object.keys(by.on.sustained.errors).length === 0 && by.on.sustained.pass;
+  // Held: no errors, and every step's p99 under the limit, unless the step without webhooks missed
+  // that too (a machine past its limit at this rate, whatever the webhooks do).
+  const onHolds = Object.keys(by.on.sustained.errors).length === 0 && (by.on.sustained.pass || !by.off.sustained.pass);
   // What the cores allow: the rate is bounded by the CPU all server processes and Redis spend per
   // lifecycle (docs/performance.md "What bounds each"), so its ratio is the ratio of the costs.
   const serverCpu = (s: StepResult) => ['server', 'server worker', 'redis'].reduce((sum, k) => sum + (cpu(s, k) ?? 0), 0);
@@ -107,7 +109,8 @@ function report(results: readonly VariantResult[], rate: number, rateSource: str
       goal: 'sustained lifecycles/s with webhooks on ÷ off (same run)',
       target: `≥ ${GOAL_RATE_RATIO}×`,
       measured:
-        `held ${rateRatio.toFixed(2)}× (${fmtRate(by.on.sustained.achievedRate)} ÷ ${fmtRate(by.off.sustained.achievedRate)})${onHolds ? '' : ', but the step with webhooks on did not pass'}; ` +
+        `held ${rateRatio.toFixed(2)}× (${fmtRate(by.on.sustained.achievedRate)} ÷ ${fmtRate(by.off.sustained.achievedRate)})${onHolds ? '' : ', but the step with webhooks on did not pass'}` +
+        `${by.off.sustained.pass ? '' : ' (no step kept every p99 under the limit, with or without webhooks)'}; ` +
         `the cores allow ${capacityRatio.toFixed(2)}× (server and Redis CPU per lifecycle ${serverCpu(by.off.sustained).toFixed(2)} ÷ ${serverCpu(by.on.sustained).toFixed(2)} ms)`,
       status: rateRatio >= GOAL_RATE_RATIO && capacityRatio >= GOAL_RATE_RATIO && onHolds ? 'MET' : 'MISSED',
       atGoalSize: true,
