@@ -344,8 +344,14 @@ class ShardReader {
       if (!h.concurrent) this.tails[i] = run.catch(() => {});
       return run;
     });
-    const done: Promise<void> = Promise.all(runs)
-      .then(() => this.acknowledge(batch.entries))
+    // Every handler settles before a failure is handled: a batch read again while another
+    // handler is still sending would find that handler's changes not yet done, and redo them.
+    const done: Promise<void> = Promise.allSettled(runs)
+      .then((results) => {
+        const rejected = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        if (rejected) throw rejected.reason;
+        return this.acknowledge(batch.entries);
+      })
       .catch(failed)
       .finally(() => {
         this.effects.delete(done);

@@ -245,6 +245,9 @@ describe('relay pushes', () => {
     try {
       const callee = `u${randomUUID().slice(0, 8)}`;
       const tokens = await iPhones(callee, 2);
+      // The provider answers the first pushes later than the relay's pause before a retry: the
+      // batch fails (flaky) while its pushes are still in flight.
+      for (const t of tokens) for (let i = 0; i < 2; i++) apns.failNext(t, { status: 200, delayMs: 600 });
       const callIds = [await createCall(callee), await createCall(callee)];
       await waitUntil('the batches retried until acknowledged', async () => failures >= 2 && (await outboxSettled()), 10_000);
       for (const t of tokens) {
