@@ -1,8 +1,8 @@
 import { pushApps, queuePartitions, type Config } from './config/config.js';
 import { loadUws, type Uws } from './http/uws.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
-import { ApiError } from './http/errors.js';
-import { connectRedis, isRedisUnavailable, type RedisClient, type RedisTarget } from './redis/connection.js';
+import { ApiError, unavailableError } from './http/errors.js';
+import { connectRedis, type RedisClient, type RedisTarget } from './redis/connection.js';
 import { loadScripts, observeScripts } from './redis/scripts.js';
 import { createTokenVerifier } from './auth/verifier.js';
 import { FailureCounter, RedisRateLimiter } from './limits/rateLimiter.js';
@@ -10,8 +10,6 @@ import { CallStore } from './calls/store.js';
 import { PushRegistry } from './push/registry.js';
 import type { ApiDeps } from './http/deps.js';
 import { createCallRoute } from './http/endpoints/createCall.js';
-import { answerCallRoute } from './http/endpoints/answerCall.js';
-import { endCallRoute } from './http/endpoints/endCall.js';
 import { getCallRoute } from './http/endpoints/getCall.js';
 import { mediaSessionRoute } from './http/endpoints/mediaSession.js';
 import { deletePushTokenRoute, putPushTokenRoute } from './http/endpoints/pushTokens.js';
@@ -28,8 +26,9 @@ import { pushHandler } from './push/relayPushes.js';
 import { PushDispatcher, type PushOutcomes, type PushSenders } from './push/dispatcher.js';
 import { startPushRetryWorkers } from './push/pushWorker.js';
 import { RingSweeper } from './timers/ringSweeper.js';
-import { renameCallRoute } from './http/endpoints/renameCall.js';
-import { readMessagesRoute, sendMessageRoute } from './http/endpoints/callMessages.js';
+import { readMessagesRoute } from './http/endpoints/callMessages.js';
+import { CALL_COMMANDS } from './http/endpoints/commands.js';
+import { commandRoute } from './http/callCommand.js';
 import { createPushSenders, enabledKinds, registrableApps } from './push/providers.js';
 import { openApiDocument } from './http/openapi.js';
 import { Metrics } from './observability/metrics.js';
@@ -79,10 +78,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     callHistoryRoute(deps),
     createCallRoute(deps),
     getCallRoute(deps),
-    answerCallRoute(deps),
-    endCallRoute(deps),
-    renameCallRoute(deps),
-    sendMessageRoute(deps),
+    ...[...CALL_COMMANDS.values()].map((command) => commandRoute(deps, command)),
     readMessagesRoute(deps),
     mediaSessionRoute(deps),
     putPushTokenRoute(deps),
@@ -165,8 +161,7 @@ export async function startServer(
       else logger.debug(line, 'request');
     },
     onError: (err, ctx) => logger.error({ err, requestId: ctx.requestId, path: ctx.path }, 'request failed'),
-    classifyError: (err) =>
-      isRedisUnavailable(err) ? new ApiError('unavailable', 'the call store is unreachable; retry later', {}, { 'retry-after': '1' }) : undefined,
+    classifyError: unavailableError,
   });
   mountNotFound(app, config.CORS_ORIGINS);
 
@@ -321,7 +316,7 @@ async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>): Prom
     maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
     maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
     readBatch: 200,
-  }, { calls: ctx.deps.calls, limiter: ctx.deps.limits.callMessages });
+  }, ctx.deps);
   gateway.mount(app);
   gateway.startSweeps();
   metrics.gaugesFrom('ws_open_sockets', 'Open signaling WebSockets by encoding (json, msgpack)', ['encoding'], () =>

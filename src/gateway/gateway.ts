@@ -9,25 +9,27 @@ import { isForInstallation } from '../events/audience.js';
 import { bearerToken } from '../auth/verifier.js';
 import { checkToken, type AuthGuard } from '../auth/guard.js';
 import { TokenBucket } from '../limits/rateLimiter.js';
-import { ApiError } from '../http/errors.js';
-import { requestIdOf, writeProblem } from '../http/router.js';
-import { rateLimited } from '../http/request.js';
+import { ApiError, unavailableError } from '../http/errors.js';
+import { problemReply, requestIdOf, writeProblem, type Reply } from '../http/router.js';
+import { describeIssues, rateLimited } from '../http/request.js';
+import { opaqueId } from '../http/schemas.js';
+import { CALL_COMMANDS } from '../http/endpoints/commands.js';
+import type { CallCommand, CommandDeps } from '../http/callCommand.js';
 import { clientAddress } from '../http/clientAddress.js';
 import type { Logger } from '../util/logger.js';
 import { LiveSubscriptions } from './liveSubscriptions.js';
 import {
   CLOSE,
-  decodeClientMessage,
+  decodeClientFrame,
   encodeEventFrame,
   encodeFrame,
   encodeMessageFrame,
+  encodeReplyFrame,
   negotiate,
-  type ClientMessage,
+  type ClientFrame,
   type Encoding,
   type ServerFrame,
 } from './protocol.js';
-import { sendCallMessage, type MessageSender } from '../http/sendCallMessage.js';
-import { isRedisUnavailable } from '../redis/connection.js';
 
 /**
  * The signaling gateway at GET /v1/signaling. A device connects with its session token (header or
@@ -82,13 +84,15 @@ export interface GatewayStats {
   rateLimited: number;
   /** In-call messages sent (docs/api.md "In-call messages"). */
   messagesSent: number;
+  /** Command frames answered, by command and status (docs/signaling.md "Commands"). */
+  commands: Map<string, number>;
 }
 
 export class Gateway {
   private readonly sockets = new Set<Socket>();
   private readonly live: LiveSubscriptions<Socket>;
   private sweepTimer: NodeJS.Timeout | undefined;
-  readonly stats: GatewayStats = { eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0 };
+  readonly stats: GatewayStats = { eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0, commands: new Map() };
 
   constructor(
     subscriber: RedisClient,
@@ -96,8 +100,8 @@ export class Gateway {
     private readonly auth: AuthGuard,
     private readonly logger: Logger,
     private readonly settings: GatewaySettings,
-    /** Sends in-call messages that arrive as client frames (undefined: such frames are refused). */
-    private readonly messages?: MessageSender,
+    /** What the command frames run with: the same as their HTTP routes. */
+    private readonly commands: CommandDeps,
   ) {
     this.live = new LiveSubscriptions<Socket>(
       subscriber,
@@ -215,14 +219,17 @@ export class Gateway {
             return;
           }
         }
-        const msg = decodeClientMessage(data.encoding, message, isBinary);
-        if (!msg) {
-          this.send(ws, { type: 'error', code: 'bad_message', detail: 'expected {"type":"ping"} or {"type":"message",...}' });
+        const frame = decodeClientFrame(data.encoding, message, isBinary);
+        if (frame?.type === 'ping') {
+          this.send(ws, { type: 'pong' });
           return;
         }
-        if (msg.type === 'ping') this.send(ws, { type: 'pong' });
-        else if (msg.type === 'invalid') this.send(ws, { type: 'error', code: 'invalid_request', detail: msg.detail, ...(msg.operationId ? { operationId: msg.operationId } : {}) });
-        else void this.sendCallMessage(ws, msg);
+        const command = typeof frame?.type === 'string' ? CALL_COMMANDS.get(frame.type) : undefined;
+        if (!frame || !command) {
+          this.send(ws, { type: 'error', code: 'bad_message', detail: `expected {"type":"ping"} or a command frame (${[...CALL_COMMANDS.keys()].join(', ')})` });
+          return;
+        }
+        void this.runCommand(ws, command, frame);
       },
       close: (ws, code) => {
         const data = ws.getUserData();
@@ -236,29 +243,29 @@ export class Gateway {
   }
 
   /**
-   * An in-call message sent as a client frame (docs/signaling.md "Client → server frames"): the
-   * same as POST /v1/calls/{id}/messages, answered with `messageSent` or an `error` frame carrying
-   * the operationId and the error catalogue's code.
+   * A command frame (docs/signaling.md "Commands"): the frame is the HTTP route's body plus
+   * `type` and `callId`, run by the route's own handler; answered with one `reply` frame carrying
+   * the route's status and body.
    */
-  private async sendCallMessage(ws: Socket, msg: Extract<ClientMessage, { type: 'message' }>): Promise<void> {
+  private async runCommand(ws: Socket, command: CallCommand, frame: ClientFrame): Promise<void> {
     const data = ws.getUserData();
-    const { operationId } = msg;
-    if (!this.messages) {
-      this.send(ws, { type: 'error', code: 'not_found', detail: 'this gateway does not take in-call messages; use POST /v1/calls/{id}/messages', operationId });
-      return;
-    }
+    const operationId = typeof frame.operationId === 'string' ? frame.operationId : undefined;
+    let reply: Reply;
     try {
-      const sent = await sendCallMessage(this.messages, data, msg.callId, msg);
-      this.send(ws, { type: 'messageSent', operationId, ...sent });
+      const callId = opaqueId.safeParse(frame.callId);
+      if (!callId.success) throw new ApiError('invalid_request', `callId: ${callId.error.issues[0]?.message ?? 'invalid'}`);
+      const body = command.body.safeParse(frame);
+      if (!body.success) throw new ApiError('invalid_request', describeIssues(body.error.issues));
+      reply = await command.run(this.commands, data, callId.data, body.data);
     } catch (err) {
-      if (err instanceof ApiError) {
-        this.send(ws, { type: 'error', code: err.code, detail: err.detail, operationId });
-        return;
-      }
-      const unavailable = isRedisUnavailable(err);
-      if (!unavailable) this.logger.error({ err, userId: data.userId }, 'in-call message over signaling failed');
-      this.send(ws, { type: 'error', code: unavailable ? 'unavailable' : 'internal', detail: 'the message was not sent; retry with the same operationId', operationId });
+      const refusal = err instanceof ApiError ? err : unavailableError(err);
+      if (!refusal) this.logger.error({ err, userId: data.userId, command: command.name }, 'command over signaling failed');
+      reply = problemReply(refusal ?? new ApiError('internal', 'internal error; retry with the same operationId'));
     }
+    const counter = `${command.name} ${reply.status}`;
+    this.stats.commands.set(counter, (this.stats.commands.get(counter) ?? 0) + 1);
+    const retryAfter = reply.headers?.['retry-after'];
+    this.sendRaw(ws, encodeReplyFrame(data.encoding, operationId, reply.status, reply.body ?? '{}', retryAfter === undefined ? undefined : Number(retryAfter)));
   }
 
   /** Starts the token-expiry sweep (one timer for all sockets instead of one per socket). */

@@ -1,7 +1,4 @@
 import { Packr } from 'msgpackr';
-import { z } from 'zod';
-import { opaqueId, sendMessageBody } from '../http/schemas.js';
-import { describeIssues } from '../http/request.js';
 
 /**
  * The signaling frame protocol (docs/signaling.md). JSON text frames by default; with the
@@ -49,8 +46,7 @@ export type ServerFrame =
   | { type: 'gap'; reason: 'trimmed' | 'reset'; cursor: string }
   | { type: 'synced'; cursor: string }
   | { type: 'pong' }
-  | { type: 'messageSent'; operationId: string; eventId: string; callId: string; seq: number; occurredAtMs: number }
-  | { type: 'error'; code: string; detail: string; operationId?: string };
+  | { type: 'error'; code: 'bad_message'; detail: string };
 
 /** An event frame; for JSON the stored payload text is spliced in without re-serialising. */
 export function encodeEventFrame(encoding: Encoding, cursor: string, payloadJson: string): string | Uint8Array {
@@ -68,29 +64,30 @@ export function encodeFrame(encoding: Encoding, frame: ServerFrame): string | Ui
   return encoding === 'json' ? JSON.stringify(frame) : packr.pack(frame);
 }
 
-/** An in-call message sent over the socket: the body of POST /v1/calls/{id}/messages plus its callId. */
-const messageFrame = sendMessageBody.extend({ type: z.literal('message'), callId: opaqueId });
+/** A client frame as decoded: an object whose `type` names it (docs/signaling.md "Client → server frames"). */
+export type ClientFrame = { type?: unknown } & Record<string, unknown>;
 
-export type ClientMessage =
-  | { type: 'ping' }
-  | z.output<typeof messageFrame>
-  /** A `message` frame that does not validate (answered with an error frame naming the fields). */
-  | { type: 'invalid'; detail: string; operationId: string | undefined };
-
-/** Decodes a client frame; undefined when it is not a valid client message. */
-export function decodeClientMessage(encoding: Encoding, data: ArrayBuffer, isBinary: boolean): ClientMessage | undefined {
+/** Decodes a client frame; undefined when it is not an object in the socket's encoding. */
+export function decodeClientFrame(encoding: Encoding, data: ArrayBuffer, isBinary: boolean): ClientFrame | undefined {
   let value: unknown;
   try {
     value = encoding === 'msgpack' && isBinary ? packr.unpack(new Uint8Array(data)) : JSON.parse(Buffer.from(data).toString('utf8'));
   } catch {
     return undefined;
   }
-  if (typeof value !== 'object' || value === null) return undefined;
-  const type = (value as { type?: unknown }).type;
-  if (type === 'ping') return { type: 'ping' };
-  if (type !== 'message') return undefined;
-  const parsed = messageFrame.safeParse(value);
-  if (parsed.success) return parsed.data;
-  const operationId = (value as { operationId?: unknown }).operationId;
-  return { type: 'invalid', detail: describeIssues(parsed.error.issues), operationId: typeof operationId === 'string' ? operationId : undefined };
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as ClientFrame) : undefined;
+}
+
+/**
+ * The one answer to a command frame: the HTTP route's status and body (a snapshot, a
+ * messageSent, or a problem), spliced in as it is for JSON; `retryAfterS` carries what HTTP says
+ * in a `retry-after` header.
+ */
+export function encodeReplyFrame(encoding: Encoding, operationId: string | undefined, status: number, bodyJson: string, retryAfterS: number | undefined): string | Uint8Array {
+  if (encoding === 'json') {
+    const op = operationId === undefined ? '' : `"operationId":${JSON.stringify(operationId)},`;
+    const retry = retryAfterS === undefined ? '' : `,"retryAfterS":${retryAfterS}`;
+    return `{"type":"reply",${op}"status":${status},"body":${bodyJson}${retry}}`;
+  }
+  return packr.pack({ type: 'reply', ...(operationId === undefined ? {} : { operationId }), status, body: JSON.parse(bodyJson) as unknown, ...(retryAfterS === undefined ? {} : { retryAfterS }) });
 }

@@ -1,3 +1,5 @@
+import { isRedisUnavailable } from '../redis/connection.js';
+
 /**
  * The one catalogue of error codes: each has its HTTP status and title. Responses are RFC 9457
  * problem details (`application/problem+json`): { type, title, status, detail, code, ...extra }.
@@ -39,6 +41,11 @@ export class ApiError extends Error {
     super(`${code}: ${detail}`);
     this.status = errorCatalogue[code].status;
   }
+}
+
+/** The refusal for an error that is Redis being unreachable (503, retry-after); undefined for any other. */
+export function unavailableError(err: unknown): ApiError | undefined {
+  return isRedisUnavailable(err) ? new ApiError('unavailable', 'the call store is unreachable; retry later', {}, { 'retry-after': '1' }) : undefined;
 }
 
 export function problemBody(err: ApiError): string {

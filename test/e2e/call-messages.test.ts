@@ -227,14 +227,15 @@ describe('in-call messages', () => {
 });
 
 describe('in-call messages as signaling frames', () => {
-  it('a `message` client frame sends like the HTTP endpoint and is answered with messageSent or an error frame', async () => {
+  it('a `message` client frame sends like the HTTP endpoint and is answered with a reply frame carrying the route’s status and body', async () => {
     const { a1, b1 } = await parties();
     const call = await createCall(a1, b1.userId);
     expect((await answer(b1, call.callId)).status).toBe(200);
     const op = uid('op');
     a1.ws.send({ type: 'message', callId: call.callId, operationId: op, payload: { kind: 'offer', sdp: 'v=0' } });
-    const sent = await a1.ws.next('messageSent', 5000);
-    expect(sent).toMatchObject({ type: 'messageSent', operationId: op, callId: call.callId, seq: 1 });
+    const reply = await a1.ws.next('reply', 5000);
+    expect(reply).toMatchObject({ type: 'reply', operationId: op, status: 200, body: { callId: call.callId, seq: 1 } });
+    const sent = reply.body as { eventId: string };
     await waitUntil('the frame-sent message at b1', () => messages(b1).length === 1);
     expect(messages(b1)[0]).toMatchObject({ eventId: sent.eventId, seq: 1, fromInstallationId: a1.installationId, payload: { kind: 'offer', sdp: 'v=0' } });
     // The same operation over HTTP is a replay of it: same event, nothing sent again.
@@ -242,15 +243,15 @@ describe('in-call messages as signaling frames', () => {
     expect(replay.json).toMatchObject({ eventId: sent.eventId, seq: 1 });
 
     a1.ws.send({ type: 'message', callId: call.callId, operationId: 'op-bad', payload: 'not an object' });
-    expect(await a1.ws.next('error', 5000)).toMatchObject({ code: 'invalid_request', operationId: 'op-bad', detail: expect.stringMatching(/payload/) });
+    expect(await a1.ws.next('reply', 5000)).toMatchObject({ operationId: 'op-bad', status: 400, body: { code: 'invalid_request', detail: expect.stringMatching(/payload/) } });
     b1.ws.send({ type: 'message', callId: call.callId, operationId: uid('op'), payload: { kind: 'answer' } });
-    expect(await b1.ws.next('messageSent', 5000)).toMatchObject({ seq: 1 });
+    expect(await b1.ws.next('reply', 5000)).toMatchObject({ status: 200, body: { seq: 1 } });
     await waitUntil('the answer at a1', () => messages(a1).length === 1);
 
     expect((await end(a1, call.callId, 'localHangup')).status).toBe(200);
     const late = uid('op');
     a1.ws.send({ type: 'message', callId: call.callId, operationId: late, payload: { kind: 'candidate' } });
-    expect(await a1.ws.next('error', 5000)).toMatchObject({ code: 'call_not_active', operationId: late });
+    expect(await a1.ws.next('reply', 5000)).toMatchObject({ operationId: late, status: 409, body: { code: 'call_not_active' } });
     expect(messages(b1)).toHaveLength(1);
   });
 });
@@ -265,12 +266,12 @@ describe('SDP-sized message frames', () => {
     expect((await answer(b1, call.callId)).status).toBe(200);
     expect(VIDEO_OFFER).toMatch(/^v=0\r?\n[\s\S]*m=video /);
     a1.ws.send({ type: 'message', callId: call.callId, operationId: uid('op'), payload: { kind: 'offer', sdp: VIDEO_OFFER } });
-    expect(await a1.ws.next('messageSent', 5000)).toMatchObject({ seq: 1 });
+    expect(await a1.ws.next('reply', 5000)).toMatchObject({ status: 200, body: { seq: 1 } });
     // The largest payload the HTTP route takes: 16 KiB of JSON text.
     const largest = { pad: 'x'.repeat(MESSAGE_PAYLOAD_MAX_BYTES - '{"pad":""}'.length) };
     expect(Buffer.byteLength(JSON.stringify(largest))).toBe(MESSAGE_PAYLOAD_MAX_BYTES);
     a1.ws.send({ type: 'message', callId: call.callId, operationId: uid('op'), payload: largest });
-    expect(await a1.ws.next('messageSent', 5000)).toMatchObject({ seq: 2 });
+    expect(await a1.ws.next('reply', 5000)).toMatchObject({ status: 200, body: { seq: 2 } });
     await waitUntil('both messages at b1', () => messages(b1).length === 2);
     expect(messages(b1)[0]!.payload).toEqual({ kind: 'offer', sdp: VIDEO_OFFER });
     expect(messages(b1)[1]!.payload).toEqual(largest);

@@ -176,6 +176,14 @@ export const requestArb: fc.Arbitrary<FuzzRequest> = routeRequestArb;
 export type Distribution = Map<number, number>;
 
 /**
+ * No worker runs under fuzz, so the outbox only grows: emptied after a change, which keeps the
+ * digest (a hash over the whole dataset) cheap through long runs.
+ */
+export async function trimOutboxes(redis: Redis): Promise<void> {
+  await Promise.all(Array.from({ length: FUZZ_SHARDS }, (_, i) => redis.xtrim(keys.outboxForShard({ prefix: 'cb', shards: FUZZ_SHARDS }, i), 'MAXLEN', 0)));
+}
+
+/**
  * Sends one request and checks the HTTP properties; returns the status. `digest` carries the
  * dataset's digest from one request to the next (nothing else writes in between), so each
  * request costs one DEBUG DIGEST.
@@ -198,18 +206,34 @@ export async function checkRequest(baseUrl: string, redis: Redis, req: FuzzReque
     // same answer (docs/api.md "Idempotency"), and a ringing call past its deadline is ended by
     // whichever request touches it first (lazy expiry). Every other refusal changes nothing.
   }
-  if (res.status < 400) {
-    // No worker runs here, so the outbox only grows: empty it after a change, which keeps the
-    // digest (a hash over the whole dataset) cheap through long runs.
-    await Promise.all(Array.from({ length: FUZZ_SHARDS }, (_, i) => redis.xtrim(keys.outboxForShard({ prefix: 'cb', shards: FUZZ_SHARDS }, i), 'MAXLEN', 0)));
-  }
+  if (res.status < 400) await trimOutboxes(redis);
   digest.value = (await redis.call('DEBUG', 'DIGEST')) as string;
   if (res.status >= 400 && res.status !== 409 && digest.value !== before) throw new Error(`a refused request changed Redis: ${where}`);
   return res.status;
 }
 
-/** WebSocket frames: text (valid JSON, broken JSON, arbitrary) and binary. */
+/** Command frames (docs/signaling.md "Commands"): a route's body with one part broken, on a known call or any ID. */
+const COMMAND_BODIES: Record<string, () => object> = {
+  answer: () => ({ operationId: randomUUID(), installationId: INSTALLATION }),
+  end: () => ({ operationId: randomUUID(), reason: 'localHangup' }),
+  rename: () => ({ operationId: randomUUID(), displayName: 'Name' }),
+  message: () => ({ operationId: randomUUID(), payload: { sdp: 'v=0' } }),
+};
+const commandFrameArb = fc
+  .tuple(
+    fc.constantFrom(...Object.keys(COMMAND_BODIES)),
+    fc.oneof({ arbitrary: fc.constantFrom(...KNOWN_CALLS), weight: 3 }, idArb),
+    fc.option(nearValidArb, { freq: 2 }),
+  )
+  .map(([type, callId, broken]) => {
+    // Its own valid body, or a body of any route with one part broken.
+    const body = broken === null ? COMMAND_BODIES[type]!() : (JSON.parse(broken) as object);
+    return { data: JSON.stringify({ type, callId, ...body }) as string | Buffer, binary: false };
+  });
+
+/** WebSocket frames: text (valid JSON, broken JSON, arbitrary), command frames, and binary. */
 export const frameArb = fc.oneof(
+  { arbitrary: commandFrameArb, weight: 4 },
   fc.json({ maxDepth: 3 }).map((s) => ({ data: s as string | Buffer, binary: false })),
   fc.string({ maxLength: 300 }).map((s) => ({ data: s as string | Buffer, binary: false })),
   fc.constantFrom('{"type":"ping"}', '{"type":"message"}', '{"type":"message","callId":"x","operationId":"y","payload":{}}', '{"type":', '').map((s) => ({ data: s as string | Buffer, binary: false })),
@@ -223,14 +247,24 @@ export const frameArb = fc.oneof(
 export const ALLOWED_CLOSE_CODES = new Set([1000, 1002, 1003, 1005, 1006, 1007, 1008, 1009, 4029]);
 
 /** Opens a socket for the fuzz user, sends the frames, and returns its close code (or undefined if still open). */
-export async function sendFrames(baseUrl: string, frames: { data: string | Buffer; binary: boolean }[]): Promise<{ closeCode: number | undefined; replies: number }> {
+export async function sendFrames(
+  baseUrl: string,
+  frames: { data: string | Buffer; binary: boolean }[],
+): Promise<{ closeCode: number | undefined; replies: number; statuses: number[] }> {
   const ws = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/v1/signaling`, 'calling.v1.json', {
     headers: { authorization: `Bearer ${tokenFor({ userId: USER, installationId: INSTALLATION })}` },
   });
   let closeCode: number | undefined;
   let replies = 0;
   const closed = new Promise<void>((r) => ws.once('close', (code) => ((closeCode = code), r())));
-  ws.on('message', () => replies++);
+  /** The status of every `reply` frame (the answers to command frames). */
+  const statuses: number[] = [];
+  ws.on('message', (data: Buffer) => {
+    const frame = JSON.parse(data.toString('utf8')) as { type: string; status?: number };
+    // Each client frame is answered by one of these (`synced` and events are not answers).
+    if (frame.type === 'pong' || frame.type === 'error' || frame.type === 'reply') replies++;
+    if (frame.type === 'reply') statuses.push(frame.status!);
+  });
   ws.on('error', () => {});
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
@@ -240,8 +274,8 @@ export async function sendFrames(baseUrl: string, frames: { data: string | Buffe
     if (ws.readyState !== WebSocket.OPEN) break;
     ws.send(f.data, { binary: f.binary });
   }
-  // A ping after the frames: the server answers every frame in order, so once it has answered
-  // them all and the ping, nothing else is coming (or the socket was closed meanwhile).
+  // A ping after the frames: the server answers every frame (commands once they have run), so
+  // once it has answered them all and the ping, nothing else is coming (or the socket closed).
   if (ws.readyState === WebSocket.OPEN) ws.send('{"type":"ping"}');
   const answeredAll = new Promise<void>((r) => {
     const check = () => (replies >= frames.length + 1 ? r() : undefined);
@@ -252,7 +286,7 @@ export async function sendFrames(baseUrl: string, frames: { data: string | Buffe
   if (ws.readyState === WebSocket.OPEN) {
     ws.close(1000);
     await closed;
-    return { closeCode: undefined, replies };
+    return { closeCode: undefined, replies, statuses };
   }
-  return { closeCode, replies };
+  return { closeCode, replies, statuses };
 }

@@ -174,6 +174,22 @@ export class SignalingClient {
     this.ws.send(JSON.stringify(frame));
   }
 
+  /**
+   * Sends a command frame (docs/signaling.md "Commands") and resolves with the `reply` frame that
+   * carries its operationId, without consuming frames for `next()`.
+   */
+  async command(frame: { type: string; operationId?: unknown } & Record<string, unknown>, timeoutMs = 5000): Promise<Frame> {
+    const from = this.frames.length;
+    this.send(frame);
+    let reply: Frame | undefined;
+    await this.until(
+      () => (reply = this.frames.slice(from).find((f) => f.type === 'reply' && f.operationId === frame.operationId)) !== undefined,
+      timeoutMs,
+      `the reply to ${frame.type} ${String(frame.operationId)}`,
+    );
+    return reply!;
+  }
+
   /** Stops reading from the TCP socket: the kernel buffers fill and the server sees backpressure. */
   pauseReading(): void {
     this.tcp().pause();

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { unpack } from 'msgpackr';
+import { pack, unpack } from 'msgpackr';
 import { compareStreamIds, decodeCursor, encodeCursor } from '../../src/events/cursor.js';
 import { parseLiveMessage } from '../../src/events/eventLog.js';
-import { decodeClientMessage, encodeEventFrame, negotiate } from '../../src/gateway/protocol.js';
+import { decodeClientFrame, encodeEventFrame, encodeReplyFrame, negotiate } from '../../src/gateway/protocol.js';
 import { FailureCounter, TokenBucket } from '../../src/limits/rateLimiter.js';
 import { checkToken } from '../../src/auth/guard.js';
 import { createTokenVerifier } from '../../src/auth/verifier.js';
@@ -39,19 +39,22 @@ describe('signaling protocol', () => {
     expect(packed).toEqual(json);
     expect(json.event.occurredAtMs).toBe(1795236718009);
   });
-  it('client frames: ping and in-call messages are understood, nothing else', () => {
+  it('client frames decode to objects in either encoding; anything else is not a frame', () => {
     const enc = (s: string) => new TextEncoder().encode(s).buffer as ArrayBuffer;
-    expect(decodeClientMessage('json', enc('{"type":"ping"}'), false)).toEqual({ type: 'ping' });
-    expect(decodeClientMessage('json', enc('{"type":"nope"}'), false)).toBeUndefined();
-    expect(decodeClientMessage('json', enc('not json'), false)).toBeUndefined();
-    const message = { type: 'message', callId: 'c-1', operationId: 'op-1', payload: { kind: 'offer', sdp: 'v=0' } };
-    expect(decodeClientMessage('json', enc(JSON.stringify(message)), false)).toEqual(message);
-    expect(decodeClientMessage('json', enc(JSON.stringify({ ...message, payload: [1] })), false)).toMatchObject({
-      type: 'invalid',
-      operationId: 'op-1',
-      detail: expect.stringMatching(/^payload: /),
-    });
-    expect(decodeClientMessage('json', enc(JSON.stringify({ ...message, callId: 'a b' })), false)).toMatchObject({ type: 'invalid', detail: expect.stringMatching(/callId/) });
+    expect(decodeClientFrame('json', enc('{"type":"ping"}'), false)).toEqual({ type: 'ping' });
+    expect(decodeClientFrame('json', enc('not json'), false)).toBeUndefined();
+    expect(decodeClientFrame('json', enc('[1]'), false)).toBeUndefined();
+    expect(decodeClientFrame('json', enc('null'), false)).toBeUndefined();
+    const answer = { type: 'answer', callId: 'c-1', operationId: 'op-1', installationId: 'phone' };
+    const packed = pack(answer);
+    expect(decodeClientFrame('msgpack', packed.buffer.slice(packed.byteOffset, packed.byteOffset + packed.byteLength) as ArrayBuffer, true)).toEqual(answer);
+  });
+  it('reply frames carry the route\'s status and body, the same in JSON and msgpack', () => {
+    const body = '{"code":"rate_limited","status":429}';
+    const json = encodeReplyFrame('json', 'op-1', 429, body, 3) as string;
+    expect(JSON.parse(json)).toEqual({ type: 'reply', operationId: 'op-1', status: 429, body: { code: 'rate_limited', status: 429 }, retryAfterS: 3 });
+    expect(unpack(encodeReplyFrame('msgpack', 'op-1', 429, body, 3) as Uint8Array)).toEqual(JSON.parse(json));
+    expect(JSON.parse(encodeReplyFrame('json', undefined, 400, '{}', undefined) as string)).toEqual({ type: 'reply', status: 400, body: {} });
   });
 });
 

@@ -1,16 +1,15 @@
-import type { ApiDeps } from '../deps.js';
-import type { Route } from '../router.js';
-import { callRoute } from './callRoute.js';
-import { parseJsonBody } from '../request.js';
 import { answerCallBody } from '../schemas.js';
 import { ApiError } from '../errors.js';
 import { fingerprint } from '../../calls/store.js';
 import { callReply } from './callReplies.js';
+import type { CallCommand } from '../callCommand.js';
 
-/** POST /v1/calls/{id}/answer: the first answering installation wins; later ones get 409. */
-export function answerCallRoute(deps: ApiDeps): Route {
-  return callRoute(deps, 'post', '/v1/calls/:id/answer', async (ctx, me, callId) => {
-    const body = parseJsonBody(ctx, answerCallBody);
+/** answer (POST /v1/calls/{id}/answer or a frame): the first answering installation wins; later ones get 409. */
+export const answerCommand: CallCommand<typeof answerCallBody> = {
+  name: 'answer',
+  path: 'answer',
+  body: answerCallBody,
+  run: async (deps, me, callId, body) => {
     if (body.installationId !== me.installationId) {
       throw new ApiError('forbidden', "installationId does not match the session's installation");
     }
@@ -23,5 +22,5 @@ export function answerCallRoute(deps: ApiDeps): Route {
       fingerprint: fingerprint('answer', [callId, body.installationId, body.expectedRevision ?? null]),
     });
     return callReply(outcome, me.userId);
-  });
-}
+  },
+};

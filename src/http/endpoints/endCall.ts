@@ -1,15 +1,14 @@
-import type { ApiDeps } from '../deps.js';
-import type { Route } from '../router.js';
-import { callRoute } from './callRoute.js';
-import { parseJsonBody } from '../request.js';
 import { endCallBody } from '../schemas.js';
 import { fingerprint } from '../../calls/store.js';
 import { callReply } from './callReplies.js';
+import type { CallCommand } from '../callCommand.js';
 
-/** POST /v1/calls/{id}/end: hang-up, cancel, decline or local failure; returns the snapshot. */
-export function endCallRoute(deps: ApiDeps): Route {
-  return callRoute(deps, 'post', '/v1/calls/:id/end', async (ctx, me, callId) => {
-    const body = parseJsonBody(ctx, endCallBody);
+/** end (POST /v1/calls/{id}/end or a frame): hang-up, cancel, decline or local failure; returns the snapshot. */
+export const endCommand: CallCommand<typeof endCallBody> = {
+  name: 'end',
+  path: 'end',
+  body: endCallBody,
+  run: async (deps, me, callId, body) => {
     const outcome = await deps.calls.end({
       callId,
       userId: me.userId,
@@ -19,5 +18,5 @@ export function endCallRoute(deps: ApiDeps): Route {
       fingerprint: fingerprint('end', [callId, body.reason]),
     });
     return callReply(outcome, me.userId);
-  });
-}
+  },
+};

@@ -1,19 +1,19 @@
-import type { ApiDeps } from '../deps.js';
-import type { Route } from '../router.js';
-import { callRoute } from './callRoute.js';
-import { parseJsonBody, rateLimited } from '../request.js';
+import { rateLimited } from '../request.js';
 import { renameCallBody } from '../schemas.js';
 import { fingerprint } from '../../calls/store.js';
 import { displayNameFor } from '../../calls/identity.js';
 import { callReply } from './callReplies.js';
+import type { CallCommand } from '../callCommand.js';
 
 /**
- * POST /v1/calls/{id}/rename: the caller changes the name shown on a ringing or accepted call;
- * the callee's devices get a `call.renamed` event (the app calls setDisplayName).
+ * rename (POST /v1/calls/{id}/rename or a frame): the caller changes the name shown on a ringing
+ * or accepted call; the callee's devices get a `call.renamed` event (the app calls setDisplayName).
  */
-export function renameCallRoute(deps: ApiDeps): Route {
-  return callRoute(deps, 'post', '/v1/calls/:id/rename', async (ctx, me, callId) => {
-    const body = parseJsonBody(ctx, renameCallBody);
+export const renameCommand: CallCommand<typeof renameCallBody> = {
+  name: 'rename',
+  path: 'rename',
+  body: renameCallBody,
+  run: async (deps, me, callId, body) => {
     const displayName = displayNameFor(body.displayName);
     // Each rename is an event in the callee's log: one user may not flood other users' logs.
     const hit = await deps.limits.renames?.hit(me);
@@ -26,5 +26,5 @@ export function renameCallRoute(deps: ApiDeps): Route {
       fingerprint: fingerprint('rename', [callId, displayName]),
     });
     return callReply(outcome, me.userId, 'only the caller can rename a call');
-  });
-}
+  },
+};
