@@ -1,5 +1,8 @@
 import { packageVersion } from '../util/packageInfo.js';
 import { CLOSE, SUBPROTOCOL_JSON, SUBPROTOCOL_MSGPACK } from './protocol.js';
+import { CALL_COMMANDS } from '../http/endpoints/commands.js';
+import { opaqueId } from '../http/schemas.js';
+import { schema } from '../http/openapiParts.js';
 
 /**
  * The AsyncAPI 3.0 document of /v1/signaling (docs/signaling.md in machine-readable form): the
@@ -8,6 +11,27 @@ import { CLOSE, SUBPROTOCOL_JSON, SUBPROTOCOL_MSGPACK } from './protocol.js';
  */
 
 const eventSchemas = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed'].map((name) => ({ $ref: `./schemas/${name}.json` }));
+
+/** What each command frame does; its fields are its HTTP route's body (docs/openapi.json) plus `callId`. */
+const COMMAND_SUMMARIES: Record<string, { summary: string; example: Record<string, unknown> }> = {
+  answer: { summary: 'Answer the call (POST /v1/calls/{id}/answer): the first answering installation wins.', example: { installationId: 'bob-phone' } },
+  end: { summary: 'Hang up, cancel or decline (POST /v1/calls/{id}/end).', example: { reason: 'localHangup' } },
+  rename: { summary: 'The caller changes the name shown (POST /v1/calls/{id}/rename).', example: { displayName: 'Alice (work)' } },
+  message: { summary: 'An in-call message, e.g. SDP or an ICE candidate (POST /v1/calls/{id}/messages).', example: { payload: { kind: 'candidate', candidate: 'candidate:1 1 udp 2122260223 192.0.2.7 54400 typ host' } } },
+};
+
+/** A command frame: its route's body (as JSON Schema from the same zod schema) plus type and callId. */
+function commandFrame(name: string) {
+  const command = CALL_COMMANDS.get(name)!;
+  const body = schema(command.body, 'input') as { properties: Record<string, unknown>; required?: string[] };
+  const { summary, example } = COMMAND_SUMMARIES[name]!;
+  return frame(name, `Command: ${name}`, `${summary} Answered by one \`reply\` frame with its operationId.`, { callId: schema(opaqueId), ...body.properties }, ['callId', ...(body.required ?? [])], {
+    type: name,
+    callId: '3f1c9a52-7d1e-4f0e-9b8a-2c6d5e4f7a10',
+    operationId: '9b2f6c1e-5a3d-4e8f-a1b2-c3d4e5f6a7b8',
+    ...example,
+  });
+}
 
 /** Close codes and what a client does about each (docs/signaling.md "Close codes"). */
 export const CLOSE_CODES: readonly { code: number; meaning: string; action: string }[] = [
@@ -45,7 +69,8 @@ export function asyncApiDocument(): Record<string, unknown> {
       description:
         'One WebSocket per installation delivers its call events: first the replay after the cursor it connects ' +
         'with, then `synced`, then live events. Delivery is at least once: deduplicate by `eventId`, and per call ' +
-        'order by `revision`. Actions go through the HTTP API (docs/openapi.json). Protocol: docs/protocol.md and ' +
+        'order by `revision`. The call commands (answer, end, rename, message) may be sent as frames, each answered by ' +
+        'one `reply` frame with the outcome of its HTTP route (docs/openapi.json). Protocol: docs/protocol.md and ' +
         'docs/signaling.md.',
       license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
     },
@@ -69,9 +94,12 @@ export function asyncApiDocument(): Record<string, unknown> {
           event: { $ref: '#/components/messages/event' },
           gap: { $ref: '#/components/messages/gap' },
           synced: { $ref: '#/components/messages/synced' },
+          message: { $ref: '#/components/messages/message' },
+          reply: { $ref: '#/components/messages/reply' },
           pong: { $ref: '#/components/messages/pong' },
           error: { $ref: '#/components/messages/error' },
           ping: { $ref: '#/components/messages/ping' },
+          ...Object.fromEntries([...CALL_COMMANDS.keys()].map((c) => [`${c}Command`, { $ref: `#/components/messages/${c}Command` }])),
         },
         bindings: {
           ws: {
@@ -100,15 +128,23 @@ export function asyncApiDocument(): Record<string, unknown> {
         action: 'receive',
         channel: { $ref: '#/channels/signaling' },
         title: 'Receive events',
-        summary: 'What the server sends: events, gaps, the end of the replay, pongs and errors.',
-        messages: ['event', 'gap', 'synced', 'pong', 'error'].map((m) => ({ $ref: `#/channels/signaling/messages/${m}` })),
+        summary: 'What the server sends: events, gaps, the end of the replay, in-call messages, replies to commands, pongs and errors.',
+        messages: ['event', 'gap', 'synced', 'message', 'reply', 'pong', 'error'].map((m) => ({ $ref: `#/channels/signaling/messages/${m}` })),
       },
       sendPing: {
         action: 'send',
         channel: { $ref: '#/channels/signaling' },
         title: 'Keepalive',
-        summary: `The only client frame; at most RATE_WS_MESSAGES_PER_10S per 10 s (else close ${CLOSE.rateLimited}).`,
+        summary: `At most RATE_WS_MESSAGES_PER_10S client frames (of any type) per 10 s, else close ${CLOSE.rateLimited}.`,
         messages: [{ $ref: '#/channels/signaling/messages/ping' }],
+      },
+      sendCommands: {
+        action: 'send',
+        channel: { $ref: '#/channels/signaling' },
+        title: 'Call commands',
+        summary: 'The HTTP routes answer, end, rename and messages as frames: same checks, limits and operationId idempotency; a retry may switch transport.',
+        messages: [...CALL_COMMANDS.keys()].map((c) => ({ $ref: `#/channels/signaling/messages/${c}Command` })),
+        reply: { channel: { $ref: '#/channels/signaling' }, messages: [{ $ref: '#/channels/signaling/messages/reply' }] },
       },
     },
     components: {
@@ -152,15 +188,54 @@ export function asyncApiDocument(): Record<string, unknown> {
           type: 'synced',
           cursor: 'mhx2k9c1a7f3qz_1795236718009-0',
         }),
+        message: frame(
+          'message',
+          'In-call message',
+          'A call.message from the other party (not in the event log, no cursor): apply it to its call by callId; drop an eventId you have.',
+          { event: { $ref: './schemas/call.message.json' } },
+          ['event'],
+          {
+            type: 'message',
+            event: {
+              schemaVersion: 1,
+              eventId: '0f8e1c8a-2b7d-4c1e-9f3a-5d6e7f8a9b0c',
+              type: 'call.message',
+              callId: '3f1c9a52-7d1e-4f0e-9b8a-2c6d5e4f7a10',
+              occurredAtMs: 1795236718120,
+              fromInstallationId: 'alice-phone',
+              seq: 1,
+              payload: { kind: 'offer', sdp: 'v=0' },
+            },
+          },
+        ),
+        reply: frame(
+          'reply',
+          'Reply',
+          "The outcome of a command frame: its HTTP route's status and body (the call's snapshot, the message's eventId and seq, or a problem whose `snapshot` is the winner's for a lost answer).",
+          {
+            operationId: { type: 'string', description: "The command's operationId (absent when the frame had none)." },
+            status: { type: 'integer', description: 'The HTTP status the route would have answered.' },
+            body: { type: 'object', description: 'The body the route would have answered (docs/openapi.json): a CallSnapshot, a MessageSent, or a Problem.' },
+            retryAfterS: { type: 'integer', description: 'Seconds to wait before retrying, where the route sends retry-after (429, 503).' },
+          },
+          ['status', 'body'],
+          {
+            type: 'reply',
+            operationId: '9b2f6c1e-5a3d-4e8f-a1b2-c3d4e5f6a7b8',
+            status: 409,
+            body: { type: 'https://calling-backend.dev/problems/answer_conflict', title: 'Call answered elsewhere', status: 409, detail: 'the call was answered by another installation', code: 'answer_conflict', snapshot: { callId: '3f1c9a52-7d1e-4f0e-9b8a-2c6d5e4f7a10', state: 'accepted' } },
+          },
+        ),
         pong: frame('pong', 'Pong', 'The answer to a ping.', {}, [], { type: 'pong' }),
         error: frame(
           'error',
           'Error',
-          'A client frame was not understood; the connection stays open.',
-          { code: { type: 'string' }, detail: { type: 'string' } },
+          'A client frame that is not a ping or a command (not an object, or an unknown type); the connection stays open.',
+          { code: { type: 'string', const: 'bad_message' }, detail: { type: 'string' } },
           ['code', 'detail'],
-          { type: 'error', code: 'bad_message', detail: 'expected {"type":"ping"}' },
+          { type: 'error', code: 'bad_message', detail: 'expected {"type":"ping"} or a command frame (answer, end, rename, message)' },
         ),
+        ...Object.fromEntries([...CALL_COMMANDS.keys()].map((c) => [`${c}Command`, commandFrame(c)])),
         ping: frame('ping', 'Ping', 'Application-level keepalive, answered with pong.', {}, [], { type: 'ping' }),
       },
     },

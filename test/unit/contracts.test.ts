@@ -91,7 +91,12 @@ describe('AsyncAPI document of /v1/signaling', () => {
     expect(variants.map((v) => v.$id)).toEqual(['call.invited', 'call.accepted', 'call.ended', 'call.renamed'].map((n) => `${SCHEMA_ID_BASE}${n}.json`));
     const channel = document!.channels().get('signaling')!;
     expect(channel.address()).toBe('/v1/signaling');
-    expect(channel.messages().all().map((m) => m.id()).sort()).toEqual(['error', 'event', 'gap', 'ping', 'pong', 'synced']);
+    expect(channel.messages().all().map((m) => m.id()).sort()).toEqual(
+      ['answerCommand', 'endCommand', 'error', 'event', 'gap', 'message', 'messageCommand', 'ping', 'pong', 'renameCommand', 'reply', 'synced'],
+    );
+    // A command frame is its route's body plus type and callId.
+    const answerFrame = document!.components().messages().get('answerCommand')!.payload()!.json() as { required: string[] };
+    expect(answerFrame.required.sort()).toEqual(['callId', 'installationId', 'operationId', 'type']);
     const closeCodes = (readJson('docs/asyncapi.json').channels.signaling['x-close-codes'] as { code: number }[]).map((c) => c.code);
     expect(closeCodes).toEqual([1000, 1001, 1009, 1011, 4000, 4001, 4008, 4010, 4029]);
   }, 60_000);
