@@ -336,6 +336,52 @@ describe('a whole call through CallingClient and SignalingClient', () => {
     expect(problemOf(await bobApi.history({ cursor: 'nope' }).catch((e: unknown) => e)).code).toBe('invalid_request');
   });
 
+  it('with its socket open the commands go as frames (no HTTP request), in-call messages arrive through onMessage; without it over HTTP', async () => {
+    const alice = party(uid('alice'), uid('alice-phone'));
+    const bob = party(uid('bob'), uid('bob-phone'));
+    const messages: { to: string; payload: Record<string, unknown>; seq: number }[] = [];
+    const [aliceWs, bobWs] = await Promise.all(
+      [alice, bob].map(async (p) => (await online(A, p, { onMessage: (m) => messages.push({ to: p.userId, payload: m.payload, seq: m.seq }) })).client),
+    );
+    /** The HTTP requests each client made, by method and path. */
+    const requests: string[] = [];
+    const counting = (p: Party, signaling: SignalingClient) =>
+      new CallingClient({
+        baseUrl: A.url,
+        token: p.token,
+        signaling,
+        fetch: (url: string, init: { method?: string }) => {
+          requests.push(`${init.method ?? 'GET'} ${new URL(url).pathname}`);
+          return fetch(url, init as RequestInit);
+        },
+      });
+    const [aliceApi, bobApi] = [counting(alice, aliceWs!), counting(bob, bobWs!)];
+    const call = await aliceApi.createCall({ calleeUserId: bob.userId });
+    expect(requests).toEqual(['POST /v1/calls']);
+    const answered = await bobApi.answer(call.callId, { installationId: bob.installationId });
+    expect(answered).toMatchObject({ state: 'accepted', answeredByInstallationId: bob.installationId });
+    const sent = await aliceApi.sendMessage(call.callId, { kind: 'offer', sdp: 'v=0' });
+    expect(sent).toMatchObject({ callId: call.callId, seq: 1 });
+    await bobApi.sendMessage(call.callId, { kind: 'answer', sdp: 'v=0' });
+    expect((await aliceApi.rename(call.callId, { displayName: 'Alice at work' })).callId).toBe(call.callId);
+    // A refusal over the socket is the same typed problem as over HTTP.
+    const conflict = problemOf(await bobApi.answer(call.callId, { installationId: 'not-mine' }).catch((e: unknown) => e));
+    expect([conflict.status, conflict.code]).toEqual([403, 'forbidden']);
+    await waitUntil('both messages delivered', () => messages.length === 2);
+    expect(messages).toEqual([
+      { to: bob.userId, payload: { kind: 'offer', sdp: 'v=0' }, seq: 1 },
+      { to: alice.userId, payload: { kind: 'answer', sdp: 'v=0' }, seq: 1 },
+    ]);
+    expect(requests).toEqual(['POST /v1/calls']);
+
+    // The socket stopped: the same calls go over HTTP.
+    aliceWs!.stop();
+    await waitUntil('the socket closed', () => !aliceWs!.isOpen);
+    const ended = await aliceApi.end(call.callId, { reason: 'localHangup' });
+    expect(ended).toMatchObject({ state: 'ended', endReason: 'localHangup' });
+    expect(requests).toEqual(['POST /v1/calls', `POST /v1/calls/${call.callId}/end`]);
+  });
+
   it('push tokens through the client: register (token never echoed) and remove', async () => {
     const p = party(uid('user'), uid('inst'));
     const api = http(A, p);

@@ -12,8 +12,8 @@ export class EventFilter {
 
   constructor(private readonly window = 1000) {}
 
-  /** True when the event is new and in order for its call; remembers it. */
-  accept(event: EventPayload): boolean {
+  /** True when the event is new and in order for its call; remembers it. In-call messages have no revision. */
+  accept(event: Pick<EventPayload, 'eventId' | 'callId'> & { revision?: string }): boolean {
     if (this.seen.has(event.eventId)) return false;
     const revision = toRevision(event.revision);
     const last = this.revisions.get(event.callId);
@@ -33,6 +33,6 @@ export class EventFilter {
   }
 }
 
-function toRevision(text: string): bigint | undefined {
-  return /^[0-9]{1,30}$/.test(text) ? BigInt(text) : undefined;
+function toRevision(text: string | undefined): bigint | undefined {
+  return text !== undefined && /^[0-9]{1,30}$/.test(text) ? BigInt(text) : undefined;
 }

@@ -2,20 +2,25 @@ import { globalFetch, randomId, type FetchLike } from './runtime.js';
 import type {
   CallEventsPage,
   CallHistoryPage,
+  CallMessage,
   CallSnapshot,
   EventPayload,
   GapReason,
   MediaSession,
+  MessageSent,
   Problem,
   PushTokenKind,
   PushTokenRegistration,
   RequestEndReason,
 } from './types.js';
 import { EventFilter } from './eventFilter.js';
+import { SignalingUnavailableError, type SignalingClient } from './signaling.js';
 
 /**
  * A typed client for the HTTP API (docs/api.md "API"). Every mutating call carries an operationId
- * (generated unless given), so retrying the same call after a timeout is safe.
+ * (generated unless given), so retrying the same call after a timeout is safe. With `signaling`,
+ * the call commands (answer, end, rename, sendMessage) go over its socket while it is open, and
+ * over HTTP otherwise (docs/signaling.md "Commands").
  */
 
 export class ProblemError extends Error {
@@ -38,6 +43,12 @@ export interface ClientOptions {
   token: string | (() => string | Promise<string>);
   /** Defaults to the global fetch (browsers, Node 20+). */
   fetch?: FetchLike | ((url: string, init: never) => Promise<unknown>);
+  /**
+   * Sends answer, end, rename and sendMessage as frames while this client's socket is open (no
+   * HTTP round trip). A command the socket could not carry (closed before the reply) is retried
+   * over HTTP with the same operationId, which returns its original outcome if it had run.
+   */
+  signaling?: SignalingClient;
 }
 
 export interface CatchUpResult {
@@ -63,7 +74,7 @@ export class CallingClient {
   }
 
   answer(callId: string, input: { installationId: string; expectedRevision?: string; operationId?: string }): Promise<CallSnapshot> {
-    return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/answer`, {
+    return this.command('answer', 'answer', callId, {
       installationId: input.installationId,
       operationId: input.operationId ?? randomId(),
       ...(input.expectedRevision ? { expectedRevision: input.expectedRevision } : {}),
@@ -71,17 +82,36 @@ export class CallingClient {
   }
 
   end(callId: string, input: { reason: RequestEndReason; operationId?: string }): Promise<CallSnapshot> {
-    return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/end`, {
-      reason: input.reason,
-      operationId: input.operationId ?? randomId(),
-    });
+    return this.command('end', 'end', callId, { reason: input.reason, operationId: input.operationId ?? randomId() });
   }
 
   rename(callId: string, input: { displayName: string; operationId?: string }): Promise<CallSnapshot> {
-    return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/rename`, {
-      displayName: input.displayName,
-      operationId: input.operationId ?? randomId(),
-    });
+    return this.command('rename', 'rename', callId, { displayName: input.displayName, operationId: input.operationId ?? randomId() });
+  }
+
+  /** An in-call message (SDP, ICE candidates, …) for the other party's installation in the call. */
+  sendMessage(callId: string, payload: Record<string, unknown>, input: { operationId?: string } = {}): Promise<MessageSent> {
+    return this.command('message', 'messages', callId, { payload, operationId: input.operationId ?? randomId() });
+  }
+
+  /** The call's in-call messages for this installation after `afterSeq` (after a reconnect during a call). */
+  messagesAfter(callId: string, afterSeq = 0): Promise<{ messages: CallMessage[] }> {
+    return this.request('GET', `/v1/calls/${encodeURIComponent(callId)}/messages?afterSeq=${afterSeq}`);
+  }
+
+  /** A command over the open socket, else (or when the socket could not carry it) over HTTP. */
+  private async command<T>(type: string, path: string, callId: string, body: { operationId: string } & Record<string, unknown>): Promise<T> {
+    const signaling = this.opts.signaling;
+    if (signaling?.isOpen) {
+      try {
+        const reply = await signaling.command(type, callId, body);
+        if (reply.status >= 400) throw new ProblemError(reply.body as Problem);
+        return reply.body as T;
+      } catch (err) {
+        if (!(err instanceof SignalingUnavailableError)) throw err;
+      }
+    }
+    return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/${path}`, body);
   }
 
   getCall(callId: string): Promise<CallSnapshot> {

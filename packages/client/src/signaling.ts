@@ -1,7 +1,7 @@
 import { Packr } from 'msgpackr';
 import { globalFetch, globalWebSocket, isNode, type FetchLike } from './runtime.js';
 import { EventFilter } from './eventFilter.js';
-import type { EventPayload, GapReason } from './types.js';
+import type { CallMessage, CommandReply, EventPayload, GapReason } from './types.js';
 
 /**
  * The signaling client (docs/signaling.md): it connects to /v1/signaling, hands each new event to
@@ -64,6 +64,8 @@ export interface SignalingOptions {
    */
   tokenIn?: 'header' | 'query';
   onEvent: (event: EventPayload, cursor: string) => void;
+  /** An in-call message from the other party (repeated eventIds dropped). */
+  onMessage?: (message: CallMessage) => void;
   /** Events were lost (log trimmed or reset): refetch the calls you know of. */
   onGap?: (reason: GapReason, cursor: string) => void;
   onSynced?: (cursor: string) => void;
@@ -86,6 +88,22 @@ export interface SignalingOptions {
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
 
+/**
+ * The socket could not carry a command (not open, closed before the reply, or no reply in time):
+ * the command may or may not have run. Retry it with the same operationId, over HTTP or once the
+ * socket is back; the retry returns the original outcome.
+ */
+export class SignalingUnavailableError extends Error {
+  override name = 'SignalingUnavailableError';
+}
+
+interface PendingCommand {
+  resolve: (reply: CommandReply) => void;
+  reject: (err: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
+  ws: MinimalWebSocket;
+}
+
 interface PendingStart {
   resolve: () => void;
   reject: (err: Error) => void;
@@ -103,6 +121,8 @@ export class SignalingClient {
   private token: SignalingOptions['token'];
   /** A token from onAuthFailure, used for the next connection only when `token` is a function. */
   private nextToken: string | undefined;
+  /** Commands sent and not yet answered, by operationId. */
+  private readonly commands = new Map<string, PendingCommand>();
 
   constructor(private readonly opts: SignalingOptions) {
     this.lastCursor = opts.cursor;
@@ -140,6 +160,42 @@ export class SignalingClient {
 
   ping(): void {
     this.sendFrame({ type: 'ping' });
+  }
+
+  /** Whether the socket is open: commands can go over it. */
+  get isOpen(): boolean {
+    return this.ws?.readyState === 1;
+  }
+
+  /**
+   * Sends a call command as a frame (docs/signaling.md "Commands": `answer`, `end`, `rename`,
+   * `message`; `body` is its HTTP route's body) and resolves with the reply: its route's status
+   * and body, a problem included. Rejects with SignalingUnavailableError when the socket is not
+   * open, closes before the reply, or no reply comes within `timeoutMs`.
+   */
+  command(type: string, callId: string, body: { operationId: string } & Record<string, unknown>, timeoutMs = 10_000): Promise<CommandReply> {
+    const ws = this.ws;
+    const op = body.operationId;
+    if (!ws || ws.readyState !== 1) return Promise.reject(new SignalingUnavailableError('signaling: the socket is not open'));
+    if (this.commands.has(op)) return Promise.reject(new Error(`signaling: a command with operationId ${op} is already waiting for its reply`));
+    return new Promise<CommandReply>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.commands.delete(op);
+        reject(new SignalingUnavailableError(`signaling: no reply to ${type} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.commands.set(op, { resolve, reject, timer, ws });
+      this.sendFrame({ ...body, type, callId });
+    });
+  }
+
+  /** Rejects the commands sent on `ws`, which closed before their replies. */
+  private failCommands(ws: MinimalWebSocket): void {
+    for (const [op, c] of this.commands) {
+      if (c.ws !== ws) continue;
+      this.commands.delete(op);
+      clearTimeout(c.timer);
+      c.reject(new SignalingUnavailableError('signaling: the socket closed before the reply'));
+    }
   }
 
   private halt(reason: Error): void {
@@ -207,6 +263,7 @@ export class SignalingClient {
     };
     ws.onclose = (ev) => {
       if (this.ws === ws) this.ws = undefined;
+      this.failCommands(ws);
       this.opts.onClose?.(ev.code, ev.reason);
       if (this.stopped) return;
       void this.afterClose(ev.code, ev.reason, opened, errorMessage, token);
@@ -279,7 +336,7 @@ export class SignalingClient {
   }
 
   private onFrame(data: unknown): void {
-    let frame: { type: string; cursor?: string; event?: EventPayload; reason?: GapReason };
+    let frame: { type: string; cursor?: string; event?: EventPayload; reason?: GapReason; operationId?: string; status?: number; body?: unknown; retryAfterS?: number };
     try {
       frame =
         typeof data === 'string'
@@ -299,6 +356,19 @@ export class SignalingClient {
         this.lastCursor = frame.cursor;
         this.opts.onGap?.(frame.reason!, frame.cursor!);
         return;
+      case 'message': {
+        const message = frame.event as unknown as CallMessage | undefined;
+        if (message && this.filter.accept(message)) this.opts.onMessage?.(message);
+        return;
+      }
+      case 'reply': {
+        const pending = frame.operationId === undefined ? undefined : this.commands.get(frame.operationId);
+        if (!pending) return;
+        this.commands.delete(frame.operationId!);
+        clearTimeout(pending.timer);
+        pending.resolve({ status: frame.status!, body: frame.body, ...(frame.retryAfterS === undefined ? {} : { retryAfterS: frame.retryAfterS }) });
+        return;
+      }
       case 'synced':
         this.lastCursor = frame.cursor;
         this.attempt = 0;

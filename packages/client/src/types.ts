@@ -142,3 +142,31 @@ export interface Problem {
   code: string;
   snapshot?: CallSnapshot;
 }
+
+/** An in-call message from the other party (docs/signaling.md "In-call messages"). */
+export interface CallMessage {
+  schemaVersion: 1;
+  eventId: string;
+  type: 'call.message';
+  callId: string;
+  occurredAtMs: number;
+  fromInstallationId: string;
+  /** The sender's sequence number on this call, from 1. */
+  seq: number;
+  payload: Record<string, unknown>;
+}
+
+/** An in-call message the server stored (POST /v1/calls/{id}/messages, or a `message` frame). */
+export interface MessageSent {
+  eventId: string;
+  callId: string;
+  seq: number;
+  occurredAtMs: number;
+}
+
+/** A command's outcome as a `reply` frame carries it: its HTTP route's status and body. */
+export interface CommandReply {
+  status: number;
+  body: unknown;
+  retryAfterS?: number;
+}
