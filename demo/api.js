@@ -1,5 +1,7 @@
 // The softphone's client of the backend: HTTP calls (README "API") and the signaling socket
-// (docs/signaling.md) with resume by cursor. Plain ES module, no dependencies.
+// (docs/signaling.md) with resume by cursor; answer, end and in-call messages go over the socket
+// as command frames while it is open (docs/signaling.md "Commands"). Plain ES module, no
+// dependencies.
 
 /** An HTTP error with the problem+json body (README "Errors"). */
 export class ProblemError extends Error {
@@ -14,9 +16,14 @@ export function newId() {
   return crypto.randomUUID();
 }
 
+/** The socket could not carry a command (not open, or closed before the reply): retry it over HTTP. */
+class SocketUnavailable extends Error {}
+
 export class Api {
   constructor(token) {
     this.token = token;
+    /** The Signaling whose socket carries commands while it is open (set by the app). */
+    this.signaling = undefined;
   }
 
   async request(method, path, body) {
@@ -33,12 +40,22 @@ export class Api {
 
   /**
    * A call operation with an operationId, retried with the same operationId while the server is
-   * unreachable or answers 503/429 (README "Idempotency": a retry is safe).
+   * unreachable or answers 503/429 (README "Idempotency": a retry is safe, whichever transport
+   * carries it). `command` (a frame type and its callId) sends it over the open socket instead.
    */
-  async operation(path, body, attempts = 4) {
+  async operation(path, body, command, attempts = 4) {
     const withId = { operationId: newId(), ...body };
     for (let i = 1; ; i++) {
       try {
+        if (command && this.signaling?.isOpen()) {
+          try {
+            const reply = await this.signaling.command(command.type, command.callId, withId);
+            if (reply.status >= 400) throw new ProblemError(reply.status, reply.body);
+            return reply.body;
+          } catch (err) {
+            if (!(err instanceof SocketUnavailable)) throw err;
+          }
+        }
         return await this.request('POST', path, withId);
       } catch (err) {
         const retryable = !(err instanceof ProblemError) || err.status === 503 || err.status === 429;
@@ -52,16 +69,16 @@ export class Api {
     return this.operation('/v1/calls', { callId: newId(), calleeUserId, video });
   }
   answer(callId, installationId) {
-    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/answer`, { installationId });
+    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/answer`, { installationId }, { type: 'answer', callId });
   }
   end(callId, reason) {
-    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/end`, { reason });
+    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/end`, { reason }, { type: 'end', callId });
   }
   mediaSession(callId) {
     return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/media-session`, {});
   }
   sendMessage(callId, payload) {
-    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/messages`, { payload });
+    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/messages`, { payload }, { type: 'message', callId });
   }
   messagesAfter(callId, afterSeq) {
     return this.request('GET', `/v1/calls/${encodeURIComponent(callId)}/messages?afterSeq=${afterSeq}`);
@@ -83,6 +100,26 @@ export class Signaling {
     this.ws = undefined;
     this.stopped = false;
     this.retries = 0;
+    /** Commands waiting for their reply frame, by operationId. */
+    this.commands = new Map();
+  }
+
+  isOpen() {
+    return this.ws?.readyState === WebSocket.OPEN;
+  }
+
+  /** Sends a command frame; resolves with its reply ({status, body}), rejects with SocketUnavailable. */
+  command(type, callId, body) {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return Promise.reject(new SocketUnavailable('socket not open'));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.commands.delete(body.operationId);
+        reject(new SocketUnavailable(`no reply to ${type}`));
+      }, 10_000);
+      this.commands.set(body.operationId, { resolve, reject, timer, ws });
+      ws.send(JSON.stringify({ ...body, type, callId }));
+    });
   }
 
   connect() {
@@ -112,6 +149,14 @@ export class Signaling {
           this.seen.add(frame.event.eventId);
           this.handlers.onMessage(frame.event);
           return;
+        case 'reply': {
+          const pending = this.commands.get(frame.operationId);
+          if (!pending) return;
+          this.commands.delete(frame.operationId);
+          clearTimeout(pending.timer);
+          pending.resolve(frame);
+          return;
+        }
         case 'gap':
           this.saveCursor(frame.cursor);
           this.handlers.onGap(frame.reason);
@@ -130,6 +175,13 @@ export class Signaling {
       }
     };
     ws.onclose = (e) => {
+      // Commands sent on this socket that got no reply go over HTTP (same operationId).
+      for (const [op, c] of this.commands) {
+        if (c.ws !== ws) continue;
+        this.commands.delete(op);
+        clearTimeout(c.timer);
+        c.reject(new SocketUnavailable('socket closed before the reply'));
+      }
       if (this.ws !== ws) return;
       this.ws = undefined;
       this.handlers.onStatus('offline', undefined, e.code);

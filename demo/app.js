@@ -87,6 +87,7 @@ function start(session) {
     onGap: (reason) => log('gap', `events lost (${reason}); continuing from the head`, 'sys'),
     onSynced,
   });
+  state.api.signaling = state.signaling;
   state.signaling.connect();
   render();
 }

@@ -324,6 +324,9 @@ async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>): Prom
   );
   metrics.countersFrom('ws_events_sent_total', 'Events sent over signaling', [], () => [[[], gateway.stats.eventsSent]]);
   metrics.countersFrom('ws_messages_sent_total', 'In-call messages sent over signaling', [], () => [[[], gateway.stats.messagesSent]]);
+  metrics.countersFrom('ws_commands_total', 'Command frames answered, by command and status (docs/signaling.md "Commands")', ['command', 'status'], () =>
+    [...gateway.stats.commands].map(([key, n]): [string[], number] => [key.split(' '), n]),
+  );
   metrics.countersFrom('ws_rate_limited_total', 'Sockets closed for too many client messages (4029)', [], () => [[[], gateway.stats.rateLimited]]);
   metrics.countersFrom('ws_slow_consumers_closed_total', 'Sockets closed as slow consumers (4008)', [], () => [[[], gateway.stats.slowConsumersClosed]]);
   return {

@@ -78,6 +78,9 @@ async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(artifacts, `${String(step).padStart(2, '0')}-${name}.png`) });
 }
 
+/** The HTTP requests each page made, by method and path. */
+const requestsOf = new Map<Page, string[]>();
+
 /** A fresh browser context (its own storage, camera and microphone allowed) signed in as `userId`. */
 async function signedIn(baseUrl: string, userId: string, name: string): Promise<Page> {
   const context = await browser.newContext({ viewport: { width: 1180, height: 760 }, permissions: ['camera', 'microphone'] });
@@ -86,6 +89,9 @@ async function signedIn(baseUrl: string, userId: string, name: string): Promise<
   page.setDefaultTimeout(STEP_TIMEOUT_MS);
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
+  const requests: string[] = [];
+  requestsOf.set(page, requests);
+  page.on('request', (r) => requests.push(`${r.method()} ${new URL(r.url()).pathname}`));
   await page.goto(`${baseUrl}/demo/?relay=1`);
   await page.fill('#signin-user', userId);
   await page.fill('#signin-name', name);
@@ -161,13 +167,18 @@ describe('browser softphone', () => {
     }
     await shot(alice, 'call-alice-connected');
     await shot(bob, 'call-bob-connected');
-    // The offer, the answer and the ICE candidates went through the in-call messages.
+    // The offer, the answer and the ICE candidates went through the in-call messages, sent as
+    // frames on the signaling socket (docs/signaling.md "Commands"), as was the answer.
     const metrics = await (await fetch(`${server.metricsUrl}/metrics`)).text();
     expect(Number(/^calling_ws_messages_sent_total (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThanOrEqual(4);
+    expect(Number(/^calling_ws_commands_total\{command="message",status="200"\} (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThanOrEqual(4);
+    expect(Number(/^calling_ws_commands_total\{command="answer",status="200"\} (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThanOrEqual(1);
 
     await alice.click('#hangup-btn');
     await endReason(alice, 'localHangup');
     await endReason(bob, 'remoteEnded');
+    const commandRequests = [alice, bob].flatMap((p) => requestsOf.get(p)!.filter((r) => /^POST \/v1\/calls\/[^/]+\/(answer|end|messages)$/.test(r)));
+    expect(commandRequests).toEqual([]);
     expect(await alice.textContent('#end-reason')).toContain('You ended the call');
     expect(await bob.textContent('#end-reason')).toContain('Alice hung up');
     expect(await alice.evaluate(() => window.softphone.pc === undefined)).toBe(true);
