@@ -224,7 +224,7 @@ function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: Ro
       `The durable row: \`POST /v1/calls/{id}/rename\` by the caller on A → renameCall.lua → relay → appendEvents.lua (the callee's resumable event log + PUBLISH) → gateway B → \`call.renamed\`, on the same pairs, at ${fmtRate(rename.latency?.rate ?? NaN)} (the common rate, or half its own saturated rate when lower).`,
     '',
     mdTable(
-      ['row', 'deliveries/s (saturated)', 'p50 / p99 / max saturated', 'open-loop rate', 'deliveries/s there', 'p50 / p99 / max there', `B memory per socket (RSS growth / ${fmtNum(ours.sockets)}, after GC)`, 'errors', 'bound (saturated)'],
+      ['row', 'deliveries/s (saturated)', 'p50 / p99 / max saturated', 'open-loop rate', 'deliveries/s there', 'p50 / p99 / max there', `B memory per socket (RSS growth / ${fmtNum(ours.sockets)}, after GC)`, 'errors (both runs)', 'bound (saturated)'],
       [
         rowOf(ours, 'calling-backend: in-call messages, socket → socket'),
         rowOf(sio, 'Socket.IO 4 + Redis adapter: messages, socket → socket'),
