@@ -28,7 +28,7 @@ const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) =>
   storm: { title: 'answer storms', run: stormScenario },
   idle: { title: 'idle connections', run: idleScenario },
   timers: { title: 'ring timers', run: timersScenario },
-  compare: { title: 'event delivery vs Socket.IO', run: compareScenario },
+  compare: { title: 'in-call messages vs Socket.IO', run: compareScenario },
   soak: { title: 'soak: memory and keys over a long run', run: soakScenario },
 };
 /** Ceilings first: every other scenario's ratios need them. */

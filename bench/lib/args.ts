@@ -31,7 +31,12 @@ export interface Sizes {
   idle: { sockets: number; holdMs: number };
   /** `runs`: how many times the whole timers run is repeated (each run's p99 is reported). */
   timers: { calls: number; rate: number; ringTimeoutMs: number; sampleSockets: number; runs: number };
-  compare: { sockets: number; concurrency: number; throughputMs: number; latencyMs: number };
+  /**
+   * `pairs` of users per system, each with a socket on process A and one on process B: one
+   * generator holds 2 × pairs sockets, under the 20,000 open files a process may have here
+   * (bench/README.md, "Open files" under "How it measures").
+   */
+  compare: { pairs: number; concurrency: number; throughputMs: number; latencyMs: number };
   /**
    * `fraction` of the lifecycle scenario's sustained rate in the same run (or `rate`, when set or
    * when the lifecycle scenario did not run); `warmupMs` of the samples left out of the slopes.
@@ -52,7 +57,7 @@ const QUICK: Sizes = {
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
-  compare: { sockets: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000 },
+  compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000 },
   soak: { durationMs: 180_000, warmupMs: 60_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
   webhooks: { pairsPerGenerator: 600, warmupMs: 2000, stepMs: 6000, halfMs: 10_000, rate: 0 },
 };
@@ -65,7 +70,7 @@ const FULL: Sizes = {
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
-  compare: { sockets: 10_000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000 },
+  compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000 },
   soak: { durationMs: 1_800_000, warmupMs: 300_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
   webhooks: { pairsPerGenerator: 1500, warmupMs: 5000, stepMs: 30_000, halfMs: 15_000, rate: 0 },
 };

@@ -123,17 +123,25 @@ interface DeliverySide {
 /** The delivery latency of one leg: the first summary whose name says delivery. */
 const deliveryOf = (latency: Record<string, Summary | undefined>) => Object.entries(latency).find(([k]) => /deliver/i.test(k))?.[1];
 
-function compareCharts(data: { ours: DeliverySide; socketio: DeliverySide } | null): ChartSpec[] {
+/**
+ * `ours` and `socketio`: in-call messages socket to socket (runs before the messages had event
+ * deliveries posted over HTTP in these two); `rename`, when there: our durable event path.
+ */
+function compareCharts(data: { ours: DeliverySide; socketio: DeliverySide; rename?: DeliverySide } | null): ChartSpec[] {
   if (!data?.ours || !data.socketio) return [];
-  const sides = [data.ours, data.socketio];
-  const names = ['calling-backend', 'Socket.IO 4 + Redis adapter'];
+  const sides = [
+    { name: 'calling-backend', side: data.ours },
+    { name: 'Socket.IO 4 + Redis adapter', side: data.socketio },
+    ...(data.rename ? [{ name: 'calling-backend, durable renames', side: data.rename }] : []),
+  ];
+  const cols = ['p50', 'p95', 'p99', 'max'] as const;
   return [
     {
       id: 'compare-throughput',
       title: 'Deliveries per second, saturated: ours against Socket.IO',
       type: 'bar',
-      labels: names,
-      datasets: [{ label: 'deliveries/s', data: sides.map((s) => round(s.throughput.perSecond, 0)) }],
+      labels: sides.map((s) => s.name),
+      datasets: [{ label: 'deliveries/s', data: sides.map((s) => round(s.side.throughput.perSecond, 0)) }],
       xTitle: 'system',
       yTitle: 'deliveries/s',
     },
@@ -141,8 +149,11 @@ function compareCharts(data: { ours: DeliverySide; socketio: DeliverySide } | nu
       id: 'compare-latency',
       title: `Delivery latency at the common rate (${data.ours.latency.rate}/s)`,
       type: 'bar',
-      labels: ['p50', 'p95', 'p99', 'max'],
-      datasets: sides.map((s, i) => ({ label: names[i]!, data: (['p50', 'p95', 'p99', 'max'] as const).map((c) => round(deliveryOf(s.latency.latency)?.[c] ?? NaN)) })),
+      labels: [...cols],
+      datasets: sides.map(({ name, side }) => ({
+        label: side.latency.rate === data.ours.latency.rate ? name : `${name} (at ${side.latency.rate}/s)`,
+        data: cols.map((c) => round(deliveryOf(side.latency.latency)?.[c] ?? NaN)),
+      })),
       xTitle: 'percentile',
       yTitle: 'ms',
       note: 'A missing bar: that system delivered nothing measurable at this rate (see the Markdown report for its errors).',

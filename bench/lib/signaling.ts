@@ -15,9 +15,23 @@ export interface DeviceSocketOptions {
   token: string;
   localAddress?: string;
   onEvent?: (event: EventPayload, atMs: number) => void;
+  /** An in-call message for this installation (docs/signaling.md "In-call messages"). */
+  onMessage?: (event: CallMessageEvent, atMs: number) => void;
+  /** The answer to one of this socket's `message` frames: `messageSent` or `error` (docs/signaling.md "Client → server frames"). */
+  onReply?: (reply: MessageReply) => void;
   onClose?: (code: number) => void;
   connectTimeoutMs?: number;
 }
+
+/** A `call.message` event, as far as the bench reads it (docs/schemas/call.message.json). */
+export interface CallMessageEvent {
+  type: 'call.message';
+  callId: string;
+  eventId: string;
+  payload: Record<string, unknown>;
+}
+
+export type MessageReply = { type: 'messageSent'; operationId: string } | { type: 'error'; operationId?: string; code: string };
 
 export interface DeviceSocket {
   ws: WebSocket;
@@ -41,13 +55,15 @@ export function openDeviceSocket(o: DeviceSocketOptions): Promise<DeviceSocket> 
     ws.on('message', (data, isBinary) => {
       const at = nowMs();
       if (isBinary) return;
-      let frame: { type?: string; event?: EventPayload };
+      let frame: { type?: string; event?: EventPayload | CallMessageEvent };
       try {
         frame = JSON.parse(String(data)) as typeof frame;
       } catch {
         return;
       }
-      if (frame.type === 'event' && frame.event) o.onEvent?.(frame.event, at);
+      if (frame.type === 'event' && frame.event) o.onEvent?.(frame.event as EventPayload, at);
+      else if (frame.type === 'message' && frame.event) o.onMessage?.(frame.event as CallMessageEvent, at);
+      else if (frame.type === 'messageSent' || frame.type === 'error') o.onReply?.(frame as MessageReply);
       else if (frame.type === 'synced' && !synced) {
         synced = true;
         clearTimeout(timer);

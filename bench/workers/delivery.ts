@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { io as ioClient, type Socket as IoSocket } from 'socket.io-client';
-import type { EventPayload } from '../../src/events/payloads.js';
 import { nowMs, sleep, sleepUntil } from '../lib/clock.js';
 import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
 import { JsonHttp } from '../lib/http.js';
@@ -11,35 +10,43 @@ import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
 import type { Task } from './tasks.js';
 
 /**
- * The event-delivery workload, the same for both systems: N users, each with one authenticated
- * socket on process B; events for users are posted over HTTP to process A and must arrive on the
- * user's socket on B, through Redis.
- *  - calling: the real path of an event. Set-up gives every user an accepted call (created by a
- *    caller, answered by the user's device). Each event is `POST /v1/calls/{id}/rename` on A (the
- *    API) → renameCall.lua (state, revision, idempotency record, outbox, atomically) → relay (on
- *    A) → appendEvents.lua (event log + PUBLISH) → gateway B → `call.renamed` on the socket. A
- *    rename is the lightest change that produces an event: a call creation would also pay for
- *    its ring timer and busy check, which are not event delivery.
- *  - socketio: `POST /v1/events` on A → `io.to('user:<id>').emit()` → Redis adapter → B → socket.
- * Each delivery is timed from sending the HTTP request to the event's arrival.
+ * The workload of the `compare` scenario (bench/README.md): pairs of users, the caller's device
+ * with a socket on process A, the callee's on process B, the same for both systems.
+ *  - `message` (both systems): the caller's device sends an in-call message and the callee's
+ *    device receives it, socket to socket through Redis. calling: a `message` frame on A's
+ *    gateway (docs/signaling.md "Client → server frames") → lua/sendMessage.lua (the call's
+ *    message stream, seq, idempotency record, outbox) → relay → PUBLISH → gateway B → `message`
+ *    frame (docs/signaling.md "In-call messages"); every pair has an accepted call, set up first.
+ *    socketio: `emit('message', {toUserId, payload}, ack)` on A → room `user:<callee>` through
+ *    the Redis adapter → B → `message` on the callee's socket.
+ *  - `rename` (calling only): the durable path of an event, `POST /v1/calls/{id}/rename` on A →
+ *    renameCall.lua (state, revision, idempotency record, outbox) → relay → appendEvents.lua
+ *    (the callee's event log + PUBLISH) → gateway B → `call.renamed`.
+ * A message's payload is an ICE candidate the size a browser sends, carrying the bench's key and
+ * its send time (in the open loop, the scheduled one): latency is arrival − that time.
  */
+
+export type DeliveryKind = 'message' | 'rename';
 
 export interface DeliverySetup {
   system: 'calling' | 'socketio';
-  /** Process A: where events are posted. */
-  publishUrl: string;
-  /** Process B: where the sockets are (http:// base). */
-  socketUrl: string;
+  /** Process A: the callers' sockets; calling: also the API the calls are set up and renamed on. */
+  aUrl: string;
+  /** Process B: the callees' sockets. */
+  bUrl: string;
   secret: string;
   tag: string;
   gen: number;
-  users: number;
+  pairs: number;
   localAddresses: string[];
 }
 
-export type DeliveryRun =
-  | { mode: 'closed'; concurrency: number; durationMs: number; startAtMs: number; timeoutMs: number }
-  | { mode: 'open'; rate: number; durationMs: number; startAtMs: number; timeoutMs: number };
+export type DeliveryRun = ({ mode: 'closed'; concurrency: number } | { mode: 'open'; rate: number }) & {
+  kind: DeliveryKind;
+  durationMs: number;
+  startAtMs: number;
+  timeoutMs: number;
+};
 
 export interface DeliveryResult {
   done: number;
@@ -49,42 +56,80 @@ export interface DeliveryResult {
   spanMs: number;
 }
 
+/** The latency every run records: send (or scheduled send) → arrival on the callee's socket. */
+export const DELIVERY = 'delivery (send → socket)';
+
+/** A trickle-ICE candidate as a browser sends it, with the bench's key and send time. */
+export function iceCandidate(key: string, sentAtMs: number): Record<string, unknown> {
+  return {
+    kind: 'ice',
+    candidate: 'candidate:842163049 1 udp 1677729535 203.0.113.7 46154 typ srflx raddr 192.168.1.23 rport 46154 generation 0 ufrag EsAw network-cost 999',
+    sdpMid: '0',
+    sdpMLineIndex: 0,
+    usernameFragment: 'EsAw',
+    key,
+    sentAtMs,
+  };
+}
+
+/** The payload's size as JSON, with a key and a time of the sizes a run uses. */
+export const PAYLOAD_BYTES = Buffer.byteLength(JSON.stringify(iceCandidate('abcdefs.0.123456', 1_764_000_000_000.123)));
+
+interface Pair {
+  caller: Device;
+  callee: Device;
+  callId: string;
+}
+
 export function createTask(): Task {
   let s: DeliverySetup;
-  let http: JsonHttp;
-  let receivers: Device[] = [];
-  let callers: Device[] = [];
-  /** calling: each receiver's accepted call. */
-  let callIds: string[] = [];
+  let http: JsonHttp | undefined;
+  let pairs: Pair[] = [];
+  /** Each pair's caller socket on A (same index). */
+  let senders: (DeviceSocket | IoSocket)[] = [];
   const sockets: (DeviceSocket | IoSocket)[] = [];
   const waiting = new Map<string, { w: Waiter; at: number }>();
   let seq = 0;
 
-  const arrived = (key: string, at: number) => waiting.get(key)?.w.fire(at);
+  const arrived = (key: unknown, at: number) => typeof key === 'string' && waiting.get(key)?.w.fire(at);
+  const refused = (key: string | undefined, why: string) => key !== undefined && waiting.get(key)?.w.fail(new BenchFailure(why));
 
   return {
     async setup(raw) {
       s = raw as DeliverySetup;
-      http = new JsonHttp(s.publishUrl, { connections: 32, timeoutMs: 10_000 });
-      receivers = Array.from({ length: s.users }, (_, i) => device(s.secret, `${s.tag}-dv${s.gen}-${i}`, `${s.tag}-dv${s.gen}-${i}-phone`));
-      callers = Array.from({ length: 64 }, (_, i) => device(s.secret, `${s.tag}-dc${s.gen}-${i}`, `${s.tag}-dc${s.gen}-${i}-phone`, 'Bench Caller'));
-      const wsBase = s.socketUrl.replace(/^http/, 'ws');
-      await mapLimit(receivers, 64, async (d, i) => {
-        const localAddress = s.localAddresses[i % s.localAddresses.length]!;
-        if (s.system === 'calling') {
-          sockets.push(await openDeviceSocket({ wsBase, token: d.token, localAddress, onEvent: (ev: EventPayload, at) => ev.type === 'call.renamed' && arrived(ev.displayName, at) }));
-        } else {
-          sockets.push(await openIo(s.socketUrl, d.token, localAddress, (ev, at) => arrived(String(ev.eventId), at)));
-        }
-      });
+      const name = (side: string, i: number) => `${s.tag}-${side}${s.gen}-${i}`;
+      const at = (i: number) => s.localAddresses[i % s.localAddresses.length]!;
+      pairs = Array.from({ length: s.pairs }, (_, i) => ({
+        caller: device(s.secret, name('da', i), `${name('da', i)}-phone`, 'Bench Caller'),
+        callee: device(s.secret, name('db', i), `${name('db', i)}-phone`),
+        callId: name('dcall', i),
+      }));
       if (s.system === 'calling') {
-        callIds = receivers.map((_, i) => `${s.tag}-dcall${s.gen}-${i}`);
-        await mapLimit(receivers, 32, async (d, i) => {
-          const caller = callers[i % callers.length]!;
-          const created = await http.post('/v1/calls', caller.token, { callId: callIds[i], calleeUserId: d.userId, operationId: randomUUID(), video: false });
-          if (created.status !== 201) throw new Error(`set-up: create answered HTTP ${created.status}`);
-          const answered = await http.post(`/v1/calls/${callIds[i]}/answer`, d.token, { installationId: d.installationId, operationId: randomUUID() });
-          if (answered.status !== 200) throw new Error(`set-up: answer answered HTTP ${answered.status}`);
+        // Calls first (created by the caller, answered by the callee's device), then the sockets
+        // from the log's head: the set-up's own events are not replayed into the measurement.
+        http = new JsonHttp(s.aUrl, { connections: 32, timeoutMs: 10_000 });
+        await mapLimit(pairs, 32, (p) => setUpCall(http!, p));
+        const wsA = s.aUrl.replace(/^http/, 'ws');
+        const wsB = s.bUrl.replace(/^http/, 'ws');
+        senders = await mapLimit(pairs, 64, async (p, i) => {
+          const a = await openDeviceSocket({ wsBase: wsA, token: p.caller.token, localAddress: at(2 * i), onReply: (r) => r.type === 'error' && refused(r.operationId, `message: ${r.code}`) });
+          const b = await openDeviceSocket({
+            wsBase: wsB,
+            token: p.callee.token,
+            localAddress: at(2 * i + 1),
+            onMessage: (ev, t) => arrived(ev.payload.key, t),
+            onEvent: (ev, t) => ev.type === 'call.renamed' && arrived(ev.displayName, t),
+          });
+          sockets.push(a, b);
+          return a;
+        });
+      } else {
+        senders = await mapLimit(pairs, 64, async (p, i) => {
+          const a = await openIo(s.aUrl, p.caller.token, at(2 * i));
+          const b = await openIo(s.bUrl, p.callee.token, at(2 * i + 1));
+          b.on('message', (m: { payload?: { key?: unknown } }) => arrived(m.payload?.key, nowMs()));
+          sockets.push(a, b);
+          return a;
         });
       }
       return { sockets: sockets.length };
@@ -92,6 +137,7 @@ export function createTask(): Task {
 
     async run(raw, progress) {
       const r = raw as DeliveryRun;
+      if (r.kind === 'rename' && s.system !== 'calling') throw new Error('rename: the calling backend only');
       const hist = new HistogramSet();
       const errors: Record<string, number> = {};
       let done = 0;
@@ -100,22 +146,25 @@ export function createTask(): Task {
 
       const deliver = async (from: number): Promise<void> => {
         const i = seq++;
-        const n = i % receivers.length;
-        const to = receivers[n]!;
+        const p = pairs[i % pairs.length]!;
+        const a = senders[i % pairs.length]!;
         const key = `${s.tag}.${s.gen}.${i}`;
         const w = new Waiter();
         waiting.set(key, { w, at: from });
         started++;
         try {
-          const t0 = nowMs();
-          const res =
-            s.system === 'calling'
-              ? await http.post(`/v1/calls/${callIds[n]}/rename`, callers[n % callers.length]!.token, { displayName: key, operationId: randomUUID() })
-              : await http.post('/v1/events', callers[i % callers.length]!.token, { toUserId: to.userId, event: invitationLike(key) });
-          if (res.status !== 200 && res.status !== 202) throw new BenchFailure(`publish: HTTP ${res.status}`);
-          hist.get('publish (HTTP)').recordMs(nowMs() - t0);
+          if (r.kind === 'rename') {
+            const res = await http!.post(`/v1/calls/${p.callId}/rename`, p.caller.token, { displayName: key, operationId: randomUUID() });
+            if (res.status !== 200) throw new BenchFailure(`rename: HTTP ${res.status}`);
+          } else if ('ws' in a) {
+            a.ws.send(JSON.stringify({ type: 'message', callId: p.callId, operationId: key, payload: iceCandidate(key, from) }));
+          } else {
+            a.emit('message', { toUserId: p.callee.userId, payload: iceCandidate(key, from) }, (ack: { ok?: boolean }) => {
+              if (!ack?.ok) refused(key, 'message: refused');
+            });
+          }
           const at = await w.wait();
-          hist.get('delivery (send → socket)').recordMs(at - from);
+          hist.get(DELIVERY).recordMs(at - from);
           done++;
           lastDone = Math.max(lastDone, at);
         } catch (err) {
@@ -159,24 +208,15 @@ export function createTask(): Task {
   };
 }
 
-/** A payload the size and shape of a `call.invited` event, for the Socket.IO side. */
-function invitationLike(id: string): Record<string, unknown> {
-  const now = Date.now();
-  return {
-    schemaVersion: 1,
-    type: 'call.invited',
-    callId: id,
-    displayName: 'Bench Caller',
-    handle: 'app:bench-caller',
-    eventId: id,
-    revision: '1',
-    issuedAtMs: now,
-    expiresAtMs: now + 45_000,
-    video: false,
-  };
+/** An accepted call between the pair: created by the caller, answered by the callee's device. */
+async function setUpCall(http: JsonHttp, p: Pair): Promise<void> {
+  const created = await http.post('/v1/calls', p.caller.token, { callId: p.callId, calleeUserId: p.callee.userId, operationId: randomUUID(), video: false });
+  if (created.status !== 201) throw new Error(`set-up: create answered HTTP ${created.status}`);
+  const answered = await http.post(`/v1/calls/${p.callId}/answer`, p.callee.token, { installationId: p.callee.installationId, operationId: randomUUID() });
+  if (answered.status !== 200) throw new Error(`set-up: answer answered HTTP ${answered.status}`);
 }
 
-function openIo(url: string, token: string, localAddress: string, onEvent: (ev: { eventId?: unknown }, at: number) => void): Promise<IoSocket> {
+function openIo(url: string, token: string, localAddress: string): Promise<IoSocket> {
   return new Promise((resolve, reject) => {
     const socket = ioClient(url, {
       transports: ['websocket'],
@@ -187,7 +227,6 @@ function openIo(url: string, token: string, localAddress: string, onEvent: (ev: 
       // Passed through to the `ws` client of engine.io-client in Node.
       localAddress,
     } as Parameters<typeof ioClient>[1]);
-    socket.on('event', (ev: { eventId?: unknown }) => onEvent(ev, nowMs()));
     socket.once('connect', () => resolve(socket));
     socket.once('connect_error', (err) => reject(err));
   });
