@@ -17,8 +17,8 @@ export interface DeviceSocketOptions {
   onEvent?: (event: EventPayload, atMs: number) => void;
   /** An in-call message for this installation (docs/signaling.md "In-call messages"). */
   onMessage?: (event: CallMessageEvent, atMs: number) => void;
-  /** The answer to one of this socket's `message` frames: `messageSent` or `error` (docs/signaling.md "Client → server frames"). */
-  onReply?: (reply: MessageReply) => void;
+  /** A `reply` to one of this socket's command frames not sent with command() (docs/signaling.md "Commands"). */
+  onReply?: (reply: CommandReply) => void;
   onClose?: (code: number) => void;
   connectTimeoutMs?: number;
 }
@@ -31,10 +31,18 @@ export interface CallMessageEvent {
   payload: Record<string, unknown>;
 }
 
-export type MessageReply = { type: 'messageSent'; operationId: string } | { type: 'error'; operationId?: string; code: string };
+/** The answer to a command frame: its HTTP route's status and body. */
+export interface CommandReply {
+  type: 'reply';
+  operationId?: string;
+  status: number;
+  body: { code?: string } & Record<string, unknown>;
+}
 
 export interface DeviceSocket {
   ws: WebSocket;
+  /** Sends a command frame (answer, end, rename, message) and resolves with its reply. */
+  command(type: string, callId: string, body: { operationId: string } & Record<string, unknown>): Promise<CommandReply>;
   close(): void;
 }
 
@@ -46,6 +54,13 @@ export function openDeviceSocket(o: DeviceSocketOptions): Promise<DeviceSocket> 
       ...(o.localAddress ? { localAddress: o.localAddress } : {}),
     });
     let synced = false;
+    /** command()s waiting for their reply, by operationId. */
+    const waiting = new Map<string, { resolve: (r: CommandReply) => void; reject: (e: Error) => void }>();
+    const command: DeviceSocket['command'] = (type, callId, body) =>
+      new Promise((res, rej) => {
+        waiting.set(body.operationId, { resolve: res, reject: rej });
+        ws.send(JSON.stringify({ ...body, type, callId }));
+      });
     const timer = setTimeout(() => {
       if (!synced) {
         ws.terminate();
@@ -63,11 +78,18 @@ export function openDeviceSocket(o: DeviceSocketOptions): Promise<DeviceSocket> 
       }
       if (frame.type === 'event' && frame.event) o.onEvent?.(frame.event as EventPayload, at);
       else if (frame.type === 'message' && frame.event) o.onMessage?.(frame.event as CallMessageEvent, at);
-      else if (frame.type === 'messageSent' || frame.type === 'error') o.onReply?.(frame as MessageReply);
+      else if (frame.type === 'reply') {
+        const reply = frame as unknown as CommandReply;
+        const w = reply.operationId === undefined ? undefined : waiting.get(reply.operationId);
+        if (w) {
+          waiting.delete(reply.operationId!);
+          w.resolve(reply);
+        } else o.onReply?.(reply);
+      }
       else if (frame.type === 'synced' && !synced) {
         synced = true;
         clearTimeout(timer);
-        resolve({ ws, close: () => ws.close(1000) });
+        resolve({ ws, command, close: () => ws.close(1000) });
       }
     });
     ws.on('error', (err) => {
@@ -77,6 +99,8 @@ export function openDeviceSocket(o: DeviceSocketOptions): Promise<DeviceSocket> 
       }
     });
     ws.on('close', (code) => {
+      for (const w of waiting.values()) w.reject(new Error(`signaling socket closed (${code}) before a reply`));
+      waiting.clear();
       if (!synced) {
         clearTimeout(timer);
         reject(new Error(`signaling socket closed before synced (${code})`));

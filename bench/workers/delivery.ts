@@ -112,7 +112,7 @@ export function createTask(): Task {
         const wsA = s.aUrl.replace(/^http/, 'ws');
         const wsB = s.bUrl.replace(/^http/, 'ws');
         senders = await mapLimit(pairs, 64, async (p, i) => {
-          const a = await openDeviceSocket({ wsBase: wsA, token: p.caller.token, localAddress: at(2 * i), onReply: (r) => r.type === 'error' && refused(r.operationId, `message: ${r.code}`) });
+          const a = await openDeviceSocket({ wsBase: wsA, token: p.caller.token, localAddress: at(2 * i), onReply: (r) => r.status >= 400 && refused(r.operationId, `message: ${r.status} ${r.body.code ?? ''}`) });
           const b = await openDeviceSocket({
             wsBase: wsB,
             token: p.callee.token,
