@@ -2,6 +2,7 @@ import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { isCluster } from '../redis/connection.js';
+import type { PushRegistry } from './registry.js';
 
 /**
  * Push registrations stored by version 0.1.0 — a set `{u:<id>}:devices` of
@@ -14,7 +15,7 @@ import { isCluster } from '../redis/connection.js';
 
 const MIGRATION = 'push-registrations-0.2';
 
-export async function migrateLegacyRegistrations(redis: Redis | Cluster, ks: KeySpace): Promise<{ moved: number } | 'already done'> {
+export async function migrateLegacyRegistrations(redis: Redis | Cluster, ks: KeySpace, registry: PushRegistry): Promise<{ moved: number } | 'already done'> {
   if ((await redis.exists(keys.migrationDone(ks, MIGRATION))) === 1) return 'already done';
   const pattern = keys.legacyDevices(ks, '*');
   const [head = '', tail = ''] = pattern.split('*');
@@ -30,13 +31,14 @@ export async function migrateLegacyRegistrations(redis: Redis | Cluster, ks: Key
         if (keys.legacyDevices(ks, userId) !== devicesKey) continue;
         for (const member of await redis.smembers(devicesKey)) {
           const [installationId = '', kind = ''] = member.split('\n');
-          const reply = await runScript(
+          const [done, expireAt, ...held] = (await runScript(
             redis,
             'migrateLegacyRegistration',
             [devicesKey, keys.legacyPushRegistration(ks, userId, installationId, kind), keys.pushRegistrations(ks, userId)],
-            [member],
-          );
-          moved += Number(reply);
+            [member, String(registry.idleMs)],
+          )) as [number, string?, ...string[]];
+          if (done === 1) await registry.keepOwners(userId, expireAt!, held);
+          moved += done;
         }
       }
     } while (cursor !== '0');
