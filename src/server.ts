@@ -20,7 +20,7 @@ import type { Logger } from './util/logger.js';
 import { EventLog } from './events/eventLog.js';
 import { OutboxRelay } from './events/relay.js';
 import type { ChangeHandler } from './events/change.js';
-import { migrateLegacyRegistrations } from './push/legacyRegistrations.js';
+import { expireUntouchedRegistrations, migrateLegacyRegistrations } from './push/legacyRegistrations.js';
 import { callEventsRoute } from './http/endpoints/callEvents.js';
 import { Gateway } from './gateway/gateway.js';
 import { createPushQueues } from './push/queues.js';
@@ -364,10 +364,17 @@ async function startWorker(
   await warnOnCoarseRedisHz(redis, logger);
   // Version 0.1.0's push registrations move to their new form, once, beside the running service
   // (docs/operations.md "Upgrading").
-  migrateLegacyRegistrations(redis, ks, deps.pushRegistry).then(
-    (r) => r !== 'already done' && r.moved > 0 && logger.info({ moved: r.moved }, 'moved the push registrations of version 0.1.0'),
-    (err: unknown) => logger.warn({ err: (err as Error).message }, 'moving the push registrations of version 0.1.0 failed; the next start tries again'),
-  );
+  // Then what was written before idle expiry gets its TTL (docs/keyspace.md "Push registrations").
+  migrateLegacyRegistrations(redis, ks, deps.pushRegistry)
+    .then(
+      (r) => r !== 'already done' && r.moved > 0 && logger.info({ moved: r.moved }, 'moved the push registrations of version 0.1.0'),
+      (err: unknown) => logger.warn({ err: (err as Error).message }, 'moving the push registrations of version 0.1.0 failed; the next start tries again'),
+    )
+    .then(() => expireUntouchedRegistrations(redis, ks, deps.pushRegistry))
+    .then(
+      (r) => r !== 'already done' && logger.info(r, 'gave the push registrations written before idle expiry their TTL'),
+      (err: unknown) => logger.warn({ err: (err as Error).message }, 'giving the push registrations written before idle expiry their TTL failed; the next start tries again'),
+    );
   const pushOutcomes: PushOutcomes = new Map();
   const webhooks = startWebhooks(deps.webhooks, { redis, connection: queueConnection, partitioning, config, metrics, logger, registry: deps.pushRegistry });
   const dispatcher = new PushDispatcher({

@@ -124,7 +124,38 @@ export class PushRegistry {
    * registration that held it is gone, so its key goes too, unless another installation owns it now.
    */
   private releaseOwner(kind: PushTokenKind, hash: string, owner: string): Promise<unknown> {
-    return runScript(this.redis, 'releaseTokenOwner', [keys.pushTokenOwner(this.ks, kind, hash)], [owner]);
+    return runScript(this.redis, 'releaseTokenOwner', [keys.pushTokenOwner(this.ks, kind, hash)], [owner, '']);
+  }
+
+  /**
+   * Gives what a version before idle expiry wrote its end (src/push/legacyRegistrations.ts): a
+   * user's registrations hash without a TTL gets the one a registration write gives it, with the
+   * owner keys of its tokens.
+   */
+  async expireUntouched(userId: string): Promise<boolean> {
+    const [expireAt, ...held] = (await runScript(this.redis, 'touchPushRegistrations', [keys.pushRegistrations(this.ks, userId)], [String(this.idleMs)])) as string[];
+    if (expireAt === undefined) return false;
+    await this.keepOwners(userId, expireAt, held);
+    return true;
+  }
+
+  /**
+   * An owner key without a TTL (written before idle expiry): moved to its registration's expiry
+   * while a registration holds the token, else deleted (it has no more use: docs/keyspace.md).
+   */
+  async settleUntouchedOwner(kind: string, hash: string): Promise<'kept' | 'deleted' | 'left'> {
+    const ownerKey = keys.pushTokenOwner(this.ks, kind, hash);
+    const owner = await this.redis.get(ownerKey);
+    const [userId, installationId] = owner?.split('\n') ?? [];
+    if (owner === null || userId === undefined || installationId === undefined || (kind !== 'iosVoip' && kind !== 'androidPush')) return 'left';
+    const reg = await this.get(userId, installationId, kind);
+    if (reg && tokenHash(reg.token) === hash) {
+      const expireAt = Number(await this.redis.call('PEXPIRETIME', keys.pushRegistrations(this.ks, userId)));
+      if (expireAt <= 0) return 'left';
+      await runScript(this.redis, 'keepTokenOwner', [ownerKey], [owner, String(expireAt)]);
+      return 'kept';
+    }
+    return (await runScript(this.redis, 'releaseTokenOwner', [ownerKey], [owner, '1'])) === 1 ? 'deleted' : 'left';
   }
 
   /**

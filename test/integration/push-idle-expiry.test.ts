@@ -70,4 +70,29 @@ describe('push registrations expire when idle', () => {
       IDLE_MS + 5000,
     );
   });
+
+  it('a worker starting gives registrations written before idle expiry their TTL, with their owner keys, and deletes owner keys no registration holds', async () => {
+    // Written as a version before idle expiry left them: no TTLs.
+    const user = `old-${n++}`;
+    const registrations = keys.pushRegistrations(KS, user);
+    const token = fcmToken();
+    await stack.redis.hset(registrations, `phone\nandroidPush`, JSON.stringify({ token, tokenHash: tokenHash(token), appId: 'com.example.app', updatedAtMs: '1' }));
+    const held = keys.pushTokenOwner(KS, 'androidPush', tokenHash(token));
+    // The phone's earlier token, and a token of an installation since signed out.
+    const replaced = keys.pushTokenOwner(KS, 'androidPush', tokenHash(fcmToken()));
+    const signedOut = keys.pushTokenOwner(KS, 'iosVoip', tokenHash(voipToken()));
+    await stack.redis.set(held, `${user}\nphone`);
+    await stack.redis.set(replaced, `${user}\nphone`);
+    await stack.redis.set(signedOut, `${user}\ntablet`);
+
+    // A day here, so the checks below cannot race the window.
+    await stack.addServer({ ROLES: 'worker', PUSH_REGISTRATION_IDLE_DAYS: '1' });
+    await waitUntil('the worker to finish', async () => (await stack.redis.exists(keys.migrationDone(KS, 'push-idle-expiry'))) === 1, 15_000);
+    const expiry = await expiresAt(registrations);
+    expect(expiry).toBeGreaterThan(0);
+    expect(await stack.redis.pttl(registrations)).toBeGreaterThan(DAY_MS - 60_000);
+    expect(await stack.redis.pttl(registrations)).toBeLessThanOrEqual(DAY_MS);
+    expect(await expiresAt(held)).toBe(expiry);
+    expect(await stack.redis.exists(replaced, signedOut)).toBe(0);
+  });
 });
