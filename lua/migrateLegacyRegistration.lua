@@ -8,11 +8,18 @@
   KEYS[3] registrationsKey  the user's registrations hash
 
   ARGV[1] field             "<installationId>\n<kind>"
+  ARGV[2] idleMs            PUSH_REGISTRATION_IDLE_DAYS in ms (lua/includes/pushIdleExpiry.lua)
 
-  Returns 1 when a registration was moved, 0 when there was none to move (or a newer one won).
+  Returns { 0 } when there was none to move (or a newer one won); when a registration was moved,
+  { 1, expireAtMs, then field, tokenHash of every registration of the user } (the registrations
+  expire as if written now, and the caller moves their owner keys' expiry with them).
 ]]
 local devicesKey, legacyKey, registrationsKey = KEYS[1], KEYS[2], KEYS[3]
-local field = ARGV[1]
+local field, idleMs = ARGV[1], tonumber(ARGV[2])
+
+--@include "fmtInt"
+--@include "nowMs"
+--@include "pushIdleExpiry"
 
 local stored = redis.call('HGETALL', legacyKey)
 local legacy = {}
@@ -25,4 +32,8 @@ if legacy.token and legacy.appId then
 end
 redis.call('DEL', legacyKey)
 redis.call('SREM', devicesKey, field)
-return moved
+if moved == 0 then return { 0 } end
+local expireAt = nowMs() + idleMs
+local reply = { 1, fmtInt(expireAt) }
+for _, v in ipairs(keepRegistrationsUntil(registrationsKey, expireAt)) do reply[#reply + 1] = v end
+return reply

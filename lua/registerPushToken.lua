@@ -10,17 +10,24 @@
   ARGV[3] appId
   ARGV[4] iosEnvironment     '' for androidPush
   ARGV[5] field              "<installationId>\n<kind>"
+  ARGV[6] idleMs             PUSH_REGISTRATION_IDLE_DAYS in ms: the user's registrations expire
+                             this long after this write unless another one comes first
 
   Returns { updatedAtMs (string), the tokenHash this registration held before if it was another
-  token, else '' } (the caller releases the old token's owner key, docs/keyspace.md).
+  token, else '', expireAtMs (string), then field, tokenHash of every registration of the user,
+  this one included } (the caller releases the old token's owner key and moves the owner keys'
+  expiry to expireAtMs, docs/keyspace.md).
 ]]
 local registrationsKey = KEYS[1]
 local token, tokenHash, appId, iosEnvironment, field = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local idleMs = tonumber(ARGV[6])
 
 --@include "fmtInt"
 --@include "nowMs"
+--@include "pushIdleExpiry"
 
-local now = fmtInt(nowMs())
+local nowNum = nowMs()
+local now = fmtInt(nowNum)
 local registration = { token = token, tokenHash = tokenHash, appId = appId, updatedAtMs = now }
 if iosEnvironment ~= '' then registration.iosEnvironment = iosEnvironment end
 local before = redis.call('HGET', registrationsKey, field)
@@ -30,4 +37,7 @@ if before then
   if ok and type(old) == 'table' and type(old.tokenHash) == 'string' and old.tokenHash ~= tokenHash then previousHash = old.tokenHash end
 end
 redis.call('HSET', registrationsKey, field, cjson.encode(registration))
-return { now, previousHash }
+local expireAt = nowNum + idleMs
+local reply = { now, previousHash, fmtInt(expireAt) }
+for _, v in ipairs(keepRegistrationsUntil(registrationsKey, expireAt)) do reply[#reply + 1] = v end
+return reply

@@ -16,7 +16,8 @@
   ARGV[6] operationTtlMs
   ARGV[7] fingerprint
   ARGV[8] maxKept          messages kept in the call's stream (older ones are trimmed)
-  ARGV[9] messagesTtlMs    the stream and counters expire this long after the last message
+  ARGV[9] messagesTtlMs    the stream and counters expire this long after the last message (the
+                           stream at most the call's retention after it)
 
   Who may send: the caller's calling installation, and while ringing any callee installation,
   after the answer only the answering one. Who receives: the caller's messages go to every
@@ -69,8 +70,11 @@ local event = '{"schemaVersion":1,"eventId":' .. cjson.encode(eventId) ..
   ',"seq":' .. fmtInt(seq) ..
   ',"payload":' .. payloadJson .. '}'
 redis.call('XADD', messagesKey, 'MAXLEN', maxKept, '*', 'f', userId, 't', to, 'o', only, 's', seq, 'm', event)
-redis.call('PEXPIRE', messagesKey, messagesTtlMs)
+-- Never kept past the call's own retention: a deployment that keeps calls shorter than an hour
+-- keeps their messages no longer (docs/keyspace.md "Per call").
+local keepMs = math.min(messagesTtlMs, retention.call)
+redis.call('PEXPIRE', messagesKey, keepMs)
 -- The counters outlive the call's record, so a sender's seq never restarts while the call exists.
-redis.call('PEXPIRE', seqKey, math.max(messagesTtlMs, retention.call))
+redis.call('PEXPIRE', seqKey, math.max(keepMs, retention.call))
 redis.call('XADD', outboxKey, '*', 'message', v.callId, 'at', fmtInt(now), 'to', to, 'only', only, 'event', event)
 return recordOperation(opKey, fingerprint, 'ok', 200, { eventId, fmtInt(seq), fmtInt(now) }, operationTtlMs)

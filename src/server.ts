@@ -18,7 +18,7 @@ import type { Logger } from './util/logger.js';
 import { EventLog } from './events/eventLog.js';
 import { OutboxRelay } from './events/relay.js';
 import type { ChangeHandler } from './events/change.js';
-import { migrateLegacyRegistrations } from './push/legacyRegistrations.js';
+import { expireUntouchedRegistrations, migrateLegacyRegistrations } from './push/legacyRegistrations.js';
 import { callEventsRoute } from './http/endpoints/callEvents.js';
 import { Gateway } from './gateway/gateway.js';
 import { createPushQueues } from './push/queues.js';
@@ -209,7 +209,7 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
       ...ks,
       ringTimeoutMs: config.RING_TIMEOUT_MS,
       retentionMs: config.CALL_RETENTION_MS,
-      historyRetentionMs: historyRetentionMs(config),
+      historyRetentionMs: daysMs(config.CALL_RECORD_RETENTION_DAYS),
       operationTtlMs: config.IDEMPOTENCY_TTL_MS,
       callWaiting: config.CALL_WAITING,
       maxRenamesPerCall: config.RENAMES_PER_CALL,
@@ -236,8 +236,8 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
         keys.callMessageLimit(ks, s.callId, s.userId),
       ),
     },
-    pushRegistry: new PushRegistry(redis, ks),
-    history: new CallHistory(redis, { ...ks, historyRetentionMs: historyRetentionMs(config) }),
+    pushRegistry: new PushRegistry(redis, ks, daysMs(config.PUSH_REGISTRATION_IDLE_DAYS)),
+    history: new CallHistory(redis, { ...ks, historyRetentionMs: daysMs(config.CALL_RECORD_RETENTION_DAYS) }),
     webhooks: {
       endpoints: webhookEndpoints(config),
       states: new EndpointStates(redis, ks),
@@ -254,8 +254,9 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
   };
 }
 
-function historyRetentionMs(config: Config): number {
-  return Math.round(config.CALL_RECORD_RETENTION_DAYS * DAY_MS);
+/** A duration configured in days (fractions allowed: CALL_RECORD_RETENTION_DAYS, PUSH_REGISTRATION_IDLE_DAYS), in ms. */
+function daysMs(days: number): number {
+  return Math.round(days * DAY_MS);
 }
 
 /** A Redis rate limiter, or none when its limit is 0 (switched off). */
@@ -270,6 +271,14 @@ function limiter<S>(redis: RedisClient, limit: number, windowMs: number, keyOf: 
 function startApi(ctx: RoleContext, options: StartOptions): StartedRole {
   const { deps, config } = ctx;
   const routes = apiRoutes(deps);
+  // Below a day, a client still retrying an operation (a phone back from a long loss of network)
+  // may find its outcome gone (docs/api.md "Idempotency").
+  if (config.IDEMPOTENCY_TTL_MS < DAY_MS) {
+    ctx.logger.warn(
+      { idempotencyTtlMs: config.IDEMPOTENCY_TTL_MS },
+      `IDEMPOTENCY_TTL_MS is below 24 h: a client retry more than ${config.IDEMPOTENCY_TTL_MS} ms after its first attempt is taken as a new request`,
+    );
+  }
   const serverAuth: ServerAuth = { keys: deps.auth.serverKeys!, guard: deps.auth };
   const users = new UserAdmin(ctx.redis, ctx.ks, deps.calls, deps.history, deps.pushRegistry);
   let replayQueues: { connection: RedisClient; queues: ReturnType<typeof createWebhookQueues> } | undefined;
@@ -353,10 +362,17 @@ async function startWorker(
   await warnOnCoarseRedisHz(redis, logger);
   // Version 0.1.0's push registrations move to their new form, once, beside the running service
   // (docs/operations.md "Upgrading").
-  migrateLegacyRegistrations(redis, ks).then(
-    (r) => r !== 'already done' && r.moved > 0 && logger.info({ moved: r.moved }, 'moved the push registrations of version 0.1.0'),
-    (err: unknown) => logger.warn({ err: (err as Error).message }, 'moving the push registrations of version 0.1.0 failed; the next start tries again'),
-  );
+  // Then what was written before idle expiry gets its TTL (docs/keyspace.md "Push registrations").
+  migrateLegacyRegistrations(redis, ks, deps.pushRegistry)
+    .then(
+      (r) => r !== 'already done' && r.moved > 0 && logger.info({ moved: r.moved }, 'moved the push registrations of version 0.1.0'),
+      (err: unknown) => logger.warn({ err: (err as Error).message }, 'moving the push registrations of version 0.1.0 failed; the next start tries again'),
+    )
+    .then(() => expireUntouchedRegistrations(redis, ks, deps.pushRegistry))
+    .then(
+      (r) => r !== 'already done' && logger.info(r, 'gave the push registrations written before idle expiry their TTL'),
+      (err: unknown) => logger.warn({ err: (err as Error).message }, 'giving the push registrations written before idle expiry their TTL failed; the next start tries again'),
+    );
   const pushOutcomes: PushOutcomes = new Map();
   const webhooks = startWebhooks(deps.webhooks, { redis, connection: queueConnection, partitioning, config, metrics, logger, registry: deps.pushRegistry });
   const dispatcher = new PushDispatcher({
@@ -374,7 +390,7 @@ async function startWorker(
   const sweeper = await RingSweeper.start(
     redis,
     queueConnection,
-    { ...partitioning, retentionMs: config.CALL_RETENTION_MS, historyRetentionMs: historyRetentionMs(config), pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000, ringTimeoutMs: config.RING_TIMEOUT_MS },
+    { ...partitioning, retentionMs: config.CALL_RETENTION_MS, historyRetentionMs: daysMs(config.CALL_RECORD_RETENTION_DAYS), pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000, ringTimeoutMs: config.RING_TIMEOUT_MS },
     logger,
     (r) => {
       for (const ms of r.lateMs) metrics.ringSweepLateness.observe(ms / 1000);
@@ -410,7 +426,7 @@ async function startWorker(
     deps.eventLog,
     handlers,
     logger,
-    { ...ks, historyRetentionMs: historyRetentionMs(config), batchSize: config.RELAY_BATCH_SIZE, blockMs: 1000, leaseMs: config.RELAY_CLAIM_IDLE_MS },
+    { ...ks, historyRetentionMs: daysMs(config.CALL_RECORD_RETENTION_DAYS), batchSize: config.RELAY_BATCH_SIZE, blockMs: 1000, leaseMs: config.RELAY_CLAIM_IDLE_MS },
   );
   await relay.start();
   metrics.countersFrom('relay_changes_total', 'Call changes relayed from the outbox', [], () => [[[], relay.relayed]]);

@@ -45,25 +45,33 @@ export function tokenHash(token: string): string {
 export const registrationField = (installationId: string, kind: string) => `${installationId}\n${kind}`;
 
 export class PushRegistry {
+  /**
+   * `idleMs`: PUSH_REGISTRATION_IDLE_DAYS in ms. A user's registrations and their tokens' owner
+   * keys expire together this long after the user's last registration write (docs/keyspace.md
+   * "Push registrations"): apps register at every launch, so only unused installations lapse.
+   */
   constructor(
     private readonly redis: Redis | Cluster,
     private readonly ks: KeySpace,
+    readonly idleMs: number,
   ) {}
 
   async register(r: Omit<PushRegistration, 'updatedAtMs'>): Promise<PushRegistration> {
     const hash = tokenHash(r.token);
-    const [stamp, replacedHash] = (await runScript(
+    const field = registrationField(r.installationId, r.kind);
+    const [stamp, replacedHash, expireAt, ...held] = (await runScript(
       this.redis,
       'registerPushToken',
       [keys.pushRegistrations(this.ks, r.userId)],
-      [r.token, hash, r.appId, r.iosEnvironment ?? '', registrationField(r.installationId, r.kind)],
-    )) as [string, string];
+      [r.token, hash, r.appId, r.iosEnvironment ?? '', field, String(this.idleMs)],
+    )) as string[];
     const updatedAtMs = Number(stamp);
     // Rebind: claim the token; if another installation held it, remove it there (only while
     // that registration still holds this very token).
     const owner = `${r.userId}\n${r.installationId}`;
     if (replacedHash) await this.releaseOwner(r.kind, replacedHash, owner);
-    const previous = await this.redis.set(keys.pushTokenOwner(this.ks, r.kind, hash), owner, 'GET');
+    const previous = await this.redis.set(keys.pushTokenOwner(this.ks, r.kind, hash), owner, 'PXAT', expireAt!, 'GET');
+    await this.keepOwners(r.userId, expireAt!, held, field);
     if (previous !== null && previous !== owner) {
       const [prevUser, prevInstallation] = previous.split('\n');
       if (prevUser !== undefined && prevInstallation !== undefined) {
@@ -95,11 +103,59 @@ export class PushRegistry {
   }
 
   /**
+   * Moves the owner keys of the user's registrations (`held`: field, tokenHash, … as
+   * lua/includes/pushIdleExpiry.lua returns them) to the registrations' expiry, except `skip`'s
+   * (already set). One command per key: they live in many slots. After every script that
+   * writes the registrations hash (registration, src/push/legacyRegistrations.ts).
+   */
+  async keepOwners(userId: string, expireAt: string, held: readonly string[], skip?: string): Promise<void> {
+    const moves: Promise<unknown>[] = [];
+    for (let i = 0; i + 1 < held.length; i += 2) {
+      if (held[i] === skip) continue;
+      const [installationId = '', kind = ''] = held[i]!.split('\n');
+      const ownerKey = keys.pushTokenOwner(this.ks, kind, held[i + 1]!);
+      moves.push(runScript(this.redis, 'keepTokenOwner', [ownerKey], [`${userId}\n${installationId}`, expireAt]));
+    }
+    await Promise.all(moves);
+  }
+
+  /**
    * A token's owner key lives as long as a registration holds the token (docs/keyspace.md): the
    * registration that held it is gone, so its key goes too, unless another installation owns it now.
    */
   private releaseOwner(kind: PushTokenKind, hash: string, owner: string): Promise<unknown> {
-    return runScript(this.redis, 'releaseTokenOwner', [keys.pushTokenOwner(this.ks, kind, hash)], [owner]);
+    return runScript(this.redis, 'releaseTokenOwner', [keys.pushTokenOwner(this.ks, kind, hash)], [owner, '']);
+  }
+
+  /**
+   * Gives what a version before idle expiry wrote its end (src/push/legacyRegistrations.ts): a
+   * user's registrations hash without a TTL gets the one a registration write gives it, with the
+   * owner keys of its tokens.
+   */
+  async expireUntouched(userId: string): Promise<boolean> {
+    const [expireAt, ...held] = (await runScript(this.redis, 'touchPushRegistrations', [keys.pushRegistrations(this.ks, userId)], [String(this.idleMs)])) as string[];
+    if (expireAt === undefined) return false;
+    await this.keepOwners(userId, expireAt, held);
+    return true;
+  }
+
+  /**
+   * An owner key without a TTL (written before idle expiry): moved to its registration's expiry
+   * while a registration holds the token, else deleted (it has no more use: docs/keyspace.md).
+   */
+  async settleUntouchedOwner(kind: string, hash: string): Promise<'kept' | 'deleted' | 'left'> {
+    const ownerKey = keys.pushTokenOwner(this.ks, kind, hash);
+    const owner = await this.redis.get(ownerKey);
+    const [userId, installationId] = owner?.split('\n') ?? [];
+    if (owner === null || userId === undefined || installationId === undefined || (kind !== 'iosVoip' && kind !== 'androidPush')) return 'left';
+    const reg = await this.get(userId, installationId, kind);
+    if (reg && tokenHash(reg.token) === hash) {
+      const expireAt = Number(await this.redis.call('PEXPIRETIME', keys.pushRegistrations(this.ks, userId)));
+      if (expireAt <= 0) return 'left';
+      await runScript(this.redis, 'keepTokenOwner', [ownerKey], [owner, String(expireAt)]);
+      return 'kept';
+    }
+    return (await runScript(this.redis, 'releaseTokenOwner', [ownerKey], [owner, '1'])) === 1 ? 'deleted' : 'left';
   }
 
   /**

@@ -99,8 +99,6 @@ export const keys = {
  * checks both. Add a row here and in docs/keyspace.md for each new long-lived key.
  */
 export const LONG_LIVED_KEYS: readonly { pattern: RegExp; bound: string }[] = [
-  { pattern: /:\{u:[^}]*\}:push$/, bound: 'a user\'s push registrations: fields removed on sign-out, invalid token or token moved' },
-  { pattern: /:tok:(iosVoip|androidPush):[A-Za-z0-9_-]+$/, bound: 'a token\'s owner: deleted with its registration' },
   { pattern: /:\{c\d+\}:outbox$/, bound: 'per shard; trimmed by the relay behind what it acknowledged' },
   { pattern: /:\{c\d+\}:ringing$/, bound: 'per shard; one entry per ringing call' },
   { pattern: /:migrated:[A-Za-z0-9._-]+$/, bound: 'one per data migration' },

@@ -34,6 +34,8 @@ export const scriptDefinitions = {
   registerPushToken: { file: 'registerPushToken.lua', numberOfKeys: 1 },
   removePushToken: { file: 'removePushToken.lua', numberOfKeys: 1 },
   releaseTokenOwner: { file: 'releaseTokenOwner.lua', numberOfKeys: 1 },
+  keepTokenOwner: { file: 'keepTokenOwner.lua', numberOfKeys: 1 },
+  touchPushRegistrations: { file: 'touchPushRegistrations.lua', numberOfKeys: 1 },
   migrateLegacyRegistration: { file: 'migrateLegacyRegistration.lua', numberOfKeys: 3 },
   appendEvents: { file: 'appendEvents.lua', numberOfKeys: 3 },
   readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },

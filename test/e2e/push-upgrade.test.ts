@@ -47,6 +47,12 @@ describe('upgrade from 0.1.0', () => {
     await waitUntil('the move', async () => (await ps.stack.redis.exists(keys.legacyDevices(KS, calleeUserId))) === 0);
     expect(await ps.stack.redis.exists(keys.legacyPushRegistration(KS, calleeUserId, phone.installationId, 'androidPush'))).toBe(0);
     expect(await ps.stack.redis.exists(keys.legacyPushRegistration(KS, calleeUserId, tablet.installationId, 'iosVoip'))).toBe(0);
+    // The moved registrations expire like any written now, and the owner key of the one written
+    // since at the same instant (docs/keyspace.md "Push registrations").
+    const expiresAt = async (key: string) => Number(await ps.stack.redis.call('PEXPIRETIME', key));
+    const expiry = await expiresAt(keys.pushRegistrations(KS, calleeUserId));
+    expect(expiry).toBeGreaterThan(Date.now());
+    expect(await expiresAt(keys.pushTokenOwner(KS, 'iosVoip', tokenHash(tabletNew)))).toBe(expiry);
 
     const call = await createCall(device(ps.url, uid('caller')), calleeUserId);
     await waitUntil('both invitations', () => fcmTo(ps.fcm, phoneToken).length >= 1 && apnsTo(ps.apns, tabletNew).length >= 1);

@@ -5,6 +5,7 @@ import { startRedisCluster } from '../support/redis-server.js';
 import { CallStore, fingerprint } from '../../src/calls/store.js';
 import { EventLog } from '../../src/events/eventLog.js';
 import { PushRegistry } from '../../src/push/registry.js';
+import { DAY_MS } from '../../src/history/retention.js';
 import { deliveriesFor } from '../../src/events/audience.js';
 import { parseChange } from '../../src/events/change.js';
 import { keys } from '../../src/redis/keys.js';
@@ -80,7 +81,7 @@ describe('Lua scripts on Redis Cluster', () => {
     const page = await log.read('carol', 'carol-phone', decodeCursor((head as { nextCursor: string }).nextCursor), 10);
     expect(page.kind === 'events' && page.events.map((e) => JSON.parse(e.json))).toEqual([payload]);
 
-    const registry = new PushRegistry(client, ks);
+    const registry = new PushRegistry(client, ks, DAY_MS);
     await registry.register({ userId: 'carol', installationId: 'carol-phone', kind: 'androidPush', token: 'token-for-carol-1', appId: 'com.example' });
     expect((await registry.list('carol')).map((r) => r.installationId)).toEqual(['carol-phone']);
     // Rebinding across users (different slots) works too.

@@ -3,6 +3,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import { device, expectJson, sibling, type Device } from '../support/fixtures.js';
 import { keys } from '../../src/redis/keys.js';
 import { registrationField, tokenHash } from '../../src/push/registry.js';
+import { DAY_MS } from '../../src/history/retention.js';
 
 /**
  * Push token registration (docs/api.md "API", docs/protocol.md "Push formats"):
@@ -78,6 +79,12 @@ describe('PUT /v1/installations/{id}/push-tokens/{kind}', () => {
       updatedAtMs: String(res.json.updatedAtMs),
     });
     expect(await devices(d.userId)).toEqual([`${d.installationId}\niosVoip`]);
+    // Kept PUSH_REGISTRATION_IDLE_DAYS (270 by default) from this write, the owner key as long
+    // (docs/keyspace.md "Push registrations"; test/integration/push-idle-expiry.test.ts waits one out).
+    const expiry = Number(await stack.redis.call('PEXPIRETIME', keys.pushRegistrations(KS, d.userId)));
+    expect(expiry - Date.now()).toBeGreaterThan(269 * DAY_MS);
+    expect(expiry - Date.now()).toBeLessThanOrEqual(270 * DAY_MS + 1000);
+    expect(Number(await stack.redis.call('PEXPIRETIME', keys.pushTokenOwner(KS, 'iosVoip', tokenHash(token))))).toBe(expiry);
     expect(await owner('iosVoip', token)).toBe(`${d.userId}\n${d.installationId}`);
   });
 

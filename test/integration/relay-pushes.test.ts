@@ -14,6 +14,7 @@ import { EventLog } from '../../src/events/eventLog.js';
 import { OutboxRelay, RELAY_GROUP } from '../../src/events/relay.js';
 import { parseChange, type CallChange, type ChangeHandler } from '../../src/events/change.js';
 import { PushRegistry } from '../../src/push/registry.js';
+import { DAY_MS } from '../../src/history/retention.js';
 import { PushDispatcher, type PushOutcomes } from '../../src/push/dispatcher.js';
 import { createPushQueues, type PushRetryJob } from '../../src/push/queues.js';
 import { startPushRetryWorkers } from '../../src/push/pushWorker.js';
@@ -58,7 +59,7 @@ beforeAll(async () => {
   pool = new Http2Pool();
   const apnsSender = new ApnsSender({ productionUrl: apns.url, keyPem: key.privateKeyPem, keyId: key.keyId, teamId: key.teamId, bundleId: BUNDLE_ID, pool });
   calls = new CallStore(redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: true, maxRenamesPerCall: 10 });
-  registry = new PushRegistry(redis, ks);
+  registry = new PushRegistry(redis, ks, DAY_MS);
   eventLog = new EventLog(redis, { ...ks, maxLen: 100, maxAgeMs: 60_000, metaTtlMs: 600_000 });
   retryQueues = createPushQueues(queueConn, partitioning);
   dispatcher = new PushDispatcher({

@@ -20,6 +20,7 @@ import {
 } from '../support/fixtures.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { PushRegistry, registrationField, tokenHash } from '../../src/push/registry.js';
+import { DAY_MS } from '../../src/history/retention.js';
 import { keys } from '../../src/redis/keys.js';
 
 /**
@@ -107,7 +108,7 @@ describe('error conditions of docs/api.md "Errors"', () => {
     const path = `/v1/installations/${d.installationId}/push-tokens/iosVoip`;
     const put = await d.api.put(path, { token, appId: 'com.example.app', iosEnvironment: 'production' });
     expect(put.status).toBe(200);
-    const registry = new PushRegistry(commands, KS);
+    const registry = new PushRegistry(commands, KS, DAY_MS);
     const regKey = keys.pushRegistrations(KS, d.userId);
     const field = registrationField(d.installationId, 'iosVoip');
 
