@@ -1,9 +1,10 @@
 --[[
-  Stores one in-call message (docs/api.md "In-call messages") and queues its delivery, atomically.
+  Stores one in-call message (docs/api.md "In-call messages") and publishes it, or queues its
+  publication, atomically.
 
   KEYS[1] callKey
   KEYS[2] opKey        the operation's idempotency record
-  KEYS[3] outboxKey    the shard's outbox: the relay publishes the message to the recipient
+  KEYS[3] outboxKey    the shard's outbox: where the relay publishes the message from, on a cluster
   KEYS[4] ringingKey   the shard's ring index (lazy expiry takes a due call out of it)
   KEYS[5] messagesKey  the call's message stream (kept apart from the users' event logs)
   KEYS[6] seqKey       the call's per-sender sequence counters (a hash: userId -> last seq)
@@ -18,6 +19,10 @@
   ARGV[8] maxKept          messages kept in the call's stream (older ones are trimmed)
   ARGV[9] messagesTtlMs    the stream and counters expire this long after the last message (the
                            stream at most the call's retention after it)
+  ARGV[10] liveChannel     on a single Redis, the users' live channel with a NUL where the userId
+                           goes: the message is published here, to the recipient, in this script
+                           (no relay hop). '' on a cluster, where the recipient's channel lives in
+                           another slot: the relay publishes it from the outbox entry.
 
   Who may send: the caller's calling installation, and while ringing any callee installation,
   after the answer only the answering one. Who receives: the caller's messages go to every
@@ -32,7 +37,7 @@ local callKey, opKey, outboxKey, ringingKey, messagesKey, seqKey = KEYS[1], KEYS
 local userId, installationId, eventId, payloadJson = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 --@include "retention"
 local retention, operationTtlMs, fingerprint = parseRetention(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local maxKept, messagesTtlMs = tonumber(ARGV[8]), tonumber(ARGV[9])
+local maxKept, messagesTtlMs, liveChannel = tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10]
 
 --@include "nowMs"
 --@include "fmtInt"
@@ -76,5 +81,13 @@ local keepMs = math.min(messagesTtlMs, retention.call)
 redis.call('PEXPIRE', messagesKey, keepMs)
 -- The counters outlive the call's record, so a sender's seq never restarts while the call exists.
 redis.call('PEXPIRE', seqKey, math.max(keepMs, retention.call))
-redis.call('XADD', outboxKey, '*', 'message', v.callId, 'at', fmtInt(now), 'to', to, 'only', only, 'event', event)
+if liveChannel ~= '' then
+  -- Published with the write that stores it: live delivery as certain as the relay's (the same
+  -- Pub/Sub), one hop shorter, and in seq order (scripts run one at a time). The live message
+  -- format of lua/publishMessages.lua.
+  local at = string.find(liveChannel, '\0', 1, true)
+  redis.call('SPUBLISH', string.sub(liveChannel, 1, at - 1) .. to .. string.sub(liveChannel, at + 1), '\n\n\n' .. only .. '\n\n' .. event)
+else
+  redis.call('XADD', outboxKey, '*', 'message', v.callId, 'at', fmtInt(now), 'to', to, 'only', only, 'event', event)
+end
 return recordOperation(opKey, fingerprint, 'ok', 200, { eventId, fmtInt(seq), fmtInt(now) }, operationTtlMs)

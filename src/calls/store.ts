@@ -108,7 +108,11 @@ export interface MessageInput {
   fingerprint: string;
 }
 
-export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput): ScriptCall {
+/**
+ * `publishDirectly` (a single Redis): the script publishes the message to the recipient's live
+ * channel itself; on a cluster that channel is in another slot, and the relay publishes it.
+ */
+export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, publishDirectly: boolean): ScriptCall {
   return {
     keys: [...changeKeys(s, i.callId, i.userId, i.operationId), keys.callMessages(s, i.callId), keys.callMessageSeqs(s, i.callId)],
     args: [
@@ -121,6 +125,7 @@ export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput): ScriptCa
       i.fingerprint,
       String(s.messagesKeptPerCall ?? MESSAGES_KEPT_PER_CALL),
       String(MESSAGES_TTL_MS),
+      publishDirectly ? keys.liveChannel(s, '\0') : '',
     ],
   };
 }
@@ -265,12 +270,19 @@ export class CallStore {
 
   /**
    * Sends an in-call message (lua/sendMessage.lua): idempotent by operationId like the other call
-   * operations. A refused message leaves no trace: its operationId stays unused.
+   * operations. A refused message leaves no trace: its operationId stays unused. `admitted` (the
+   * sender's rate limit, already sent) is awaited together with the operation binding, so a
+   * message costs two round trips; when it says no, nothing is sent and a binding this request
+   * made is undone.
    */
-  async message(i: MessageInput): Promise<MessageOutcome> {
-    const binding = await this.bindOperation(i.userId, i.operationId, i.fingerprint);
+  async message(i: MessageInput, admitted: Promise<boolean> = Promise.resolve(true)): Promise<MessageOutcome | { kind: 'not_admitted' }> {
+    const [binding, admit] = await Promise.all([this.bindOperation(i.userId, i.operationId, i.fingerprint), admitted]);
+    if (!admit) {
+      if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, i.userId, i.operationId));
+      return { kind: 'not_admitted' };
+    }
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
-    const c = sendMessageKeysArgs(this.settings, i);
+    const c = sendMessageKeysArgs(this.settings, i, !(this.redis as Cluster).isCluster);
     const reply = (await runScript(this.redis, 'sendMessage', c.keys, c.args)) as unknown[];
     const [kind, code, , fields] = reply;
     if ((kind === 'fresh' || kind === 'replay') && code === 'ok' && Array.isArray(fields)) {

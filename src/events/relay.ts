@@ -21,8 +21,9 @@ import { callFromHash } from '../calls/model.js';
  * gateways) and keeps the users' busy markers in the same scripts, hands the changes to the
  * side-effect handlers (pushes), then acknowledges the entries with a later read (removed in bulk
  * once a second). A batch's delivery rides in the write of the shard's next read (readNew).
- * In-call messages share the outbox (so each sender's stay in order) but are only published on
- * the recipient's live channel, never appended to a log (docs/api.md "In-call messages").
+ * On a Redis Cluster in-call messages share the outbox (so each sender's stay in order) and are
+ * only published on the recipient's live channel, never appended to a log; on a single Redis
+ * their own script publishes them (docs/api.md "In-call messages").
  *
  * Relays share the shards by leases (shardLeases.ts): each reads about shards ÷ relays of them,
  * each shard on its own blocking connection (a read never crosses hash slots, so this works on

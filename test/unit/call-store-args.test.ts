@@ -42,7 +42,7 @@ describe('*KeysArgs', () => {
       payloadJson: '{"kind":"offer"}',
       operationId: 'op-1',
       fingerprint: 'fp',
-    });
+    }, true);
     expect(c.keys).toEqual([
       keys.call(s, 'call-1'),
       keys.operation(s, 'call-1', 'alice', 'op-1'),
@@ -62,7 +62,12 @@ describe('*KeysArgs', () => {
       'fp',
       String(MESSAGES_KEPT_PER_CALL),
       String(MESSAGES_TTL_MS),
+      keys.liveChannel(s, '\0'),
     ]);
+    // The script puts the recipient's userId where the NUL is.
+    expect(c.args[9]!.replace('\0', 'bob')).toBe(keys.liveChannel(s, 'bob'));
+    // On a cluster the relay publishes it.
+    expect(sendMessageKeysArgs(s, { callId: 'call-1', userId: 'alice', installationId: 'alice-phone', eventId: 'ev-1', payloadJson: '{}', operationId: 'op-1', fingerprint: 'fp' }, false).args[9]).toBe('');
   });
 
   it('readMessagesKeysArgs: KEYS call and message stream under one call tag', () => {

@@ -27,11 +27,12 @@ export const messageCommand: CallCommand<typeof sendMessageBody> = {
     if (size > MESSAGE_PAYLOAD_MAX_BYTES) {
       throw new ApiError('payload_too_large', `payload is ${size} bytes as JSON; the limit is ${MESSAGE_PAYLOAD_MAX_BYTES}`);
     }
+    // The rate limit is sent with the operation binding (one round trip for both).
     const limiter = deps.limits.callMessages;
-    if (limiter) {
-      const d = await limiter.hit({ callId, userId: me.userId });
-      if (!d.allowed) throw rateLimited('too many messages on this call from this user; retry later', d.retryAfterMs);
-    }
+    let retryAfterMs = 0;
+    const admitted = limiter
+      ? limiter.hit({ callId, userId: me.userId }).then((d) => ((retryAfterMs = d.retryAfterMs), d.allowed))
+      : Promise.resolve(true);
     const outcome = await deps.calls.message({
       callId,
       userId: me.userId,
@@ -40,7 +41,8 @@ export const messageCommand: CallCommand<typeof sendMessageBody> = {
       payloadJson,
       operationId: body.operationId,
       fingerprint: fingerprint('message', [callId, me.installationId, payloadJson]),
-    });
+    }, admitted);
+    if (outcome.kind === 'not_admitted') throw rateLimited('too many messages on this call from this user; retry later', retryAfterMs);
     if (outcome.kind === 'failure') throw messageError(outcome.code);
     const sent = { eventId: outcome.eventId, callId, seq: outcome.seq, occurredAtMs: outcome.occurredAtMs };
     return { status: 200, body: JSON.stringify(sent) };
