@@ -95,6 +95,11 @@ export interface Options {
    */
   topology: 'split' | 'single';
   /**
+   * How the lifecycle scenario's devices answer and end: `http` requests (default), `socket`
+   * command frames (docs/signaling.md "Commands"), or `both`, one search each in the same run.
+   */
+  over: 'http' | 'socket' | 'both';
+  /**
    * Run on a local Redis Cluster of this many primaries (no replicas) instead of one Redis, with
    * the server as an api+gateway process and two worker processes sharing the relay. Only the
    * lifecycle and storm scenarios run then.
@@ -111,6 +116,7 @@ export function usage(): string {
   return `usage: npm run bench -- [--quick | --full] [--scenarios ${ALL_SCENARIOS.join(',')}]
                       [--generators N] [--url http://host:port --redis redis://host:port --secret S]
                       [--cpu-prof] [--no-push] [--topology split|single] [--cluster N] [--server-node N]
+                      [--over http|socket|both]
                       [--set group.size=N ...]
   --quick        small sizes, under two minutes (default)
   --full         the goal sizes: 60 s sustained, 100k idle sockets, 100k pending timers
@@ -125,6 +131,8 @@ export function usage(): string {
                  processes sharing the relay; runs lifecycle and storm, reports per primary
   --server-node N run the server processes on Node.js N (e.g. 24, the Docker image's) over a
                  Debian trixie root's glibc, made with debootstrap and cached on first use
+  --over M       how the lifecycle's devices answer and end: http (default), socket (command
+                 frames on their signaling sockets), or both (one search each, and their ratio)
   --set g.k=N    override one size of the mode, e.g. --set lifecycle.sustainedMs=30000 --set idle.sockets=50000`;
 }
 
@@ -194,6 +202,12 @@ export function parseArgs(argv: readonly string[]): Options {
         o.serverNode = n;
         break;
       }
+      case '--over': {
+        const m = value();
+        if (m !== 'http' && m !== 'socket' && m !== 'both') throw new Error(`--over ${m}: http, socket or both`);
+        o.over = m;
+        break;
+      }
       case '--help':
       case '-h':
         throw new Error(usage());
@@ -222,6 +236,7 @@ export function parseArgs(argv: readonly string[]): Options {
     noPush: o.noPush ?? false,
     p99LimitMs: 50,
     topology: o.topology ?? 'split',
+    over: o.over ?? 'http',
     ...(o.cluster ? { cluster: o.cluster } : {}),
     ...(o.serverNode ? { serverNode: o.serverNode } : {}),
     ...(o.url ? { url: o.url } : {}),

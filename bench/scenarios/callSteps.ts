@@ -9,22 +9,24 @@ import type { CallsResult, CallsSetup } from '../workers/calls.js';
 import { countInto } from '../lib/waiter.js';
 
 /** Starts the generators of call lifecycles and points the fake push providers at them. */
-export async function startCallsPool(ctx: BenchContext, pairsPerGenerator: number, devices: number): Promise<GeneratorPool> {
-  const pool = await GeneratorPool.start(ctx.opts.generators, 'calls', (i) => setupFor(ctx, i, pairsPerGenerator, devices));
+export async function startCallsPool(ctx: BenchContext, pairsPerGenerator: number, devices: number, over: 'http' | 'socket' = 'http'): Promise<GeneratorPool> {
+  const pool = await GeneratorPool.start(ctx.opts.generators, 'calls', (i) => setupFor(ctx, i, pairsPerGenerator, devices, over));
   const infos = pool.setupInfo as { udpPort: number; route: string }[];
   await ctx.routePush(Object.fromEntries(infos.filter((i) => i.udpPort).map((i) => [i.route, i.udpPort])));
   return pool;
 }
 
-export function setupFor(ctx: BenchContext, gen: number, pairs: number, devices: number): CallsSetup {
+export function setupFor(ctx: BenchContext, gen: number, pairs: number, devices: number, over: 'http' | 'socket' = 'http'): CallsSetup {
   return {
     baseUrl: ctx.main.baseUrl,
     wsBase: ctx.main.wsBase,
     secret: ctx.secret,
-    tag: `${ctx.tag}${devices > 1 ? 's' : 'l'}`,
+    // Each mode its own users: a socket-mode run right after an HTTP one starts with idle callees.
+    tag: `${ctx.tag}${devices > 1 ? 's' : 'l'}${over === 'socket' ? 'w' : ''}`,
     gen,
     pairs,
     devices,
+    over,
     ...(ctx.push.configured ? { push: { bundleId: ctx.push.bundleId!, androidAppId: ctx.push.androidAppId! } } : {}),
   };
 }

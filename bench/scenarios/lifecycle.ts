@@ -12,20 +12,43 @@ import { costSummary, measureRest, restSummary, runCallStep, startCallsPool, typ
 export const GOAL_RATE = 2500;
 export const GOAL_SUSTAIN_MS = 60_000;
 export const GOAL_ACCEPTED_P99_MS = 5;
+/** Sustained lifecycles/s with answer and end as socket frames, as a multiple of the same over HTTP. */
+export const GOAL_SOCKET_FACTOR = 1.3;
 /** How long the fixed cost at rest is measured (callSteps.ts measureRest): /proc counts CPU in 10 ms ticks. */
 const REST_MS = 5000;
 
+/** One mode's measurements: the search, the sustained run, and the runs at half the goal and half the sustained rate. */
+interface Measured {
+  over: 'http' | 'socket';
+  steps: StepResult[];
+  sustained: StepResult;
+  half: StepResult | undefined;
+  halfSustained: StepResult;
+  failedAt: number;
+  rest: RestCost;
+}
+
 export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResult> {
+  const over = ctx.opts.over;
+  if (over !== 'both') return report(ctx, await measure(ctx, over));
+  // Both in one run, HTTP first: the ratio of their sustained rates compares like with like.
+  const http = await measure(ctx, 'http');
+  const socket = await measure(ctx, 'socket');
+  return withSocketComparison(ctx, report(ctx, http), http, socket);
+}
+
+async function measure(ctx: BenchContext, over: 'http' | 'socket'): Promise<Measured> {
   const z = ctx.opts.sizes.lifecycle;
   const limit = ctx.opts.p99LimitMs;
-  const pool = await startCallsPool(ctx, z.pairsPerGenerator, 1);
+  const pool = await startCallsPool(ctx, z.pairsPerGenerator, 1, over);
   const steps: StepResult[] = [];
+  const mode = over === 'socket' ? ' [socket]' : '';
   const step = async (label: string, rate: number, durationMs: number) => {
-    ctx.log(`  ${label}: ${fmtRate(rate)} for ${durationMs / 1000} s`);
+    ctx.log(`  ${label}${mode}: ${fmtRate(rate)} for ${durationMs / 1000} s`);
     const r = await runCallStep(ctx, pool, { label, rate, durationMs, p99LimitMs: limit, timeoutMs: z.timeoutMs });
     steps.push(r);
     ctx.log(
-      `  ${label}: ${r.pass ? 'PASS' : 'FAIL'} ${fmtRate(r.achievedRate)} done ${fmtNum(r.completed)}/${fmtNum(r.started)}, ` +
+      `  ${label}${mode}: ${r.pass ? 'PASS' : 'FAIL'} ${fmtRate(r.achievedRate)} done ${fmtNum(r.completed)}/${fmtNum(r.started)}, ` +
         `worst p99 ${fmtMs(r.worstP99.ms)} (${r.worstP99.step}), errors ${errorList(r.errors)}; ${r.boundBy}`,
     );
     return r;
@@ -34,7 +57,7 @@ export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResu
     // Warm-up, not measured: JIT compilation, HTTP/2 sessions to the providers, the FCM access
     // token and connection pools would otherwise land in the first measured step's tail.
     const warmRate = Math.min(100, Math.max(10, Math.round((z.startRate || 200) / 4)));
-    ctx.log(`  warm-up (not measured): ${fmtRate(warmRate)} for ${z.warmupMs / 1000} s`);
+    ctx.log(`  warm-up${mode} (not measured): ${fmtRate(warmRate)} for ${z.warmupMs / 1000} s`);
     await runCallStep(ctx, pool, { label: 'warm-up', rate: warmRate, durationMs: z.warmupMs, p99LimitMs: limit, timeoutMs: z.timeoutMs });
     const rest = await measureRest(ctx, REST_MS);
     ctx.log(`  at rest: ${fmtNum(rest.roundTripsPerSecond)} Redis round trips/s, ${fmtNum(rest.commandsPerSecond)} commands/s`);
@@ -70,8 +93,11 @@ export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResu
     for (let retry = 1; !sustained.pass && retry <= 3; retry++) {
       sustained = await step(`sustained (retry ${retry} at ${Math.round(100 * 0.8 ** retry)}%)`, Math.max(5, Math.round(best * 0.8 ** retry)), z.sustainedMs);
     }
-    // What later scenarios size themselves by: the sustained rate, or the best search step's.
-    ctx.findings.sustainedLifecycleRate = sustained.pass ? sustained.achievedRate : Math.min(best, sustained.targetRate);
+    // What later scenarios size themselves by: the sustained rate, or the best search step's
+    // (of the HTTP mode, which every deployment has).
+    if (over === 'http' || ctx.opts.over === 'socket') ctx.findings.sustainedLifecycleRate = sustained.pass ? sustained.achievedRate : Math.min(best, sustained.targetRate);
+    // Latency with headroom: the answer-to-accepted goal of the socket mode is taken here.
+    const halfSustained = await step('half the sustained rate', Math.max(5, Math.round(sustained.targetRate / 2)), z.halfGoalMs);
     // Beyond what it sustains, the system only piles up a backlog: a quick run reports the goal
     // as missed by construction (and the latency at the sustained rate); a full run measures a
     // short burst anyway.
@@ -80,13 +106,69 @@ export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResu
     if (!overloaded) half = await step('half goal rate', GOAL_RATE / 2, z.halfGoalMs);
     else if (full) half = await step('half goal rate (beyond the sustained rate: short burst)', GOAL_RATE / 2, Math.min(z.halfGoalMs, 2000));
     if (half && !half.pass) await ctx.waitIdle(60_000);
-    return report(ctx, steps, sustained, half, fail, rest);
+    return { over, steps, sustained, half, halfSustained, failedAt: fail, rest };
   } finally {
     await pool.close();
   }
 }
 
-function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, half: StepResult | undefined, failedAt: number, rest: RestCost): ScenarioResult {
+/** The HTTP report with the socket mode's figures beside it (`--over both`). */
+function withSocketComparison(ctx: BenchContext, r: ScenarioResult, http: Measured, socket: Measured): ScenarioResult {
+  const rate = (m: Measured) => (m.sustained.pass ? m.sustained.achievedRate : 0);
+  const accepted = socket.halfSustained.latency['answer → accepted (ws)'];
+  const acceptedHttp = http.halfSustained.latency['answer → accepted (ws)'];
+  const factor = rate(http) > 0 ? rate(socket) / rate(http) : NaN;
+  const socketReport = report(ctx, socket);
+  const goals: Goal[] = [
+    {
+      goal: `sustained lifecycles/s with answer and end as socket frames ≥ ${GOAL_SOCKET_FACTOR}× over HTTP (same run)`,
+      target: `≥ ${GOAL_SOCKET_FACTOR}×`,
+      measured: `${Number.isFinite(factor) ? `${factor.toFixed(2)}×` : 'n/a'} (${fmtRate(rate(socket))} vs ${fmtRate(rate(http))}; errors: socket ${errorList(socket.sustained.errors)}, HTTP ${errorList(http.sustained.errors)})`,
+      status: Number.isFinite(factor) && factor >= GOAL_SOCKET_FACTOR ? 'MET' : 'MISSED',
+      atGoalSize: socket.sustained.durationMs >= GOAL_SUSTAIN_MS,
+      note: `Bound (socket, sustained): ${socket.sustained.boundBy}`,
+    },
+    {
+      goal: `answer (as a frame) → call.accepted p99 < ${GOAL_ACCEPTED_P99_MS} ms at half the sustained rate`,
+      target: `< ${GOAL_ACCEPTED_P99_MS} ms`,
+      measured: accepted
+        ? `p99 ${fmtMs(accepted.p99)} (p50 ${fmtMs(accepted.p50)}) at ${fmtRate(socket.halfSustained.achievedRate)}; over HTTP at ${fmtRate(http.halfSustained.achievedRate)}: p99 ${fmtMs(acceptedHttp?.p99 ?? NaN)}`
+        : 'no sample',
+      status: accepted && accepted.count > 0 && Object.keys(socket.halfSustained.errors).length === 0 && accepted.p99 < GOAL_ACCEPTED_P99_MS ? 'MET' : 'MISSED',
+      atGoalSize: ctx.opts.sizes.mode === 'full',
+      note: `Bound: ${socket.halfSustained.boundBy}`,
+    },
+  ];
+  return {
+    ...r,
+    headlines: [
+      ...r.headlines,
+      {
+        metric: 'sustained lifecycles/s, answer and end as socket frames ÷ over HTTP (same run)',
+        value: `${fmtRate(rate(socket))} vs ${fmtRate(rate(http))}`,
+        ceiling: 'over HTTP (same run)',
+        ratio: Number.isFinite(factor) ? `${factor.toFixed(2)}×` : 'n/a',
+        bound: socket.sustained.boundBy,
+      },
+      {
+        metric: 'answer (as a frame) → call.accepted p99 at half the sustained rate',
+        value: accepted ? `${fmtMs(accepted.p99)} at ${fmtRate(socket.halfSustained.achievedRate)}` : 'no sample',
+        ceiling: `goal ${GOAL_ACCEPTED_P99_MS} ms`,
+        ratio: accepted ? `${(accepted.p99 / GOAL_ACCEPTED_P99_MS).toFixed(2)}× goal` : 'n/a',
+        bound: socket.halfSustained.boundBy,
+      },
+    ],
+    goals: [...r.goals, ...goals],
+    markdown: `${r.markdown}\n\n### Answer and end as socket frames (\`--over both\`: the same search, devices send commands on their sockets)\n\n${socketReport.markdown}`,
+    data: { ...(r.data as object), socket: socketReport.data },
+  };
+}
+
+function report(ctx: BenchContext, m: Measured): ScenarioResult {
+  const { steps, sustained, half, failedAt, rest } = m;
+  /** HTTP requests a lifecycle makes: create, answer and end, or only create with commands over the socket. */
+  const requests = m.over === 'socket' ? 1 : 3;
+  const acceptedHalfSustained = m.halfSustained.latency['answer → accepted (ws)'];
   const redisCeiling = ctx.ceilings.redis?.lifecycle;
   const httpCeiling = ctx.ceilings.http?.requestsPerSecond;
   const sustainedRate = sustained.pass ? sustained.achievedRate : 0;
@@ -154,7 +236,8 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
   ]);
 
   const md = [
-    `Open loop: lifecycle starts are scheduled at fixed intervals from the target rate and every latency is measured from the scheduled start (no coordinated omission). ` +
+    (m.over === 'socket' ? 'Answer and end go as command frames on the devices\' signaling sockets (`--over socket`, docs/signaling.md "Commands"); create stays an HTTP request. ' : '') +
+      `Open loop: lifecycle starts are scheduled at fixed intervals from the target rate and every latency is measured from the scheduled start (no coordinated omission). ` +
       `Each lifecycle: create → \`call.invited\` on the callee's socket${ctx.push.configured ? ' and a push at the fake APNs/FCM' : ''} → the callee answers → \`call.accepted\` on the caller's socket → the caller ends → \`call.ended\` on the callee's socket ` +
       `(the caller's own end is confirmed by its HTTP response: the audience rules never echo a device's own action back to it). ` +
       `A step passes with zero errors, every lifecycle complete and every step's p99 under ${ctx.opts.p99LimitMs} ms. ${pushNote}`,
@@ -169,7 +252,9 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
       `**Sustained**: ${fmtRate(sustained.achievedRate)} for ${sustained.durationMs / 1000} s, ${sustained.pass ? 'passing' : 'FAILING'}; errors: ${errorList(sustained.errors)}.`,
     '',
     `Ratios: ${ratio(sustainedRate, redisCeiling)} of the Redis-bound ceiling (${redisCeiling ? fmtRate(redisCeiling) : 'n/a'} lifecycles/s); ` +
-      `${ratio(sustainedRate * 3, httpCeiling)} of the raw uWS HTTP ceiling (${httpCeiling ? fmtRate(httpCeiling) : 'n/a'} requests/s; a lifecycle makes 3 HTTP requests).`,
+      `${ratio(sustainedRate * requests, httpCeiling)} of the raw uWS HTTP ceiling (${httpCeiling ? fmtRate(httpCeiling) : 'n/a'} requests/s; a lifecycle makes ${requests} HTTP request${requests > 1 ? 's' : ''}).`,
+    '',
+    `At half the sustained rate (${fmtRate(m.halfSustained.achievedRate)}): answer → call.accepted p99 ${fmtMs(acceptedHalfSustained?.p99 ?? NaN)} (p50 ${fmtMs(acceptedHalfSustained?.p50 ?? NaN)}), errors: ${errorList(m.halfSustained.errors)}.`,
     '',
     `What limits the rate: ${limit}.`,
     '',
@@ -193,7 +278,7 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
 
   return {
     id: 'lifecycle',
-    title: 'Full call lifecycle (open loop)',
+    title: `Full call lifecycle (open loop)${m.over === 'socket' ? ', answer and end as socket frames' : ''}`,
     headlines: [
       {
         metric: 'sustained lifecycles/s (0 errors, p99 < 50 ms)',
@@ -206,9 +291,9 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
       },
       {
         metric: 'HTTP requests/s in the sustained run',
-        value: fmtRate(sustainedRate * 3),
+        value: fmtRate(sustainedRate * requests),
         ceiling: httpCeiling ? `raw uWS ${fmtRate(httpCeiling)}` : 'n/a',
-        ratio: ratio(sustainedRate * 3, httpCeiling),
+        ratio: ratio(sustainedRate * requests, httpCeiling),
       },
       {
         metric: `answer → call.accepted p99 at ${fmtNum(GOAL_RATE / 2)}/s`,

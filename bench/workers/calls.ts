@@ -38,6 +38,8 @@ export interface CallsSetup {
   push?: { bundleId: string; androidAppId: string };
   connections?: number;
   localAddress?: string;
+  /** How answer and end go: HTTP requests, or command frames on the devices' sockets (docs/signaling.md "Commands"). */
+  over: 'http' | 'socket';
 }
 
 export interface CallsRun {
@@ -119,6 +121,8 @@ export function createTask(): Task {
   let http: JsonHttp;
   const pairs: Pair[] = [];
   const sockets: DeviceSocket[] = [];
+  /** Each device's socket, by installationId (commands over the socket). */
+  const socketOf = new Map<string, DeviceSocket>();
   const active = new Map<string, CallState>();
   let anomalies: Record<string, number> = {};
   let pushSignals: Record<string, number> = {};
@@ -149,6 +153,13 @@ export function createTask(): Task {
     if (!fresh) countInto(anomalies, `callee:${ev.type}:duplicate`);
   };
 
+  /** A call command as the device sends it (HTTP or a frame), with the route's status and body text. */
+  const command = async (d: Device, type: 'answer' | 'end', callId: string, body: { operationId: string } & Record<string, unknown>): Promise<{ status: number; text: string }> => {
+    if (s.over === 'http') return http.post(`/v1/calls/${callId}/${type}`, d.token, body);
+    const reply = await socketOf.get(d.installationId)!.command(type, callId, body);
+    return { status: reply.status, text: JSON.stringify(reply.body) };
+  };
+
   return {
     async setup(raw) {
       s = raw as CallsSetup;
@@ -170,15 +181,17 @@ export function createTask(): Task {
         p.devices.forEach((d, k) => conns.push({ d, onEvent: onCalleeEvent(k) }));
       }
       sockets.push(
-        ...(await mapLimit(conns, 64, (c) =>
-          openDeviceSocket({
+        ...(await mapLimit(conns, 64, async (c) => {
+          const socket = await openDeviceSocket({
             wsBase: s.wsBase,
             token: c.d.token,
             onEvent: c.onEvent,
             onClose: () => closes++,
             ...(s.localAddress ? { localAddress: s.localAddress } : {}),
-          }),
-        )),
+          });
+          socketOf.set(c.d.installationId, socket);
+          return socket;
+        })),
       );
       let registered = 0;
       let udpPort = 0;
@@ -255,7 +268,7 @@ export function createTask(): Task {
               if (s.push && pair.devices.length === 1) await st.pushed[k]!.wait();
               const t0 = nowMs();
               firstAnswerAt = Math.min(firstAnswerAt, t0);
-              const res = await http.post(`/v1/calls/${callId}/answer`, d.token, { installationId: d.installationId, operationId: randomUUID() });
+              const res = await command(d, 'answer', callId, { installationId: d.installationId, operationId: randomUUID() });
               hist.get('answer').recordMs(nowMs() - t0);
               countInto(answers, String(res.status));
               return { k, res };
@@ -279,7 +292,7 @@ export function createTask(): Task {
           }
 
           const tEnd = nowMs();
-          const ended = await http.post(`/v1/calls/${callId}/end`, pair.caller.token, { reason: 'localHangup', operationId: randomUUID() });
+          const ended = await command(pair.caller, 'end', callId, { reason: 'localHangup', operationId: randomUUID() });
           if (ended.status !== 200) throw new BenchFailure(`end: HTTP ${ended.status}`);
           hist.get('end').recordMs(nowMs() - tEnd);
           const endedAt = await st.ended[winner]!.wait();
