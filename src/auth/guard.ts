@@ -23,9 +23,9 @@ export type GuardResult =
 
 /**
  * Verifies `token` for a client at `remoteAddress`; an address with too many failures is refused
- * first. The address is read only while some address is over the limit, or to count a failure.
+ * first. `remember` false keeps a newly verified token out of the verifier's cache (auth/verifier.ts). The address is read only while some address is over the limit, or to count a failure.
  */
-export async function checkToken(guard: AuthGuard, token: string, remoteAddress: ClientAddress): Promise<GuardResult> {
+export async function checkToken(guard: AuthGuard, token: string, remoteAddress: ClientAddress, remember = true): Promise<GuardResult> {
   const failures = guard.failures;
   if (failures?.anyBlocked()) {
     const address = remoteAddress();
@@ -34,7 +34,7 @@ export async function checkToken(guard: AuthGuard, token: string, remoteAddress:
   }
   if (guard.serverKeys?.matches(token)) return { ok: false, kind: 'forbidden', detail: 'a server API key is not accepted here: devices use their session token' };
   try {
-    const principal = await guard.verify(token);
+    const principal = await guard.verify(token, remember);
     if (principal.expiresAtMs <= Date.now()) throw new AuthError('token expired');
     return { ok: true, principal };
   } catch (err) {

@@ -11,7 +11,11 @@ export interface AuthSettings {
   audience?: string | undefined;
 }
 
-export type TokenVerifier = (token: string) => Principal | Promise<Principal>;
+/**
+ * `remember` false: a hit in the cache of verified tokens is used, but a token verified now is
+ * not added to it (a socket's token, checked once at the upgrade).
+ */
+export type TokenVerifier = (token: string, remember?: boolean) => Principal | Promise<Principal>;
 
 /** The algorithms a PEM public key can verify; `none` and HMAC are never among them. */
 function algorithmsForPublicKey(pem: string): Algorithm[] {
@@ -88,14 +92,15 @@ const TOKEN_CACHE_SIZE = 10_000;
  * are not kept. When full, the oldest entry goes (a busy token evicted is verified once more).
  * Principals are shared between requests, so they are frozen.
  */
-function cachedByToken(verify: (token: string) => Principal): (token: string) => Principal {
+function cachedByToken(verify: (token: string) => Principal): (token: string, remember?: boolean) => Principal {
   const cache = new Map<string, Principal>();
-  return (token) => {
+  return (token, remember = true) => {
     const hit = cache.get(token);
     // Expired at its exp instant, as the guard counts it (auth/guard.ts).
     if (hit && Date.now() < hit.expiresAtMs) return hit;
     if (hit) cache.delete(token);
     const principal = Object.freeze(verify(token));
+    if (!remember) return principal;
     if (cache.size >= TOKEN_CACHE_SIZE) cache.delete(cache.keys().next().value!);
     cache.set(token, principal);
     return principal;

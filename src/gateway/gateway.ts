@@ -58,10 +58,16 @@ export interface GatewaySettings extends KeySpace {
   allowedOrigins?: CorsOrigins | undefined;
 }
 
+/**
+ * Per socket, kept small (docs/performance.md "Memory per socket"): fields that matter only for a
+ * while (pending, startCursor, messages) are undefined otherwise, and the expiry is whole seconds,
+ * a small integer V8 stores in the object itself rather than as a boxed number.
+ */
 interface SocketData {
   userId: string;
   installationId: string;
-  expiresAtMs: number;
+  /** Session token expiry, epoch seconds. */
+  expiresAtS: number;
   encoding: Encoding;
   /** Log position this socket has passed (sent or skipped as not for it). */
   epoch: string;
@@ -89,7 +95,7 @@ export interface GatewayStats {
 }
 
 export class Gateway {
-  private readonly sockets = new Set<Socket>();
+  /** The sockets this gateway holds, by user, with their users' live subscriptions. */
   private readonly live: LiveSubscriptions<Socket>;
   private sweepTimer: NodeJS.Timeout | undefined;
   readonly stats: GatewayStats = { eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0, commands: new Map() };
@@ -108,7 +114,7 @@ export class Gateway {
       settings,
       (ws, msg) => this.onLive(ws, msg),
       () => {
-        for (const ws of this.sockets) this.resync(ws);
+        for (const ws of this.live.sockets()) this.resync(ws);
       },
     );
   }
@@ -156,7 +162,9 @@ export class Gateway {
           reject(new ApiError('unauthorized', 'missing token; send "Authorization: Bearer <token>" or ?access_token='));
           return;
         }
-        checkToken(this.auth, token, remoteAddress).then(
+        // Checked once, at the upgrade: not kept in the cache of verified tokens, which would
+        // otherwise hold up to 10,000 tokens for a gateway's idle sockets (docs/performance.md).
+        checkToken(this.auth, token, remoteAddress, false).then(
           (result) => {
             if (aborted) return;
             if (!result.ok) {
@@ -179,7 +187,7 @@ export class Gateway {
             const data: SocketData = {
               userId: principal.userId,
               installationId: principal.installationId,
-              expiresAtMs: principal.expiresAtMs,
+              expiresAtS: Math.floor(principal.expiresAtMs / 1000),
               encoding,
               epoch: '',
               lastId: '0-0',
@@ -197,7 +205,6 @@ export class Gateway {
         );
       },
       open: (ws) => {
-        this.sockets.add(ws);
         const data = ws.getUserData();
         this.logger.debug({ userId: data.userId, installationId: data.installationId, encoding: data.encoding }, 'socket open');
         void this.start(ws);
@@ -236,7 +243,6 @@ export class Gateway {
         this.logger.debug({ userId: data.userId, installationId: data.installationId, code }, 'socket closed');
         data.closed = true;
         data.pending = undefined;
-        this.sockets.delete(ws);
         this.live.remove(data.userId, ws);
       },
     });
@@ -271,9 +277,9 @@ export class Gateway {
   /** Starts the token-expiry sweep (one timer for all sockets instead of one per socket). */
   startSweeps(intervalMs = 1000): void {
     this.sweepTimer = setInterval(() => {
-      const now = Date.now();
-      for (const ws of this.sockets) {
-        if (ws.getUserData().expiresAtMs <= now) {
+      const nowS = Date.now() / 1000;
+      for (const ws of this.live.sockets()) {
+        if (ws.getUserData().expiresAtS <= nowS) {
           this.stats.tokensExpired++;
           ws.end(CLOSE.tokenExpired, 'token expired; reconnect with a fresh token and your cursor');
         }
@@ -285,11 +291,11 @@ export class Gateway {
   /** Closes every socket with 1001 and a reconnect hint. */
   closeAll(): void {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
-    for (const ws of [...this.sockets]) ws.end(CLOSE.goingAway, 'server shutting down; reconnect with your cursor');
+    for (const ws of [...this.live.sockets()]) ws.end(CLOSE.goingAway, 'server shutting down; reconnect with your cursor');
   }
 
   openSockets(): number {
-    return this.sockets.size;
+    return this.live.size();
   }
 
   /** Open sockets by wire encoding (metrics), counted when asked rather than kept on every open. */
@@ -298,7 +304,7 @@ export class Gateway {
       ['json', 0],
       ['msgpack', 0],
     ]);
-    for (const ws of this.sockets) {
+    for (const ws of this.live.sockets()) {
       const e = ws.getUserData().encoding;
       counts.set(e, (counts.get(e) ?? 0) + 1);
     }

@@ -3,13 +3,20 @@ import { keys, type KeySpace } from '../redis/keys.js';
 import { parseLiveMessage, type LiveMessage } from '../events/eventLog.js';
 
 /**
- * One sharded Pub/Sub subscription (SSUBSCRIBE) per user with at least one socket on this
- * gateway, shared by that user's sockets, on a connection used for nothing else. The user's
- * channel shares the user's hash tag (keys.liveChannel), so the event log's append publishes it
- * from the same slot, and on Redis Cluster the message goes to that slot's node only.
+ * The gateway's sockets, by user, and one sharded Pub/Sub subscription (SSUBSCRIBE) per user with
+ * at least one socket here, shared by that user's sockets, on a connection used for nothing else.
+ * The user's channel shares the user's hash tag (keys.liveChannel), so the event log's append
+ * publishes it from the same slot, and on Redis Cluster the message goes to that slot's node only.
+ *
+ * Kept lean for idle sockets (docs/performance.md "Memory per socket"): a user with one device is
+ * one map entry whose value is the socket itself (a Set only from the second socket on), and the
+ * channel name is built when needed instead of being kept.
  */
-export class LiveSubscriptions<S> {
-  private readonly byUser = new Map<string, { sockets: Set<S>; ready: Promise<unknown> }>();
+export class LiveSubscriptions<S extends object> {
+  private readonly byUser = new Map<string, S | Set<S>>();
+  /** Subscriptions Redis has not confirmed yet, by user. */
+  private readonly subscribing = new Map<string, Promise<unknown>>();
+  private count = 0;
   /** Every live channel is `<head><userId><tail>` (keys.liveChannel). */
   private readonly head: string;
   private readonly tail: string;
@@ -33,33 +40,60 @@ export class LiveSubscriptions<S> {
     }
   }
 
-  /** Resolves once Redis confirmed the subscription, so nothing published after is missed. */
+  /**
+   * Adds the socket at once (socketsOf counts it from here); resolves once Redis confirmed the
+   * user's subscription, so nothing published after is missed.
+   */
   async add(userId: string, socket: S): Promise<void> {
+    this.count++;
     const entry = this.byUser.get(userId);
-    if (entry) {
-      entry.sockets.add(socket);
-      await entry.ready;
+    if (entry instanceof Set) entry.add(socket);
+    else if (entry) this.byUser.set(userId, new Set([entry, socket]));
+    else {
+      this.byUser.set(userId, socket);
+      const ready = this.subscriber.ssubscribe(keys.liveChannel(this.ks, userId));
+      this.subscribing.set(userId, ready);
+      try {
+        await ready;
+      } finally {
+        if (this.subscribing.get(userId) === ready) this.subscribing.delete(userId);
+      }
       return;
     }
-    const channel = keys.liveChannel(this.ks, userId);
-    const ready = this.subscriber.ssubscribe(channel);
-    this.byUser.set(userId, { sockets: new Set([socket]), ready });
-    await ready;
+    await this.subscribing.get(userId);
   }
 
   remove(userId: string, socket: S): void {
     const entry = this.byUser.get(userId);
-    if (!entry) return;
-    entry.sockets.delete(socket);
-    if (entry.sockets.size === 0) {
-      this.byUser.delete(userId);
-      this.subscriber.sunsubscribe(keys.liveChannel(this.ks, userId)).catch(() => {});
+    if (entry instanceof Set) {
+      if (!entry.delete(socket)) return;
+      this.count--;
+      if (entry.size === 1) this.byUser.set(userId, entry.values().next().value as S);
+      return;
     }
+    if (entry !== socket) return;
+    this.count--;
+    this.byUser.delete(userId);
+    this.subscribing.delete(userId);
+    this.subscriber.sunsubscribe(keys.liveChannel(this.ks, userId)).catch(() => {});
   }
 
   /** How many sockets of this user this gateway holds. */
   socketsOf(userId: string): number {
-    return this.byUser.get(userId)?.sockets.size ?? 0;
+    const entry = this.byUser.get(userId);
+    return entry instanceof Set ? entry.size : entry ? 1 : 0;
+  }
+
+  /** Every socket this gateway holds. */
+  *sockets(): IterableIterator<S> {
+    for (const entry of this.byUser.values()) {
+      if (entry instanceof Set) yield* entry;
+      else yield entry;
+    }
+  }
+
+  size(): number {
+    return this.count;
   }
 
   users(): number {
@@ -72,6 +106,7 @@ export class LiveSubscriptions<S> {
     if (!entry) return;
     const msg = parseLiveMessage(message);
     if (!msg) return;
-    for (const socket of entry.sockets) this.dispatch(socket, msg);
+    if (entry instanceof Set) for (const socket of entry) this.dispatch(socket, msg);
+    else this.dispatch(entry, msg);
   }
 }
