@@ -49,12 +49,12 @@ async function main(): Promise<void> {
   try {
     await ctx.start();
     for (const id of ORDER.filter((s) => opts.scenarios.includes(s))) {
-      // The soak runs as long as it is told to; every other scenario is bounded by the mode.
-      // The soak runs as long as it is told; webhooks runs three deployments one after the other.
+      // The soak runs as long as it is told; webhooks runs three deployments one after the other;
+      // lifecycle --over both runs two searches. Every other scenario is bounded by the mode.
       const watchdogMs =
         id === 'soak' ? opts.sizes.soak.durationMs + 300_000
         : id === 'webhooks' ? 3 * (opts.sizes.webhooks.warmupMs + opts.sizes.webhooks.stepMs + opts.sizes.webhooks.halfMs) + 120_000
-        : opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000;
+        : (opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000) * (id === 'lifecycle' && opts.over === 'both' ? 2 : 1);
       const s = SCENARIOS[id];
       const ts = performance.now();
       ctx.log(`\n== ${s.title} ==`);

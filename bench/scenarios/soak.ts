@@ -27,6 +27,9 @@ interface ProcessSample {
   loopP99Ms: number;
 }
 
+/** Every retention of the soak's server (see the env below). */
+const SOAK_RETENTION_MS = 60_000;
+
 export interface SoakSample {
   /** When the sample was taken, in minutes since the soak began (one decimal). */
   minute: number;
@@ -87,7 +90,17 @@ export async function soakScenario(ctx: BenchContext): Promise<ScenarioResult> {
 
   // A deployment of its own: a short ring window (for the unanswered ends) and the shortest
   // retention the configuration allows, so that what has an end reaches it within the run.
-  const env = { RING_TIMEOUT_MS: String(z.ringTimeoutMs), CALL_RETENTION_MS: '60000', EVENT_LOG_MAX_AGE_MS: '60000', REDIS_PREFIX: `soak${ctx.tag}` };
+  // Every retention at one minute (the shortest CALL_RETENTION_MS allows), so that the keys of a
+  // lifecycle are gone well within the warm-up and Redis can show flat (docs/keyspace.md).
+  const env = {
+    RING_TIMEOUT_MS: String(z.ringTimeoutMs),
+    CALL_RETENTION_MS: String(SOAK_RETENTION_MS),
+    EVENT_LOG_MAX_AGE_MS: String(SOAK_RETENTION_MS),
+    IDEMPOTENCY_TTL_MS: String(SOAK_RETENTION_MS),
+    CALL_RECORD_RETENTION_DAYS: String(SOAK_RETENTION_MS / 86_400_000),
+    PUSH_REGISTRATION_IDLE_DAYS: String(SOAK_RETENTION_MS / 86_400_000),
+    REDIS_PREFIX: `soak${ctx.tag}`,
+  };
   const { server, worker } = ctx.selfHosted ? await ctx.startDeployment('soak-server', env) : { server: undefined, worker: undefined };
   const processes: [string, ListeningProcess][] = server ? [[worker ? 'api+gateway' : 'server', server], ...(worker ? [['worker', worker] as [string, ListeningProcess]] : [])] : [];
   const target = server ? ctx.targetOf(server) : ctx.main;
@@ -170,7 +183,7 @@ function report(ctx: BenchContext, samples: readonly SoakSample[], rate: number,
   const md = [
     `${fmtRate(rate)} of full lifecycles (${rateSource}) for ${samples.length} min, cycling through every end: answered (with an in-call message and a rename, then hung up), declined, cancelled and unanswered (ring window ${z.ringTimeoutMs} ms). ` +
       `Before each minute after the first, ${Math.round(z.churn * 100)} % of the pairs of users leave for good (new users replace them) and ${Math.round(z.reconnect * 100)} % of the devices reconnect and resume from their cursor. ` +
-      `The soak's server runs with the shortest retention the configuration allows (CALL_RETENTION_MS and EVENT_LOG_MAX_AGE_MS 60 s); operation records keep IDEMPOTENCY_TTL_MS (at least 24 h), so keys that hold them grow for 24 h by design (docs/keyspace.md). ` +
+      `The soak's server keeps everything one minute (CALL_RETENTION_MS, EVENT_LOG_MAX_AGE_MS, IDEMPOTENCY_TTL_MS, CALL_RECORD_RETENTION_DAYS and PUSH_REGISTRATION_IDLE_DAYS; a user's event-log meta lives seven times EVENT_LOG_MAX_AGE_MS), so every lifecycle's keys are gone within the warm-up (docs/keyspace.md). ` +
       `Slopes are least squares over the samples after the ${z.warmupMs / 60_000}-minute warm-up, in % of the mean per 10 minutes.`,
     '',
     mdTable(
