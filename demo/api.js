@@ -139,7 +139,9 @@ export class Signaling {
       switch (frame.type) {
         case 'event':
           if (!synced) replayed++;
-          this.saveCursor(frame.cursor);
+          // No cursor: an early copy, ahead of the log; the log's copy follows with its cursor
+          // (docs/signaling.md "Early events").
+          if (frame.cursor !== undefined) this.saveCursor(frame.cursor);
           if (this.seen.has(frame.event.eventId)) return;
           this.seen.add(frame.event.eventId);
           this.handlers.onEvent(frame.event, !synced);

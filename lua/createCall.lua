@@ -23,9 +23,12 @@
   ARGV[12] busy                  '1' when the callee is in an accepted call (and call waiting
                                  is off): the call is created already ended as `busy`, so it
                                  never rings
-  ARGV[14] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
   ARGV[13] firstUse              '1' when the caller's operationId binding was new: no record of
                                  this operation can exist unless a concurrent replay made it
+  ARGV[14] liveChannel           on a single Redis, the users' live channel with a NUL where the
+                                 userId goes: the change's early notice is published there
+                                 (appendOutbox.lua); '' on a cluster
+  ARGV[15] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
     { 'fresh' | 'replay', code, status, fields }  code 'ok' (status 201); fields = the call
@@ -60,7 +63,7 @@ if redis.call('EXISTS', callKey) == 1 then
 end
 
 local now = nowMs()
-local call = { names = {}, values = {}, trace = ARGV[14] }
+local call = { names = {}, values = {}, trace = ARGV[15], live = ARGV[14] }
 setCallFields(callKey, call,
   'callId', callId,
   'state', 'ringing',

@@ -14,7 +14,10 @@
   ARGV[6] fingerprint
   ARGV[7] firstUse           '1' when the user's operationId binding was new: no record of this
                              operation exists unless a concurrent replay made it
-  ARGV[8] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
+  ARGV[8] liveChannel        on a single Redis, the users' live channel with a NUL where the userId
+                             goes: the change's early notice is published there (appendOutbox.lua);
+                             '' on a cluster
+  ARGV[9] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Rules (see docs/api.md "End reasons"):
     - an already ended call is returned as is (absorbs echoes and retries);
@@ -37,7 +40,7 @@ local skippedRead = ARGV[7] == '1'
 --@include "endCallNow"
 --@include "openCallChange"
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not skippedRead, retention, ARGV[8])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not skippedRead, retention, ARGV[8], ARGV[9])
 if reply then return reply end
 
 local state, callerInstallationId, winner = call.values.state, call.values.callerInstallationId, call.values.answeredByInstallationId

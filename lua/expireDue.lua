@@ -9,14 +9,17 @@
   KEYS[3..]  callKeys     one per ARGV callId, same order (all in the shard)
 
   ARGV[1]    retention    "<callMs>:<historyMs>" (lua/includes/retention.lua)
-  ARGV[2..]  callIds
+  ARGV[2]    liveChannel  on a single Redis, the users' live channel with a NUL where the userId
+                          goes: the early notice of each call ended here is published there
+                          (lua/includes/appendOutbox.lua); '' on a cluster
+  ARGV[3..]  callIds
 
   Returns { ended, lateMs... }: how many calls this step ended, then for each of them how long
   after its expiresAtMs it ended (the sweep's lateness).
 ]]
 local ringingKey, outboxKey = KEYS[1], KEYS[2]
 --@include "retention"
-local retention = parseRetention(ARGV[1])
+local retention, liveChannel = parseRetention(ARGV[1]), ARGV[2]
 
 --@include "nowMs"
 --@include "callRecord"
@@ -24,11 +27,12 @@ local retention = parseRetention(ARGV[1])
 
 local now = nowMs()
 local out = { 0 }
-for i = 2, #ARGV do
-  local callId, callKey = ARGV[i], KEYS[i + 1]
+for i = 3, #ARGV do
+  local callId, callKey = ARGV[i], KEYS[i]
   local due = redis.call('ZSCORE', ringingKey, callId)
   if due and tonumber(due) <= now then
     local call = loadCall(callKey)
+    if call then call.live = liveChannel end
     if call and expireIfDue(callKey, call, outboxKey, ringingKey, now, retention) then
       out[1] = out[1] + 1
       out[#out + 1] = now - tonumber(due)

@@ -7,6 +7,9 @@
 
   ARGV[1] userId
   ARGV[2] retention   "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[3] liveChannel on a single Redis, the users' live channel with a NUL where the userId goes:
+                      the early notice of a lazy expiry is published there
+                      (lua/includes/appendOutbox.lua); '' on a cluster
 
   Returns { 'ok', fields } or { 'error', 'not_found' } (also for non-members).
 ]]
@@ -21,5 +24,6 @@ local userId, retention = ARGV[1], parseRetention(ARGV[2])
 
 local call = loadCall(callKey)
 if not isParty(call, userId) then return { 'error', 'not_found' } end
+call.live = ARGV[3]
 expireIfDue(callKey, call, outboxKey, ringingKey, nowMs(), retention)
 return { 'ok', callFieldList(call) }

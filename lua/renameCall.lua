@@ -13,7 +13,10 @@
   ARGV[4] operationTtlMs
   ARGV[5] fingerprint
   ARGV[6] maxRenames         renames one call may have (each is an event in the callee's log)
-  ARGV[7] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
+  ARGV[7] liveChannel        on a single Redis, the users' live channel with a NUL where the userId
+                             goes: the change's early notice is published there (appendOutbox.lua);
+                             '' on a cluster
+  ARGV[8] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   An ended call, or the same name again, is returned unchanged (no revision, no event). A call
   renamed maxRenames times already is refused (`rename_limit`): one call cannot fill the
@@ -32,7 +35,7 @@ local fingerprint, maxRenames = ARGV[5], tonumber(ARGV[6])
 --@include "appendOutbox"
 --@include "openCallChange"
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, true, retention, ARGV[7])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, true, retention, ARGV[7], ARGV[8])
 if reply then return reply end
 if call.values.state == 'ended' or call.values.callerDisplayName == displayName then
   return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)

@@ -21,8 +21,9 @@
                            stream at most the call's retention after it)
   ARGV[10] liveChannel     on a single Redis, the users' live channel with a NUL where the userId
                            goes: the message is published here, to the recipient, in this script
-                           (no relay hop). '' on a cluster, where the recipient's channel lives in
-                           another slot: the relay publishes it from the outbox entry.
+                           (no relay hop), as is a lazy expiry's early notice. '' on a cluster,
+                           where the recipient's channel lives in another slot: the relay
+                           publishes it from the outbox entry.
 
   Who may send: the caller's calling installation, and while ringing any callee installation,
   after the answer only the answering one. Who receives: the caller's messages go to every
@@ -45,12 +46,15 @@ local maxKept, messagesTtlMs, liveChannel = tonumber(ARGV[8]), tonumber(ARGV[9])
 --@include "callParties"
 --@include "expireIfDue"
 --@include "operationRecord"
+--@include "liveChannel"
 
 local replay = replayOperation(opKey, fingerprint, true)
 if replay then return replay end
 
 local call = loadCall(callKey)
 if not isParty(call, userId) then return { 'error', 'not_found' } end
+-- A lazy expiry's early notice goes where the message would (lua/includes/appendOutbox.lua).
+call.live = liveChannel
 local now = nowMs()
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
 local v = call.values
@@ -85,8 +89,7 @@ if liveChannel ~= '' then
   -- Published with the write that stores it: live delivery as certain as the relay's (the same
   -- Pub/Sub), one hop shorter, and in seq order (scripts run one at a time). The live message
   -- format of lua/publishMessages.lua.
-  local at = string.find(liveChannel, '\0', 1, true)
-  redis.call('SPUBLISH', string.sub(liveChannel, 1, at - 1) .. to .. string.sub(liveChannel, at + 1), '\n\n\n' .. only .. '\n\n' .. event)
+  redis.call('SPUBLISH', liveChannelOf(liveChannel, to), '\n\n\n' .. only .. '\n\n' .. event)
 else
   redis.call('XADD', outboxKey, '*', 'message', v.callId, 'at', fmtInt(now), 'to', to, 'only', only, 'event', event)
 end

@@ -332,6 +332,7 @@ async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>): Prom
     [...gateway.openSocketsByEncoding()].map(([encoding, n]) => [[encoding], n]),
   );
   metrics.countersFrom('ws_events_sent_total', 'Events sent over signaling', [], () => [[[], gateway.stats.eventsSent]]);
+  metrics.countersFrom('ws_early_events_sent_total', 'Of the events sent over signaling, those sent early, ahead of the log', [], () => [[[], gateway.stats.earlyEventsSent]]);
   metrics.countersFrom('ws_messages_sent_total', 'In-call messages sent over signaling', [], () => [[[], gateway.stats.messagesSent]]);
   metrics.countersFrom('ws_commands_total', 'Command frames answered, by command and status (docs/signaling.md "Commands")', ['command', 'status'], () =>
     [...gateway.stats.commands].map(([key, n]): [string[], number] => [key.split(' '), n]),

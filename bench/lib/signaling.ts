@@ -54,6 +54,11 @@ export function openDeviceSocket(o: DeviceSocketOptions): Promise<DeviceSocket> 
       ...(o.localAddress ? { localAddress: o.localAddress } : {}),
     });
     let synced = false;
+    /**
+     * eventIds that came early, without a cursor (docs/signaling.md "Early events"): their copy
+     * from the log, which follows, is not handed on again.
+     */
+    const early = new Set<string>();
     /** command()s waiting for their reply, by operationId. */
     const waiting = new Map<string, { resolve: (r: CommandReply) => void; reject: (e: Error) => void }>();
     const command: DeviceSocket['command'] = (type, callId, body) =>
@@ -70,13 +75,18 @@ export function openDeviceSocket(o: DeviceSocketOptions): Promise<DeviceSocket> 
     ws.on('message', (data, isBinary) => {
       const at = nowMs();
       if (isBinary) return;
-      let frame: { type?: string; event?: EventPayload | CallMessageEvent };
+      let frame: { type?: string; cursor?: string; event?: EventPayload | CallMessageEvent };
       try {
         frame = JSON.parse(String(data)) as typeof frame;
       } catch {
         return;
       }
-      if (frame.type === 'event' && frame.event) o.onEvent?.(frame.event as EventPayload, at);
+      if (frame.type === 'event' && frame.event) {
+        const event = frame.event as EventPayload;
+        if (frame.cursor === undefined) early.add(event.eventId);
+        else if (early.delete(event.eventId)) return;
+        o.onEvent?.(event, at);
+      }
       else if (frame.type === 'message' && frame.event) o.onMessage?.(frame.event as CallMessageEvent, at);
       else if (frame.type === 'reply') {
         const reply = frame as unknown as CommandReply;

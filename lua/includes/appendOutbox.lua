@@ -3,8 +3,18 @@
 -- the call's fields (the script's reply). A request traced with OpenTelemetry sets `call.trace` to
 -- its W3C `traceparent`; the entry then carries it as `tp` (after the call's fields), so the
 -- relay's and the push sender's spans join the request's trace (docs/operations.md "Tracing").
+--
+-- Early notice: when `call.live` is a live channel template (a single Redis, and a change a
+-- device asked for), the same entry is also published at once on both parties' live channels, in
+-- the order the changes happen (scripts run one at a time). The gateways derive each socket's
+-- events from it and send them ahead of the relay, without a cursor; the relay still appends the
+-- events to the logs and publishes them with their cursors (docs/signaling.md "Early events").
+-- On a cluster the parties' channels live in other slots, and only the relay publishes.
 --@include "fmtInt"
 --@include "callRecord"
+--@include "liveChannel"
+-- The live message's header for an early notice (src/events/eventLog.ts EARLY_EPOCH).
+local EARLY_NOTICE = '!early\n\n\n\n\n'
 local function appendOutbox(outboxKey, call, change, atMs)
   local fields = callFieldList(call)
   local entry = { 'change', change, 'at', fmtInt(atMs) }
@@ -14,5 +24,10 @@ local function appendOutbox(outboxKey, call, change, atMs)
     entry[#entry + 1] = call.trace
   end
   redis.call('XADD', outboxKey, '*', unpack(entry))
+  if call.live and call.live ~= '' then
+    local notice = EARLY_NOTICE .. cjson.encode(entry)
+    redis.call('SPUBLISH', liveChannelOf(call.live, call.values.callerUserId), notice)
+    redis.call('SPUBLISH', liveChannelOf(call.live, call.values.calleeUserId), notice)
+  end
   return fields
 end

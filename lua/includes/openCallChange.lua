@@ -4,7 +4,8 @@
 --   2. the call is loaded; a user who is not a party gets not_found (the call's existence is not
 --      revealed); one of the wrong side (`role`: 'caller' or 'callee', nil for either) gets
 --      forbidden, before anything changes;
---   3. the request's trace context is noted for the outbox entry (docs/operations.md "Tracing");
+--   3. the request's trace context is noted for the outbox entry (docs/operations.md "Tracing"),
+--      and the live channel template its early notices go to, '' for none (appendOutbox.lua);
 --   4. a ringing call past its expiresAtMs is ended as unanswered first (lazy expiry).
 -- Returns `call, now`, or `nil, nil, reply` when the script must answer `reply` at once.
 --@include "nowMs"
@@ -12,13 +13,13 @@
 --@include "callParties"
 --@include "expireIfDue"
 --@include "operationRecord"
-local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, role, fingerprint, mayHaveRecord, retention, traceparent)
+local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, role, fingerprint, mayHaveRecord, retention, live, traceparent)
   local replay = replayOperation(opKey, fingerprint, mayHaveRecord)
   if replay then return nil, nil, replay end
   local call = loadCall(callKey)
   if not isParty(call, userId) then return nil, nil, { 'error', 'not_found' } end
   if role and userId ~= call.values[role .. 'UserId'] then return nil, nil, { 'error', 'forbidden' } end
-  call.trace = traceparent
+  call.trace, call.live = traceparent, live
   local now = nowMs()
   expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
   return call, now

@@ -56,11 +56,26 @@ function changeKeys(s: StoreSettings, callId: string, userId: string, operationI
 }
 
 /**
+ * `publishDirectly` (a single Redis): the users' live channel template, with a NUL where the userId
+ * goes, so the script publishes on the parties' channels itself: a change's early notice
+ * (lua/includes/appendOutbox.lua), an in-call message (lua/sendMessage.lua). On a cluster those
+ * channels live in other slots, and the relay publishes.
+ */
+export function liveChannelArg(s: KeySpace, publishDirectly: boolean): string {
+  return publishDirectly ? keys.liveChannel(s, '\0') : '';
+}
+
+/** Whether scripts may publish on the users' live channels themselves: a single Redis, not a cluster. */
+export function publishesDirectly(redis: Redis | Cluster): boolean {
+  return !(redis as Cluster).isCluster;
+}
+
+/**
  * `firstUse` (create, answer, end): the user's operationId binding was new, so the script need not
  * look for a stored outcome first; it looks only on the paths a concurrent replay could have taken
  * (lua/includes/operationRecord.lua).
  */
-export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false, firstUse = false): ScriptCall {
+export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false, firstUse = false, publishDirectly = false): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.callerUserId, i.operationId),
     args: [
@@ -77,6 +92,7 @@ export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy 
       i.fingerprint,
       calleeBusy ? '1' : '0',
       firstUse ? '1' : '0',
+      liveChannelArg(s, publishDirectly),
     ],
   };
 }
@@ -89,10 +105,10 @@ export interface RenameInput {
   fingerprint: string;
 }
 
-export function renameCallKeysArgs(s: StoreSettings, i: RenameInput): ScriptCall {
+export function renameCallKeysArgs(s: StoreSettings, i: RenameInput, publishDirectly = false): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.userId, i.operationId),
-    args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall)],
+    args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall), liveChannelArg(s, publishDirectly)],
   };
 }
 
@@ -108,10 +124,6 @@ export interface MessageInput {
   fingerprint: string;
 }
 
-/**
- * `publishDirectly` (a single Redis): the script publishes the message to the recipient's live
- * channel itself; on a cluster that channel is in another slot, and the relay publishes it.
- */
 export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, publishDirectly: boolean): ScriptCall {
   return {
     keys: [...changeKeys(s, i.callId, i.userId, i.operationId), keys.callMessages(s, i.callId), keys.callMessageSeqs(s, i.callId)],
@@ -125,7 +137,7 @@ export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, publishDi
       i.fingerprint,
       String(s.messagesKeptPerCall ?? MESSAGES_KEPT_PER_CALL),
       String(MESSAGES_TTL_MS),
-      publishDirectly ? keys.liveChannel(s, '\0') : '',
+      liveChannelArg(s, publishDirectly),
     ],
   };
 }
@@ -147,10 +159,19 @@ export interface AnswerInput {
   fingerprint: string;
 }
 
-export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false): ScriptCall {
+export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false, publishDirectly = false): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.userId, i.operationId),
-    args: [i.userId, i.installationId, i.expectedRevision ?? '', retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0'],
+    args: [
+      i.userId,
+      i.installationId,
+      i.expectedRevision ?? '',
+      retentionArg(s),
+      String(s.operationTtlMs),
+      i.fingerprint,
+      firstUse ? '1' : '0',
+      liveChannelArg(s, publishDirectly),
+    ],
   };
 }
 
@@ -163,15 +184,18 @@ export interface EndInput {
   fingerprint: string;
 }
 
-export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false): ScriptCall {
+export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false, publishDirectly = false): ScriptCall {
   return {
     keys: changeKeys(s, i.callId, i.userId, i.operationId),
-    args: [i.userId, i.installationId, i.reason, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0'],
+    args: [i.userId, i.installationId, i.reason, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0', liveChannelArg(s, publishDirectly)],
   };
 }
 
-export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string): ScriptCall {
-  return { keys: [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], args: [userId, retentionArg(s)] };
+export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string, publishDirectly = false): ScriptCall {
+  return {
+    keys: [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)],
+    args: [userId, retentionArg(s), liveChannelArg(s, publishDirectly)],
+  };
 }
 
 const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists', 'rename_limit']);
@@ -192,10 +216,15 @@ export function parseOutcome(reply: unknown): Outcome {
 }
 
 export class CallStore {
+  /** A single Redis: the scripts publish early notices and in-call messages themselves (liveChannelArg). */
+  private readonly publishDirectly: boolean;
+
   constructor(
     private readonly redis: Redis | Cluster,
     readonly settings: StoreSettings,
-  ) {}
+  ) {
+    this.publishDirectly = publishesDirectly(redis);
+  }
 
   /**
    * Binds the user's operationId to this request's fingerprint (first use wins). A different
@@ -253,19 +282,19 @@ export class CallStore {
     // The marker is kept by the relay, a moment behind the calls: it counts only while the call it
     // names is still accepted (so a user who just hung up is not busy).
     const busy = !!active && (await this.redis.hget(keys.call(this.settings, active), 'state')) === 'accepted';
-    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse), binding);
+    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.publishDirectly), binding);
   }
 
   rename(i: RenameInput): Promise<Outcome> {
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'renameCall', () => renameCallKeysArgs(this.settings, i));
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'renameCall', () => renameCallKeysArgs(this.settings, i, this.publishDirectly));
   }
 
   answer(i: AnswerInput): Promise<Outcome> {
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'answerCall', (firstUse) => answerCallKeysArgs(this.settings, i, firstUse));
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'answerCall', (firstUse) => answerCallKeysArgs(this.settings, i, firstUse, this.publishDirectly));
   }
 
   end(i: EndInput): Promise<Outcome> {
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'endCall', (firstUse) => endCallKeysArgs(this.settings, i, firstUse));
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'endCall', (firstUse) => endCallKeysArgs(this.settings, i, firstUse, this.publishDirectly));
   }
 
   /**
@@ -282,7 +311,7 @@ export class CallStore {
       return { kind: 'not_admitted' };
     }
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
-    const c = sendMessageKeysArgs(this.settings, i, !(this.redis as Cluster).isCluster);
+    const c = sendMessageKeysArgs(this.settings, i, this.publishDirectly);
     const reply = (await runScript(this.redis, 'sendMessage', c.keys, c.args)) as unknown[];
     const [kind, code, , fields] = reply;
     if ((kind === 'fresh' || kind === 'replay') && code === 'ok' && Array.isArray(fields)) {
@@ -308,7 +337,7 @@ export class CallStore {
   }
 
   async read(callId: string, userId: string): Promise<Outcome> {
-    const c = readCallKeysArgs(this.settings, callId, userId);
+    const c = readCallKeysArgs(this.settings, callId, userId, this.publishDirectly);
     return parseOutcome(await runScript(this.redis, 'readCall', c.keys, c.args));
   }
 
@@ -318,7 +347,12 @@ export class CallStore {
    */
   async endByServer(callId: string, reason: EndReason): Promise<{ ended: boolean; call: CallRecord } | undefined> {
     const s = this.settings;
-    const reply = (await runScript(this.redis, 'endCallByServer', [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], [reason, retentionArg(s)])) as unknown[];
+    const reply = (await runScript(
+      this.redis,
+      'endCallByServer',
+      [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)],
+      [reason, retentionArg(s), liveChannelArg(s, this.publishDirectly)],
+    )) as unknown[];
     if (reply[0] === 'error') return undefined;
     return { ended: reply[0] === 'ended', call: parseCallFields(reply[1]) };
   }

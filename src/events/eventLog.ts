@@ -4,6 +4,7 @@ import { runScript } from '../redis/scripts.js';
 import { compareStreamIds, encodeCursor, newEpoch, type Cursor } from './cursor.js';
 import { isForInstallation, type Delivery } from './audience.js';
 import type { EventPayload } from './payloads.js';
+import type { EarlyEvents } from './earlyNotice.js';
 import type { MarkerOp } from '../calls/activeCalls.js';
 
 /**
@@ -150,6 +151,8 @@ export interface LiveMessage {
   only: string;
   except: string;
   json: string;
+  /** An early notice's events for the channel's user, once a gateway derived them (null: none). */
+  early?: EarlyEvents | null;
 }
 
 /**

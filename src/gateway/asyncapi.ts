@@ -156,9 +156,10 @@ export function asyncApiDocument(): Record<string, unknown> {
         event: frame(
           'event',
           'Event',
-          'One call event for this installation; `event` is call.invited, call.accepted, call.ended or call.renamed.',
+          'One call event for this installation; `event` is call.invited, call.accepted, call.ended or call.renamed. ' +
+            'Without `cursor`: an early copy, sent as the change is made; the same event follows from the log with its cursor (docs/signaling.md "Early events").',
           { cursor, event: { oneOf: eventSchemas } },
-          ['cursor', 'event'],
+          ['event'],
           {
             type: 'event',
             cursor: 'mhx2k9c1a7f3qz_1795236718009-0',

@@ -3,6 +3,7 @@ import type { RedisClient } from '../redis/connection.js';
 import type { KeySpace } from '../redis/keys.js';
 import type { EventLog } from '../events/eventLog.js';
 import { SIGN_OUT_EPOCH, type LiveMessage } from '../events/eventLog.js';
+import { EARLY_EPOCH, earlyEventsFor } from '../events/earlyNotice.js';
 import { originAllowed, type CorsOrigins } from '../http/cors.js';
 import { compareStreamIds, decodeCursor, encodeCursor, type Cursor } from '../events/cursor.js';
 import { isForInstallation } from '../events/audience.js';
@@ -37,7 +38,8 @@ import {
  * events after the cursor from its event log, then delivers live events in log order. Delivery
  * per socket is a small state machine: `syncing` (reading the log, buffering live messages) and
  * `live` (sending live messages while they continue the log without a hole; on a hole it goes
- * back to syncing from its cursor).
+ * back to syncing from its cursor). On a single Redis a live socket also gets a change's events
+ * early, without a cursor, from the script that made the change (onEarly).
  */
 
 export interface GatewaySettings extends KeySpace {
@@ -79,7 +81,15 @@ interface SocketData {
   closed: boolean;
   /** Client-message rate limit, created on the first message. */
   messages: TokenBucket | undefined;
+  /**
+   * Calls whose every early notice this socket has had since the call was created, with the last
+   * one's revision (onEarly); created with the first.
+   */
+  earlyCalls: Map<string, number> | undefined;
 }
+
+/** Calls a socket follows by early notices; past this the oldest falls back to the relay's copies. */
+const MAX_EARLY_CALLS = 8;
 
 type Socket = WebSocket<SocketData>;
 
@@ -88,6 +98,8 @@ export interface GatewayStats {
   slowConsumersClosed: number;
   tokensExpired: number;
   rateLimited: number;
+  /** Of eventsSent, those sent early, ahead of the log (docs/signaling.md "Early events"). */
+  earlyEventsSent: number;
   /** In-call messages sent (docs/api.md "In-call messages"). */
   messagesSent: number;
   /** Command frames answered, by command and status (docs/signaling.md "Commands"). */
@@ -98,7 +110,7 @@ export class Gateway {
   /** The sockets this gateway holds, by user, with their users' live subscriptions. */
   private readonly live: LiveSubscriptions<Socket>;
   private sweepTimer: NodeJS.Timeout | undefined;
-  readonly stats: GatewayStats = { eventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0, commands: new Map() };
+  readonly stats: GatewayStats = { eventsSent: 0, earlyEventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0, commands: new Map() };
 
   constructor(
     subscriber: RedisClient,
@@ -195,6 +207,7 @@ export class Gateway {
               startCursor,
               closed: false,
               messages: undefined,
+              earlyCalls: undefined,
             };
             res.cork(() => res.upgrade(data, key, protocol, extensions, context));
           },
@@ -360,6 +373,10 @@ export class Gateway {
       if (isForInstallation(msg.only || undefined, undefined, data.installationId)) ws.end(CLOSE.signedOut, 'signed out by the app; do not reconnect with this session');
       return;
     }
+    if (msg.epoch === EARLY_EPOCH) {
+      this.onEarly(ws, msg);
+      return;
+    }
     if (msg.id === '') {
       // An in-call message: outside the log, so neither buffered nor checked for holes; sent at
       // once, in the order the relay published it (docs/signaling.md "In-call messages").
@@ -385,13 +402,49 @@ export class Gateway {
     }
   }
 
+  /**
+   * A change's events ahead of the relay's copies (docs/signaling.md "Early events"). Each call's
+   * events must still reach the socket in revision order, counting each eventId where it first
+   * arrives. Early notices come in change order on the user's channel, so the socket sends one
+   * only when it had the call's previous early notice (of revision - 1), from the call's creation
+   * on: then every earlier event of the call for this socket was sent before it, early or from the
+   * log. A socket that joined during a call, lost notices (a resubscription, a hole) or was syncing
+   * gets that call's events from the relay's copies alone.
+   */
+  private onEarly(ws: Socket, msg: LiveMessage): void {
+    const data = ws.getUserData();
+    if (data.pending) return;
+    // Derived once per message, for every socket of the user.
+    const early = msg.early === undefined ? (msg.early = earlyEventsFor(msg.json, data.userId) ?? null) : msg.early;
+    if (!early) return;
+    const calls = (data.earlyCalls ??= new Map());
+    if (early.revision === 1) {
+      calls.set(early.callId, 1);
+      if (calls.size > MAX_EARLY_CALLS) calls.delete(calls.keys().next().value!);
+    } else if (calls.get(early.callId) === early.revision - 1) {
+      if (early.ended) calls.delete(early.callId);
+      else calls.set(early.callId, early.revision);
+    } else {
+      return;
+    }
+    if (calls.size === 0) data.earlyCalls = undefined;
+    for (const e of early.events) {
+      if (!isForInstallation(e.only, e.except, data.installationId)) continue;
+      this.stats.earlyEventsSent++;
+      this.sendEvent(ws, undefined, e.json);
+    }
+  }
+
   private resync(ws: Socket): void {
     const data = ws.getUserData();
+    // Early notices may have been lost with what made the socket resync.
+    data.earlyCalls = undefined;
     if (data.closed || data.pending) return;
     this.sync(ws, data.epoch ? { epoch: data.epoch, id: data.lastId } : undefined).catch((err: unknown) => this.failSocket(ws, err));
   }
 
-  private sendEvent(ws: Socket, cursor: string, json: string): void {
+  /** `cursor` undefined: an early copy, ahead of the log. */
+  private sendEvent(ws: Socket, cursor: string | undefined, json: string): void {
     const data = ws.getUserData();
     if (data.closed) return;
     this.stats.eventsSent++;

@@ -49,9 +49,12 @@ export type ServerFrame =
   | { type: 'error'; code: 'bad_message'; detail: string };
 
 /** An event frame; for JSON the stored payload text is spliced in without re-serialising. */
-export function encodeEventFrame(encoding: Encoding, cursor: string, payloadJson: string): string | Uint8Array {
-  if (encoding === 'json') return `{"type":"event","cursor":"${cursor}","event":${payloadJson}}`;
-  return packr.pack({ type: 'event', cursor, event: JSON.parse(payloadJson) as unknown });
+/** An event frame; without a cursor, an early copy, ahead of the log (docs/signaling.md "Early events"). */
+export function encodeEventFrame(encoding: Encoding, cursor: string | undefined, payloadJson: string): string | Uint8Array {
+  if (encoding === 'json') {
+    return cursor === undefined ? `{"type":"event","event":${payloadJson}}` : `{"type":"event","cursor":"${cursor}","event":${payloadJson}}`;
+  }
+  return packr.pack(cursor === undefined ? { type: 'event', event: JSON.parse(payloadJson) as unknown } : { type: 'event', cursor, event: JSON.parse(payloadJson) as unknown });
 }
 
 /** An in-call message frame (`call.message`, outside the event log: no cursor). */

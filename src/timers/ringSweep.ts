@@ -2,6 +2,7 @@ import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { CorruptRecordError } from '../calls/model.js';
+import { liveChannelArg, publishesDirectly } from '../calls/store.js';
 import { retentionArg, type Retention } from '../history/retention.js';
 
 /**
@@ -88,7 +89,7 @@ export async function sweepShards(
           redis,
           'expireDue',
           [keys.ringingForShard(s, shard), keys.outboxForShard(s, shard), ...callIds.map((id) => keys.call(s, id))],
-          [retentionArg(s), ...callIds],
+          [retentionArg(s), liveChannelArg(s, publishesDirectly(redis)), ...callIds],
         );
       }),
     );

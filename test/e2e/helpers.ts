@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, expect } from 'vitest';
 import { device as makeDevice, shardBarriers, uid, type Device } from '../support/fixtures.js';
 import { api, type ApiResponse } from '../support/http.js';
-import { closeAll, connect, type ConnectOptions, type EventPayload, type SignalingClient } from '../support/ws-client.js';
+import { closeAll, connect, type ConnectOptions, type EventFrame, type EventPayload, type SignalingClient } from '../support/ws-client.js';
+import { ON_CLUSTER } from '../support/stack.js';
 
 /**
  * Helpers shared by the signaling end-to-end tests: users with several installations online,
@@ -93,8 +94,27 @@ export async function settleByBarrier(
     expect(callEvents(d).length, `${d.installationId} received ${d.ws.describe()}`).toBe(n);
     expect(d.ws.undecodable()).toEqual([]);
     expect(d.ws.closeInfo, `${d.installationId} is still open`).toBeUndefined();
+    earlyEvents(d);
   }
   return expected.map(([d]) => callEvents(d));
+}
+
+/**
+ * The device's early events (docs/signaling.md "Early events"), barrier calls left out, after
+ * checking that they are never extra: each is, byte for byte, an event the device also got from
+ * the log, and it came before that copy. Only on a single Redis.
+ */
+export function earlyEvents(d: OnlineDevice): EventPayload[] {
+  const events = d.ws.frames.filter((f) => f.type === 'event') as EventFrame[];
+  const early = events.filter((f) => f.cursor === undefined);
+  if (ON_CLUSTER) expect(early, `${d.installationId}: no early events on a cluster`).toEqual([]);
+  for (const e of early) {
+    const logged = events.filter((f) => f.cursor !== undefined && f.event.eventId === e.event.eventId);
+    expect(logged.length, `${d.installationId}: the log's copy of early ${e.event.eventId}`).toBeGreaterThan(0);
+    expect(logged[0]!.event).toEqual(e.event);
+    expect(events.indexOf(e), `${d.installationId}: early ${e.event.eventId} before the log's copy`).toBeLessThan(events.indexOf(logged[0]!));
+  }
+  return early.map((f) => f.event).filter((e) => !barrierCalls.has(e.callId));
 }
 
 const REVISION = /^[1-9][0-9]*$/;

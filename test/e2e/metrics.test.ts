@@ -191,6 +191,7 @@ describe('GET /metrics', () => {
       ['redis_script_duration_seconds', 'histogram'],
       ['relay_changes_total', 'counter'],
       ['ws_events_sent_total', 'counter'],
+      ['ws_early_events_sent_total', 'counter'],
       ['ws_open_sockets', 'gauge'],
       ['outbox_pending_entries', 'gauge'],
       ['ringing_calls', 'gauge'],
@@ -305,7 +306,11 @@ describe('GET /metrics', () => {
     // Gateway: every event frame the two sockets received was counted, and they are both open.
     const received = ofCall(callerWs).length + ofCall(calleeWs).length;
     expect(received).toBe(3);
-    expect(delta('ws_events_sent_total')).toBe(received);
+    // Each of them also early, ahead of the log (docs/signaling.md "Early events"), and counted as sent.
+    const early = [callerWs, calleeWs].flatMap((ws) => ws.earlyFrames()).filter((f) => (f.event as { callId: string }).callId === callId).length;
+    expect(early).toBe(3);
+    expect(delta('ws_early_events_sent_total')).toBe(early);
+    expect(delta('ws_events_sent_total')).toBe(received + early);
     expect(value(after, 'ws_open_sockets', { encoding: 'json' })).toBe(wsBefore + 2);
     expect(find(after, 'ws_open_sockets', { encoding: 'msgpack' })).toHaveLength(1);
 

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { ON_CLUSTER, startStack, type Stack } from '../support/stack.js';
 import { getCall, uid } from '../support/fixtures.js';
 import { TEST_JWT_SECRET, claims, hmacJwt, tokenFor } from '../support/tokens.js';
 import { connect, upgradeStatus, UpgradeRejected } from '../support/ws-client.js';
 import { within } from '../support/wait.js';
-import { Sockets, createCall, endedAt, expectEnded, expectInvited, online, settleByBarrier, user } from './helpers.js';
+import { Sockets, callEvents, createCall, earlyEvents, endedAt, expectEnded, expectInvited, online, settleByBarrier, user } from './helpers.js';
 
 /**
  * What the server does on its own, without any request: the ring timer ends an unanswered call
@@ -54,6 +54,8 @@ describe('ring timeout', () => {
     expect(ea2![0]).toEqual(forCaller);
     expect(eb2![1]).toEqual(forCallee);
     expect(forCaller.eventId).not.toBe(forCallee.eventId);
+    // The sweep publishes the end at once too (docs/signaling.md "Early events").
+    for (const d of [a1, a2, b1, b2]) expect(earlyEvents(d)).toEqual(ON_CLUSTER ? [] : callEvents(d));
 
     // The stored call agrees with what was sent.
     const snap = await getCall(a1, call.callId);

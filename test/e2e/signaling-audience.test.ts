@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { ON_CLUSTER, startStack, type Stack } from '../support/stack.js';
 import { answer, end } from '../support/fixtures.js';
 import {
   Sockets,
   acceptedAt,
   callEvents,
   createCall,
+  earlyEvents,
   endedAt,
   expectAccepted,
   expectEnded,
@@ -13,7 +14,9 @@ import {
   online,
   settleByBarrier,
   user,
+  type OnlineDevice,
 } from './helpers.js';
+import type { EventPayload } from '../support/ws-client.js';
 
 /**
  * Who receives what (docs/protocol.md "Who receives what"), over real WebSockets: every
@@ -37,6 +40,17 @@ afterAll(async () => {
   await stack?.stop();
 });
 
+/**
+ * settleByBarrier, and then, every socket having been online since before the call: on a single
+ * Redis each got every event of the call early too, the same in the same order
+ * (docs/signaling.md "Early events"); on a cluster none early.
+ */
+async function settle(after: string, expected: [OnlineDevice, number][]): Promise<EventPayload[][]> {
+  const got = await settleByBarrier(url, after, expected);
+  for (const [d] of expected) expect(earlyEvents(d), d.installationId).toEqual(ON_CLUSTER ? [] : callEvents(d));
+  return got;
+}
+
 /** Caller with two installations (the first one places calls), callee with `calleeDevices`. */
 async function parties(calleeDevices = 2) {
   const [a1, a2] = sockets.add(await online(user(url, 2, 'Alice Caller'), url));
@@ -51,7 +65,7 @@ describe('signaling audience per transition', () => {
 
     const call = await createCall(a1, b1.userId, { video: true });
 
-    const [e1, e2] = await settleByBarrier(url, call.callId, [
+    const [e1, e2] = await settle(call.callId, [
       [b1, 1],
       [b2, 1],
       [a1, 0],
@@ -79,7 +93,7 @@ describe('signaling audience per transition', () => {
     expect(lost.status, lost.text).toBe(409);
     expect(lost.json.code).toBe('answer_conflict');
 
-    const [ea1, ea2, eb1, eb2, eb3] = await settleByBarrier(url, call.callId, [
+    const [ea1, ea2, eb1, eb2, eb3] = await settle(call.callId, [
       [a1, 1],
       [a2, 1],
       [b1, 1],
@@ -109,7 +123,7 @@ describe('signaling audience per transition', () => {
     expect(cancelled.status, cancelled.text).toBe(200);
     expect(cancelled.json.state).toBe('ended');
 
-    const [eb1, eb2] = await settleByBarrier(url, call.callId, [
+    const [eb1, eb2] = await settle(call.callId, [
       [b1, 2],
       [b2, 2],
       [a1, 0],
@@ -128,7 +142,7 @@ describe('signaling audience per transition', () => {
     const declined = await end(b1, call.callId, 'declined');
     expect(declined.status, declined.text).toBe(200);
 
-    const [ea1, ea2, eb1, eb2] = await settleByBarrier(url, call.callId, [
+    const [ea1, ea2, eb1, eb2] = await settle(call.callId, [
       [a1, 1],
       [a2, 1],
       [b1, 1],
@@ -150,7 +164,7 @@ describe('signaling audience per transition', () => {
     const ended = await end(b2, call.callId, 'localHangup');
     expect(ended.status, ended.text).toBe(200);
 
-    const [ea1, , , eb1] = await settleByBarrier(url, call.callId, [
+    const [ea1, , , eb1] = await settle(call.callId, [
       [a1, 1],
       [a2, 1],
       [b2, 1],
@@ -167,7 +181,7 @@ describe('signaling audience per transition', () => {
     await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
     const won = await answer(b2, call.callId);
     expect(won.status, won.text).toBe(200);
-    await settleByBarrier(url, call.callId, [
+    await settle(call.callId, [
       [a1, 1],
       [a2, 1],
       [b1, 2],
@@ -178,7 +192,7 @@ describe('signaling audience per transition', () => {
     expect(hungUp.status, hungUp.text).toBe(200);
     expect(hungUp.json.state).toBe('ended');
 
-    const [eb2] = await settleByBarrier(url, call.callId, [
+    const [eb2] = await settle(call.callId, [
       [b2, 2],
       [b1, 2],
       [a1, 1],
@@ -196,7 +210,7 @@ describe('signaling audience per transition', () => {
     await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
     const won = await answer(b1, call.callId);
     expect(won.status, won.text).toBe(200);
-    await settleByBarrier(url, call.callId, [
+    await settle(call.callId, [
       [a1, 1],
       [a2, 1],
       [b1, 1],
@@ -207,7 +221,7 @@ describe('signaling audience per transition', () => {
     expect(hungUp.status, hungUp.text).toBe(200);
     expect(hungUp.json.state).toBe('ended');
 
-    const [ea1, ea2] = await settleByBarrier(url, call.callId, [
+    const [ea1, ea2] = await settle(call.callId, [
       [a1, 2],
       [a2, 2],
       [b1, 1],
@@ -232,7 +246,7 @@ describe('signaling audience per transition', () => {
     const again = await end(a1, call.callId, 'localHangup');
     expect(again.status).toBe(200);
 
-    await settleByBarrier(url, call.callId, [
+    await settle(call.callId, [
       [b1, 2],
       [b2, 2],
       [a1, 0],

@@ -120,12 +120,17 @@ export class SignalingClient {
     return this.ws.protocol;
   }
 
-  /** Every event frame received so far. */
+  /** Every event frame from the log (with a cursor) received so far. */
   eventFrames(): EventFrame[] {
-    return this.frames.filter((f): f is EventFrame => f.type === 'event');
+    return this.frames.filter((f): f is EventFrame => f.type === 'event' && f.cursor !== undefined);
   }
 
-  /** Every event payload received so far. */
+  /** Every early event frame (no cursor, ahead of the log: docs/signaling.md "Early events") received so far. */
+  earlyFrames(): Omit<EventFrame, 'cursor'>[] {
+    return this.frames.filter((f): f is EventFrame => f.type === 'event' && f.cursor === undefined);
+  }
+
+  /** Every event payload from the log received so far. */
   events(): EventPayload[] {
     return this.eventFrames().map((f) => f.event);
   }
@@ -153,7 +158,7 @@ export class SignalingClient {
     }
   }
 
-  /** Resolves with all events once at least `n` were received in total; rejects after `timeoutMs`. */
+  /** Resolves with all events from the log once at least `n` were received in total; rejects after `timeoutMs`. */
   async waitForEvents(n: number, timeoutMs = 3000): Promise<EventPayload[]> {
     await this.until(() => this.eventFrames().length >= n, timeoutMs, `${n} events`);
     return this.events();
@@ -212,7 +217,9 @@ export class SignalingClient {
   describe(): string {
     return JSON.stringify(
       this.frames.map((f) =>
-        f.type === 'event' ? { type: 'event', event: `${(f as EventFrame).event.type}/${String((f as EventFrame).event.reason ?? '')}` } : { type: f.type },
+        f.type === 'event'
+          ? { type: f.cursor === undefined ? 'early event' : 'event', event: `${(f as EventFrame).event.type}/${String((f as EventFrame).event.reason ?? '')}` }
+          : { type: f.type },
       ),
     );
   }

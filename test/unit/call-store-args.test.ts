@@ -93,7 +93,9 @@ describe('*KeysArgs', () => {
     });
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'alice', 'op-1'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000:864000000', '172800000', 'fp', '0', '0']);
+    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000:864000000', '172800000', 'fp', '0', '0', '']);
+    // On a single Redis the script publishes the change's early notice on the parties' channels.
+    expect(createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, false, true).args[13]).toBe(keys.liveChannel(s, '\0'));
     const busy = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, true);
     expect(busy.args[11]).toBe('1');
     const firstUse = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, true);
@@ -107,7 +109,8 @@ describe('*KeysArgs', () => {
     const c = answerCallKeysArgs(s, { ...base, expectedRevision: undefined });
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'bob', 'op-2'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000:864000000', '172800000', 'fp2', '0']);
+    expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000:864000000', '172800000', 'fp2', '0', '']);
+    expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, false, true).args[7]).toBe(keys.liveChannel(s, '\0'));
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: '7' }).args[2]).toBe('7');
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, true).args[6]).toBe('1');
   });
@@ -116,13 +119,14 @@ describe('*KeysArgs', () => {
     const c = endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' });
     expect(c.keys).toEqual([keys.call(s, 'call-9'), keys.operation(s, 'call-9', 'alice', 'op-3'), keys.outboxForCall(s, 'call-9'), keys.ringingForCall(s, 'call-9')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000:864000000', '172800000', 'fp3', '0']);
+    expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000:864000000', '172800000', 'fp3', '0', '']);
     expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' }, true).args[6]).toBe('1');
   });
 
   it('readCallKeysArgs: the call, its outbox and ring index', () => {
     const r = readCallKeysArgs(s, 'call-5', 'bob');
-    expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5'), keys.ringingForCall(s, 'call-5')], args: ['bob', '86400000:864000000'] });
+    expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5'), keys.ringingForCall(s, 'call-5')], args: ['bob', '86400000:864000000', ''] });
+    expect(readCallKeysArgs(s, 'call-5', 'bob', true).args[2]).toBe(keys.liveChannel(s, '\0'));
     expectOneHashTag(r.keys);
   });
 

@@ -63,7 +63,14 @@ export interface SignalingOptions {
    * with an injected class, query otherwise.
    */
   tokenIn?: 'header' | 'query';
+  /**
+   * A new event, once: repeats (the log's copy of an event that came early, a replay) are dropped.
+   * `cursor` is the one to store once you processed it; for an event that came early it is the
+   * cursor before it, and onCursor gives the one after it when the log's copy arrives.
+   */
   onEvent: (event: EventPayload, cursor: string) => void;
+  /** The cursor moved past an event already handed on (its copy from the log): store it as onEvent's. */
+  onCursor?: (cursor: string) => void;
   /** An in-call message from the other party (repeated eventIds dropped). */
   onMessage?: (message: CallMessage) => void;
   /** Events were lost (log trimmed or reset): refetch the calls you know of. */
@@ -347,9 +354,13 @@ export class SignalingClient {
     }
     switch (frame.type) {
       case 'event': {
-        this.lastCursor = frame.cursor;
-        if (!frame.event || !this.filter.accept(frame.event)) return;
-        this.opts.onEvent(frame.event, frame.cursor!);
+        // Without a cursor, an early copy (docs/signaling.md "Early events"): handed on at once with
+        // the cursor so far (resuming from it replays the event from the log, where the filter
+        // drops it); its copy from the log follows with its cursor, and only the cursor is handed on.
+        if (frame.cursor !== undefined) this.lastCursor = frame.cursor;
+        if (!frame.event) return;
+        if (this.filter.accept(frame.event)) this.opts.onEvent(frame.event, this.lastCursor ?? '');
+        else if (frame.cursor !== undefined) this.opts.onCursor?.(frame.cursor);
         return;
       }
       case 'gap':
