@@ -417,17 +417,17 @@ export class Gateway {
     // Derived once per message, for every socket of the user.
     const early = msg.early === undefined ? (msg.early = earlyEventsFor(msg.json, data.userId) ?? null) : msg.early;
     if (!early) return;
-    const calls = (data.earlyCalls ??= new Map());
+    const calls = data.earlyCalls;
     if (early.revision === 1) {
-      calls.set(early.callId, 1);
-      if (calls.size > MAX_EARLY_CALLS) calls.delete(calls.keys().next().value!);
-    } else if (calls.get(early.callId) === early.revision - 1) {
-      if (early.ended) calls.delete(early.callId);
-      else calls.set(early.callId, early.revision);
+      const started = (data.earlyCalls ??= new Map());
+      started.set(early.callId, 1);
+      if (started.size > MAX_EARLY_CALLS) started.delete(started.keys().next().value!);
+    } else if (calls?.get(early.callId) === early.revision - 1) {
+      if (!early.ended) calls.set(early.callId, early.revision);
+      else if (calls.delete(early.callId) && calls.size === 0) data.earlyCalls = undefined;
     } else {
       return;
     }
-    if (calls.size === 0) data.earlyCalls = undefined;
     for (const e of early.events) {
       if (!isForInstallation(e.only, e.except, data.installationId)) continue;
       this.stats.earlyEventsSent++;
