@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { CallingClient, SignalingClient, type EventPayload } from '@calling-backend/client';
 import { nowMs } from '../lib/clock.js';
 import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
 import { openLoop } from '../lib/openLoop.js';
+import { maxOf, minOf, Sampler } from '../lib/sampler.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
 import type { Task } from './tasks.js';
@@ -43,6 +45,39 @@ export interface SoakResult {
   ends: Record<string, number>;
   usersLeft: number;
   reconnected: number;
+  generator: GeneratorHealth;
+}
+
+/**
+ * The generator's own state over a run: it is part of the measurement (a late event loop delays
+ * every event it times), so the soak reports it next to the server's.
+ */
+export interface GeneratorHealth {
+  /** Lowest V8 heap used among readings every few seconds: the floor after a collection. */
+  heapFloorBytes: number;
+  /** Highest RSS among the same readings. */
+  rssBytes: number;
+  /** Event-loop delay over the run (ms). */
+  loopP99Ms: number;
+  loopMaxMs: number;
+  /** Most timers pending at once among the readings. */
+  timers: number;
+  /** Event slots the devices still hold after the run (calls finished, so 0 unless they leak). */
+  waiters: number;
+}
+
+/** How often the generator reads its own memory and timers during a run. */
+const HEALTH_EVERY_MS = 5000;
+
+interface HealthReading {
+  heapUsed: number;
+  rss: number;
+  timers: number;
+}
+
+function readHealth(): HealthReading {
+  const { heapUsed, rss } = process.memoryUsage();
+  return { heapUsed, rss, timers: process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length };
 }
 
 export const SOAK_KINDS = ['answered', 'declined', 'cancelled', 'unanswered'] as const;
@@ -80,6 +115,10 @@ class Phone {
     let w = this.waiters.get(key);
     if (!w) this.waiters.set(key, (w = new Waiter()));
     return w;
+  }
+
+  get waiterCount(): number {
+    return this.waiters.size;
   }
 
   /** Forgets a finished call's slots, so memory stays flat over a long run. */
@@ -189,6 +228,9 @@ export async function createTask(): Promise<Task> {
       const reconnecting = phones.filter(() => Math.random() < r.reconnect);
       await Promise.all(reconnecting.map((ph) => ph.reconnect()));
 
+      const loop = monitorEventLoopDelay({ resolution: 10 });
+      loop.enable();
+      const health = new Sampler(HEALTH_EVERY_MS, readHealth);
       const total = pairs.length;
       let started = 0;
       let completed = 0;
@@ -218,7 +260,17 @@ export async function createTask(): Promise<Task> {
       });
       await Promise.all(done);
       clearInterval(timer);
-      return { started, completed, errors, hist: hist.serialize(), ends, usersLeft: leaving * 2, reconnected: reconnecting.length } satisfies SoakResult;
+      loop.disable();
+      const readings = await health.stop();
+      const generator: GeneratorHealth = {
+        heapFloorBytes: minOf(readings, (r) => r.heapUsed),
+        rssBytes: maxOf(readings, (r) => r.rss),
+        loopP99Ms: loop.percentile(99) / 1e6,
+        loopMaxMs: loop.max / 1e6,
+        timers: maxOf(readings, (r) => r.timers),
+        waiters: pairs.reduce((n, p) => n + p.caller.waiterCount + p.callee.waiterCount, 0),
+      };
+      return { started, completed, errors, hist: hist.serialize(), ends, usersLeft: leaving * 2, reconnected: reconnecting.length, generator } satisfies SoakResult;
     },
 
     async teardown() {
