@@ -142,11 +142,18 @@ function promDelta(end: PromHistogram, start: PromHistogram | undefined): PromHi
   return { sumS: end.sumS - (start?.sumS ?? 0), count: end.count - (start?.count ?? 0), buckets };
 }
 
-/** The smallest bucket bound that holds 99 % of the observations (ms): the p99 is at most this. */
+/**
+ * The smallest bucket bound that holds 99 % of the observations (ms): the p99 is at most this
+ * (Infinity: above the largest finite bucket).
+ */
 function p99AtMostMs(h: PromHistogram): number {
   const bounds = [...h.buckets.keys()].sort((a, b) => a - b);
   const bound = bounds.find((le) => (h.buckets.get(le) ?? 0) >= 0.99 * h.count);
   return h.count > 0 && bound !== undefined ? bound * 1000 : NaN;
+}
+
+function fmtAtMost(ms: number): string {
+  return ms === Infinity ? 'above the largest bucket' : fmtMs(ms);
 }
 
 /** Every server process and Redis's memory, read once. */
@@ -199,6 +206,8 @@ function generatorsHealth(list: readonly GeneratorHealth[]): GeneratorHealth {
     rssBytes: sum((g) => g.rssBytes),
     loopP99Ms: Math.max(...list.map((g) => g.loopP99Ms)),
     loopMaxMs: Math.max(...list.map((g) => g.loopMaxMs)),
+    gcPauseMs: Math.max(...list.map((g) => g.gcPauseMs)),
+    gcMaxPauseMs: Math.max(...list.map((g) => g.gcMaxPauseMs)),
     timers: sum((g) => g.timers),
     waiters: sum((g) => g.waiters),
   };
@@ -287,7 +296,7 @@ export async function soakScenario(ctx: BenchContext): Promise<ScenarioResult> {
         `  minute ${sample.minute}: ${fmtNum(sample.completed)}/${fmtNum(sample.started)} lifecycles, answered p99 ${fmtMs(sample.p99.answered ?? NaN)}, errors ${errorList(errors)}; ` +
           Object.entries(sample.processes).map(([n, s]) => `${n} RSS ${mb(s.rssBytes)} heap ${mb(s.heapBytes)}`).join(', ') +
           `; Redis ${mb(sample.redis.usedMemory)}, ${fmtNum(sample.redis.keys)} keys; server HTTP mean ${fmtMs(sample.server.httpMeanMs)}, relay lag mean ${fmtMs(sample.server.relayLagMeanMs)}` +
-          `; generator heap ${mb(g.heapFloorBytes)} RSS ${mb(g.rssBytes)} loop p99 ${fmtMs(g.loopP99Ms)} (max ${fmtMs(g.loopMaxMs)}), ${fmtNum(g.timers)} timers, ${fmtNum(g.waiters)} waiters kept`,
+          `; generator heap ${mb(g.heapFloorBytes)} RSS ${mb(g.rssBytes)} loop p99 ${fmtMs(g.loopP99Ms)} (max ${fmtMs(g.loopMaxMs)}), GC pauses ${fmtMs(g.gcPauseMs)} (max ${fmtMs(g.gcMaxPauseMs)}), ${fmtNum(g.timers)} timers, ${fmtNum(g.waiters)} waiters kept`,
       );
     }
   } finally {
@@ -346,6 +355,7 @@ function report(ctx: BenchContext, samples: readonly SoakSample[], rate: number,
     seriesOf('server HTTP mean', 'ms', 'latency', (s) => s.server.httpMeanMs),
     seriesOf('generator heap', 'bytes', 'generator', (s) => s.generator?.heapFloorBytes),
     seriesOf('generator event-loop delay p99', 'ms', 'generator', (s) => s.generator?.loopP99Ms),
+    seriesOf('generator GC pauses', 'ms', 'generator', (s) => s.generator?.gcPauseMs),
   ].filter((s): s is SoakSeries => s !== undefined);
   const errors: Record<string, number> = {};
   for (const s of samples) for (const [k, v] of Object.entries(s.errors)) errors[k] = (errors[k] ?? 0) + v;
@@ -385,20 +395,22 @@ function report(ctx: BenchContext, samples: readonly SoakSample[], rate: number,
       ]),
     ),
     '',
-    'Where a lifecycle\'s time goes, per minute: the servers\' own HTTP request time (all routes; p99 from their histogram\'s coarse buckets, so an upper bound) and relay lag (call change to its events appended), against the generator that measures the lifecycles: its heap, RSS, event-loop delay, pending timers and the event slots its devices still hold after the minute\'s calls ended.',
+    'Where a lifecycle\'s time goes, per minute: the servers\' own HTTP request time (all routes; p99 from their histogram\'s coarse buckets, so an upper bound) and relay lag (call change to its events appended), against the generator that measures the lifecycles: its heap, RSS, event-loop delay, garbage-collection pauses (the minute\'s total and the longest), pending timers and the event slots its devices still hold after the minute\'s calls ended.',
     '',
     mdTable(
-      ['minute', 'answered p99', 'server HTTP mean', 'server HTTP p99 ≤', 'relay lag mean', 'generator heap', 'generator RSS', 'generator loop p99', 'generator loop max', 'generator timers', 'generator waiters kept'],
+      ['minute', 'answered p99', 'server HTTP mean', 'server HTTP p99 ≤', 'relay lag mean', 'generator heap', 'generator RSS', 'generator loop p99', 'generator loop max', 'generator GC pauses', 'generator longest GC pause', 'generator timers', 'generator waiters kept'],
       samples.map((s) => [
         String(s.minute),
         fmtMs(s.p99.answered ?? NaN),
         fmtMs(s.server.httpMeanMs),
-        fmtMs(s.server.httpP99AtMostMs),
+        fmtAtMost(s.server.httpP99AtMostMs),
         fmtMs(s.server.relayLagMeanMs),
         show(s.generator.heapFloorBytes, 'bytes'),
         show(s.generator.rssBytes, 'bytes'),
         fmtMs(s.generator.loopP99Ms),
         fmtMs(s.generator.loopMaxMs),
+        fmtMs(s.generator.gcPauseMs),
+        fmtMs(s.generator.gcMaxPauseMs),
         fmtNum(s.generator.timers),
         fmtNum(s.generator.waiters),
       ]),

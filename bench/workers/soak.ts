@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { CallingClient, SignalingClient, type EventPayload } from '@calling-backend/client';
 import { nowMs } from '../lib/clock.js';
@@ -60,6 +60,9 @@ export interface GeneratorHealth {
   /** Event-loop delay over the run (ms). */
   loopP99Ms: number;
   loopMaxMs: number;
+  /** Time the garbage collector paused the generator over the run, in all and at worst (ms). */
+  gcPauseMs: number;
+  gcMaxPauseMs: number;
   /** Most timers pending at once among the readings. */
   timers: number;
   /** Event slots the devices still hold after the run (calls finished, so 0 unless they leak). */
@@ -73,6 +76,27 @@ interface HealthReading {
   heapUsed: number;
   rss: number;
   timers: number;
+}
+
+/** Sums the garbage collector's pauses from start() to stop(). */
+class GcPauses {
+  totalMs = 0;
+  maxMs = 0;
+  private readonly observer = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      this.totalMs += e.duration;
+      this.maxMs = Math.max(this.maxMs, e.duration);
+    }
+  });
+
+  start(): this {
+    this.observer.observe({ entryTypes: ['gc'] });
+    return this;
+  }
+
+  stop(): void {
+    this.observer.disconnect();
+  }
 }
 
 function readHealth(): HealthReading {
@@ -231,6 +255,7 @@ export async function createTask(): Promise<Task> {
       const loop = monitorEventLoopDelay({ resolution: 10 });
       loop.enable();
       const health = new Sampler(HEALTH_EVERY_MS, readHealth);
+      const gc = new GcPauses().start();
       const total = pairs.length;
       let started = 0;
       let completed = 0;
@@ -261,12 +286,15 @@ export async function createTask(): Promise<Task> {
       await Promise.all(done);
       clearInterval(timer);
       loop.disable();
+      gc.stop();
       const readings = await health.stop();
       const generator: GeneratorHealth = {
         heapFloorBytes: minOf(readings, (r) => r.heapUsed),
         rssBytes: maxOf(readings, (r) => r.rss),
         loopP99Ms: loop.percentile(99) / 1e6,
         loopMaxMs: loop.max / 1e6,
+        gcPauseMs: gc.totalMs,
+        gcMaxPauseMs: gc.maxMs,
         timers: maxOf(readings, (r) => r.timers),
         waiters: pairs.reduce((n, p) => n + p.caller.waiterCount + p.callee.waiterCount, 0),
       };
