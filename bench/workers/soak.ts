@@ -190,8 +190,19 @@ export async function createTask(): Promise<Task> {
   /** One lifecycle of `kind`; resolves with the time of its last event. */
   async function lifecycle(p: Pair, kind: Kind, timeoutMs: number): Promise<number> {
     const { caller, callee } = p;
-    const within = <T>(what: string, promise: Promise<T>): Promise<T> =>
-      Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new BenchFailure(`${kind}: timeout waiting for ${what}`)), timeoutMs))]);
+    // The timer goes as soon as the wait ends: left to fire, each would hold its closure for the
+    // whole timeout (13 s), tens of thousands at once at the soak's rate.
+    const within = async <T>(what: string, promise: Promise<T>): Promise<T> => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new BenchFailure(`${kind}: timeout waiting for ${what}`)), timeoutMs);
+      });
+      try {
+        return await Promise.race([promise, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+    };
     const call = await caller.api.createCall({ calleeUserId: callee.d.userId, operationId: randomUUID() });
     const id = call.callId;
     try {
