@@ -1,6 +1,10 @@
 import type { BenchContext } from '../lib/context.js';
 import { mergeHists } from '../lib/context.js';
+import { randomUUID } from 'node:crypto';
+import { TOKEN_CACHE_SIZE } from '../../src/auth/verifier.js';
 import { nowMs } from '../lib/clock.js';
+import { JsonHttp } from '../lib/http.js';
+import { device } from '../lib/users.js';
 import { GeneratorPool } from '../lib/generators.js';
 import type { ListeningProcess } from '../lib/processes.js';
 import { errorList, fmtMs, fmtNum, fmtRate, mdTable, type ScenarioResult } from '../lib/report.js';
@@ -213,6 +217,30 @@ function generatorsHealth(list: readonly GeneratorHealth[]): GeneratorHealth {
   };
 }
 
+/**
+ * Fills the server's cache of verified tokens (src/auth/verifier.ts, bounded at TOKEN_CACHE_SIZE)
+ * with tokens of users who never call: one authenticated GET of an unknown call each (404, no
+ * write). A long-running deployment's cache is full; the soak's own devices (a few thousand, a few
+ * hundred new a minute) would fill it only after about 20 minutes, and the api process's heap
+ * would grow by ~510 B per token until then, which looks like a leak in a 30-minute soak.
+ */
+async function fillTokenCache(baseUrl: string, secret: string, tag: string): Promise<void> {
+  const http = new JsonHttp(baseUrl, { connections: 8 });
+  let next = 0;
+  const one = async () => {
+    for (let n = next++; n < TOKEN_CACHE_SIZE; n = next++) {
+      const d = device(secret, `soak-fill-${tag}-${n}`, `soak-fill-${tag}-${n}-phone`);
+      const r = await http.request('GET', `/v1/calls/${randomUUID()}`, d.token);
+      if (r.status !== 404) throw new Error(`soak: filling the token cache: HTTP ${r.status} ${r.text.slice(0, 200)}`);
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: 8 }, one));
+  } finally {
+    await http.close();
+  }
+}
+
 /** Least-squares slope of `ys` over `xs` (minutes), as % of the mean of `ys` per 10 minutes. */
 export function slopePctPer10Min(xs: readonly number[], ys: readonly number[]): number {
   const n = xs.length;
@@ -254,6 +282,7 @@ export async function soakScenario(ctx: BenchContext): Promise<ScenarioResult> {
   // Enough pairs for the calls in flight: an unanswered call holds its pair for the ring window.
   const pairs = Math.ceil((rate * (z.ringTimeoutMs / 1000 / SOAK_KINDS.length + 1) * 2) / ctx.opts.generators) + 20;
   ctx.log(`  ${fmtRate(rate)} (${rateSource}) for ${z.durationMs / 60_000} min, ${fmtNum(pairs * ctx.opts.generators)} pairs of users, ring window ${z.ringTimeoutMs} ms`);
+  await fillTokenCache(target.baseUrl, ctx.secret, ctx.tag);
   const pool = await GeneratorPool.start(ctx.opts.generators, 'soak', (i) => ({ baseUrl: target.baseUrl, wsBase: target.wsBase, secret: ctx.secret, tag: `${ctx.tag}`, gen: i, pairs }) satisfies SoakSetup);
   const samples: SoakSample[] = [];
   const t0 = nowMs();
