@@ -107,6 +107,19 @@ function readHealth(): HealthReading {
 export const SOAK_KINDS = ['answered', 'declined', 'cancelled', 'unanswered'] as const;
 type Kind = (typeof SOAK_KINDS)[number];
 
+/**
+ * How many recent events each device's signaling client remembers to drop repeats (the client
+ * package's default is 1,000). An app holds one client; the soak holds thousands, each
+ * remembering ~130 B per event (its eventId, and its call's id and revision; measured at three
+ * events a call). At the default a device keeps every event of its life (~25 a minute at 456/s,
+ * ~5 minutes on average with the churn and reconnects): the generator's heap grew with them for
+ * the first ~15 minutes of a soak (a quick soak: 30,000 → 95,000 events remembered over 5
+ * minutes at 200/s), and with it the work of its garbage collector, whose pauses show in every
+ * latency it measures. A repeat comes within a call's few seconds and one call brings a device
+ * at most 5 events: 32 covers several calls and is reached within the warm-up.
+ */
+const DEDUPE_WINDOW = 32;
+
 /** One device: its HTTP client, its signaling client, and waiters for the events it expects. */
 class Phone {
   readonly api: CallingClient;
@@ -129,6 +142,7 @@ class Phone {
       ...(cursor ? { cursor } : {}),
       WebSocket,
       maxBackoffMs: 1000,
+      dedupeWindow: DEDUPE_WINDOW,
       onEvent: (event: EventPayload) => this.waiter(event.callId, event.type).fire(nowMs()),
     });
   }
