@@ -206,7 +206,7 @@ function processSamples(readings: readonly DeploymentReading[]): Record<string, 
 function generatorsHealth(list: readonly GeneratorHealth[]): GeneratorHealth {
   const sum = (pick: (g: GeneratorHealth) => number) => list.reduce((a, g) => a + pick(g), 0);
   return {
-    heapFloorBytes: sum((g) => g.heapFloorBytes),
+    heapRetainedBytes: sum((g) => g.heapRetainedBytes),
     rssBytes: sum((g) => g.rssBytes),
     loopP99Ms: Math.max(...list.map((g) => g.loopP99Ms)),
     loopMaxMs: Math.max(...list.map((g) => g.loopMaxMs)),
@@ -325,7 +325,7 @@ export async function soakScenario(ctx: BenchContext): Promise<ScenarioResult> {
         `  minute ${sample.minute}: ${fmtNum(sample.completed)}/${fmtNum(sample.started)} lifecycles, answered p99 ${fmtMs(sample.p99.answered ?? NaN)}, errors ${errorList(errors)}; ` +
           Object.entries(sample.processes).map(([n, s]) => `${n} RSS ${mb(s.rssBytes)} heap ${mb(s.heapBytes)}`).join(', ') +
           `; Redis ${mb(sample.redis.usedMemory)}, ${fmtNum(sample.redis.keys)} keys; server HTTP mean ${fmtMs(sample.server.httpMeanMs)}, relay lag mean ${fmtMs(sample.server.relayLagMeanMs)}` +
-          `; generator heap ${mb(g.heapFloorBytes)} RSS ${mb(g.rssBytes)} loop p99 ${fmtMs(g.loopP99Ms)} (max ${fmtMs(g.loopMaxMs)}), GC pauses ${fmtMs(g.gcPauseMs)} (max ${fmtMs(g.gcMaxPauseMs)}), ${fmtNum(g.timers)} timers, ${fmtNum(g.waiters)} waiters kept`,
+          `; generator heap ${mb(g.heapRetainedBytes)} RSS ${mb(g.rssBytes)} loop p99 ${fmtMs(g.loopP99Ms)} (max ${fmtMs(g.loopMaxMs)}), GC pauses ${fmtMs(g.gcPauseMs)} (max ${fmtMs(g.gcMaxPauseMs)}), ${fmtNum(g.timers)} timers, ${fmtNum(g.waiters)} waiters kept`,
       );
     }
   } finally {
@@ -382,7 +382,7 @@ function report(ctx: BenchContext, samples: readonly SoakSample[], rate: number,
     seriesOf('Redis keys', 'keys', 'redis', (s) => s.redis.keys),
     seriesOf('answered lifecycle p99', 'ms', 'latency', (s) => s.p99.answered),
     seriesOf('server HTTP mean', 'ms', 'latency', (s) => s.server.httpMeanMs),
-    seriesOf('generator heap', 'bytes', 'generator', (s) => s.generator?.heapFloorBytes),
+    seriesOf('generator heap', 'bytes', 'generator', (s) => s.generator?.heapRetainedBytes),
     seriesOf('generator event-loop delay p99', 'ms', 'generator', (s) => s.generator?.loopP99Ms),
     seriesOf('generator GC pauses', 'ms', 'generator', (s) => s.generator?.gcPauseMs),
   ].filter((s): s is SoakSeries => s !== undefined);
@@ -408,7 +408,7 @@ function report(ctx: BenchContext, samples: readonly SoakSample[], rate: number,
       `Before each minute after the first, ${Math.round(z.churn * 100)} % of the pairs of users leave for good (new users replace them) and ${Math.round(z.reconnect * 100)} % of the devices reconnect and resume from their cursor. ` +
       `The soak's server keeps everything one minute (CALL_RETENTION_MS, EVENT_LOG_MAX_AGE_MS, IDEMPOTENCY_TTL_MS, CALL_RECORD_RETENTION_DAYS and PUSH_REGISTRATION_IDLE_DAYS; a user's event-log meta lives seven times EVENT_LOG_MAX_AGE_MS), so every lifecycle's keys are gone within the warm-up (docs/keyspace.md). ` +
       `Each server process and Redis are read every ${READ_EVERY_MS / 1000} s; a minute's RSS, heap and used_memory are its lowest reading (the floor after a garbage collection, which retained memory raises; one reading lands anywhere in the collector's cycle), its loop p99 the highest of the ${READ_EVERY_MS / 1000}-second windows (prom-client resets it at each read), Redis keys are read at the minute's end. ` +
-      `The generator reads its own heap (lowest) and RSS (highest) every few seconds and its event-loop delay over the minute. ` +
+      `The generator reads its heap after a full collection at the end of each minute (between runs, so no measured lifecycle waits for it), its RSS (highest) every few seconds and its event-loop delay over the minute. ` +
       `Slopes are least squares over the minutes that began after the ${z.warmupMs / 60_000}-minute warm-up, in % of the mean per 10 minutes.`,
     '',
     mdTable(
@@ -427,14 +427,14 @@ function report(ctx: BenchContext, samples: readonly SoakSample[], rate: number,
     'Where a lifecycle\'s time goes, per minute: the servers\' own HTTP request time (all routes; p99 from their histogram\'s coarse buckets, so an upper bound) and relay lag (call change to its events appended), against the generator that measures the lifecycles: its heap, RSS, event-loop delay, garbage-collection pauses (the minute\'s total and the longest), pending timers and the event slots its devices still hold after the minute\'s calls ended.',
     '',
     mdTable(
-      ['minute', 'answered p99', 'server HTTP mean', 'server HTTP p99 ≤', 'relay lag mean', 'generator heap', 'generator RSS', 'generator loop p99', 'generator loop max', 'generator GC pauses', 'generator longest GC pause', 'generator timers', 'generator waiters kept'],
+      ['minute', 'answered p99', 'server HTTP mean', 'server HTTP p99 ≤', 'relay lag mean', 'generator heap after a full GC', 'generator RSS', 'generator loop p99', 'generator loop max', 'generator GC pauses', 'generator longest GC pause', 'generator timers', 'generator waiters kept'],
       samples.map((s) => [
         String(s.minute),
         fmtMs(s.p99.answered ?? NaN),
         fmtMs(s.server.httpMeanMs),
         fmtAtMost(s.server.httpP99AtMostMs),
         fmtMs(s.server.relayLagMeanMs),
-        show(s.generator.heapFloorBytes, 'bytes'),
+        show(s.generator.heapRetainedBytes, 'bytes'),
         show(s.generator.rssBytes, 'bytes'),
         fmtMs(s.generator.loopP99Ms),
         fmtMs(s.generator.loopMaxMs),

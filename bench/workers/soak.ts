@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import WebSocket from 'ws';
 import { CallingClient, SignalingClient, type EventPayload } from '@calling-backend/client';
 import { nowMs } from '../lib/clock.js';
 import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
 import { openLoop } from '../lib/openLoop.js';
-import { maxOf, minOf, Sampler } from '../lib/sampler.js';
+import { maxOf, Sampler } from '../lib/sampler.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
 import type { Task } from './tasks.js';
@@ -53,8 +55,11 @@ export interface SoakResult {
  * every event it times), so the soak reports it next to the server's.
  */
 export interface GeneratorHealth {
-  /** Lowest V8 heap used among readings every few seconds: the floor after a collection. */
-  heapFloorBytes: number;
+  /**
+   * V8 heap used after a full collection at the end of the run (between runs: no measured
+   * lifecycle is paused by it): what the generator retains, exactly.
+   */
+  heapRetainedBytes: number;
   /** Highest RSS among the same readings. */
   rssBytes: number;
   /** Event-loop delay over the run (ms). */
@@ -73,9 +78,13 @@ export interface GeneratorHealth {
 const HEALTH_EVERY_MS = 5000;
 
 interface HealthReading {
-  heapUsed: number;
   rss: number;
   timers: number;
+}
+
+function retainedHeap(gcNow: () => void): number {
+  gcNow();
+  return process.memoryUsage().heapUsed;
 }
 
 /** Sums the garbage collector's pauses from start() to stop(). */
@@ -99,9 +108,15 @@ class GcPauses {
   }
 }
 
+/** A full garbage collection without starting the process with --expose-gc. */
+function fullGc(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
 function readHealth(): HealthReading {
-  const { heapUsed, rss } = process.memoryUsage();
-  return { heapUsed, rss, timers: process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length };
+  const { rss } = process.memoryUsage();
+  return { rss, timers: process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length };
 }
 
 export const SOAK_KINDS = ['answered', 'declined', 'cancelled', 'unanswered'] as const;
@@ -189,6 +204,7 @@ export async function createTask(): Promise<Task> {
    * server marks a callee busy until the relay has processed the previous call's end).
    */
   const pairs: Pair[] = [];
+  const gcNow = fullGc();
   let made = 0;
   let kindSeq = 0;
 
@@ -314,7 +330,7 @@ export async function createTask(): Promise<Task> {
       gc.stop();
       const readings = await health.stop();
       const generator: GeneratorHealth = {
-        heapFloorBytes: minOf(readings, (r) => r.heapUsed),
+        heapRetainedBytes: retainedHeap(gcNow),
         rssBytes: maxOf(readings, (r) => r.rss),
         loopP99Ms: loop.percentile(99) / 1e6,
         loopMaxMs: loop.max / 1e6,
