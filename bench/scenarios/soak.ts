@@ -6,7 +6,7 @@ import { nowMs } from '../lib/clock.js';
 import { JsonHttp } from '../lib/http.js';
 import { device } from '../lib/users.js';
 import { GeneratorPool } from '../lib/generators.js';
-import type { ListeningProcess } from '../lib/processes.js';
+import { settledMemory, type ListeningProcess } from '../lib/processes.js';
 import { errorList, fmtMs, fmtNum, fmtRate, mdTable, type ScenarioResult } from '../lib/report.js';
 import { Histogram, type SerializedHistogram } from '../lib/histogram.js';
 import { maxOf, minOf, Sampler } from '../lib/sampler.js';
@@ -17,8 +17,9 @@ import { SOAK_KINDS, type GeneratorHealth, type SoakResult, type SoakRun, type S
  * rate for a long time, with calls that end every way, users who leave for good, and devices
  * that reconnect and resume by cursor (bench/workers/soak.ts). Every few seconds it reads each
  * server process's RSS, V8 heap and event-loop delay p99 (from its own metrics listener) and
- * Redis's used_memory; each minute keeps the lowest memory reading (the floor after a garbage
- * collection, which a leak raises; a single reading lands anywhere in the collector's cycle), the
+ * Redis's used_memory; each minute keeps the lowest RSS and used_memory reading (the floor after
+ * a garbage collection, which a leak raises; a single reading lands anywhere in the collector's
+ * cycle), each process's heap after full collections once the minute's lifecycles have ended, the
  * highest loop delay, Redis's key count at the minute's end, the minute's lifecycle p99 and
  * errors, the servers' own HTTP and relay times, and the generator's own memory and loop delay
  * (it is part of the measurement). After the warm-up, the least-squares slope of each series, in
@@ -187,15 +188,28 @@ function serverTimes(end: DeploymentReading, start: DeploymentReading | undefine
   return { httpMeanMs: (http.sumS / http.count) * 1000, httpP99AtMostMs: p99AtMostMs(http), relayLagMeanMs: (relaySumS / relayCount) * 1000 };
 }
 
-/** One minute of each process: the memory floor and the worst loop delay among its readings. */
-function processSamples(readings: readonly DeploymentReading[]): Record<string, ProcessSample> {
+/**
+ * Each server process's V8 heap after full collections (lib/gcPreload.ts), read when the minute's
+ * lifecycles have all ended, so that no measured one waits for them: what the process retains.
+ */
+async function heapsAfterGc(processes: readonly [string, ListeningProcess][]): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [name, p] of processes) out[name] = (await settledMemory(p.pid))?.heapUsed ?? NaN;
+  return out;
+}
+
+/**
+ * One minute of each process: the lowest RSS and the worst loop delay among its readings, and its
+ * heap after full collections (the lowest reading when that could not be read).
+ */
+function processSamples(readings: readonly DeploymentReading[], heaps: Record<string, number>): Record<string, ProcessSample> {
   const names = [...new Set(readings.flatMap((r) => Object.keys(r.processes)))];
   return Object.fromEntries(
     names.map((n) => [
       n,
       {
         rssBytes: minOf(readings, (r) => r.processes[n]?.rssBytes),
-        heapBytes: minOf(readings, (r) => r.processes[n]?.heapBytes),
+        heapBytes: Number.isFinite(heaps[n]) ? heaps[n]! : minOf(readings, (r) => r.processes[n]?.heapBytes),
         loopP99Ms: maxOf(readings, (r) => r.processes[n]?.loopP99Ms),
       },
     ]),
@@ -298,6 +312,7 @@ export async function soakScenario(ctx: BenchContext): Promise<ScenarioResult> {
       // One more reading at the minute's end: the servers' histograms are counted between two of these.
       const end = await readDeployment(ctx, processes);
       const readings = [...(await reads.stop()), end];
+      const heaps = await heapsAfterGc(processes);
       const errors: Record<string, number> = {};
       for (const o of outs) for (const [k, v] of Object.entries(o.result.errors)) errors[k] = (errors[k] ?? 0) + v;
       const hist = mergeHists(outs.map((o) => o.result.hist));
@@ -313,7 +328,7 @@ export async function soakScenario(ctx: BenchContext): Promise<ScenarioResult> {
         errors,
         p99: Object.fromEntries(Object.entries(hist).map(([k, h]) => [k, h.p99])),
         answeredHist: answered.count > 0 ? answered.serialize() : undefined,
-        processes: processSamples(readings),
+        processes: processSamples(readings, heaps),
         server: serverTimes(end, previousEnd),
         generator: generatorsHealth(outs.map((o) => o.result.generator)),
         redis: { usedMemory: minOf(readings, (r) => r.usedMemory), keys: await ctx.redisKeys() },
@@ -407,7 +422,7 @@ function report(ctx: BenchContext, samples: readonly SoakSample[], rate: number,
     `${fmtRate(rate)} of full lifecycles (${rateSource}) for ${samples.length} min, cycling through every end: answered (with an in-call message and a rename, then hung up), declined, cancelled and unanswered (ring window ${z.ringTimeoutMs} ms). ` +
       `Before each minute after the first, ${Math.round(z.churn * 100)} % of the pairs of users leave for good (new users replace them) and ${Math.round(z.reconnect * 100)} % of the devices reconnect and resume from their cursor. ` +
       `The soak's server keeps everything one minute (CALL_RETENTION_MS, EVENT_LOG_MAX_AGE_MS, IDEMPOTENCY_TTL_MS, CALL_RECORD_RETENTION_DAYS and PUSH_REGISTRATION_IDLE_DAYS; a user's event-log meta lives seven times EVENT_LOG_MAX_AGE_MS), so every lifecycle's keys are gone within the warm-up (docs/keyspace.md). ` +
-      `Each server process and Redis are read every ${READ_EVERY_MS / 1000} s; a minute's RSS, heap and used_memory are its lowest reading (the floor after a garbage collection, which retained memory raises; one reading lands anywhere in the collector's cycle), its loop p99 the highest of the ${READ_EVERY_MS / 1000}-second windows (prom-client resets it at each read), Redis keys are read at the minute's end. ` +
+      `Each server process and Redis are read every ${READ_EVERY_MS / 1000} s; a minute's RSS and used_memory are its lowest reading (the floor after a garbage collection, which retained memory raises; one reading lands anywhere in the collector's cycle), its heap is read after full collections once the minute's lifecycles have ended (none waits for them), its loop p99 the highest of the ${READ_EVERY_MS / 1000}-second windows (prom-client resets it at each read), Redis keys are read at the minute's end. ` +
       `The generator reads its heap after a full collection at the end of each minute (between runs, so no measured lifecycle waits for it), its RSS (highest) every few seconds and its event-loop delay over the minute. ` +
       `Slopes are least squares over the minutes that began after the ${z.warmupMs / 60_000}-minute warm-up, in % of the mean per 10 minutes.`,
     '',
