@@ -237,7 +237,9 @@ export async function createTask(): Promise<Task> {
     const id = call.callId;
     try {
       if (kind === 'cancelled') {
-        await caller.api.end(id, { reason: 'callerCancelled', operationId: randomUUID() });
+        // The caller names its own side's reason (docs/protocol.md "End reasons"): `callerCancelled`
+        // is the callee's, an echo the server accepts and ignores, so the call rang out instead.
+        await caller.api.end(id, { reason: 'localHangup', operationId: randomUUID() });
         return await within('call.ended at the callee', callee.waiter(id, 'call.ended').wait());
       }
       if (kind === 'unanswered') {
