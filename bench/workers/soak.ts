@@ -1,9 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import WebSocket from 'ws';
 import { CallingClient, SignalingClient, type EventPayload } from '@calling-backend/client';
 import { nowMs } from '../lib/clock.js';
 import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
 import { openLoop } from '../lib/openLoop.js';
+import { maxOf, Sampler } from '../lib/sampler.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
 import type { Task } from './tasks.js';
@@ -43,10 +47,93 @@ export interface SoakResult {
   ends: Record<string, number>;
   usersLeft: number;
   reconnected: number;
+  generator: GeneratorHealth;
+}
+
+/**
+ * The generator's own state over a run: it is part of the measurement (a late event loop delays
+ * every event it times), so the soak reports it next to the server's.
+ */
+export interface GeneratorHealth {
+  /**
+   * V8 heap used after a full collection at the end of the run (between runs: no measured
+   * lifecycle is paused by it): what the generator retains, exactly.
+   */
+  heapRetainedBytes: number;
+  /** Highest RSS among the same readings. */
+  rssBytes: number;
+  /** Event-loop delay over the run (ms). */
+  loopP99Ms: number;
+  loopMaxMs: number;
+  /** Time the garbage collector paused the generator over the run, in all and at worst (ms). */
+  gcPauseMs: number;
+  gcMaxPauseMs: number;
+  /** Most timers pending at once among the readings. */
+  timers: number;
+  /** Event slots the devices still hold after the run (calls finished, so 0 unless they leak). */
+  waiters: number;
+}
+
+/** How often the generator reads its own memory and timers during a run. */
+const HEALTH_EVERY_MS = 5000;
+
+interface HealthReading {
+  rss: number;
+  timers: number;
+}
+
+function retainedHeap(gcNow: () => void): number {
+  gcNow();
+  return process.memoryUsage().heapUsed;
+}
+
+/** Sums the garbage collector's pauses from start() to stop(). */
+class GcPauses {
+  totalMs = 0;
+  maxMs = 0;
+  private readonly observer = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      this.totalMs += e.duration;
+      this.maxMs = Math.max(this.maxMs, e.duration);
+    }
+  });
+
+  start(): this {
+    this.observer.observe({ entryTypes: ['gc'] });
+    return this;
+  }
+
+  stop(): void {
+    this.observer.disconnect();
+  }
+}
+
+/** A full garbage collection without starting the process with --expose-gc. */
+function fullGc(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+function readHealth(): HealthReading {
+  const { rss } = process.memoryUsage();
+  return { rss, timers: process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length };
 }
 
 export const SOAK_KINDS = ['answered', 'declined', 'cancelled', 'unanswered'] as const;
 type Kind = (typeof SOAK_KINDS)[number];
+
+/**
+ * How many recent events each device's signaling client remembers to drop repeats (the client
+ * package's default is 1,000). An app holds one client; the soak holds thousands, each
+ * remembering ~130 B per event (its eventId, and its call's id and revision; measured at three
+ * events a call). At the default a device keeps every event of its life (~25 a minute at 456/s,
+ * ~5 minutes on average with the churn and reconnects): the generator's heap grew with them for
+ * the first ~15 minutes of a soak (a quick soak: 30,000 → 95,000 events remembered over 5
+ * minutes at 200/s), and with it the work of its garbage collector, whose pauses show in every
+ * latency it measures. A repeat comes within a call's few seconds and one call brings a device
+ * at most 5 events: 32 covers several calls and is reached within the warm-up.
+ */
+const DEDUPE_WINDOW = 32;
 
 /** One device: its HTTP client, its signaling client, and waiters for the events it expects. */
 class Phone {
@@ -70,6 +157,7 @@ class Phone {
       ...(cursor ? { cursor } : {}),
       WebSocket,
       maxBackoffMs: 1000,
+      dedupeWindow: DEDUPE_WINDOW,
       onEvent: (event: EventPayload) => this.waiter(event.callId, event.type).fire(nowMs()),
     });
   }
@@ -80,6 +168,10 @@ class Phone {
     let w = this.waiters.get(key);
     if (!w) this.waiters.set(key, (w = new Waiter()));
     return w;
+  }
+
+  get waiterCount(): number {
+    return this.waiters.size;
   }
 
   /** Forgets a finished call's slots, so memory stays flat over a long run. */
@@ -112,6 +204,7 @@ export async function createTask(): Promise<Task> {
    * server marks a callee busy until the relay has processed the previous call's end).
    */
   const pairs: Pair[] = [];
+  const gcNow = fullGc();
   let made = 0;
   let kindSeq = 0;
 
@@ -127,13 +220,26 @@ export async function createTask(): Promise<Task> {
   /** One lifecycle of `kind`; resolves with the time of its last event. */
   async function lifecycle(p: Pair, kind: Kind, timeoutMs: number): Promise<number> {
     const { caller, callee } = p;
-    const within = <T>(what: string, promise: Promise<T>): Promise<T> =>
-      Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new BenchFailure(`${kind}: timeout waiting for ${what}`)), timeoutMs))]);
+    // The timer goes as soon as the wait ends: left to fire, each would hold its closure for the
+    // whole timeout (13 s), tens of thousands at once at the soak's rate.
+    const within = async <T>(what: string, promise: Promise<T>): Promise<T> => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new BenchFailure(`${kind}: timeout waiting for ${what}`)), timeoutMs);
+      });
+      try {
+        return await Promise.race([promise, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+    };
     const call = await caller.api.createCall({ calleeUserId: callee.d.userId, operationId: randomUUID() });
     const id = call.callId;
     try {
       if (kind === 'cancelled') {
-        await caller.api.end(id, { reason: 'callerCancelled', operationId: randomUUID() });
+        // The caller names its own side's reason (docs/protocol.md "End reasons"): `callerCancelled`
+        // is the callee's, an echo the server accepts and ignores, so the call rang out instead.
+        await caller.api.end(id, { reason: 'localHangup', operationId: randomUUID() });
         return await within('call.ended at the callee', callee.waiter(id, 'call.ended').wait());
       }
       if (kind === 'unanswered') {
@@ -189,6 +295,10 @@ export async function createTask(): Promise<Task> {
       const reconnecting = phones.filter(() => Math.random() < r.reconnect);
       await Promise.all(reconnecting.map((ph) => ph.reconnect()));
 
+      const loop = monitorEventLoopDelay({ resolution: 10 });
+      loop.enable();
+      const health = new Sampler(HEALTH_EVERY_MS, readHealth);
+      const gc = new GcPauses().start();
       const total = pairs.length;
       let started = 0;
       let completed = 0;
@@ -218,7 +328,20 @@ export async function createTask(): Promise<Task> {
       });
       await Promise.all(done);
       clearInterval(timer);
-      return { started, completed, errors, hist: hist.serialize(), ends, usersLeft: leaving * 2, reconnected: reconnecting.length } satisfies SoakResult;
+      loop.disable();
+      gc.stop();
+      const readings = await health.stop();
+      const generator: GeneratorHealth = {
+        heapRetainedBytes: retainedHeap(gcNow),
+        rssBytes: maxOf(readings, (r) => r.rss),
+        loopP99Ms: loop.percentile(99) / 1e6,
+        loopMaxMs: loop.max / 1e6,
+        gcPauseMs: gc.totalMs,
+        gcMaxPauseMs: gc.maxMs,
+        timers: maxOf(readings, (r) => r.timers),
+        waiters: pairs.reduce((n, p) => n + p.caller.waiterCount + p.callee.waiterCount, 0),
+      };
+      return { started, completed, errors, hist: hist.serialize(), ends, usersLeft: leaving * 2, reconnected: reconnecting.length, generator } satisfies SoakResult;
     },
 
     async teardown() {
