@@ -197,7 +197,8 @@ export function createTask(): Task {
       }
     };
     const now = Date.now();
-    // Busy detection (CALL_WAITING off, the default): the callee's busy marker.
+    // The change scripts publish their early notices, as on any single Redis (docs/signaling.md
+    // "Early events"). Busy detection (CALL_WAITING off, the default): the callee's busy marker.
     p.hget(keys.eventLogMeta(ks, callee), 'active');
     n++;
     mutate(caller, 'create', createCallKeysArgs(store, {
@@ -210,17 +211,17 @@ export function createTask(): Task {
       video: false,
       operationId: `${call.callId}.create`,
       fingerprint: fingerprint('create', [call.callId, callee, false]),
-    }, false, true), 'createCall');
+    }, false, true, true), 'createCall');
     relay({ entryId: '0-0', shard: 0, kind: 'created', atMs: now, call });
     p.hgetall(keys.call(ks, call.callId));
     n++;
     if (variant === 'create') return n;
     const fpA = fingerprint('answer', [call.callId, winner, null]);
-    mutate(callee, 'answer', answerCallKeysArgs(store, { callId: call.callId, userId: callee, installationId: winner, expectedRevision: undefined, operationId: `${call.callId}.answer`, fingerprint: fpA }, true), 'answerCall');
+    mutate(callee, 'answer', answerCallKeysArgs(store, { callId: call.callId, userId: callee, installationId: winner, expectedRevision: undefined, operationId: `${call.callId}.answer`, fingerprint: fpA }, true, true), 'answerCall');
     const accepted: CallRecord = { ...call, state: 'accepted', revision: '2', answeredByInstallationId: winner, acceptedAtMs: now };
     relay({ entryId: '0-0', shard: 0, kind: 'answered', atMs: now, call: accepted });
     const fpE = fingerprint('end', [call.callId, 'localHangup']);
-    mutate(caller, 'end', endCallKeysArgs(store, { callId: call.callId, userId: caller, installationId: call.callerInstallationId, reason: 'localHangup', operationId: `${call.callId}.end`, fingerprint: fpE }, true), 'endCall');
+    mutate(caller, 'end', endCallKeysArgs(store, { callId: call.callId, userId: caller, installationId: call.callerInstallationId, reason: 'localHangup', operationId: `${call.callId}.end`, fingerprint: fpE }, true, true), 'endCall');
     const ended: CallRecord = { ...accepted, state: 'ended', revision: '3', endedAtMs: now, endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: call.callerInstallationId };
     relay({ entryId: '0-0', shard: 0, kind: 'ended', atMs: now, call: ended });
     return n;
