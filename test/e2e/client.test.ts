@@ -87,8 +87,13 @@ function http(server: { url: string }, p: Party): CallingClient {
 class Recorder {
   readonly events: { event: EventPayload; cursor: string }[] = [];
   readonly synced: string[] = [];
-  /** The last cursor the client handed on, with an event or alone (onCursor), or at `synced`. */
+  /** The last cursor the client handed on, with an event or alone (onCursor), or at `synced` or a gap. */
   cursor: string | undefined;
+  /**
+   * Events handed on early (with the cursor before them: docs/signaling.md "Early events") whose
+   * copy from the log has not come yet: until it has, the log may not hold them.
+   */
+  awaitingLog = 0;
   readonly closes: { code: number; reason: string }[] = [];
   readonly gaps: string[] = [];
 
@@ -138,7 +143,10 @@ async function barrier(after: string[], users: [userId: string, recs: Recorder[]
     users.map(async ([userId, recs]) => {
       const barriers = await shardBarriers(A.url, userId, after);
       for (const id of barriers) ids.add(id);
-      await Promise.all(recs.map((r) => r.until('the barrier calls', () => barriers.every((id) => r.payloads().some((e) => e.callId === id)))));
+      // The barrier events may come early, ahead of the log: wait for the log's copies too.
+      await Promise.all(
+        recs.map((r) => r.until('the barrier calls, from the log', () => barriers.every((id) => r.payloads().some((e) => e.callId === id)) && r.awaitingLog === 0)),
+      );
     }),
   );
   return ids;
@@ -156,16 +164,23 @@ async function online(
     WebSocket, // the `ws` package's class, as is
     maxBackoffMs: 400,
     onEvent: (event, cursor) => {
+      if (cursor === rec.cursor) rec.awaitingLog++;
       rec.events.push({ event, cursor });
       rec.cursor = cursor;
     },
-    onCursor: (cursor) => (rec.cursor = cursor),
+    onCursor: (cursor) => {
+      rec.awaitingLog = Math.max(0, rec.awaitingLog - 1);
+      rec.cursor = cursor;
+    },
     onSynced: (cursor) => {
       rec.synced.push(cursor);
       rec.cursor = cursor;
     },
     onClose: (code, reason) => rec.closes.push({ code, reason }),
-    onGap: (reason) => rec.gaps.push(reason),
+    onGap: (reason, cursor) => {
+      rec.gaps.push(reason);
+      rec.cursor = cursor;
+    },
     ...opts,
   });
   clients.push(client);
