@@ -212,11 +212,17 @@ describe('resume by cursor', () => {
       expect(after.json).toEqual({ events: [], nextCursor: paged.cursor, hasMore: false });
     }
 
-    // Resuming in the middle: a cursor taken after the 3rd event gives exactly the rest.
-    const firstPages = await away.api.get(`/v1/call-events?cursor=${encodeURIComponent(cursor)}&limit=3`);
-    expect(firstPages.json.events).toEqual(all.slice(0, 3));
-    const rest = await readAllEvents(away, firstPages.json.nextCursor as string);
-    expect(rest.events).toEqual(all.slice(3));
+    // Resuming in the middle: the cursor after a first page of 3 log entries gives exactly the
+    // rest. The page holds fewer than 3 events when one of those entries was for the other
+    // installation (calls on different outbox shards interleave, so which entries come first varies).
+    const firstPage = await away.api.get(`/v1/call-events?cursor=${encodeURIComponent(cursor)}&limit=3`);
+    const firstEvents = firstPage.json.events as EventPayload[];
+    expect(firstEvents.length).toBeLessThanOrEqual(3);
+    expect(firstPage.json.hasMore).toBe(true);
+    expect(firstEvents).toEqual(all.slice(0, firstEvents.length));
+    const rest = await readAllEvents(away, firstPage.json.nextCursor as string);
+    expect(rest.events).toEqual(all.slice(firstEvents.length));
+    expect(rest.events.length).toBeGreaterThan(0);
 
     // The other installation sees its own audience of the same log (no answeredElsewhere: it won).
     const otherView = await readAllEvents(other, cursor);
