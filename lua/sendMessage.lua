@@ -8,6 +8,10 @@
   KEYS[4] ringingKey   the shard's ring index (lazy expiry takes a due call out of it)
   KEYS[5] messagesKey  the call's message stream (kept apart from the users' event logs)
   KEYS[6] seqKey       the call's per-sender sequence counters (a hash: userId -> last seq)
+  KEYS[7] limitKey     the sender's fixed-window message counter on this call (RATE_CALL_MESSAGES_PER_10S)
+  KEYS[8] bindingKey   on a single Redis, the user's operationId binding (src/calls/store.ts
+                       bindOperation): bound here, so a message costs one round trip. Absent on
+                       a cluster, where it lives in the user's slot and the caller binds first.
 
   ARGV[1] userId
   ARGV[2] installationId
@@ -24,6 +28,8 @@
                            (no relay hop), as is a lazy expiry's early notice. '' on a cluster,
                            where the recipient's channel lives in another slot: the relay
                            publishes it from the outbox entry.
+  ARGV[11] limit           messages per window and sender on this call; 0: no limit
+  ARGV[12] windowMs        the limit's window
 
   Who may send: the caller's calling installation, and while ringing any callee installation,
   after the answer only the answering one. Who receives: the caller's messages go to every
@@ -33,12 +39,15 @@
   Returns
     { 'fresh' | 'replay', 'ok', 200, { eventId, seq, occurredAtMs } }
     { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' }
+    { 'limited', retryAfterMs }   over the limit: nothing sent, nothing bound
+  A refused message leaves no trace: a binding this script made is undone.
 ]]
 local callKey, opKey, outboxKey, ringingKey, messagesKey, seqKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local userId, installationId, eventId, payloadJson = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 --@include "retention"
 local retention, operationTtlMs, fingerprint = parseRetention(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local maxKept, messagesTtlMs, liveChannel = tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10]
+local limitKey, bindingKey, limit, windowMs = KEYS[7], KEYS[8], tonumber(ARGV[11]), tonumber(ARGV[12])
 
 --@include "nowMs"
 --@include "fmtInt"
@@ -48,25 +57,52 @@ local maxKept, messagesTtlMs, liveChannel = tonumber(ARGV[8]), tonumber(ARGV[9])
 --@include "operationRecord"
 --@include "liveChannel"
 
+-- The limit first: a message over it is refused before anything is bound or read.
+if limit > 0 then
+  -- Counted and given its expiry in one step: no counter is ever left without one.
+  local hits = redis.call('INCR', limitKey)
+  if hits == 1 then redis.call('PEXPIRE', limitKey, windowMs) end
+  if hits > limit then
+    local ttl = redis.call('PTTL', limitKey)
+    -- A counter an earlier version left without expiry (its INCR and PEXPIRE were two steps).
+    if ttl < 0 then
+      redis.call('PEXPIRE', limitKey, windowMs)
+      ttl = windowMs
+    end
+    return { 'limited', ttl }
+  end
+end
+
+local boundHere = false
+if bindingKey then
+  local previous = redis.call('SET', bindingKey, fingerprint, 'PX', operationTtlMs, 'NX', 'GET')
+  if previous and previous ~= fingerprint then return { 'error', 'idempotency_conflict' } end
+  boundHere = not previous
+end
+local function refuse(code)
+  if boundHere then redis.call('DEL', bindingKey) end
+  return { 'error', code }
+end
+
 local replay = replayOperation(opKey, fingerprint, true)
 if replay then return replay end
 
 local call = loadCall(callKey)
-if not isParty(call, userId) then return { 'error', 'not_found' } end
+if not isParty(call, userId) then return refuse('not_found') end
 -- A lazy expiry's early notice goes where the message would (lua/includes/appendOutbox.lua).
 call.live = liveChannel
 local now = nowMs()
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
 local v = call.values
-if v.state ~= 'ringing' and v.state ~= 'accepted' then return { 'error', 'call_not_active' } end
+if v.state ~= 'ringing' and v.state ~= 'accepted' then return refuse('call_not_active') end
 
 local to, only
 if userId == v.callerUserId then
-  if installationId ~= v.callerInstallationId then return { 'error', 'forbidden' } end
+  if installationId ~= v.callerInstallationId then return refuse('forbidden') end
   to = v.calleeUserId
   only = v.state == 'accepted' and v.answeredByInstallationId or ''
 else
-  if v.state == 'accepted' and installationId ~= v.answeredByInstallationId then return { 'error', 'forbidden' } end
+  if v.state == 'accepted' and installationId ~= v.answeredByInstallationId then return refuse('forbidden') end
   to, only = v.callerUserId, v.callerInstallationId
 end
 

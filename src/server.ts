@@ -213,6 +213,8 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
       operationTtlMs: config.IDEMPOTENCY_TTL_MS,
       callWaiting: config.CALL_WAITING,
       maxRenamesPerCall: config.RENAMES_PER_CALL,
+      // Counted by the message script itself (src/calls/store.ts).
+      messagesPerWindow: config.RATE_CALL_MESSAGES_PER_10S,
     }),
     auth: {
       verify: createTokenVerifier({
@@ -231,9 +233,6 @@ function apiDeps(config: Config, redis: RedisClient, ks: { prefix: string; shard
       renames: limiter(redis, config.RATE_RENAMES_PER_MIN, 60_000, (s: { userId: string }) => keys.renameLimit(ks, s.userId)),
       pushTokenWrites: limiter(redis, config.RATE_PUSH_TOKEN_WRITES_PER_HOUR, 3_600_000, (s: { userId: string; installationId: string }) =>
         keys.pushTokenWriteLimit(ks, s.userId, s.installationId),
-      ),
-      callMessages: limiter(redis, config.RATE_CALL_MESSAGES_PER_10S, 10_000, (s: { callId: string; userId: string }) =>
-        keys.callMessageLimit(ks, s.callId, s.userId),
       ),
     },
     pushRegistry: new PushRegistry(redis, ks, daysMs(config.PUSH_REGISTRATION_IDLE_DAYS)),

@@ -21,11 +21,15 @@ export interface StoreSettings extends KeySpace, Retention {
   maxRenamesPerCall: number;
   /** In-call messages kept per call for recovery (default MESSAGES_KEPT_PER_CALL). */
   messagesKeptPerCall?: number;
+  /** In-call messages per call and sender per MESSAGE_LIMIT_WINDOW_MS (RATE_CALL_MESSAGES_PER_10S); 0 or unset: no limit. */
+  messagesPerWindow?: number;
 }
 
 /** docs/api.md "In-call messages": what a call keeps of its messages, and how long after the last one. */
 export const MESSAGES_KEPT_PER_CALL = 256;
 export const MESSAGES_TTL_MS = 3_600_000;
+/** The window of the per-call-and-sender message limit (RATE_CALL_MESSAGES_PER_10S). */
+export const MESSAGE_LIMIT_WINDOW_MS = 10_000;
 
 export interface ScriptCall {
   keys: string[];
@@ -124,9 +128,20 @@ export interface MessageInput {
   fingerprint: string;
 }
 
+/**
+ * `publishDirectly` (a single Redis): the script also binds the operationId (its binding key is
+ * the last key), so a message costs one round trip; on a cluster the binding lives in the user's
+ * slot and the store binds first.
+ */
 export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, publishDirectly: boolean): ScriptCall {
+  const callKeys = [
+    ...changeKeys(s, i.callId, i.userId, i.operationId),
+    keys.callMessages(s, i.callId),
+    keys.callMessageSeqs(s, i.callId),
+    keys.callMessageLimit(s, i.callId, i.userId),
+  ];
   return {
-    keys: [...changeKeys(s, i.callId, i.userId, i.operationId), keys.callMessages(s, i.callId), keys.callMessageSeqs(s, i.callId)],
+    keys: publishDirectly ? [...callKeys, keys.operationBinding(s, i.userId, i.operationId)] : callKeys,
     args: [
       i.userId,
       i.installationId,
@@ -138,6 +153,8 @@ export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, publishDi
       String(s.messagesKeptPerCall ?? MESSAGES_KEPT_PER_CALL),
       String(MESSAGES_TTL_MS),
       liveChannelArg(s, publishDirectly),
+      String(s.messagesPerWindow ?? 0),
+      String(MESSAGE_LIMIT_WINDOW_MS),
     ],
   };
 }
@@ -148,7 +165,8 @@ export function readMessagesKeysArgs(s: StoreSettings, callId: string, userId: s
 
 export type MessageOutcome =
   | { kind: 'sent'; eventId: string; seq: number; occurredAtMs: number; replayed: boolean }
-  | { kind: 'failure'; code: 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' };
+  | { kind: 'failure'; code: 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' }
+  | { kind: 'limited'; retryAfterMs: number };
 
 export interface AnswerInput {
   callId: string;
@@ -298,28 +316,32 @@ export class CallStore {
   }
 
   /**
-   * Sends an in-call message (lua/sendMessage.lua): idempotent by operationId like the other call
-   * operations. A refused message leaves no trace: its operationId stays unused. `admitted` (the
-   * sender's rate limit, already sent) is awaited together with the operation binding, so a
-   * message costs two round trips; when it says no, nothing is sent and a binding this request
-   * made is undone.
+   * Sends an in-call message (lua/sendMessage.lua): rate-limited per call and sender, and
+   * idempotent by operationId like the other call operations. A refused message leaves no trace:
+   * its operationId stays unused. On a single Redis the script binds the operationId itself (one
+   * round trip); on a cluster the binding comes first, so there a reused operationId is refused
+   * before the limit counts it.
    */
-  async message(i: MessageInput, admitted: Promise<boolean> = Promise.resolve(true)): Promise<MessageOutcome | { kind: 'not_admitted' }> {
-    const [binding, admit] = await Promise.all([this.bindOperation(i.userId, i.operationId, i.fingerprint), admitted]);
-    if (!admit) {
-      if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, i.userId, i.operationId));
-      return { kind: 'not_admitted' };
-    }
+  async message(i: MessageInput): Promise<MessageOutcome> {
+    const binding = this.publishDirectly ? 'in-script' : await this.bindOperation(i.userId, i.operationId, i.fingerprint);
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
     const c = sendMessageKeysArgs(this.settings, i, this.publishDirectly);
     const reply = (await runScript(this.redis, 'sendMessage', c.keys, c.args)) as unknown[];
     const [kind, code, , fields] = reply;
+    // The script undoes its own binding when it refuses; the one made above is undone here.
+    const undo = async () => {
+      if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, i.userId, i.operationId));
+    };
     if ((kind === 'fresh' || kind === 'replay') && code === 'ok' && Array.isArray(fields)) {
       const [eventId, seq, at] = fields as string[];
       return { kind: 'sent', eventId: String(eventId), seq: Number(seq), occurredAtMs: Number(at), replayed: kind === 'replay' };
     }
+    if (kind === 'limited') {
+      await undo();
+      return { kind: 'limited', retryAfterMs: Number(code) };
+    }
     if (kind === 'error' && (code === 'not_found' || code === 'forbidden' || code === 'idempotency_conflict' || code === 'call_not_active')) {
-      if (binding === 'new' && code !== 'idempotency_conflict') await this.redis.del(keys.operationBinding(this.settings, i.userId, i.operationId));
+      if (code !== 'idempotency_conflict') await undo();
       return { kind: 'failure', code };
     }
     throw new CorruptRecordError(`unexpected sendMessage reply ${String(kind)}/${String(code)}`);

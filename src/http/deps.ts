@@ -20,8 +20,7 @@ export interface ApiDeps {
     invitesPerCallee: RedisRateLimiter<{ calleeUserId: string }> | undefined;
     pushTokenWrites: RedisRateLimiter<{ userId: string; installationId: string }> | undefined;
     renames: RedisRateLimiter<{ userId: string }> | undefined;
-    /** In-call messages per call and sender (docs/api.md "In-call messages"). */
-    callMessages: RedisRateLimiter<{ callId: string; userId: string }> | undefined;
+    // In-call messages per call and sender are counted by the message script (StoreSettings.messagesPerWindow).
   };
   pushRegistry: PushRegistry;
   /** The appIds registrations may carry (docs/push-apps.md); undefined: any (single-app configuration). */

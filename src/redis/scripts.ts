@@ -40,7 +40,7 @@ export const scriptDefinitions = {
   appendEvents: { file: 'appendEvents.lua', numberOfKeys: 3 },
   readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
   renameCall: { file: 'renameCall.lua', numberOfKeys: 4, traced: true },
-  sendMessage: { file: 'sendMessage.lua', numberOfKeys: 6 },
+  sendMessage: { file: 'sendMessage.lua', numberOfKeys: 'variable' },
   readMessages: { file: 'readMessages.lua', numberOfKeys: 2 },
   publishMessages: { file: 'publishMessages.lua', numberOfKeys: 1 },
   holdShardLease: { file: 'holdShardLease.lua', numberOfKeys: 1 },

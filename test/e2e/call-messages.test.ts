@@ -298,12 +298,23 @@ describe('in-call message limits', () => {
       const r = await send(a1!, call.callId, { i });
       expect(r.status, r.text).toBe(200);
     }
-    const over = await send(a1!, call.callId, { i: 30 });
+    const overOp = uid('op');
+    const over = await send(a1!, call.callId, { i: 30 }, overOp);
     expectProblem(over, 'rate_limited', /too many messages/);
     expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     // The other sender on the same call has a budget of its own.
     const reply = await send(b1!, call.callId, { back: true });
     expect(reply.status, reply.text).toBe(200);
+    // A refused message leaves its operationId unused (were it bound, another request with it
+    // would be an idempotency conflict): the limited one, and one refused for an unknown call.
+    const unknownOp = uid('op');
+    expectProblem(await send(a1!, randomUUID(), { lost: true }, unknownOp), 'not_found', 'call not found');
+    const [c1] = user(lurl, 1);
+    const other = await createCall(a1!, c1!.userId);
+    for (const op of [overOp, unknownOp]) {
+      const reused = await send(a1!, other.callId, { op }, op);
+      expect(reused.status, reused.text).toBe(200);
+    }
     await waitUntil('30 messages at b1', () => messages(b1!).length === 30);
     // 31 messages against a log of 10 entries: the invitation is still in b's log, no gap.
     const { events } = await readAllEvents(b1!, start);

@@ -10,6 +10,7 @@ import {
   sendMessageKeysArgs,
   MESSAGES_KEPT_PER_CALL,
   MESSAGES_TTL_MS,
+  MESSAGE_LIMIT_WINDOW_MS,
   type StoreSettings,
 } from '../../src/calls/store.js';
 import { CorruptRecordError } from '../../src/calls/model.js';
@@ -33,7 +34,7 @@ function expectOneHashTag(keyList: string[]): void {
 }
 
 describe('*KeysArgs', () => {
-  it('sendMessageKeysArgs: KEYS call, op, outbox, ring index, message stream, seq counters under one call tag; ARGV in sendMessage.lua order', () => {
+  it('sendMessageKeysArgs: KEYS call, op, outbox, ring index, message stream, seq counters, rate counter under one call tag (and the binding on a single Redis); ARGV in sendMessage.lua order', () => {
     const c = sendMessageKeysArgs(s, {
       callId: 'call-1',
       userId: 'alice',
@@ -50,8 +51,11 @@ describe('*KeysArgs', () => {
       keys.ringingForCall(s, 'call-1'),
       keys.callMessages(s, 'call-1'),
       keys.callMessageSeqs(s, 'call-1'),
+      keys.callMessageLimit(s, 'call-1', 'alice'),
+      // On a single Redis the script binds the operationId too: the one key outside the call's slot.
+      keys.operationBinding(s, 'alice', 'op-1'),
     ]);
-    expectOneHashTag(c.keys);
+    expectOneHashTag(c.keys.slice(0, -1));
     expect(c.args).toEqual([
       'alice',
       'alice-phone',
@@ -63,11 +67,16 @@ describe('*KeysArgs', () => {
       String(MESSAGES_KEPT_PER_CALL),
       String(MESSAGES_TTL_MS),
       keys.liveChannel(s, '\0'),
+      '0',
+      String(MESSAGE_LIMIT_WINDOW_MS),
     ]);
     // The script puts the recipient's userId where the NUL is.
     expect(c.args[9]!.replace('\0', 'bob')).toBe(keys.liveChannel(s, 'bob'));
-    // On a cluster the relay publishes it.
-    expect(sendMessageKeysArgs(s, { callId: 'call-1', userId: 'alice', installationId: 'alice-phone', eventId: 'ev-1', payloadJson: '{}', operationId: 'op-1', fingerprint: 'fp' }, false).args[9]).toBe('');
+    // On a cluster the relay publishes it, and every key is in the call's slot (the store binds first).
+    const onCluster = sendMessageKeysArgs({ ...s, messagesPerWindow: 100 }, { callId: 'call-1', userId: 'alice', installationId: 'alice-phone', eventId: 'ev-1', payloadJson: '{}', operationId: 'op-1', fingerprint: 'fp' }, false);
+    expect(onCluster.args.slice(9)).toEqual(['', '100', String(MESSAGE_LIMIT_WINDOW_MS)]);
+    expect(onCluster.keys).toHaveLength(7);
+    expectOneHashTag(onCluster.keys);
   });
 
   it('readMessagesKeysArgs: KEYS call and message stream under one call tag', () => {

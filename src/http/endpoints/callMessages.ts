@@ -12,8 +12,8 @@ import type { CallCommand } from '../callCommand.js';
 /**
  * message (POST /v1/calls/{id}/messages or a frame): an in-call message (SDP, ICE candidates,
  * anything the apps agree on) for the other party's installation in the call, delivered as a
- * `message` signaling frame (docs/api.md "In-call messages"). Size check, the per-call-and-sender
- * rate limit, then lua/sendMessage.lua.
+ * `message` signaling frame (docs/api.md "In-call messages"). Size check, then lua/sendMessage.lua,
+ * which also counts the per-call-and-sender rate limit.
  */
 export const messageCommand: CallCommand<typeof sendMessageBody> = {
   name: 'message',
@@ -27,12 +27,6 @@ export const messageCommand: CallCommand<typeof sendMessageBody> = {
     if (size > MESSAGE_PAYLOAD_MAX_BYTES) {
       throw new ApiError('payload_too_large', `payload is ${size} bytes as JSON; the limit is ${MESSAGE_PAYLOAD_MAX_BYTES}`);
     }
-    // The rate limit is sent with the operation binding (one round trip for both).
-    const limiter = deps.limits.callMessages;
-    let retryAfterMs = 0;
-    const admitted = limiter
-      ? limiter.hit({ callId, userId: me.userId }).then((d) => ((retryAfterMs = d.retryAfterMs), d.allowed))
-      : Promise.resolve(true);
     const outcome = await deps.calls.message({
       callId,
       userId: me.userId,
@@ -41,8 +35,8 @@ export const messageCommand: CallCommand<typeof sendMessageBody> = {
       payloadJson,
       operationId: body.operationId,
       fingerprint: fingerprint('message', [callId, me.installationId, payloadJson]),
-    }, admitted);
-    if (outcome.kind === 'not_admitted') throw rateLimited('too many messages on this call from this user; retry later', retryAfterMs);
+    });
+    if (outcome.kind === 'limited') throw rateLimited('too many messages on this call from this user; retry later', outcome.retryAfterMs);
     if (outcome.kind === 'failure') throw messageError(outcome.code);
     const sent = { eventId: outcome.eventId, callId, seq: outcome.seq, occurredAtMs: outcome.occurredAtMs };
     return { status: 200, body: JSON.stringify(sent) };
