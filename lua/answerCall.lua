@@ -5,6 +5,8 @@
   KEYS[2] opKey
   KEYS[3] outboxKey
   KEYS[4] ringingKey  the shard's ring index (the answered call leaves it)
+  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken here
+                      (lua/includes/operationRecord.lua bindOperation); absent on a cluster
 
   ARGV[1] userId              the requesting user (from the session)
   ARGV[2] installationId      the answering installation (equals the session's)
@@ -12,8 +14,8 @@
   ARGV[4] retention          "<callMs>:<historyMs>" (lua/includes/retention.lua)
   ARGV[5] operationTtlMs
   ARGV[6] fingerprint
-  ARGV[7] firstUse           '1' when the user's operationId binding was new: no record of this
-                             operation exists unless a concurrent replay made it
+  ARGV[7] firstUse           on a cluster, '1' when the user's operationId binding was new: no
+                             record of this operation exists unless a concurrent replay made it
   ARGV[8] liveChannel        on a single Redis, the users' live channel with a NUL where the userId
                              goes: the change's early notice is published there (appendOutbox.lua);
                              '' on a cluster
@@ -31,13 +33,16 @@ local userId, installationId, expectedRevision = ARGV[1], ARGV[2], ARGV[3]
 --@include "retention"
 local retention, operationTtlMs = parseRetention(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
--- A first use skips the record read, except with a revision precondition: that can fail for a
--- concurrent replay and then hold for this request (a rename in between), so it reads first.
-local skippedRead = ARGV[7] == '1' and expectedRevision == ''
 
 --@include "fmtInt"
 --@include "appendOutbox"
 --@include "openCallChange"
+
+local conflict, firstUse = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[7])
+if conflict then return { 'error', 'idempotency_conflict' } end
+-- A first use skips the record read, except with a revision precondition: that can fail for a
+-- concurrent replay and then hold for this request (a rename in between), so it reads first.
+local skippedRead = firstUse and expectedRevision == ''
 
 local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, not skippedRead, retention, ARGV[8], ARGV[9])
 if reply then return reply end

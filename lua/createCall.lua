@@ -7,6 +7,8 @@
   KEYS[3] outboxKey   the call shard's outbox stream
   KEYS[4] ringingKey  the call shard's ring index (sorted set: callId by expiresAtMs), read by
                       the ring sweeps (lua/expireDue.lua)
+  KEYS[5] bindingKey  on a single Redis, the caller's operationId binding, taken here
+                      (lua/includes/operationRecord.lua bindOperation); absent on a cluster
 
   ARGV[1]  callId
   ARGV[2]  callerUserId
@@ -23,8 +25,9 @@
   ARGV[12] busy                  '1' when the callee is in an accepted call (and call waiting
                                  is off): the call is created already ended as `busy`, so it
                                  never rings
-  ARGV[13] firstUse              '1' when the caller's operationId binding was new: no record of
-                                 this operation can exist unless a concurrent replay made it
+  ARGV[13] firstUse              on a cluster, '1' when the caller's operationId binding was new:
+                                 no record of this operation can exist unless a concurrent replay
+                                 made it
   ARGV[14] liveChannel           on a single Redis, the users' live channel with a NUL where the
                                  userId goes: the change's early notice is published there
                                  (appendOutbox.lua); '' on a cluster
@@ -42,7 +45,6 @@ local video = ARGV[7]
 local ringTimeoutMs, retention, operationTtlMs = tonumber(ARGV[8]), parseRetention(ARGV[9]), tonumber(ARGV[10])
 local fingerprint = ARGV[11]
 local busy = ARGV[12] == '1'
-local firstUse = ARGV[13] == '1'
 
 --@include "fmtInt"
 --@include "nowMs"
@@ -50,6 +52,9 @@ local firstUse = ARGV[13] == '1'
 --@include "appendOutbox"
 --@include "endCallNow"
 --@include "operationRecord"
+
+local conflict, firstUse = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[13])
+if conflict then return { 'error', 'idempotency_conflict' } end
 
 local replay = replayOperation(opKey, fingerprint, not firstUse)
 if replay then return replay end

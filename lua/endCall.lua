@@ -5,6 +5,8 @@
   KEYS[2] opKey
   KEYS[3] outboxKey
   KEYS[4] ringingKey  the shard's ring index (a call that stops ringing leaves it)
+  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken here
+                      (lua/includes/operationRecord.lua bindOperation); absent on a cluster
 
   ARGV[1] userId
   ARGV[2] installationId
@@ -12,7 +14,7 @@
   ARGV[4] retention          "<callMs>:<historyMs>" (lua/includes/retention.lua)
   ARGV[5] operationTtlMs
   ARGV[6] fingerprint
-  ARGV[7] firstUse           '1' when the user's operationId binding was new: no record of this
+  ARGV[7] firstUse           on a cluster, '1' when the user's operationId binding was new: no record of this
                              operation exists unless a concurrent replay made it
   ARGV[8] liveChannel        on a single Redis, the users' live channel with a NUL where the userId
                              goes: the change's early notice is published there (appendOutbox.lua);
@@ -35,10 +37,12 @@ local userId, installationId, reason = ARGV[1], ARGV[2], ARGV[3]
 --@include "retention"
 local retention, operationTtlMs = parseRetention(ARGV[4]), tonumber(ARGV[5])
 local fingerprint = ARGV[6]
-local skippedRead = ARGV[7] == '1'
 
 --@include "endCallNow"
 --@include "openCallChange"
+
+local conflict, skippedRead = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[7])
+if conflict then return { 'error', 'idempotency_conflict' } end
 
 local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not skippedRead, retention, ARGV[8], ARGV[9])
 if reply then return reply end

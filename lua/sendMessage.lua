@@ -73,17 +73,9 @@ if limit > 0 then
   end
 end
 
-local boundHere = false
-if bindingKey then
-  local previous = redis.call('SET', bindingKey, fingerprint, 'PX', operationTtlMs, 'NX', 'GET')
-  if previous and previous ~= fingerprint then return { 'error', 'idempotency_conflict' } end
-  boundHere = not previous
-end
-local function refuse(code)
-  if boundHere then redis.call('DEL', bindingKey) end
-  return { 'error', code }
-end
-
+-- A message always reads its record, whether the binding was new or not: two concurrent copies
+-- of one message must not both store it.
+if bindOperation(bindingKey, fingerprint, operationTtlMs, nil) then return { 'error', 'idempotency_conflict' } end
 local replay = replayOperation(opKey, fingerprint, true)
 if replay then return replay end
 

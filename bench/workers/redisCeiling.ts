@@ -174,11 +174,10 @@ export function createTask(): Task {
     const callee = call.calleeUserId;
     const winner = `${callee}-d0`;
     let n = 0;
-    const mutate = (userId: string, action: string, c: ScriptCall, script: 'createCall' | 'answerCall' | 'endCall') => {
-      const op = `${call.callId}.${action}`;
-      p.set(keys.operationBinding(ks, userId, op), fingerprint(action, [call.callId]), 'PX', store.operationTtlMs, 'NX', 'GET');
+    // On a single Redis each change's script takes the operationId binding itself (its last key).
+    const mutate = (c: ScriptCall, script: 'createCall' | 'answerCall' | 'endCall') => {
       pipelineScript(p, script, c.keys, c.args);
-      n += 2;
+      n += 1;
     };
     const relay = (change: CallChange) => {
       // Each change appended once per user, as a new outbox entry (the append skips entries it has).
@@ -201,7 +200,7 @@ export function createTask(): Task {
     // "Early events"). Busy detection (CALL_WAITING off, the default): the callee's busy marker.
     p.hget(keys.eventLogMeta(ks, callee), 'active');
     n++;
-    mutate(caller, 'create', createCallKeysArgs(store, {
+    mutate(createCallKeysArgs(store, {
       callId: call.callId,
       callerUserId: caller,
       callerInstallationId: call.callerInstallationId,
@@ -217,11 +216,11 @@ export function createTask(): Task {
     n++;
     if (variant === 'create') return n;
     const fpA = fingerprint('answer', [call.callId, winner, null]);
-    mutate(callee, 'answer', answerCallKeysArgs(store, { callId: call.callId, userId: callee, installationId: winner, expectedRevision: undefined, operationId: `${call.callId}.answer`, fingerprint: fpA }, true, true), 'answerCall');
+    mutate(answerCallKeysArgs(store, { callId: call.callId, userId: callee, installationId: winner, expectedRevision: undefined, operationId: `${call.callId}.answer`, fingerprint: fpA }, true, true), 'answerCall');
     const accepted: CallRecord = { ...call, state: 'accepted', revision: '2', answeredByInstallationId: winner, acceptedAtMs: now };
     relay({ entryId: '0-0', shard: 0, kind: 'answered', atMs: now, call: accepted });
     const fpE = fingerprint('end', [call.callId, 'localHangup']);
-    mutate(caller, 'end', endCallKeysArgs(store, { callId: call.callId, userId: caller, installationId: call.callerInstallationId, reason: 'localHangup', operationId: `${call.callId}.end`, fingerprint: fpE }, true, true), 'endCall');
+    mutate(endCallKeysArgs(store, { callId: call.callId, userId: caller, installationId: call.callerInstallationId, reason: 'localHangup', operationId: `${call.callId}.end`, fingerprint: fpE }, true, true), 'endCall');
     const ended: CallRecord = { ...accepted, state: 'ended', revision: '3', endedAtMs: now, endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: call.callerInstallationId };
     relay({ entryId: '0-0', shard: 0, kind: 'ended', atMs: now, call: ended });
     return n;

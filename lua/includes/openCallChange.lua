@@ -3,7 +3,7 @@
 --      operationId binding was new, so the read is skipped; see recordUnchanged);
 --   2. the call is loaded; a user who is not a party gets not_found (the call's existence is not
 --      revealed); one of the wrong side (`role`: 'caller' or 'callee', nil for either) gets
---      forbidden, before anything changes;
+--      forbidden, before anything changes, and a binding the script made is undone (refuse);
 --   3. the request's trace context is noted for the outbox entry (docs/operations.md "Tracing"),
 --      and the live channel template its early notices go to, '' for none (appendOutbox.lua);
 --   4. a ringing call past its expiresAtMs is ended as unanswered first (lazy expiry).
@@ -17,8 +17,8 @@ local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, rol
   local replay = replayOperation(opKey, fingerprint, mayHaveRecord)
   if replay then return nil, nil, replay end
   local call = loadCall(callKey)
-  if not isParty(call, userId) then return nil, nil, { 'error', 'not_found' } end
-  if role and userId ~= call.values[role .. 'UserId'] then return nil, nil, { 'error', 'forbidden' } end
+  if not isParty(call, userId) then return nil, nil, refuse('not_found') end
+  if role and userId ~= call.values[role .. 'UserId'] then return nil, nil, refuse('forbidden') end
   call.trace, call.live = traceparent, live
   local now = nowMs()
   expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)

@@ -29,3 +29,27 @@ local function recordUnchanged(opKey, fingerprint, code, status, fields, ttlMs, 
   if replay then return replay end
   return recordOperation(opKey, fingerprint, code, status, fields, ttlMs)
 end
+
+-- The user's operationId binding (src/calls/store.ts bindOperation: first use wins, catches an
+-- operationId reused across calls). On a single Redis the script takes it itself, with
+-- `bindingKey` its last key, so the request costs one round trip; on a cluster the binding lives
+-- in the user's slot, apart from the call's keys, and the store binds first and passes whether
+-- the binding was new (`firstUseArg`, '1' or '0'; nil for scripts that always read their record).
+-- Returns `conflict, firstUse`.
+local boundHere = nil
+local function bindOperation(bindingKey, fingerprint, ttlMs, firstUseArg)
+  if not bindingKey then return false, firstUseArg == '1' end
+  local previous = redis.call('SET', bindingKey, fingerprint, 'PX', ttlMs, 'NX', 'GET')
+  if not previous then
+    boundHere = bindingKey
+    return false, true
+  end
+  return previous ~= fingerprint, false
+end
+
+-- A refusal before anything changed (unknown call, not a party): it leaves no trace, so a
+-- binding this script made is undone and the operationId stays unused.
+local function refuse(code)
+  if boundHere then redis.call('DEL', boundHere) end
+  return { 'error', code }
+end

@@ -60,6 +60,16 @@ function changeKeys(s: StoreSettings, callId: string, userId: string, operationI
 }
 
 /**
+ * A request's keys, and on a single Redis (`bindInScript`) the user's operationId binding after
+ * them: the script takes the binding itself (lua/includes/operationRecord.lua bindOperation), so
+ * the request costs one round trip. On a cluster the binding lives in the user's slot, apart from
+ * the call's keys, and CallStore binds first.
+ */
+function requestKeys(s: StoreSettings, callKeys: string[], userId: string, operationId: string, bindInScript: boolean): string[] {
+  return bindInScript ? [...callKeys, keys.operationBinding(s, userId, operationId)] : callKeys;
+}
+
+/**
  * `publishDirectly` (a single Redis): the users' live channel template, with a NUL where the userId
  * goes, so the script publishes on the parties' channels itself: a change's early notice
  * (lua/includes/appendOutbox.lua), an in-call message (lua/sendMessage.lua). On a cluster those
@@ -75,13 +85,14 @@ export function publishesDirectly(redis: Redis | Cluster): boolean {
 }
 
 /**
- * `firstUse` (create, answer, end): the user's operationId binding was new, so the script need not
- * look for a stored outcome first; it looks only on the paths a concurrent replay could have taken
- * (lua/includes/operationRecord.lua).
+ * `firstUse` (create, answer, end, on a cluster): the user's operationId binding was new, so the
+ * script need not look for a stored outcome first; it looks only on the paths a concurrent replay
+ * could have taken (lua/includes/operationRecord.lua). On a single Redis (`publishDirectly`) the
+ * script binds and finds that out itself (requestKeys).
  */
 export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false, firstUse = false, publishDirectly = false): ScriptCall {
   return {
-    keys: changeKeys(s, i.callId, i.callerUserId, i.operationId),
+    keys: requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, publishDirectly),
     args: [
       i.callId,
       i.callerUserId,
@@ -111,7 +122,7 @@ export interface RenameInput {
 
 export function renameCallKeysArgs(s: StoreSettings, i: RenameInput, publishDirectly = false): ScriptCall {
   return {
-    keys: changeKeys(s, i.callId, i.userId, i.operationId),
+    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, publishDirectly),
     args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall), liveChannelArg(s, publishDirectly)],
   };
 }
@@ -128,11 +139,6 @@ export interface MessageInput {
   fingerprint: string;
 }
 
-/**
- * `publishDirectly` (a single Redis): the script also binds the operationId (its binding key is
- * the last key), so a message costs one round trip; on a cluster the binding lives in the user's
- * slot and the store binds first.
- */
 export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, publishDirectly: boolean): ScriptCall {
   const callKeys = [
     ...changeKeys(s, i.callId, i.userId, i.operationId),
@@ -141,7 +147,7 @@ export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, publishDi
     keys.callMessageLimit(s, i.callId, i.userId),
   ];
   return {
-    keys: publishDirectly ? [...callKeys, keys.operationBinding(s, i.userId, i.operationId)] : callKeys,
+    keys: requestKeys(s, callKeys, i.userId, i.operationId, publishDirectly),
     args: [
       i.userId,
       i.installationId,
@@ -179,7 +185,7 @@ export interface AnswerInput {
 
 export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false, publishDirectly = false): ScriptCall {
   return {
-    keys: changeKeys(s, i.callId, i.userId, i.operationId),
+    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, publishDirectly),
     args: [
       i.userId,
       i.installationId,
@@ -204,7 +210,7 @@ export interface EndInput {
 
 export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false, publishDirectly = false): ScriptCall {
   return {
-    keys: changeKeys(s, i.callId, i.userId, i.operationId),
+    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, publishDirectly),
     args: [i.userId, i.installationId, i.reason, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0', liveChannelArg(s, publishDirectly)],
   };
 }
@@ -233,6 +239,9 @@ export function parseOutcome(reply: unknown): Outcome {
   throw new CorruptRecordError(`unexpected script reply ${String(kind)}/${String(code)}`);
 }
 
+/** A request's operationId binding as the store took it before the script, or 'in-script' (requestKeys). */
+type Binding = 'new' | 'same' | 'conflict' | 'in-script';
+
 export class CallStore {
   /** A single Redis: the scripts publish early notices and in-call messages themselves (liveChannelArg). */
   private readonly publishDirectly: boolean;
@@ -260,6 +269,19 @@ export class CallStore {
     return previous === null ? 'new' : previous === fp ? 'same' : 'conflict';
   }
 
+  /**
+   * The binding a request takes before its script: on a cluster the store binds first; on a
+   * single Redis the script does (requestKeys), and there is nothing to do here.
+   */
+  private bindFirst(userId: string, operationId: string, fp: string): Promise<Binding> {
+    return this.publishDirectly ? Promise.resolve('in-script') : this.bindOperation(userId, operationId, fp);
+  }
+
+  /** Undoes a binding this request made before its script (the script undoes its own). */
+  private async unbind(binding: Binding, userId: string, operationId: string): Promise<void> {
+    if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, userId, operationId));
+  }
+
   private async mutate(
     userId: string,
     operationId: string,
@@ -267,34 +289,32 @@ export class CallStore {
     script: 'createCall' | 'answerCall' | 'endCall' | 'renameCall',
     /** The script's keys and arguments, given whether this request's binding was new. */
     callFor: (firstUse: boolean) => ScriptCall,
-    bound?: 'new' | 'same' | 'conflict',
+    bound?: Binding,
   ): Promise<Outcome> {
-    const binding = bound ?? (await this.bindOperation(userId, operationId, fp));
+    const binding = bound ?? (await this.bindFirst(userId, operationId, fp));
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
     const call = callFor(binding === 'new');
     const outcome = parseOutcome(await runScript(this.redis, script, call.keys, call.args));
     // A request refused before it did anything (unknown call, not a party) leaves no trace: its
     // operationId stays unused.
-    if (binding === 'new' && outcome.kind === 'failure' && (outcome.code === 'not_found' || outcome.code === 'forbidden')) {
-      await this.redis.del(keys.operationBinding(this.settings, userId, operationId));
-    }
+    if (outcome.kind === 'failure' && (outcome.code === 'not_found' || outcome.code === 'forbidden')) await this.unbind(binding, userId, operationId);
     return outcome;
   }
 
   /**
    * Creates a call. `admitted` (the caller's rate limit, already sent) is awaited together with
-   * the operation binding and the busy check, so a create costs two round trips; when it says no,
-   * nothing is created and a binding this request made is undone.
+   * the busy check (and on a cluster the operation binding), so a create costs two round trips;
+   * when it says no, nothing is created and a binding this request made is undone.
    */
   async create(i: CreateInput, admitted: Promise<boolean> = Promise.resolve(true)): Promise<Outcome | { kind: 'not_admitted' }> {
     const [binding, active, admit] = await Promise.all([
-      this.bindOperation(i.callerUserId, i.operationId, i.fingerprint),
+      this.bindFirst(i.callerUserId, i.operationId, i.fingerprint),
       // The callee's busy marker, kept by the relay in the event log's meta hash (src/calls/activeCalls.ts).
       this.settings.callWaiting ? null : this.redis.hget(keys.eventLogMeta(this.settings, i.calleeUserId), 'active'),
       admitted,
     ]);
     if (!admit) {
-      if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, i.callerUserId, i.operationId));
+      await this.unbind(binding, i.callerUserId, i.operationId);
       return { kind: 'not_admitted' };
     }
     // The marker is kept by the relay, a moment behind the calls: it counts only while the call it
@@ -323,25 +343,21 @@ export class CallStore {
    * before the limit counts it.
    */
   async message(i: MessageInput): Promise<MessageOutcome> {
-    const binding = this.publishDirectly ? 'in-script' : await this.bindOperation(i.userId, i.operationId, i.fingerprint);
+    const binding = await this.bindFirst(i.userId, i.operationId, i.fingerprint);
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
     const c = sendMessageKeysArgs(this.settings, i, this.publishDirectly);
     const reply = (await runScript(this.redis, 'sendMessage', c.keys, c.args)) as unknown[];
     const [kind, code, , fields] = reply;
-    // The script undoes its own binding when it refuses; the one made above is undone here.
-    const undo = async () => {
-      if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, i.userId, i.operationId));
-    };
     if ((kind === 'fresh' || kind === 'replay') && code === 'ok' && Array.isArray(fields)) {
       const [eventId, seq, at] = fields as string[];
       return { kind: 'sent', eventId: String(eventId), seq: Number(seq), occurredAtMs: Number(at), replayed: kind === 'replay' };
     }
     if (kind === 'limited') {
-      await undo();
+      await this.unbind(binding, i.userId, i.operationId);
       return { kind: 'limited', retryAfterMs: Number(code) };
     }
     if (kind === 'error' && (code === 'not_found' || code === 'forbidden' || code === 'idempotency_conflict' || code === 'call_not_active')) {
-      if (code !== 'idempotency_conflict') await undo();
+      if (code !== 'idempotency_conflict') await this.unbind(binding, i.userId, i.operationId);
       return { kind: 'failure', code };
     }
     throw new CorruptRecordError(`unexpected sendMessage reply ${String(kind)}/${String(code)}`);

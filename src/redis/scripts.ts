@@ -25,9 +25,9 @@ export const LUA_DIR = packageDir(import.meta.url, 'lua', 'createCall.lua');
  * argument while tracing is on (docs/operations.md "Tracing").
  */
 export const scriptDefinitions = {
-  createCall: { file: 'createCall.lua', numberOfKeys: 4, traced: true },
-  answerCall: { file: 'answerCall.lua', numberOfKeys: 4, traced: true },
-  endCall: { file: 'endCall.lua', numberOfKeys: 4, traced: true },
+  createCall: { file: 'createCall.lua', numberOfKeys: 'variable', traced: true },
+  answerCall: { file: 'answerCall.lua', numberOfKeys: 'variable', traced: true },
+  endCall: { file: 'endCall.lua', numberOfKeys: 'variable', traced: true },
   endCallByServer: { file: 'endCallByServer.lua', numberOfKeys: 3 },
   readCall: { file: 'readCall.lua', numberOfKeys: 3 },
   expireDue: { file: 'expireDue.lua', numberOfKeys: 'variable' },
@@ -39,7 +39,7 @@ export const scriptDefinitions = {
   migrateLegacyRegistration: { file: 'migrateLegacyRegistration.lua', numberOfKeys: 3 },
   appendEvents: { file: 'appendEvents.lua', numberOfKeys: 3 },
   readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
-  renameCall: { file: 'renameCall.lua', numberOfKeys: 4, traced: true },
+  renameCall: { file: 'renameCall.lua', numberOfKeys: 'variable', traced: true },
   sendMessage: { file: 'sendMessage.lua', numberOfKeys: 'variable' },
   readMessages: { file: 'readMessages.lua', numberOfKeys: 2 },
   publishMessages: { file: 'publishMessages.lua', numberOfKeys: 1 },

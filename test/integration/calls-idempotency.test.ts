@@ -177,6 +177,28 @@ describe('the same operationId with a different payload → 409 idempotency_conf
     expect((await getCall(caller, callId)).json.state).toBe('ringing');
   });
 
+  it('a request refused before it changed anything (unknown call, not a party, the wrong side) leaves its operationId unused', async () => {
+    const { callId, caller, callee } = await ringingCall(url);
+    const stranger = device(url);
+    // Unknown call (404), then the same operationId answers a real call.
+    const unknown = uid('op');
+    expectProblem(await post(callee, `/v1/calls/${randomUUID()}/answer`, { operationId: unknown, installationId: callee.installationId }), 'not_found', 'call not found');
+    // Not a party (404): the stranger's operationId then creates a call of its own.
+    const notParty = uid('op');
+    expect((await post(stranger, `/v1/calls/${callId}/end`, { operationId: notParty, reason: 'localHangup' })).status).toBe(404);
+    expect((await post(stranger, '/v1/calls', { callId: randomUUID(), calleeUserId: uid('callee'), operationId: notParty })).status).toBe(201);
+    // The wrong side (403): the caller cannot answer, the callee cannot rename; each operationId
+    // then serves that user's own request.
+    const callerOp = uid('op');
+    expect((await post(caller, `/v1/calls/${callId}/answer`, { operationId: callerOp, installationId: caller.installationId })).status).toBe(403);
+    const calleeOp = uid('op');
+    expect((await post(callee, `/v1/calls/${callId}/rename`, { operationId: calleeOp, displayName: 'Not mine' })).status).toBe(403);
+    expect((await post(callee, `/v1/calls/${callId}/answer`, { operationId: unknown, installationId: callee.installationId })).status).toBe(200);
+    expect((await post(caller, `/v1/calls/${callId}/rename`, { operationId: callerOp, displayName: 'Renamed' })).status).toBe(200);
+    expect((await post(callee, `/v1/calls/${callId}/end`, { operationId: calleeOp, reason: 'localHangup' })).status).toBe(200);
+    expect(await outboxChanges(callId)).toEqual(['created', 'answered', 'renamed', 'ended']);
+  });
+
   it('operationIds belong to one account: another user may use the same operationId', async () => {
     const caller = device(url);
     const callee = device(url);

@@ -7,6 +7,7 @@ import {
   parseOutcome,
   readCallKeysArgs,
   readMessagesKeysArgs,
+  renameCallKeysArgs,
   sendMessageKeysArgs,
   MESSAGES_KEPT_PER_CALL,
   MESSAGES_TTL_MS,
@@ -130,6 +131,24 @@ describe('*KeysArgs', () => {
     expectOneHashTag(c.keys);
     expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000:864000000', '172800000', 'fp3', '0', '']);
     expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' }, true).args[6]).toBe('1');
+  });
+
+  it('on a single Redis every request script gets the user’s operationId binding as its last key (the script binds); on a cluster it does not', () => {
+    const binding = keys.operationBinding(s, 'alice', 'op-1');
+    const request = { callId: 'call-1', userId: 'alice', installationId: 'alice-phone', operationId: 'op-1', fingerprint: 'fp' };
+    const builders = [
+      (direct: boolean) => createCallKeysArgs(s, { callId: 'call-1', callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'bob', video: false, operationId: 'op-1', fingerprint: 'fp' }, false, false, direct),
+      (direct: boolean) => answerCallKeysArgs(s, { ...request, expectedRevision: undefined }, false, direct),
+      (direct: boolean) => endCallKeysArgs(s, { ...request, reason: 'localHangup' }, false, direct),
+      (direct: boolean) => renameCallKeysArgs(s, { ...request, displayName: 'A' }, direct),
+    ];
+    for (const build of builders) {
+      const single = build(true).keys;
+      expect(single).toHaveLength(5);
+      expect(single[4]).toBe(binding);
+      expect(build(false).keys).toEqual(single.slice(0, 4));
+      expectOneHashTag(build(false).keys);
+    }
   });
 
   it('readCallKeysArgs: the call, its outbox and ring index', () => {
