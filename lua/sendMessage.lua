@@ -56,21 +56,12 @@ local limitKey, bindingKey, limit, windowMs = KEYS[7], KEYS[8], tonumber(ARGV[11
 --@include "expireIfDue"
 --@include "operationRecord"
 --@include "liveChannel"
+--@include "fixedWindow"
 
 -- The limit first: a message over it is refused before anything is bound or read.
 if limit > 0 then
-  -- Counted and given its expiry in one step: no counter is ever left without one.
-  local hits = redis.call('INCR', limitKey)
-  if hits == 1 then redis.call('PEXPIRE', limitKey, windowMs) end
-  if hits > limit then
-    local ttl = redis.call('PTTL', limitKey)
-    -- A counter an earlier version left without expiry (its INCR and PEXPIRE were two steps).
-    if ttl < 0 then
-      redis.call('PEXPIRE', limitKey, windowMs)
-      ttl = windowMs
-    end
-    return { 'limited', ttl }
-  end
+  local retryAfterMs = hitFixedWindow(limitKey, limit, windowMs)
+  if retryAfterMs > 0 then return { 'limited', retryAfterMs } end
 end
 
 -- A message always reads its record, whether the binding was new or not: two concurrent copies

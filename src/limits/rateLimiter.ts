@@ -1,4 +1,5 @@
 import type { Redis, Cluster } from 'ioredis';
+import { runScript } from '../redis/scripts.js';
 
 /**
  * Abuse limits. Shared limits (per user, per installation) are counted in Redis so they hold
@@ -19,11 +20,10 @@ export interface LimitRule {
 
 /**
  * A fixed-window counter in Redis per subject (a user, an installation): the limiter knows how its
- * counters are keyed, callers name only whom they count. An allowed hit costs one INCR; the hit
- * that opens a window also gives the counter its expiry, and only a hit over the limit reads the
- * window's rest. (INCR and PEXPIRE are not atomic together: a process that dies between them
- * leaves a counter without expiry. The first hit over the limit then finds no expiry and sets one,
- * so such a subject is held for at most one window more than it should be.)
+ * counters are keyed, callers name only whom they count. A hit is one script
+ * (lua/hitRateLimit.lua): the counter is incremented and, on the hit that opens a window, given
+ * its expiry in one atomic step; only a hit over the limit reads the window's rest. The rule
+ * itself lives in lua/includes/fixedWindow.lua, which the in-call message script counts with too.
  */
 export class RedisRateLimiter<Subject> {
   constructor(
@@ -33,17 +33,8 @@ export class RedisRateLimiter<Subject> {
   ) {}
 
   async hit(subject: Subject): Promise<LimitDecision> {
-    const key = this.keyOf(subject);
-    const { limit, windowMs } = this.rule;
-    const hits = await this.redis.incr(key);
-    if (hits === 1) await this.redis.pexpire(key, windowMs);
-    if (hits <= limit) return { allowed: true, retryAfterMs: 0 };
-    let ttl = await this.redis.pttl(key);
-    if (ttl < 0) {
-      await this.redis.pexpire(key, windowMs);
-      ttl = windowMs;
-    }
-    return { allowed: false, retryAfterMs: ttl };
+    const retryAfterMs = Number(await runScript(this.redis, 'hitRateLimit', [this.keyOf(subject)], [String(this.rule.limit), String(this.rule.windowMs)]));
+    return { allowed: retryAfterMs === 0, retryAfterMs };
   }
 }
 

@@ -48,6 +48,7 @@ export const scriptDefinitions = {
   indexUserCalls: { file: 'indexUserCalls.lua', numberOfKeys: 3 },
   addDeadLetters: { file: 'addDeadLetters.lua', numberOfKeys: 2 },
   readIndexedRecords: { file: 'readIndexedRecords.lua', numberOfKeys: 1 },
+  hitRateLimit: { file: 'hitRateLimit.lua', numberOfKeys: 1 },
 } as const satisfies Record<string, { file: string; numberOfKeys: number | 'variable'; traced?: boolean }>;
 
 export type ScriptName = keyof typeof scriptDefinitions;
