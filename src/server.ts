@@ -384,6 +384,7 @@ async function startWorker(
     logger,
     outcomes: pushOutcomes,
     observeSend: (provider, result, seconds) => metrics.pushDuration.observe({ provider, result }, seconds),
+    observeMisconfigured: (provider, app, reason) => metrics.pushConfigurationErrors.inc({ provider, app, reason }),
     tokenRemoved: webhooks.tokenRemoved,
   });
   const retryWorkers = startPushRetryWorkers(queueConnection, partitioning, config.PUSH_CONCURRENCY, dispatcher, logger);

@@ -18,6 +18,11 @@ const bool = (def: boolean) =>
     .default(def ? 'true' : 'false')
     .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
+/** The push payload key the calling library reads unless a deployment sets PUSH_PAYLOAD_KEY. */
+export const DEFAULT_PUSH_PAYLOAD_KEY = 'callpayload';
+const PAYLOAD_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
+const RESERVED_PAYLOAD_KEY = /^(aps|from|notification|message_type|collapse_key|google.*|gcm.*)$/i;
+
 const optionalString = z
   .string()
   .optional()
@@ -133,6 +138,12 @@ export const configSchema = z
     ANDROID_PUSH_URL: optionalUrl.describe('FCM HTTP v1 origin (`https://fcm.googleapis.com`, or `http://` for a local test provider).'),
     ANDROID_PROJECT_ID: optionalString.describe('FCM project ID.'),
     ANDROID_SERVICE_ACCOUNT_FILE: optionalString.describe('Service-account JSON file (`client_email`, `private_key`, `token_uri`) for FCM access tokens.'),
+    PUSH_PAYLOAD_KEY: z
+      .string()
+      .default(DEFAULT_PUSH_PAYLOAD_KEY)
+      .refine((v) => PAYLOAD_KEY.test(v), 'letters, digits, `_`, `-` or `.`, starting with a letter or `_`, at most 64')
+      .refine((v) => !RESERVED_PAYLOAD_KEY.test(v), 'a name Apple or FCM reserves (`aps`, `from`, `notification`, `message_type`, `collapse_key`, or starting with `google` or `gcm`)')
+      .describe("The key of the push body (APNs) and data (FCM) that carries the event for the app's calling library (docs/protocol.md \"Push formats\")."),
     PUSH_APPS: optionalString.describe(
       'Several apps in one deployment (docs/push-apps.md): a JSON array of apps, each with its `appId` and its `ios` and/or `android` providers. Unset: the single-app `IOS_*`/`ANDROID_*` variables make the one default app, which takes any `appId`.',
     ),

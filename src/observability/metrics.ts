@@ -44,9 +44,14 @@ export class Metrics {
   ]);
   readonly pushDuration = this.histogram(
     'push_request_duration_seconds',
-    'Push provider round trip by provider and result (accepted, invalid-token, retry, rejected)',
+    'Push provider round trip by provider and result (accepted, invalid-token, retry, misconfigured, rejected)',
     ['provider', 'result'],
     [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  );
+  readonly pushConfigurationErrors = this.counter(
+    'push_configuration_errors_total',
+    "Pushes a provider refused because of the app's key, topic, project or service account, by provider, app and reason (docs/push-apps.md)",
+    ['provider', 'app', 'reason'],
   );
 
   readonly webhookDuration = this.histogram(

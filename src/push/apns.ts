@@ -1,12 +1,15 @@
+import { DEFAULT_PUSH_PAYLOAD_KEY } from '../config/config.js';
 import { ApnsKeyError, ApnsProviderToken } from './apnsProviderToken.js';
 import type { Http2Pool, Http2Response } from './http2Pool.js';
 import { headerValue, parseJsonBody, reasonCode, retryOrFatal, sendWithCredential } from './providerResponse.js';
 import type { SendResult } from './sendResult.js';
 
 /**
- * iOS VoIP invitations (docs/protocol.md "iOS VoIP invitation"): one HTTP/2 POST per device over the shared pool, with the
- * header names the protocol fixes (`ios-push-type`, `ios-topic`, `ios-priority`, `ios-expiration`).
- * A 200 means the provider accepted the push for delivery, nothing more.
+ * iOS VoIP invitations (docs/protocol.md "iOS VoIP invitation"): one HTTP/2 POST per device over
+ * the shared pool, with Apple's header names (`apns-push-type`, `apns-topic`, `apns-priority`,
+ * `apns-expiration`; docs/protocol.md "Names sent to Apple and Google"). A 200 means the provider
+ * accepted the push for delivery, nothing more. Answers are handled as docs/protocol.md "What is
+ * not sent, retries and invalid tokens" says.
  */
 
 export const APNS_PRODUCTION_URL = 'https://api.push.apple.com';
@@ -32,6 +35,8 @@ export interface ApnsSenderOptions {
   teamId: string;
   /** IOS_BUNDLE_ID; the topic is `<bundleId>.voip`. */
   bundleId: string;
+  /** PUSH_PAYLOAD_KEY: the body key that carries the invitation. Default `callpayload`. */
+  payloadKey?: string;
   pool: Http2Pool;
   timeoutMs?: number;
   tokenRefreshMs?: number;
@@ -39,13 +44,18 @@ export interface ApnsSenderOptions {
   now?: () => number;
 }
 
-// Reasons meaning this token will never be delivered to: the registration must go.
-const INVALID_TOKEN_REASONS = new Set(['BadDeviceToken', 'DeviceTokenNotForTopic', 'Unregistered']);
+// 400 reasons meaning this token will never be delivered to: the registration must go (every 410 too).
+const INVALID_TOKEN_REASONS = new Set(['BadDeviceToken', 'DeviceTokenNotForTopic']);
 const REJECTED_PROVIDER_TOKEN = new Set(['ExpiredProviderToken', 'InvalidProviderToken']);
+// 400 reasons about the app's topic, not the device: every push of this app fails the same way (403s too).
+const TOPIC_REASONS = new Set(['MissingTopic', 'BadTopic', 'TopicDisallowed']);
+// The server closes this connection: the push was not taken and may go on a new connection.
+const RECONNECT_REASONS = new Set(['Shutdown', 'IdleTimeout']);
 
 export class ApnsSender {
   private readonly urls: Record<ApnsEnvironment, string>;
   private readonly topic: string;
+  private readonly payloadKey: string;
   private readonly pool: Http2Pool;
   private readonly timeoutMs: number;
   private readonly now: () => number;
@@ -58,6 +68,7 @@ export class ApnsSender {
       development: options.sandboxUrl ?? APNS_SANDBOX_URL,
     };
     this.topic = `${options.bundleId}.voip`;
+    this.payloadKey = options.payloadKey ?? DEFAULT_PUSH_PAYLOAD_KEY;
     this.pool = options.pool;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.now = options.now ?? Date.now;
@@ -70,19 +81,19 @@ export class ApnsSender {
     });
   }
 
-  /** Sends one VoIP push carrying `callpayload` (the invitation, docs/protocol.md "Events") to one device. */
-  async sendVoip(target: ApnsTarget, callpayload: object): Promise<SendResult> {
+  /** Sends one VoIP push carrying the invitation (docs/protocol.md "Events") under the payload key to one device. */
+  async sendVoip(target: ApnsTarget, invitation: object): Promise<SendResult> {
     const origin = this.urls[target.environment];
     if (origin === undefined) throw new TypeError('APNs environment must be production or development');
     const path = `/3/device/${encodeURIComponent(target.token)}`;
-    const body = JSON.stringify({ aps: {}, callpayload });
+    const body = JSON.stringify({ aps: {}, [this.payloadKey]: invitation });
 
     return sendWithCredential<string>({
       credential: async () => {
         try {
           return await this.providerToken.get();
         } catch (err) {
-          if (err instanceof ApnsKeyError) return { ok: false, kind: 'fatal', reason: 'unusable provider key' };
+          if (err instanceof ApnsKeyError) return { ok: false, kind: 'misconfigured', reason: 'unusable provider key' };
           throw err;
         }
       },
@@ -94,11 +105,10 @@ export class ApnsSender {
             path,
             headers: {
               authorization: `bearer ${jwt}`,
-              'ios-push-type': 'voip',
-              'ios-topic': this.topic,
-              'ios-priority': '10',
-              'ios-expiration': '0',
-              'content-type': 'application/json',
+              'apns-push-type': 'voip',
+              'apns-topic': this.topic,
+              'apns-priority': '10',
+              'apns-expiration': '0',
             },
             body,
           },
@@ -107,25 +117,37 @@ export class ApnsSender {
       // A fresh token refused again means the key, key ID or team ID is wrong: fatal (classify).
       refusesCredential: (res) => res.status === 403 && REJECTED_PROVIDER_TOKEN.has(reasonOf(res)),
       invalidate: (jwt) => this.providerToken.invalidate(jwt),
-      classify: (res) => this.classify(res, res.status === 200 ? '' : reasonOf(res)),
+      asksReconnect: (res) => res.status !== 200 && RECONNECT_REASONS.has(reasonOf(res)),
+      reconnect: () => this.pool.retire(origin),
+      classify: (res) => this.classify(res),
     });
   }
 
-  private classify(res: Http2Response, reason: string): SendResult {
+  private classify(res: Http2Response): SendResult {
     const { status } = res;
     if (status === 200) {
-      const id = headerValue(res.headers['apns-id']) ?? headerValue(res.headers['ios-id']);
+      const id = headerValue(res.headers['apns-id']);
       return id === undefined ? { ok: true } : { ok: true, id };
     }
-    if (status === 410 || (status === 400 && INVALID_TOKEN_REASONS.has(reason))) {
-      return { ok: false, kind: 'invalidToken', reason };
+    const reason = reasonOf(res);
+    if (status === 410) {
+      const since = errorBody(res).timestamp;
+      return typeof since === 'number' && Number.isFinite(since)
+        ? { ok: false, kind: 'invalidToken', reason, invalidSinceMs: since }
+        : { ok: false, kind: 'invalidToken', reason };
     }
+    if (status === 400 && INVALID_TOKEN_REASONS.has(reason)) return { ok: false, kind: 'invalidToken', reason };
+    if (status === 403 || (status === 400 && TOPIC_REASONS.has(reason))) return { ok: false, kind: 'misconfigured', reason, status };
     return retryOrFatal(res, reason, this.now());
   }
 }
 
-/** APNs error bodies are `{"reason":"BadDeviceToken"}` (410 adds `timestamp`): the reason code. */
-function reasonOf(res: Http2Response): string {
+/** APNs error bodies are `{"reason":"BadDeviceToken"}`; a 410 adds `timestamp` (epoch ms). */
+function errorBody(res: Http2Response): { reason?: unknown; timestamp?: unknown } {
   const json = parseJsonBody(res.body);
-  return reasonCode(json !== null && typeof json === 'object' ? (json as { reason?: unknown }).reason : undefined, res.status);
+  return json !== null && typeof json === 'object' ? (json as { reason?: unknown; timestamp?: unknown }) : {};
+}
+
+function reasonOf(res: Http2Response): string {
+  return reasonCode(errorBody(res).reason, res.status);
 }

@@ -69,6 +69,8 @@ export interface DispatcherDeps {
   outcomes: PushOutcomes;
   /** Each provider round trip: provider, result (as in `outcomes`) and seconds (metrics). */
   observeSend?: (provider: 'apns' | 'fcm', result: string, seconds: number) => void;
+  /** A provider refused an app's configuration (metrics): the app as configured, `default` for the single app. */
+  observeMisconfigured?: (provider: 'apns' | 'fcm', app: string, reason: string) => void;
   /**
    * A registration about to be removed because its provider reported the token invalid (the
    * push.token_removed webhook, docs/webhooks.md), with the condition of its removal. Awaited
@@ -99,11 +101,19 @@ export class PushDispatcher {
       if (result.ok) return;
       switch (result.kind) {
         case 'invalidToken':
-          removals.push(this.removeInvalid(r, result.reason, sentAtMs));
+          // APNs names when the token stopped working: a registration made after that survives.
+          removals.push(this.removeInvalid(r, result.reason, Math.min(sentAtMs, result.invalidSinceMs ?? sentAtMs)));
           return;
         case 'retry':
           retry.push({ r, retryAfterMs: result.retryAfterMs });
           return;
+        case 'misconfigured': {
+          // Every push of this app fails until an operator fixes its credentials or project.
+          const app = this.deps.senders.apps ? r.reg.appId : 'default';
+          this.deps.observeMisconfigured?.(provider, app, result.reason);
+          this.deps.logger.error({ provider, app, reason: result.reason, status: result.status }, "push provider refused the app's configuration");
+          return;
+        }
         case 'fatal':
           this.deps.logger.warn({ provider, installationId: r.reg.installationId, reason: result.reason, status: result.status }, 'push rejected');
       }
@@ -167,23 +177,23 @@ export class PushDispatcher {
     const all = this.deps.senders;
     // The registration carries its appId: picking the app's senders costs no Redis read.
     const senders = all.apps ? all.apps.get(r.reg.appId) : all;
-    if (!senders) return Promise.resolve({ ok: false, kind: 'fatal', reason: 'the registration\'s app is not configured' });
+    if (!senders) return Promise.resolve({ ok: false, kind: 'misconfigured', reason: 'app not configured' });
     const msLeft = r.deadlineMs - Date.now();
     if (r.reg.kind === 'iosVoip') {
-      if (!senders.apns) return Promise.resolve({ ok: false, kind: 'fatal', reason: 'iOS push is not configured' });
+      if (!senders.apns) return Promise.resolve({ ok: false, kind: 'misconfigured', reason: 'iOS push not configured' });
       return senders.apns.sendVoip({ token: r.reg.token, environment: r.reg.iosEnvironment ?? 'production' }, r.payload);
     }
-    if (!senders.fcm) return Promise.resolve({ ok: false, kind: 'fatal', reason: 'Android push is not configured' });
+    if (!senders.fcm) return Promise.resolve({ ok: false, kind: 'misconfigured', reason: 'Android push not configured' });
     const priority = r.msg.t === 'invite' ? 'HIGH' : 'NORMAL';
     // Whole seconds left, never 0 (a zero-TTL message is dropped when the device is offline).
     return senders.fcm.send(r.reg.token, { priority, ttlSeconds: Math.max(1, Math.floor(msLeft / 1000)), callpayload: r.payload });
   }
 
-  private async removeInvalid(r: Ready, reason: string, sentAtMs: number): Promise<void> {
+  private async removeInvalid(r: Ready, reason: string, notAfterMs: number): Promise<void> {
     // Remove it unless the installation registered again (or another token) since we sent. The
     // notice is queued first and carries the same condition: its delivery makes sure of the
     // removal, so a worker that dies between the two loses neither (docs/webhooks.md "Delivery").
-    const removal: TokenRemoval = { userId: r.reg.userId, installationId: r.reg.installationId, kind: r.reg.kind, tokenHash: tokenHash(r.reg.token), notAfterMs: sentAtMs };
+    const removal: TokenRemoval = { userId: r.reg.userId, installationId: r.reg.installationId, kind: r.reg.kind, tokenHash: tokenHash(r.reg.token), notAfterMs };
     await this.deps.tokenRemoved?.(r.reg, reason, removal);
     const removed = await this.deps.registry.remove(removal.userId, removal.installationId, removal.kind, removal);
     this.deps.logger.info({ provider: providerOf(r.msg), installationId: r.reg.installationId, reason, removed }, 'push token reported invalid');
@@ -216,7 +226,7 @@ export class PushDispatcher {
 
 function resultLabel(result: SendResult): string {
   if (result.ok) return 'accepted';
-  return { invalidToken: 'invalid-token', retry: 'retry', fatal: 'rejected' }[result.kind];
+  return { invalidToken: 'invalid-token', retry: 'retry', misconfigured: 'misconfigured', fatal: 'rejected' }[result.kind];
 }
 
 function providerOf(m: PushMessage): 'apns' | 'fcm' {

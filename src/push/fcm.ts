@@ -1,5 +1,6 @@
 import { FcmAccessToken, FcmAuthError, type ServiceAccount } from './fcmAccessToken.js';
 import type { Http2Pool, Http2Response } from './http2Pool.js';
+import { DEFAULT_PUSH_PAYLOAD_KEY } from '../config/config.js';
 import { parseJsonBody, reasonCode, retryOrFatal, sendWithCredential } from './providerResponse.js';
 import type { SendResult } from './sendResult.js';
 
@@ -19,6 +20,7 @@ export interface FcmMessage {
   priority: 'HIGH' | 'NORMAL';
   /** Whole seconds the message may wait for an offline device; at least 1. */
   ttlSeconds: number;
+  /** The invitation or signal, sent under the payload key (docs/protocol.md "Android invitation"). */
   callpayload: object;
 }
 
@@ -37,10 +39,16 @@ export interface FcmSenderOptions {
   serviceAccount?: ServiceAccount;
   accessToken?: AccessTokenSource;
   pool: Http2Pool;
+  /** PUSH_PAYLOAD_KEY: the data key that carries the payload. Default `callpayload`. */
+  payloadKey?: string;
   timeoutMs?: number;
   /** Wall clock in epoch milliseconds; injectable for tests. */
   now?: () => number;
 }
+
+// FCM's error codes (the FcmError detail) that mean this app's project, service account or APNs
+// setup is wrong, not the device: every send of this app fails the same way (docs/push-apps.md).
+const CONFIGURATION_ERRORS = new Set(['SENDER_ID_MISMATCH', 'THIRD_PARTY_AUTH_ERROR']);
 
 interface FcmErrorBody {
   status?: string;
@@ -52,6 +60,7 @@ export class FcmSender {
   private readonly origin: string;
   private readonly path: string;
   private readonly pool: Http2Pool;
+  private readonly payloadKey: string;
   private readonly timeoutMs: number;
   private readonly now: () => number;
   readonly accessToken: AccessTokenSource;
@@ -66,12 +75,13 @@ export class FcmSender {
     this.origin = options.url ?? FCM_URL;
     this.path = `/v1/projects/${encodeURIComponent(options.projectId)}/messages:send`;
     this.pool = options.pool;
+    this.payloadKey = options.payloadKey ?? DEFAULT_PUSH_PAYLOAD_KEY;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.now = options.now ?? Date.now;
   }
 
   /**
-   * Sends one data message with `callpayload` serialized as a JSON string (data values are
+   * Sends one data message with the payload serialized as a JSON string (data values are
    * strings). Throws RangeError for a ttl that is not a whole number of seconds ≥ 1: a "0s"
    * message is dropped whenever the device is offline, so the call would never ring.
    */
@@ -87,7 +97,7 @@ export class FcmSender {
       message: {
         token,
         android: { priority: message.priority, ttl: `${ttlSeconds}s` },
-        data: { callpayload: JSON.stringify(message.callpayload) },
+        data: { [this.payloadKey]: JSON.stringify(message.callpayload) },
       },
     });
 
@@ -101,7 +111,7 @@ export class FcmSender {
             err.status !== undefined ? `token exchange status ${err.status}` : err.transient ? 'token exchange failed' : 'unusable service account';
           return err.transient
             ? { ok: false, kind: 'retry', reason }
-            : { ok: false, kind: 'fatal', reason, ...(err.status === undefined ? {} : { status: err.status }) };
+            : { ok: false, kind: 'misconfigured', reason, ...(err.status === undefined ? {} : { status: err.status }) };
         }
       },
       send: (accessToken) =>
@@ -115,8 +125,9 @@ export class FcmSender {
           },
           this.timeoutMs,
         ),
-      // A fresh token refused again means the account lacks access to the project.
-      refusesCredential: (res) => res.status === 401,
+      // A fresh token refused again means the account lacks access to the project. A 401
+      // THIRD_PARTY_AUTH_ERROR is about the app's APNs or web-push credentials held by FCM, not ours.
+      refusesCredential: (res) => res.status === 401 && errorOf(parseJsonBody(res.body)).errorCode !== 'THIRD_PARTY_AUTH_ERROR',
       invalidate: (accessToken) => this.accessToken.invalidate(accessToken),
       classify: (res) => this.classify(res),
     });
@@ -133,6 +144,10 @@ export class FcmSender {
     const reason = reasonCode(error.errorCode ?? error.status, status);
     if ((status === 404 && error.errorCode === 'UNREGISTERED') || (status === 400 && isBadRegistrationToken(error))) {
       return { ok: false, kind: 'invalidToken', reason };
+    }
+    // 401 and 403 refuse the project or the account; a 404 that is not UNREGISTERED names a project that does not exist.
+    if (CONFIGURATION_ERRORS.has(error.errorCode ?? '') || status === 401 || status === 403 || status === 404) {
+      return { ok: false, kind: 'misconfigured', reason, status };
     }
     return retryOrFatal(res, reason, this.now());
   }

@@ -129,6 +129,18 @@ export class Http2Pool {
     );
   }
 
+  /**
+   * Retires the session to `origin` (a provider that answered it is shutting down): the next
+   * request opens a new one, and requests under way on the old one finish there.
+   */
+  retire(origin: string): void {
+    const key = normalizeOrigin(origin);
+    const pooled = this.sessions.get(key);
+    if (!pooled) return;
+    this.sessions.delete(key);
+    if (!pooled.session.closed && !pooled.session.destroyed) pooled.session.close();
+  }
+
   private attempt(origin: string, init: Http2RequestInit, timeoutMs: number): Promise<Http2Response> {
     if (this.closed) return Promise.reject(new Http2RequestError('closed', 'HTTP/2 pool is closed'));
     const pooled = this.sessionFor(origin);

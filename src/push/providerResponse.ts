@@ -64,16 +64,26 @@ export interface CredentialedRequest<C> {
   refusesCredential(res: Http2Response): boolean;
   /** Drops the refused credential from the cache, so the next `credential()` makes a new one. */
   invalidate(credential: C): void;
+  /**
+   * Whether the provider answered that this connection is going away (APNs `Shutdown`,
+   * `IdleTimeout`): the message was not taken, so it may go once more on a fresh connection.
+   */
+  asksReconnect?(res: Http2Response): boolean;
+  /** Retires the current connection, so the next send opens a new one. */
+  reconnect?(): void;
   classify(res: Http2Response): SendResult;
 }
 
 /**
  * One provider request with a cached credential (APNs provider JWT, FCM access token): a
  * credential the provider refuses is dropped and the request sent once more with a fresh one; a
- * fresh credential refused again is a configuration error, classified like any other answer.
+ * fresh credential refused again is a configuration error, classified like any other answer. A
+ * provider that asks for a new connection gets the request once more on a fresh one.
  */
 export async function sendWithCredential<C>(r: CredentialedRequest<C>): Promise<SendResult> {
-  for (let attempt = 1; ; attempt++) {
+  let refreshed = false;
+  let reconnected = false;
+  for (;;) {
     const credential = await r.credential();
     if (isFailure(credential)) return credential;
     let res: Http2Response;
@@ -84,7 +94,16 @@ export async function sendWithCredential<C>(r: CredentialedRequest<C>): Promise<
     }
     if (r.refusesCredential(res)) {
       r.invalidate(credential);
-      if (attempt === 1) continue;
+      if (!refreshed) {
+        refreshed = true;
+        continue;
+      }
+    } else if (r.asksReconnect?.(res)) {
+      r.reconnect?.();
+      if (!reconnected) {
+        reconnected = true;
+        continue;
+      }
     }
     return r.classify(res);
   }

@@ -37,6 +37,7 @@ function appSenders(config: Config, app: PushApp, single: boolean, pool: Http2Po
       keyId: app.ios.keyId,
       teamId: app.ios.teamId,
       bundleId: app.ios.bundleId,
+      payloadKey: config.PUSH_PAYLOAD_KEY,
       pool,
     });
   }
@@ -50,7 +51,7 @@ function appSenders(config: Config, app: PushApp, single: boolean, pool: Http2Po
       throw new ConfigError(`invalid configuration:\n  ${field}: ${(err as Error).message}`);
     }
     const url = app.android.url ?? config.ANDROID_PUSH_URL;
-    out.fcm = new FcmSender({ ...(url ? { url } : {}), projectId: app.android.projectId, serviceAccount, pool });
+    out.fcm = new FcmSender({ ...(url ? { url } : {}), projectId: app.android.projectId, serviceAccount, payloadKey: config.PUSH_PAYLOAD_KEY, pool });
   }
   return out;
 }

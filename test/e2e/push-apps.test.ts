@@ -89,7 +89,7 @@ describe('several apps in one deployment', () => {
     for (const [fake, token, app] of [[a.apns, iosA, a], [b.apns, iosB, b]] as const) {
       const sent = apnsTo(fake, token);
       expect(sent).toHaveLength(1);
-      expect(sent[0]).toMatchObject({ status: 200, headers: { 'ios-topic': `${app.appId}.voip` } });
+      expect(sent[0]).toMatchObject({ status: 200, headers: { 'apns-topic': `${app.appId}.voip` } });
     }
     for (const [fake, token] of [[a.fcm, androidA], [b.fcm, androidB]] as const) {
       const sent = fcmTo(fake, token);

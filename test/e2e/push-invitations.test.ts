@@ -96,12 +96,11 @@ describe('invitation requests, exactly', () => {
     expect(r.headers.authorization).toMatch(JWT_SHAPE);
     expect(r.jwt?.header).toEqual({ alg: 'ES256', kid: ps.key.keyId });
     expect(r.jwt?.payload).toEqual({ iss: ps.key.teamId, iat: expect.any(Number) });
-    expect(r.headers['ios-push-type']).toBe('voip');
-    expect(r.headers['ios-topic']).toBe(`${BUNDLE_ID}.voip`);
-    expect(r.headers['ios-priority']).toBe('10');
-    expect(r.headers['ios-expiration']).toBe('0');
-    expect(r.headers['content-type']).toBe('application/json');
-    expect(Object.keys(r.headers).filter((h) => h.startsWith('apns-'))).toEqual([]);
+    expect(r.headers['apns-push-type']).toBe('voip');
+    expect(r.headers['apns-topic']).toBe(`${BUNDLE_ID}.voip`);
+    expect(r.headers['apns-priority']).toBe('10');
+    expect(r.headers['apns-expiration']).toBe('0');
+    expect(Object.keys(r.headers).filter((h) => h.startsWith('ios-'))).toEqual([]);
     expect(r.body).toEqual({ aps: {}, callpayload: invitation });
     const iosIssued = (r.body as { callpayload: { issuedAtMs: number } }).callpayload.issuedAtMs;
     expect(Number.isSafeInteger(iosIssued)).toBe(true);

@@ -75,11 +75,10 @@ describe('fake APNs', () => {
       ':method': 'POST',
       ':path': `/3/device/${deviceToken}`,
       authorization: `bearer ${jwt}`,
-      'ios-push-type': 'voip',
-      'ios-topic': `${bundleId}.voip`,
-      'ios-priority': '10',
-      'ios-expiration': '0',
-      'content-type': 'application/json',
+      'apns-push-type': 'voip',
+      'apns-topic': `${bundleId}.voip`,
+      'apns-priority': '10',
+      'apns-expiration': '0',
     };
   }
 
@@ -107,7 +106,7 @@ describe('fake APNs', () => {
       body: { aps: {}, callpayload: invitation },
       jwt: { header: { alg: 'ES256', kid: key.keyId }, payload: { iss: key.teamId } },
     });
-    expect(recorded?.headers['ios-topic']).toBe(`${bundleId}.voip`);
+    expect(recorded?.headers['apns-topic']).toBe(`${bundleId}.voip`);
   });
 
   it('accepts the scheme in any case and counts distinct provider tokens and sessions', async () => {
@@ -126,18 +125,18 @@ describe('fake APNs', () => {
   });
 
   const headerCases: [string, (h: OutgoingHttpHeaders) => void, number, string][] = [
-    ['missing topic', (h) => delete h['ios-topic'], 400, 'MissingTopic'],
-    ['malformed topic', (h) => (h['ios-topic'] = 'not a topic!'), 400, 'BadTopic'],
-    ['topic without .voip', (h) => (h['ios-topic'] = bundleId), 400, 'DeviceTokenNotForTopic'],
-    ['other app topic', (h) => (h['ios-topic'] = 'com.other.app.voip'), 400, 'DeviceTokenNotForTopic'],
-    ['missing push type', (h) => delete h['ios-push-type'], 400, 'InvalidPushType'],
-    ['alert push type', (h) => (h['ios-push-type'] = 'alert'), 400, 'InvalidPushType'],
-    ['priority 5', (h) => (h['ios-priority'] = '5'), 400, 'BadPriority'],
-    ['missing priority', (h) => delete h['ios-priority'], 400, 'BadPriority'],
-    ['non-zero expiration', (h) => (h['ios-expiration'] = '1700000000'), 400, 'BadExpirationDate'],
-    ['missing expiration', (h) => delete h['ios-expiration'], 400, 'BadExpirationDate'],
-    ['text content type', (h) => (h['content-type'] = 'text/plain'), 400, 'BadContentType'],
-    ['an apns- header', (h) => (h['apns-push-type'] = 'voip'), 400, 'UnexpectedApnsHeader'],
+    ['missing topic', (h) => delete h['apns-topic'], 400, 'MissingTopic'],
+    ['the topic under the spec\'s ios- name', (h) => ((h['ios-topic'] = h['apns-topic']), delete h['apns-topic']), 400, 'MissingTopic'],
+    ['malformed topic', (h) => (h['apns-topic'] = 'not a topic!'), 400, 'BadTopic'],
+    ['topic without .voip', (h) => (h['apns-topic'] = bundleId), 400, 'DeviceTokenNotForTopic'],
+    ['other app topic', (h) => (h['apns-topic'] = 'com.other.app.voip'), 400, 'DeviceTokenNotForTopic'],
+    ['missing push type', (h) => delete h['apns-push-type'], 400, 'InvalidPushType'],
+    ['unknown push type', (h) => (h['apns-push-type'] = 'ring'), 400, 'InvalidPushType'],
+    ['alert push type to the .voip topic', (h) => (h['apns-push-type'] = 'alert'), 400, 'DeviceTokenNotForTopic'],
+    ['priority 7', (h) => (h['apns-priority'] = '7'), 400, 'BadPriority'],
+    ['expiration that is not a time', (h) => (h['apns-expiration'] = 'soon'), 400, 'BadExpirationDate'],
+    ['apns-id that is not a UUID', (h) => (h['apns-id'] = 'push-1'), 400, 'BadMessageId'],
+    ['collapse id over 64 bytes', (h) => (h['apns-collapse-id'] = 'c'.repeat(65)), 400, 'BadCollapseId'],
     ['missing authorization', (h) => delete h['authorization'], 403, 'MissingProviderToken'],
     ['basic authorization', (h) => (h['authorization'] = 'Basic dXNlcjpwYXNz'), 403, 'InvalidProviderToken'],
     ['non-hex device token', (h) => (h[':path'] = '/3/device/xyz'), 400, 'BadDeviceToken'],
@@ -145,6 +144,18 @@ describe('fake APNs', () => {
     ['wrong path', (h) => (h[':path'] = '/2/device/' + token), 404, 'BadPath'],
     ['GET method', (h) => (h[':method'] = 'GET'), 405, 'MethodNotAllowed'],
   ];
+
+  it('ignores headers APNs does not read, and takes optional ones it does', async () => {
+    const jwt = await providerJwt();
+    const extra = { 'ios-push-type': 'voip', 'content-type': 'text/plain', 'apns-id': randomUUID(), 'apns-collapse-id': 'call-1' };
+    for (const headers of [{ ...voipHeaders(jwt), ...extra }, { ...voipHeaders(jwt), 'apns-priority': '5' }]) {
+      expect((await h2Request(client, headers, validBody)).status).toBe(200);
+    }
+    const withoutOptional = voipHeaders(jwt);
+    delete withoutOptional['apns-priority'];
+    delete withoutOptional['apns-expiration'];
+    expect((await h2Request(client, withoutOptional, validBody)).status).toBe(200);
+  });
 
   it.each(headerCases)('rejects a push with %s', async (_name, mutate, status, reason) => {
     const headers = voipHeaders(await providerJwt());
@@ -208,6 +219,17 @@ describe('fake APNs', () => {
     expect(JSON.parse(third.text)).toEqual({ reason: 'ServiceUnavailable' });
 
     expect((await h2Request(client, voipHeaders(jwt), validBody)).status).toBe(200);
+  });
+
+  it('closes the connection after a Shutdown answer, as APNs does', async () => {
+    const own = connect(apns.url);
+    const goaway = new Promise<void>((resolve) => own.once('goaway', () => resolve()));
+    apns.failNext(token, { status: 503, reason: 'Shutdown' });
+    const res = await h2Request(own, voipHeaders(await providerJwt()), validBody);
+    expect(res.status).toBe(503);
+    expect(JSON.parse(res.text)).toEqual({ reason: 'Shutdown' });
+    await goaway;
+    own.close();
   });
 
   it('answers for unregistered and bad tokens until they are valid again', async () => {

@@ -87,11 +87,10 @@ describe('ApnsSender', () => {
     expect(req!.path).toBe(`/3/device/${token}`);
     const { authorization, ...rest } = req!.headers;
     expect(rest).toEqual({
-      'ios-push-type': 'voip',
-      'ios-topic': `${BUNDLE_ID}.voip`,
-      'ios-priority': '10',
-      'ios-expiration': '0',
-      'content-type': 'application/json',
+      'apns-push-type': 'voip',
+      'apns-topic': `${BUNDLE_ID}.voip`,
+      'apns-priority': '10',
+      'apns-expiration': '0',
     });
     expect(authorization).toMatch(/^bearer [\w-]+\.[\w-]+\.[\w-]+$/);
     expect(req!.body).toEqual({ aps: {}, callpayload: invitation });
@@ -157,27 +156,27 @@ describe('ApnsSender', () => {
     ]);
   });
 
-  it('gives up as fatal when the fresh JWT is rejected too, after one retry', async () => {
+  it('reports the app as misconfigured when the fresh JWT is rejected too, after one retry', async () => {
     const skewed = () => Date.now() - 70 * MINUTE;
     const result = await sender({ now: skewed }).sendVoip({ token: apnsToken(), environment: 'production' }, invitation);
-    expect(result).toEqual({ ok: false, kind: 'fatal', reason: 'ExpiredProviderToken', status: 403 });
+    expect(result).toEqual({ ok: false, kind: 'misconfigured', reason: 'ExpiredProviderToken', status: 403 });
     expect(production.requests).toHaveLength(2);
     expect(production.distinctJwts).toBe(2);
   });
 
-  it('rejects a JWT signed with the wrong key as fatal (InvalidProviderToken), after one retry', async () => {
+  it('reports a JWT signed with the wrong key as misconfigured (InvalidProviderToken), after one retry', async () => {
     const other = makeApnsKey();
     const result = await sender({ keyPem: other.privateKeyPem }).sendVoip({ token: apnsToken(), environment: 'production' }, invitation);
-    expect(result).toEqual({ ok: false, kind: 'fatal', reason: 'InvalidProviderToken', status: 403 });
+    expect(result).toEqual({ ok: false, kind: 'misconfigured', reason: 'InvalidProviderToken', status: 403 });
     expect(production.requests).toHaveLength(2);
   });
 
-  it('reports 410 Unregistered, BadDeviceToken and DeviceTokenNotForTopic as invalidToken', async () => {
+  it('reports 410 Unregistered (with its timestamp), BadDeviceToken and DeviceTokenNotForTopic as invalidToken', async () => {
     const s = sender();
     const gone = apnsToken();
     const bad = apnsToken();
     const otherTopic = apnsToken();
-    production.setTokenState(gone, 'unregistered');
+    production.failNext(gone, { status: 410, reason: 'Unregistered', timestampMs: 1_700_000_000_123 });
     production.setTokenState(bad, 'bad');
     production.failNext(otherTopic, { status: 400, reason: 'DeviceTokenNotForTopic' });
 
@@ -187,13 +186,70 @@ describe('ApnsSender', () => {
       await s.sendVoip({ token: otherTopic, environment: 'production' }, invitation),
     ];
     expect(results).toEqual([
-      { ok: false, kind: 'invalidToken', reason: 'Unregistered' },
+      { ok: false, kind: 'invalidToken', reason: 'Unregistered', invalidSinceMs: 1_700_000_000_123 },
       { ok: false, kind: 'invalidToken', reason: 'BadDeviceToken' },
       { ok: false, kind: 'invalidToken', reason: 'DeviceTokenNotForTopic' },
     ]);
     expectNoSecrets(results[0]!, gone);
     // Not retried: each token was tried once.
     expect(production.requests).toHaveLength(3);
+  });
+
+  it('reports 429 TooManyProviderTokenUpdates as retry and keeps its provider JWT', async () => {
+    const s = sender();
+    production.failNext('*', { status: 429, reason: 'TooManyProviderTokenUpdates' });
+    const throttled = await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation);
+    expect(throttled).toEqual({ ok: false, kind: 'retry', reason: 'TooManyProviderTokenUpdates', status: 429 });
+    expect((await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation)).ok).toBe(true);
+    // Signing a new token would be one more update: the same JWT went out both times.
+    expect(s.providerToken.tokensSigned).toBe(1);
+    expect(production.distinctJwts).toBe(1);
+  });
+
+  it('on 503 Shutdown sends once more on a new connection', async () => {
+    const s = sender();
+    expect((await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation)).ok).toBe(true);
+    const token = apnsToken();
+    production.failNext(token, { status: 503, reason: 'Shutdown' });
+
+    const result = await s.sendVoip({ token, environment: 'production' }, invitation);
+
+    expect(result.ok).toBe(true);
+    expect(production.requests.filter((r) => r.token === token).map((r) => r.status)).toEqual([503, 200]);
+    expect(pool.sessionsCreated).toBe(2);
+    expect(production.sessionsOpened).toBe(2);
+  });
+
+  it('reports a provider that keeps answering Shutdown as retry, after one reconnect', async () => {
+    const token = apnsToken();
+    production.failNext(token, { status: 503, reason: 'Shutdown', retryAfterSeconds: 3 });
+    production.failNext(token, { status: 503, reason: 'Shutdown', retryAfterSeconds: 3 });
+    const result = await sender().sendVoip({ token, environment: 'production' }, invitation);
+    expect(result).toEqual({ ok: false, kind: 'retry', reason: 'Shutdown', status: 503, retryAfterMs: 3_000 });
+    expect(production.requests).toHaveLength(2);
+  });
+
+  it('reports 403 refusals and topic errors as misconfigured: every push of the app would fail', async () => {
+    production.failNext('*', { status: 403, reason: 'BadCertificateEnvironment' });
+    production.failNext('*', { status: 400, reason: 'TopicDisallowed' });
+    const s = sender();
+    const results = [];
+    for (let i = 0; i < 2; i++) results.push(await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation));
+    expect(results).toEqual([
+      { ok: false, kind: 'misconfigured', reason: 'BadCertificateEnvironment', status: 403 },
+      { ok: false, kind: 'misconfigured', reason: 'TopicDisallowed', status: 400 },
+    ]);
+  });
+
+  it('carries the invitation under the configured payload key', async () => {
+    const custom = await startFakeApns({ bundleId: BUNDLE_ID, keyId: key.keyId, teamId: key.teamId, publicKey: key.publicKey, payloadKey: 'acme_call' });
+    try {
+      const result = await sender({ productionUrl: custom.url, payloadKey: 'acme_call' }).sendVoip({ token: apnsToken(), environment: 'production' }, invitation);
+      expect(result.ok).toBe(true);
+      expect(custom.requests[0]!.body).toEqual({ aps: {}, acme_call: invitation });
+    } finally {
+      await custom.close();
+    }
   });
 
   it('reports a token that is not hex as invalidToken (the provider says BadDeviceToken)', async () => {
@@ -221,16 +277,14 @@ describe('ApnsSender', () => {
   it('maps other 4xx answers to fatal with the status', async () => {
     production.failNext('*', { status: 413, reason: 'PayloadTooLarge' });
     production.failNext('*', { status: 400, reason: 'BadPriority' });
-    production.failNext('*', { status: 403, reason: 'BadCertificateEnvironment' });
     const s = sender();
     const results = [];
-    for (let i = 0; i < 3; i++) results.push(await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation));
+    for (let i = 0; i < 2; i++) results.push(await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation));
     expect(results).toEqual([
       { ok: false, kind: 'fatal', reason: 'PayloadTooLarge', status: 413 },
       { ok: false, kind: 'fatal', reason: 'BadPriority', status: 400 },
-      { ok: false, kind: 'fatal', reason: 'BadCertificateEnvironment', status: 403 },
     ]);
-    expect(production.requests).toHaveLength(3);
+    expect(production.requests).toHaveLength(2);
   });
 
   it('reports an unreachable provider as retry', async () => {
@@ -388,7 +442,7 @@ describe('FcmSender', () => {
     expect(fcm.tokenRequests).toHaveLength(2);
   });
 
-  it('gives up as fatal when the fresh access token is refused too', async () => {
+  it('reports the app as misconfigured when the fresh access token is refused too', async () => {
     const invalidated: Array<string | undefined> = [];
     let n = 0;
     const bogus: AccessTokenSource = {
@@ -396,7 +450,7 @@ describe('FcmSender', () => {
       invalidate: (t) => void invalidated.push(t),
     };
     const result = await sender({ accessToken: bogus }).send(fcmToken(), { priority: 'HIGH', ttlSeconds: 30, callpayload: invitation });
-    expect(result).toEqual({ ok: false, kind: 'fatal', reason: 'UNAUTHENTICATED', status: 401 });
+    expect(result).toEqual({ ok: false, kind: 'misconfigured', reason: 'UNAUTHENTICATED', status: 401 });
     expect(fcm.messages.map((m) => m.status)).toEqual([401, 401]);
     expect(invalidated).toEqual(['ya29.not-issued-0', 'ya29.not-issued-1']);
   });
@@ -441,23 +495,31 @@ describe('FcmSender', () => {
     expect(fcm.messages).toHaveLength(3);
   });
 
-  it('maps other 4xx answers (SENDER_ID_MISMATCH, a wrong project) to fatal', async () => {
+  it('reports SENDER_ID_MISMATCH, THIRD_PARTY_AUTH_ERROR and a wrong project as misconfigured', async () => {
+    const s = sender();
     fcm.failNext('*', { status: 403, errorCode: 'SENDER_ID_MISMATCH' });
-    const mismatch = await sender().send(fcmToken(), { priority: 'HIGH', ttlSeconds: 30, callpayload: invitation });
-    expect(mismatch).toEqual({ ok: false, kind: 'fatal', reason: 'SENDER_ID_MISMATCH', status: 403 });
+    const mismatch = await s.send(fcmToken(), { priority: 'HIGH', ttlSeconds: 30, callpayload: invitation });
+    expect(mismatch).toEqual({ ok: false, kind: 'misconfigured', reason: 'SENDER_ID_MISMATCH', status: 403 });
+
+    // A 401 about the app's APNs credentials held by FCM, not about our access token: no new exchange, no resend.
+    const before = { exchanges: fcm.tokenRequests.length, messages: fcm.messages.length };
+    fcm.failNext('*', { status: 401, errorCode: 'THIRD_PARTY_AUTH_ERROR' });
+    const thirdParty = await s.send(fcmToken(), { priority: 'HIGH', ttlSeconds: 45, callpayload: invitation });
+    expect(thirdParty).toEqual({ ok: false, kind: 'misconfigured', reason: 'THIRD_PARTY_AUTH_ERROR', status: 401 });
+    expect([fcm.tokenRequests.length, fcm.messages.length]).toEqual([before.exchanges, before.messages + 1]);
 
     const wrongProject = await sender({ projectId: 'someone-elses-project' }).send(fcmToken(), { priority: 'HIGH', ttlSeconds: 30, callpayload: invitation });
-    expect(wrongProject).toMatchObject({ ok: false, kind: 'fatal', status: 403 });
+    expect(wrongProject).toMatchObject({ ok: false, kind: 'misconfigured', status: 403 });
   });
 
-  it('reports a service account the token endpoint refuses as fatal, sending nothing', async () => {
+  it('reports a service account the token endpoint refuses as misconfigured, sending nothing', async () => {
     const stranger = makeServiceAccount(fcm.tokenUrl, fcm.projectId);
     const result = await sender({ serviceAccount: parseServiceAccount(JSON.stringify(stranger.json)) }).send(fcmToken(), {
       priority: 'HIGH',
       ttlSeconds: 30,
       callpayload: invitation,
     });
-    expect(result).toEqual({ ok: false, kind: 'fatal', reason: 'token exchange status 400', status: 400 });
+    expect(result).toEqual({ ok: false, kind: 'misconfigured', reason: 'token exchange status 400', status: 400 });
     expect(fcm.messages).toHaveLength(0);
   });
 

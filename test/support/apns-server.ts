@@ -24,13 +24,16 @@ import {
 } from './fakeHttp.js';
 
 /**
- * A fake Apple Push Notification service for VoIP pushes over cleartext HTTP/2 (h2c).
+ * A fake Apple Push Notification service over cleartext HTTP/2 (h2c).
  *
- * It checks what APNs checks for a token-authenticated VoIP push, with the header names of
- * docs/protocol.md "iOS VoIP invitation": the `apns-` headers are written `ios-` (`ios-push-type`, `ios-topic`,
- * `ios-priority`, `ios-expiration`), so an `apns-` header means the sender used the wrong names.
- * Answers use APNs reasons; the two checks APNs does not make have fake-only reasons:
- * `UnexpectedApnsHeader` and `BadContentType`.
+ * It checks what APNs documents for a token-authenticated push, with Apple's header names
+ * (docs/protocol.md "Names sent to Apple and Google"), and answers with APNs's statuses, reasons
+ * and bodies: a request without `apns-topic` gets 400 `MissingTopic`, one without a known
+ * `apns-push-type` 400 `InvalidPushType`, and headers APNs does not read are ignored, as APNs
+ * ignores them. `failNext` plays any other documented answer (a `Shutdown` answer is followed by
+ * GOAWAY, as APNs closes the connection). One check is our product's, not Apple's: the body is
+ * `{"aps":{}, <payload key>: {...}}` (docs/protocol.md "iOS VoIP invitation"), else 400
+ * `BadPayload`. Its fidelity is proven against `@parse/node-apn` (test/integration/provider-fakes.test.ts).
  */
 
 export interface ApnsKey {
@@ -49,6 +52,8 @@ export interface FakeApnsOptions {
   publicKey: KeyObject;
   /** Largest accepted body. Default 5120 bytes, the APNs limit for VoIP pushes. */
   maxPayloadBytes?: number;
+  /** The body key that must hold the invitation (PUSH_PAYLOAD_KEY). Default `callpayload`. */
+  payloadKey?: string;
 }
 
 export type ApnsTokenState = 'unregistered' | 'bad' | 'valid';
@@ -100,6 +105,11 @@ const PROVIDER_TOKEN_MAX_AGE_S = 60 * 60;
 const CLOCK_SKEW_S = 60;
 const HEX_TOKEN = /^[0-9a-fA-F]+$/;
 const TOPIC_SYNTAX = /^[A-Za-z0-9.-]+$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** The `apns-push-type` values Apple documents. */
+const PUSH_TYPES = new Set(['alert', 'background', 'location', 'voip', 'complication', 'fileprovider', 'mdm', 'liveactivity', 'pushtotalk']);
+const PRIORITIES = new Set(['1', '5', '10']);
+const MAX_COLLAPSE_ID_BYTES = 64;
 
 const DEFAULT_REASONS: Record<number, string> = {
   400: 'BadDeviceToken',
@@ -244,13 +254,14 @@ export class FakeApns {
     this.events.emit('change');
     if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
     send(res, reply, apnsId);
+    // APNs closes a connection it answered `Shutdown` on.
+    if (reply.reason === 'Shutdown') res.stream.session?.close();
   }
 
   /** The answer APNs would give, checks in roughly the order APNs makes them. */
   private async judge(req: Http2ServerRequest, token: string, jwt: string | null, body: Body): Promise<Reply> {
     return (
       checkRoute(req, token) ??
-      checkNoApnsHeaders(req.headers) ??
       (await this.checkProviderToken(req.headers.authorization, jwt)) ??
       this.checkHeaders(req.headers) ??
       this.checkBody(body) ??
@@ -288,16 +299,24 @@ export class FakeApns {
     return null;
   }
 
+  /** The request headers APNs reads, checked as Apple documents them; any other header is ignored. */
   private checkHeaders(headers: IncomingHttpHeaders): Reply | null {
-    const topic = single(headers['ios-topic']);
+    const topic = single(headers['apns-topic']);
+    // Token authentication names no app, so APNs needs the topic.
     if (topic === undefined || topic === '') return reject(400, 'MissingTopic');
     if (!TOPIC_SYNTAX.test(topic)) return reject(400, 'BadTopic');
-    if (topic !== `${this.opts.bundleId}.voip`) return reject(400, 'DeviceTokenNotForTopic');
-    if (single(headers['ios-push-type']) !== 'voip') return reject(400, 'InvalidPushType');
-    if (single(headers['ios-priority']) !== '10') return reject(400, 'BadPriority');
-    if (single(headers['ios-expiration']) !== '0') return reject(400, 'BadExpirationDate');
-    const contentType = single(headers['content-type']) ?? '';
-    if (!/^application\/json\s*(;.*)?$/i.test(contentType)) return reject(400, 'BadContentType');
+    const pushType = single(headers['apns-push-type']);
+    if (pushType === undefined || !PUSH_TYPES.has(pushType)) return reject(400, 'InvalidPushType');
+    // VoIP pushes go to the app's `.voip` topic; the fake's tokens belong to its one app.
+    if (topic !== (pushType === 'voip' ? `${this.opts.bundleId}.voip` : this.opts.bundleId)) return reject(400, 'DeviceTokenNotForTopic');
+    const priority = single(headers['apns-priority']);
+    if (priority !== undefined && !PRIORITIES.has(priority)) return reject(400, 'BadPriority');
+    const expiration = single(headers['apns-expiration']);
+    if (expiration !== undefined && !/^\d{1,10}$/.test(expiration)) return reject(400, 'BadExpirationDate');
+    const id = single(headers['apns-id']);
+    if (id !== undefined && !UUID.test(id)) return reject(400, 'BadMessageId');
+    const collapseId = single(headers['apns-collapse-id']);
+    if (collapseId !== undefined && Buffer.byteLength(collapseId) > MAX_COLLAPSE_ID_BYTES) return reject(400, 'BadCollapseId');
     return null;
   }
 
@@ -308,7 +327,7 @@ export class FakeApns {
     if (!isObject(parsed) || !isObject(parsed['aps']) || Object.keys(parsed['aps']).length > 0) {
       return reject(400, 'BadPayload');
     }
-    if (!isObject(parsed['callpayload'])) return reject(400, 'BadPayload');
+    if (!isObject(parsed[this.opts.payloadKey ?? 'callpayload'])) return reject(400, 'BadPayload');
     return null;
   }
 
@@ -338,11 +357,6 @@ function checkRoute(req: Http2ServerRequest, token: string): Reply | null {
   return null;
 }
 
-/** docs/protocol.md "iOS VoIP invitation" names every `apns-` header `ios-`: an `apns-` header is a naming bug. */
-function checkNoApnsHeaders(headers: IncomingHttpHeaders): Reply | null {
-  return Object.keys(headers).some((name) => name.startsWith('apns-')) ? reject(400, 'UnexpectedApnsHeader') : null;
-}
-
 function reject(status: number, reason: string): Reply {
   return { status, reason };
 }
@@ -360,11 +374,6 @@ function send(res: Http2ServerResponse, reply: Reply, apnsId: string): void {
   res.writeHead(reply.status, { ...headers, 'content-type': 'application/json' });
   res.end(JSON.stringify(body));
 }
-
-
-
-
-
 
 function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;

@@ -29,6 +29,12 @@ import {
  */
 
 export const FCM_SCOPE = 'https://www.googleapis.com/auth/firebase.messaging';
+/**
+ * Google's token endpoint, the `token_uri` of every real key file. Google takes it as an
+ * assertion's audience wherever the assertion is posted, and Google's own client library always
+ * uses it, so the fake does too (beside its own URL).
+ */
+export const GOOGLE_TOKEN_URL = 'https://oauth2.googleapis.com/token';
 const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 
 export interface ServiceAccountJson {
@@ -52,6 +58,8 @@ export interface FakeFcmOptions {
   projectId?: string;
   /** `expires_in` of issued access tokens. Default 3600. */
   accessTokenTtlSeconds?: number;
+  /** The data key that must hold the payload (PUSH_PAYLOAD_KEY). Default `callpayload`. */
+  payloadKey?: string;
 }
 
 export type FcmErrorCode =
@@ -68,6 +76,8 @@ export interface FcmScriptedResponse {
   /** Default: the usual code for `status` (404 → UNREGISTERED, 429 → QUOTA_EXCEEDED, …). */
   errorCode?: FcmErrorCode;
   message?: string;
+  /** Fields named in a `google.rpc.BadRequest` detail, as FCM names a bad `message.token`. */
+  fieldViolations?: string[];
   /** Sent as the `retry-after` header. */
   retryAfterSeconds?: number;
   /** Holds the answer back this long (the message is recorded at once). Default: 0. */
@@ -161,7 +171,6 @@ const STATUS_NAMES: Record<number, string> = {
 };
 const DEFAULT_ERROR_CODES: Record<number, FcmErrorCode> = {
   400: 'INVALID_ARGUMENT',
-  401: 'THIRD_PARTY_AUTH_ERROR',
   403: 'SENDER_ID_MISMATCH',
   404: 'UNREGISTERED',
   429: 'QUOTA_EXCEEDED',
@@ -169,6 +178,7 @@ const DEFAULT_ERROR_CODES: Record<number, FcmErrorCode> = {
   503: 'UNAVAILABLE',
 };
 const DEFAULT_MESSAGES: Record<number, string> = {
+  401: UNAUTHENTICATED_MESSAGE,
   404: 'Requested entity was not found.',
   429: 'Quota exceeded for quota metric.',
   500: 'Internal error encountered.',
@@ -411,7 +421,7 @@ export class FakeFcm {
       return oauthError(400, 'invalid_grant', 'Invalid JWT: kid does not match private_key_id');
     }
     try {
-      await jwtVerify(assertion, account.publicKey, { algorithms: ['RS256'], issuer: claims.iss, audience: this.tokenUrl });
+      await jwtVerify(assertion, account.publicKey, { algorithms: ['RS256'], issuer: claims.iss, audience: [this.tokenUrl, GOOGLE_TOKEN_URL] });
     } catch (err) {
       const why = err instanceof joseErrors.JWTExpired ? 'Token has expired' : err instanceof Error ? err.message : 'bad JWT';
       return oauthError(400, 'invalid_grant', `Invalid JWT: ${why}`);
@@ -436,7 +446,7 @@ export class FakeFcm {
     if (raw.tooLarge) return invalidArgument('Request payload size exceeds the limit');
     const body = parseJson(raw.text);
     if (body === undefined) return invalidArgument('Invalid JSON payload received.');
-    const problem = validateSendBody(body);
+    const problem = validateSendBody(body, this.opts.payloadKey);
     if (problem !== null) return invalidArgument(problem);
     // validateSendBody checked these shapes.
     const request = body as { message: { token: string }; validate_only?: boolean; validateOnly?: boolean };
@@ -462,7 +472,9 @@ export class FakeFcm {
   private tokenStateReply(token: string): Reply | null {
     const state = this.tokenStates.get(token);
     if (state === 'unregistered') return googleReply(404, 'Requested entity was not found.', 'UNREGISTERED');
-    if (state === 'invalid') return invalidArgument('The registration token is not a valid FCM registration token');
+    if (state === 'invalid') {
+      return googleReply(400, 'The registration token is not a valid FCM registration token', 'INVALID_ARGUMENT', ['message.token']);
+    }
     return null;
   }
 }
@@ -497,16 +509,16 @@ const ANDROID_FIELDS = new Set([
 const RESERVED_DATA_KEYS = new Set(['from', 'notification', 'message_type']);
 
 /** Null when the body is a message our product may send, else the error message. */
-export function validateSendBody(body: unknown): string | null {
+export function validateSendBody(body: unknown, payloadKey = 'callpayload'): string | null {
   if (!isObject(body)) return 'Invalid JSON payload received. Expected an object.';
   const message = body['message'];
   return (
     unknownField(body, BODY_FIELDS, '') ??
-    (isObject(message) ? validateMessage(message) : "Invalid value at 'message': an object is required")
+    (isObject(message) ? validateMessage(message, payloadKey) : "Invalid value at 'message': an object is required")
   );
 }
 
-function validateMessage(message: Record<string, unknown>): string | null {
+function validateMessage(message: Record<string, unknown>, payloadKey: string): string | null {
   const android = message['android'];
   return (
     unknownField(message, MESSAGE_FIELDS, 'message') ??
@@ -518,7 +530,7 @@ function validateMessage(message: Record<string, unknown>): string | null {
       : null) ??
     (typeof message['token'] === 'string' && message['token'] !== '' ? null : 'message.token must be a non-empty string') ??
     (isObject(android) ? validateAndroid(android) : 'message.android is required (priority and ttl)') ??
-    validateData(message['data'])
+    validateData(message['data'], payloadKey)
   );
 }
 
@@ -541,8 +553,8 @@ function validateAndroid(android: Record<string, unknown>): string | null {
   return null;
 }
 
-function validateData(data: unknown): string | null {
-  if (!isObject(data)) return 'message.data is required (callpayload)';
+function validateData(data: unknown, payloadKey: string): string | null {
+  if (!isObject(data)) return `message.data is required (${payloadKey})`;
   let bytes = 0;
   for (const [key, value] of Object.entries(data)) {
     if (typeof value !== 'string') return `Invalid value at 'message.data[${key}].value' (TYPE_STRING): data values must be strings`;
@@ -550,9 +562,9 @@ function validateData(data: unknown): string | null {
     bytes += Buffer.byteLength(key) + Buffer.byteLength(value);
   }
   if (bytes > MAX_DATA_BYTES) return 'Android message is too big';
-  const callpayload = data['callpayload'];
-  if (typeof callpayload !== 'string') return 'message.data.callpayload is required';
-  if (!isObject(parseJson(callpayload))) return 'message.data.callpayload must be a string holding a JSON object';
+  const payload = data[payloadKey];
+  if (typeof payload !== 'string') return `message.data.${payloadKey} is required`;
+  if (!isObject(parseJson(payload))) return `message.data.${payloadKey} must be a string holding a JSON object`;
   return null;
 }
 
@@ -564,14 +576,24 @@ function unknownField(obj: Record<string, unknown>, known: Set<string>, where: s
 
 // ---- replies ----
 
-function googleError(status: number, message: string, errorCode?: FcmErrorCode): unknown {
+/**
+ * Google's error shape for FCM v1: `error.code`, `error.message`, `error.status`, and
+ * `error.details[]` with the `FcmError` detail (its `errorCode`) and, for a bad field, a
+ * `google.rpc.BadRequest` detail naming it.
+ */
+function googleError(status: number, message: string, errorCode?: FcmErrorCode, fieldViolations: string[] = []): unknown {
   const error: Record<string, unknown> = { code: status, message, status: STATUS_NAMES[status] ?? 'UNKNOWN' };
-  if (errorCode) error['details'] = [{ '@type': 'type.googleapis.com/google.firebase.fcm.v1.FcmError', errorCode }];
+  const details: unknown[] = [];
+  if (errorCode) details.push({ '@type': 'type.googleapis.com/google.firebase.fcm.v1.FcmError', errorCode });
+  if (fieldViolations.length > 0) {
+    details.push({ '@type': 'type.googleapis.com/google.rpc.BadRequest', fieldViolations: fieldViolations.map((field) => ({ field, description: `Invalid value at '${field}'` })) });
+  }
+  if (details.length > 0) error['details'] = details;
   return { error };
 }
 
-function googleReply(status: number, message: string, errorCode?: FcmErrorCode): Reply {
-  return { status, body: googleError(status, message, errorCode) };
+function googleReply(status: number, message: string, errorCode?: FcmErrorCode, fieldViolations?: string[]): Reply {
+  return { status, body: googleError(status, message, errorCode, fieldViolations) };
 }
 
 function invalidArgument(message: string): Reply {
@@ -581,7 +603,7 @@ function invalidArgument(message: string): Reply {
 function scriptedToReply(scripted: FcmScriptedResponse): Reply {
   const { status } = scripted;
   const message = scripted.message ?? DEFAULT_MESSAGES[status] ?? 'Scripted failure.';
-  const reply = googleReply(status, message, scripted.errorCode ?? DEFAULT_ERROR_CODES[status]);
+  const reply = googleReply(status, message, scripted.errorCode ?? DEFAULT_ERROR_CODES[status], scripted.fieldViolations);
   if (scripted.retryAfterSeconds !== undefined) reply.headers = { 'retry-after': String(scripted.retryAfterSeconds) };
   if (scripted.delayMs) reply.delayMs = scripted.delayMs;
   return reply;
