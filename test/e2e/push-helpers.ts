@@ -48,10 +48,11 @@ export interface PushProviders {
   close(): Promise<void>;
 }
 
-export async function startPushProviders(): Promise<PushProviders> {
+/** `payloadKey`: the PUSH_PAYLOAD_KEY the fakes expect (and the server is given). */
+export async function startPushProviders(payloadKey?: string): Promise<PushProviders> {
   const key = makeApnsKey();
-  const fakeOpts = { bundleId: BUNDLE_ID, keyId: key.keyId, teamId: key.teamId, publicKey: key.publicKey };
-  const [apns, apnsSandbox, fcm] = await Promise.all([startFakeApns(fakeOpts), startFakeApns(fakeOpts), startFakeFcm()]);
+  const fakeOpts = { bundleId: BUNDLE_ID, keyId: key.keyId, teamId: key.teamId, publicKey: key.publicKey, ...(payloadKey ? { payloadKey } : {}) };
+  const [apns, apnsSandbox, fcm] = await Promise.all([startFakeApns(fakeOpts), startFakeApns(fakeOpts), startFakeFcm(payloadKey ? { payloadKey } : {})]);
   const dir = mkdtempSync(join(tmpdir(), 'push-e2e-'));
   const keyFile = join(dir, `AuthKey_${key.keyId}.p8`);
   writeFileSync(keyFile, key.privateKeyPem, { mode: 0o600 });
@@ -65,6 +66,7 @@ export async function startPushProviders(): Promise<PushProviders> {
     ANDROID_PUSH_URL: fcm.url,
     ANDROID_PROJECT_ID: fcm.projectId,
     ANDROID_SERVICE_ACCOUNT_FILE: writeServiceAccountFile(dir, fcm.serviceAccount.json),
+    ...(payloadKey ? { PUSH_PAYLOAD_KEY: payloadKey } : {}),
   };
   return {
     apns,
@@ -80,7 +82,7 @@ export async function startPushProviders(): Promise<PushProviders> {
 }
 
 export async function startPushStack(env: Record<string, string> = {}): Promise<PushStack> {
-  const providers = await startPushProviders();
+  const providers = await startPushProviders(env['PUSH_PAYLOAD_KEY']);
   let stack: Stack;
   try {
     stack = await startStack({ ...providers.pushEnv, ...env });

@@ -132,6 +132,32 @@ describe('FCM answers', () => {
   it.each(fcmCases)('%s', (_name, answers, outcome) => ringThrough('androidPush', answers, outcome));
 });
 
+describe('PUSH_PAYLOAD_KEY', () => {
+  it('carries the invitation under the deployment\'s key on both platforms', async () => {
+    const own = await startPushStack({ PUSH_PAYLOAD_KEY: 'acme_call' });
+    try {
+      const caller = device(own.url, uid('caller'), uid('inst'));
+      const [iPhone, android] = [device(own.url, 'callee-k', uid('inst')), device(own.url, 'callee-k', uid('inst'))];
+      const [ios, fcmToken] = [iosToken(), androidToken()];
+      await registerIos(iPhone, ios);
+      await registerAndroid(android, fcmToken);
+      const call = await createCall(caller, 'callee-k');
+      await waitUntil('both invitations', () => apnsTo(own.apns, ios).length === 1 && own.fcm.messages.some((m) => m.token === fcmToken));
+      // The fakes were told the key too: each would have refused a push without it (400).
+      const push = apnsTo(own.apns, ios)[0]!;
+      expect(push.status).toBe(200);
+      expect(push.body).toEqual({ aps: {}, acme_call: expect.objectContaining({ type: 'call.invited', callId: call.callId }) });
+      const message = own.fcm.messages.find((m) => m.token === fcmToken)!;
+      expect(message.status).toBe(200);
+      const data = (message.body as { message: { data: Record<string, string> } }).message.data;
+      expect(Object.keys(data)).toEqual(['acme_call']);
+      expect(JSON.parse(data['acme_call']!)).toMatchObject({ type: 'call.invited', callId: call.callId });
+    } finally {
+      await own.stop();
+    }
+  });
+});
+
 describe('logs', () => {
   it('carry no push token after every answer above', () => {
     expect(tokens.length).toBe(apnsCases.length + fcmCases.length);

@@ -67,3 +67,14 @@ describe('PUSH_APPS', () => {
     expect(errorOf(() => pushApps(loadConfig({ ANDROID_PROJECT_ID: 'p' })))).toMatch(/ANDROID_SERVICE_ACCOUNT_FILE: required when Android push is configured/);
   });
 });
+
+describe('PUSH_PAYLOAD_KEY', () => {
+  it('defaults to callpayload and takes another key', () => {
+    expect(loadConfig({}).PUSH_PAYLOAD_KEY).toBe('callpayload');
+    expect(loadConfig({ PUSH_PAYLOAD_KEY: 'acme_call' }).PUSH_PAYLOAD_KEY).toBe('acme_call');
+  });
+
+  it.each(['aps', 'from', 'notification', 'message_type', 'google.data', 'gcm_x', '1key', 'has space', 'k'.repeat(65), ''])('refuses %j, naming the variable', (value) => {
+    expect(errorOf(() => loadConfig({ PUSH_PAYLOAD_KEY: value }))).toMatch(/PUSH_PAYLOAD_KEY: /);
+  });
+});
