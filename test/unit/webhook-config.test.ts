@@ -1,6 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Webhook } from 'svix';
 import { loadConfig } from '../../src/config/config.js';
+import { configurationRows } from '../../src/config/configurationPage.js';
 import { parseWebhookEndpoints, webhookEndpoints } from '../../src/webhooks/endpoints.js';
 import { retryAfterMs } from '../../src/webhooks/deliverer.js';
 import { webhookBody, webhookId } from '../../src/webhooks/events.js';
@@ -46,6 +48,29 @@ describe('WEBHOOKS', () => {
     expect(schedule.reduce((a, b) => a + b, 0) / 3_600_000).toBeCloseTo(27.6, 1);
     expect(loadConfig({ WEBHOOK_RETRY_SCHEDULE: '250ms, 1s,2m' }).WEBHOOK_RETRY_SCHEDULE).toEqual([250, 1000, 120_000]);
     expect(() => loadConfig({ WEBHOOK_RETRY_SCHEDULE: '5 seconds' })).toThrow(/WEBHOOK_RETRY_SCHEDULE: "5 seconds" is not a duration/);
+    expect(() => loadConfig({ WEBHOOK_RETRY_SCHEDULE: '5000' })).toThrow(/WEBHOOK_RETRY_SCHEDULE: "5000" is not a duration/);
+    expect(loadConfig({ WEBHOOK_RETRY_SCHEDULE: '' }).WEBHOOK_RETRY_SCHEDULE).toEqual([]);
+  });
+
+  it('docs/webhooks.md "Retries": one row per attempt, each delay the schedule\'s own entry in order, the times its running sums', () => {
+    const page = readFileSync(new URL('../../docs/webhooks.md', import.meta.url), 'utf8');
+    const section = page.slice(page.indexOf('## Retries'), page.indexOf('## Dead letters'));
+    const rows = [...section.matchAll(/^\| (\d+) \| (.+?) \| (.+?) \|$/gm)].map((m) => ({ attempt: Number(m[1]), wait: m[2]!, since: m[3]! }));
+    const written = /The default, `([^`]+)`/.exec(section)?.[1];
+    // The default as the schema writes it (what docs/configuration.md shows).
+    expect(`\`${written}\``).toBe(configurationRows().find((r) => r.name === 'WEBHOOK_RETRY_SCHEDULE')!.shownDefault);
+    const schedule = loadConfig({ WEBHOOK_RETRY_SCHEDULE: written }).WEBHOOK_RETRY_SCHEDULE;
+    expect(schedule).toEqual(loadConfig({}).WEBHOOK_RETRY_SCHEDULE);
+    // Attempt 1 waits for nothing; attempt n + 1 waits the n-th delay.
+    expect(rows.map((r) => r.attempt)).toEqual(Array.from({ length: schedule.length + 1 }, (_, i) => i + 1));
+    expect(rows[0]!.wait).toMatch(/^— /);
+    const entries = rows.slice(1).map((r) => /^`([^`]+)` \(the \d+(st|nd|rd|th) delay\)$/.exec(r.wait)?.[1]);
+    expect(entries).toEqual(written!.split(','));
+    const ordinals = rows.slice(1).map((r) => Number(/\(the (\d+)/.exec(r.wait)?.[1]));
+    expect(ordinals).toEqual(schedule.map((_, i) => i + 1));
+    let sum = 0;
+    const sums = [0, ...schedule.map((d) => (sum += d))];
+    expect(rows.map((r) => r.since)).toEqual(sums.map(spelled));
   });
 });
 
@@ -73,3 +98,14 @@ describe('a delivery', () => {
     expect(retryAfterMs(null)).toBe(0);
   });
 });
+
+/** A duration as docs/webhooks.md "Retries" spells it: `27 h 35 min 5 s`, `0` for none. */
+function spelled(ms: number): string {
+  const parts = [
+    [Math.floor(ms / 3_600_000), 'h'],
+    [Math.floor(ms / 60_000) % 60, 'min'],
+    [Math.floor(ms / 1000) % 60, 's'],
+    [ms % 1000, 'ms'],
+  ] as const;
+  return parts.filter(([n]) => n > 0).map(([n, unit]) => `${n} ${unit}`).join(' ') || '0';
+}
