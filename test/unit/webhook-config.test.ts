@@ -5,6 +5,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { configurationRows } from '../../src/config/configurationPage.js';
 import { parseWebhookEndpoints, webhookEndpoints } from '../../src/webhooks/endpoints.js';
 import { retryAfterMs } from '../../src/webhooks/deliverer.js';
+import { PRIVATE_RANGES } from '../../src/webhooks/privateNetwork.js';
 import { webhookBody, webhookId } from '../../src/webhooks/events.js';
 import { newSecret } from '../support/webhook-receiver.js';
 import { Webhook as Signer } from 'standardwebhooks';
@@ -71,6 +72,67 @@ describe('WEBHOOKS', () => {
     let sum = 0;
     const sums = [0, ...schedule.map((d) => (sum += d))];
     expect(rows.map((r) => r.since)).toEqual(sums.map(spelled));
+  });
+});
+
+describe('http:// only on a private network (docs/webhooks.md "Private networks")', () => {
+  const accepted = [
+    'http://127.0.0.1:3000/hooks',
+    'http://127.8.9.10/hooks',
+    'http://10.1.2.3/hooks',
+    'http://172.16.0.1/hooks',
+    'http://172.31.255.254/hooks',
+    'http://192.168.1.20:8080/hooks',
+    'http://169.254.10.1/hooks',
+    'http://[::1]:3000/hooks',
+    'http://[fd12:3456::1]/hooks',
+    'http://[fe80::1]/hooks',
+    'http://[::ffff:10.0.0.1]/hooks',
+    'http://localhost:3000/hooks',
+    'http://LOCALHOST./hooks',
+    'http://hooks.localhost/hooks',
+    'http://backend:3000/hooks',
+    'http://billing.internal/hooks',
+    'http://nas.home.arpa/hooks',
+    'http://billing.calls.svc.cluster.local/hooks',
+    'https://203.0.113.7/hooks',
+    'https://backend.example.com/hooks',
+  ];
+  const refused = [
+    ['http://203.0.113.7/hooks', '203.0.113.7'],
+    ['http://8.8.8.8/hooks', '8.8.8.8'],
+    ['http://172.32.0.1/hooks', '172.32.0.1'],
+    ['http://192.169.0.1/hooks', '192.169.0.1'],
+    ['http://100.64.0.1/hooks', '100.64.0.1'],
+    ['http://0.0.0.0/hooks', '0.0.0.0'],
+    ['http://[2001:db8::1]:8080/hooks', '[2001:db8::1]:8080'],
+    ['http://[::ffff:8.8.8.8]/hooks', '[::ffff:808:808]'],
+    ['http://backend.example.com/hooks', 'backend.example.com'],
+    ['http://user:secret@hooks.example.com:8443/x?token=t', 'hooks.example.com:8443'],
+    ['http://localhost.example.com/hooks', 'localhost.example.com'],
+  ] as const;
+
+  it('the page lists exactly the address ranges the check uses', () => {
+    const page = readFileSync(new URL('../../docs/webhooks.md', import.meta.url), 'utf8');
+    const section = page.slice(page.indexOf('### Private networks'), page.indexOf('## Events'));
+    const table = section.slice(0, section.indexOf('\n\n', section.indexOf('| counts as private')));
+    const listed = [...table.matchAll(/`([0-9a-f:.]+)\/(\d+)`/g)].map((m) => `${m[1]}/${m[2]}`);
+    expect(listed.sort()).toEqual(PRIVATE_RANGES.map(([network, prefix]) => `${network}/${prefix}`).sort());
+  });
+
+  it.each(accepted)('accepts %s', (url) => {
+    expect(parseWebhookEndpoints(JSON.stringify([endpoint({ url })]))[0]!.url).toBe(url);
+  });
+
+  it.each(refused)('refuses %s, naming %s and nothing else of the URL', (url, host) => {
+    let message = '';
+    try {
+      parseWebhookEndpoints(JSON.stringify([endpoint({ url })]));
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toContain(`WEBHOOKS: endpoint "billing" url: http:// to ${host}, which is not on a private network`);
+    expect(message).not.toMatch(/secret|token=/);
   });
 });
 
