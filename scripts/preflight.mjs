@@ -4,8 +4,8 @@
 // on a fresh clone before `npm install` has built anything.
 //
 //   node scripts/preflight.mjs dev    redis-server, unless REDIS_URL or REDIS_CLUSTER_NODES is set
-//   node scripts/preflight.mjs fast   redis-server (npm run test:fast)
-//   node scripts/preflight.mjs test   redis-server, chromium, coturn, debootstrap (npm test)
+//   node scripts/preflight.mjs fast   redis-server, curl (npm run test:fast)
+//   node scripts/preflight.mjs test   redis-server, curl, chromium, coturn, debootstrap (npm test)
 //
 // A missing tool is installed with apt-get when this user is root or has passwordless sudo, on a
 // Debian or Ubuntu system. Otherwise the script stops at once with one message that names every
@@ -19,6 +19,7 @@ import { delimiter, join } from 'node:path';
 /** Each tool: the binaries it provides, its Debian package, and what needs it. */
 const TOOLS = {
   'redis-server': { bins: ['redis-server'], pkg: 'redis-server', brew: 'redis', part: 'every integration suite' },
+  curl: { bins: ['curl'], pkg: 'curl', brew: 'curl', part: 'the shell code samples of the docs (test/e2e/doc-samples.test.ts)' },
   chromium: { bins: ['chromium'], pkg: 'chromium', brew: null, part: 'the browser suites (test/browser, test/e2e/client-browser.test.ts) and the bench report test' },
   coturn: { bins: ['turnserver', 'turnutils_uclient'], pkg: 'coturn', brew: 'coturn', part: 'the TURN suites (test/integration/turn-allocation.test.ts, test/browser)' },
   debootstrap: { bins: ['debootstrap'], pkg: 'debootstrap', brew: null, part: 'the Node-matrix suite (test/e2e/node-versions.test.ts: Node 22/24 on a Debian trixie root)' },
@@ -26,8 +27,8 @@ const TOOLS = {
 
 const NEEDS = {
   dev: () => (process.env.REDIS_URL || process.env.REDIS_CLUSTER_NODES ? [] : ['redis-server']),
-  fast: () => ['redis-server'],
-  test: () => ['redis-server', 'chromium', 'coturn', 'debootstrap'],
+  fast: () => ['redis-server', 'curl'],
+  test: () => ['redis-server', 'curl', 'chromium', 'coturn', 'debootstrap'],
 };
 
 const mode = process.argv[2] ?? 'test';
@@ -81,8 +82,8 @@ if (hasApt) {
   if (missing.includes('chromium')) lines.push('Chromium: install it and set CHROMIUM_PATH to its binary.');
   for (const t of none) lines.push(`${TOOLS[t].bins[0]} runs only on Linux: ${TOOLS[t].part} cannot run on this system. Use \`npm run test:fast\` here and let CI run the whole suite.`);
 }
-if (mode === 'test' && !missing.includes('redis-server')) {
-  lines.push('`npm run test:fast` needs only redis-server.');
+if (mode === 'test' && !missing.some((t) => NEEDS.fast().includes(t))) {
+  lines.push(`\`npm run test:fast\` needs only ${NEEDS.fast().join(' and ')}.`);
 }
 console.error(lines.join('\n'));
 process.exit(1);

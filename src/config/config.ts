@@ -168,7 +168,7 @@ export const configSchema = z
         }
         return out;
       })
-      .describe('The delays between a failed webhook attempt and the next, comma-separated (`5s,5m,30m,2h,5h,10h,10h`: 8 attempts over about 27 h); after the last, the delivery becomes a dead letter (docs/webhooks.md "Retries").'),
+      .describe('The delays before each retry of a failed webhook delivery, comma-separated, each a whole number with its unit: `ms`, `s`, `m` or `h` (`500ms`, `5s`, `5m`, `2h`; a bare number is refused). N delays make N + 1 attempts: the default\'s 7 make 8, over about 27.6 h; after the last, the delivery becomes a dead letter. Empty: no retry (docs/webhooks.md "Retries").'),
     WEBHOOK_DEAD_LETTERS_MAX: int(10_000, 10, 1_000_000).describe('Dead letters kept for reading and replay; the oldest go first.'),
 
     NODE_ENV: z.string().optional().describe('`production`: no silent defaults; without `REDIS_URL`/`REDIS_CLUSTER_NODES` or an `AUTH_*` key the process exits 2 (no embedded Redis, `--dev` ignored).'),

@@ -1,25 +1,45 @@
+import type { z } from 'zod';
 import { configSchema } from './config.js';
 
 /**
  * docs/configuration.md, generated from the one configuration schema (`npm run docs`): each
- * variable's default is what the schema parses from an unset value, and its meaning is the
- * schema's own description, so the page cannot drift from the code (a test compares them).
+ * variable's default is the schema's own default as written (the text an operator would set, not
+ * what it parses into), and its meaning is the schema's description, so the page cannot drift
+ * from the code. test/unit/configuration-page.test.ts reads the page back and sets every shown
+ * default through the schema.
  */
 
-/** An unset variable's parsed value, as the page shows it. */
+interface SchemaDef {
+  type: string;
+  defaultValue?: unknown;
+  in?: { _zod: { def: SchemaDef } };
+  innerType?: { _zod: { def: SchemaDef } };
+}
+
+/**
+ * The default a variable's schema applies when it is unset, as written in the schema: the
+ * `.default()` at the start of its chain (before any transform or pipe), or undefined.
+ */
+function writtenDefault(schema: z.ZodType): unknown {
+  let def: SchemaDef | undefined = (schema as unknown as { _zod: { def: SchemaDef } })._zod.def;
+  while (def) {
+    if (def.type === 'default') return def.defaultValue;
+    def = (def.in ?? def.innerType)?._zod.def;
+  }
+  return undefined;
+}
+
+/** A default as the page shows it: the environment text, or a dash for unset. */
 function shownDefault(value: unknown): string {
-  if (value === undefined || value === '') return '—';
-  if (Array.isArray(value)) return value.length ? `\`${value.join(',')}\`` : '—';
-  return `\`${String(value)}\``;
+  return value === undefined || value === '' ? '—' : `\`${String(value)}\``;
 }
 
 /** Every variable, in schema order: name, default as shown, meaning. */
 export function configurationRows(): { name: string; shownDefault: string; meaning: string }[] {
   return Object.entries(configSchema.shape).map(([name, schema]) => {
-    const parsed = schema.safeParse(undefined);
     return {
       name,
-      shownDefault: parsed.success ? shownDefault(parsed.data) : 'required',
+      shownDefault: schema.safeParse(undefined).success ? shownDefault(writtenDefault(schema)) : 'required',
       meaning: (schema.description ?? '').replace(/\|/g, '\\|'),
     };
   });

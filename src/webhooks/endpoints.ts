@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { configError, parseNamedList, type Config } from '../config/config.js';
+import { isPrivateNetworkHost } from './privateNetwork.js';
 
 /**
  * The webhook endpoints (docs/webhooks.md "Configuration"): WEBHOOKS (JSON) or WEBHOOKS_FILE,
@@ -22,7 +23,14 @@ const endpointSchema = z
   .object({
     /** Names the endpoint in metrics, logs, dead letters and the webhook-id. */
     id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -'),
-    url: z.url({ protocol: /^https?$/ }),
+    /** `https://`, or `http://` only on a private network (docs/webhooks.md "Private networks"). */
+    url: z.url({ protocol: /^https?$/ }).superRefine((url, ctx) => {
+      const { protocol, host, hostname } = new URL(url);
+      if (protocol === 'http:' && !isPrivateNetworkHost(hostname)) {
+        // Names the host only: the rest of the URL may carry credentials.
+        ctx.addIssue({ code: 'custom', message: `http:// to ${host}, which is not on a private network (docs/webhooks.md "Private networks"): use https://` });
+      }
+    }),
     /** One secret, or two while it rotates (every request is then signed with both). */
     secret: z.union([secretSchema, z.tuple([secretSchema, secretSchema])]),
     /** The event types to send (default: all of them). */

@@ -134,7 +134,7 @@ describe('users', () => {
     const live = await acceptedCall(url, alice, bob);
     await relayDone(redis, ks, [old.callId, live.callId, ringing.callId]);
     const [aliceWs] = sockets.add(await online([alice], url));
-    const bobCursor = await headCursor(bob);
+    const [bobCursor, carolCursor] = [await headCursor(bob), await headCursor(carol)];
 
     const res = await backend().del(`/v1/server/users/${encodeURIComponent(alice.userId)}`);
     expect(res.status, res.text).toBe(200);
@@ -144,6 +144,9 @@ describe('users', () => {
     // Bob was told his call ended.
     const events = await eventsUntil(bob, bobCursor, (e) => e.some((x) => x.type === 'call.ended' && x.callId === live.callId));
     expect(events.find((x) => x.callId === live.callId)).toMatchObject({ reason: 'remoteEnded' });
+    // And carol, whose call to her was still ringing (docs/api.md "Who receives what").
+    const carolEvents = await eventsUntil(carol, carolCursor, (e) => e.some((x) => x.type === 'call.ended' && x.callId === ringing.callId));
+    expect(carolEvents.find((x) => x.callId === ringing.callId)).toMatchObject({ type: 'call.ended', reason: 'remoteEnded' });
     await relayDone(redis, ks, [live.callId, ringing.callId]);
 
     // The whole keyspace: no key names alice, and only the peers' own keys (their logs, histories

@@ -17,6 +17,8 @@ import {
   type OnlineDevice,
 } from './helpers.js';
 import type { EventPayload } from '../support/ws-client.js';
+import { api } from '../support/http.js';
+import { newServerKey } from '../../src/auth/serverKeys.js';
 
 /**
  * Who receives what (docs/protocol.md "Who receives what"), over real WebSockets: every
@@ -24,15 +26,18 @@ import type { EventPayload } from '../support/ws-client.js';
  * exactly its events (payloads exactly as docs/protocol.md "Events") and nothing else: each check ends
  * with barrier calls (helpers.ts settleByBarrier) that every installation receives after anything
  * the call's changes could have sent it.
- * The ring timeout is in server-timers.test.ts (it needs a short RING_TIMEOUT_MS).
+ * The ring timeout is in server-timers.test.ts (it needs a short RING_TIMEOUT_MS); ends through
+ * the server API are here, sign-out and erasure in server-api.test.ts.
  */
 
 let stack: Stack;
 let url: string;
 const sockets = Sockets.closedAfterEachTest();
 
+const serverKey = newServerKey();
+
 beforeAll(async () => {
-  stack = await startStack();
+  stack = await startStack({ SERVER_API_KEYS: serverKey.hash });
   url = stack.url;
 });
 
@@ -252,5 +257,55 @@ describe('signaling audience per transition', () => {
       [a1, 0],
       [a2, 0],
     ]);
+  });
+
+  it('server API end while ringing: every caller and every callee installation gets call.ended with the reason given', async () => {
+    const { a1, a2, callees } = await parties(2);
+    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
+    const call = await createCall(a1, b1.userId);
+    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+
+    const res = await api(url, serverKey.key).post(`/v1/server/calls/${call.callId}/end`, { reason: 'failed' });
+    expect(res.status, res.text).toBe(200);
+
+    const [ea1, ea2, eb1, eb2] = await settle(call.callId, [
+      [a1, 1],
+      [a2, 1],
+      [b1, 2],
+      [b2, 2],
+    ]);
+    expectEnded(ea1![0]!, 'failed', endedAt(res.json.call));
+    expect(ea2![0]).toEqual(ea1![0]);
+    expectEnded(eb1![1]!, 'failed', endedAt(res.json.call));
+    expect(eb2![1]).toEqual(eb1![1]);
+  });
+
+  it('server API end after the answer: every caller installation and the answering installation get call.ended remoteEnded; the callee’s other installations nothing', async () => {
+    const { a1, a2, callees } = await parties(2);
+    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
+    const call = await createCall(a1, b1.userId);
+    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const won = await answer(b1, call.callId);
+    expect(won.status, won.text).toBe(200);
+    await settle(call.callId, [
+      [a1, 1],
+      [a2, 1],
+      [b1, 1],
+      [b2, 2],
+    ]);
+
+    const res = await api(url, serverKey.key).post(`/v1/server/calls/${call.callId}/end`);
+    expect(res.status, res.text).toBe(200);
+
+    const [ea1, ea2, eb1] = await settle(call.callId, [
+      [a1, 2],
+      [a2, 2],
+      [b1, 2],
+      [b2, 2],
+    ]);
+    expectEnded(ea1![1]!, 'remoteEnded', endedAt(res.json.call));
+    expect(ea2![1]).toEqual(ea1![1]);
+    expectEnded(eb1![1]!, 'remoteEnded', endedAt(res.json.call));
+    expect(callEvents(b2).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
   });
 });

@@ -134,4 +134,20 @@ describe('start-up', () => {
       }
     }
   });
+
+  it('refuses a webhook URL in http:// outside a private network, naming its host, and starts with one on it (docs/webhooks.md "Private networks")', async () => {
+    const redis = await startRedis();
+    try {
+      const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+      const webhooks = (url: string) => JSON.stringify([{ id: 'billing', url, secret }]);
+      const env = { AUTH_JWT_SECRET: 'x'.repeat(40), REDIS_URL: redis.url, PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0' };
+      const refused = await runMain({ ...env, WEBHOOKS: webhooks('http://hooks.example.com:8080/calls') }).exited;
+      expect(refused.code).toBe(2);
+      expect(refused.output).toContain('WEBHOOKS: endpoint "billing" url: http:// to hooks.example.com:8080, which is not on a private network');
+      const server = await startServer({ REDIS_URL: redis.url, WEBHOOKS: webhooks('http://127.0.0.1:9/calls') });
+      await server.stop();
+    } finally {
+      await redis.stop();
+    }
+  });
 });

@@ -23,15 +23,15 @@ describe('preflight', () => {
   it('npm test: names each missing tool and the apt-get command, exit 1', () => {
     const r = preflight('test');
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(/missing redis-server, chromium, turnserver and turnutils_uclient/);
-    expect(r.stderr).toContain('apt-get install -y --no-install-recommends redis-server chromium coturn');
+    expect(r.stderr).toMatch(/missing redis-server, curl, chromium, turnserver and turnutils_uclient/);
+    expect(r.stderr).toContain('apt-get install -y --no-install-recommends redis-server curl chromium coturn');
     expect(r.stderr).toContain('test/e2e/client-browser.test.ts');
   });
 
-  it('npm run test:fast needs only redis-server; a CHROMIUM_PATH that exists counts as chromium', () => {
+  it('npm run test:fast needs only redis-server and curl; a CHROMIUM_PATH that exists counts as chromium', () => {
     const fast = preflight('fast');
     expect(fast.status).toBe(1);
-    expect(fast.stderr).toMatch(/missing redis-server\.\n/);
+    expect(fast.stderr).toMatch(/missing redis-server, curl\.\n/);
     expect(fast.stderr).not.toContain('chromium');
     const test = preflight('test', { CHROMIUM_PATH: process.execPath });
     expect(test.stderr).not.toMatch(/missing[^\n]*chromium/);

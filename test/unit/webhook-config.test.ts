@@ -1,8 +1,11 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Webhook } from 'svix';
 import { loadConfig } from '../../src/config/config.js';
+import { configurationRows } from '../../src/config/configurationPage.js';
 import { parseWebhookEndpoints, webhookEndpoints } from '../../src/webhooks/endpoints.js';
 import { retryAfterMs } from '../../src/webhooks/deliverer.js';
+import { PRIVATE_RANGES } from '../../src/webhooks/privateNetwork.js';
 import { webhookBody, webhookId } from '../../src/webhooks/events.js';
 import { newSecret } from '../support/webhook-receiver.js';
 import { Webhook as Signer } from 'standardwebhooks';
@@ -46,6 +49,90 @@ describe('WEBHOOKS', () => {
     expect(schedule.reduce((a, b) => a + b, 0) / 3_600_000).toBeCloseTo(27.6, 1);
     expect(loadConfig({ WEBHOOK_RETRY_SCHEDULE: '250ms, 1s,2m' }).WEBHOOK_RETRY_SCHEDULE).toEqual([250, 1000, 120_000]);
     expect(() => loadConfig({ WEBHOOK_RETRY_SCHEDULE: '5 seconds' })).toThrow(/WEBHOOK_RETRY_SCHEDULE: "5 seconds" is not a duration/);
+    expect(() => loadConfig({ WEBHOOK_RETRY_SCHEDULE: '5000' })).toThrow(/WEBHOOK_RETRY_SCHEDULE: "5000" is not a duration/);
+    expect(loadConfig({ WEBHOOK_RETRY_SCHEDULE: '' }).WEBHOOK_RETRY_SCHEDULE).toEqual([]);
+  });
+
+  it('docs/webhooks.md "Retries": one row per attempt, each delay the schedule\'s own entry in order, the times its running sums', () => {
+    const page = readFileSync(new URL('../../docs/webhooks.md', import.meta.url), 'utf8');
+    const section = page.slice(page.indexOf('## Retries'), page.indexOf('## Dead letters'));
+    const rows = [...section.matchAll(/^\| (\d+) \| (.+?) \| (.+?) \|$/gm)].map((m) => ({ attempt: Number(m[1]), wait: m[2]!, since: m[3]! }));
+    const written = /The default, `([^`]+)`/.exec(section)?.[1];
+    // The default as the schema writes it (what docs/configuration.md shows).
+    expect(`\`${written}\``).toBe(configurationRows().find((r) => r.name === 'WEBHOOK_RETRY_SCHEDULE')!.shownDefault);
+    const schedule = loadConfig({ WEBHOOK_RETRY_SCHEDULE: written }).WEBHOOK_RETRY_SCHEDULE;
+    expect(schedule).toEqual(loadConfig({}).WEBHOOK_RETRY_SCHEDULE);
+    // Attempt 1 waits for nothing; attempt n + 1 waits the n-th delay.
+    expect(rows.map((r) => r.attempt)).toEqual(Array.from({ length: schedule.length + 1 }, (_, i) => i + 1));
+    expect(rows[0]!.wait).toMatch(/^— /);
+    const entries = rows.slice(1).map((r) => /^`([^`]+)` \(the \d+(st|nd|rd|th) delay\)$/.exec(r.wait)?.[1]);
+    expect(entries).toEqual(written!.split(','));
+    const ordinals = rows.slice(1).map((r) => Number(/\(the (\d+)/.exec(r.wait)?.[1]));
+    expect(ordinals).toEqual(schedule.map((_, i) => i + 1));
+    let sum = 0;
+    const sums = [0, ...schedule.map((d) => (sum += d))];
+    expect(rows.map((r) => r.since)).toEqual(sums.map(spelled));
+  });
+});
+
+describe('http:// only on a private network (docs/webhooks.md "Private networks")', () => {
+  const accepted = [
+    'http://127.0.0.1:3000/hooks',
+    'http://127.8.9.10/hooks',
+    'http://10.1.2.3/hooks',
+    'http://172.16.0.1/hooks',
+    'http://172.31.255.254/hooks',
+    'http://192.168.1.20:8080/hooks',
+    'http://169.254.10.1/hooks',
+    'http://[::1]:3000/hooks',
+    'http://[fd12:3456::1]/hooks',
+    'http://[fe80::1]/hooks',
+    'http://[::ffff:10.0.0.1]/hooks',
+    'http://localhost:3000/hooks',
+    'http://LOCALHOST./hooks',
+    'http://hooks.localhost/hooks',
+    'http://backend:3000/hooks',
+    'http://billing.internal/hooks',
+    'http://nas.home.arpa/hooks',
+    'http://billing.calls.svc.cluster.local/hooks',
+    'https://203.0.113.7/hooks',
+    'https://backend.example.com/hooks',
+  ];
+  const refused = [
+    ['http://203.0.113.7/hooks', '203.0.113.7'],
+    ['http://8.8.8.8/hooks', '8.8.8.8'],
+    ['http://172.32.0.1/hooks', '172.32.0.1'],
+    ['http://192.169.0.1/hooks', '192.169.0.1'],
+    ['http://100.64.0.1/hooks', '100.64.0.1'],
+    ['http://0.0.0.0/hooks', '0.0.0.0'],
+    ['http://[2001:db8::1]:8080/hooks', '[2001:db8::1]:8080'],
+    ['http://[::ffff:8.8.8.8]/hooks', '[::ffff:808:808]'],
+    ['http://backend.example.com/hooks', 'backend.example.com'],
+    ['http://user:secret@hooks.example.com:8443/x?token=t', 'hooks.example.com:8443'],
+    ['http://localhost.example.com/hooks', 'localhost.example.com'],
+  ] as const;
+
+  it('the page lists exactly the address ranges the check uses', () => {
+    const page = readFileSync(new URL('../../docs/webhooks.md', import.meta.url), 'utf8');
+    const section = page.slice(page.indexOf('### Private networks'), page.indexOf('## Events'));
+    const table = section.slice(0, section.indexOf('\n\n', section.indexOf('| counts as private')));
+    const listed = [...table.matchAll(/`([0-9a-f:.]+)\/(\d+)`/g)].map((m) => `${m[1]}/${m[2]}`);
+    expect(listed.sort()).toEqual(PRIVATE_RANGES.map(([network, prefix]) => `${network}/${prefix}`).sort());
+  });
+
+  it.each(accepted)('accepts %s', (url) => {
+    expect(parseWebhookEndpoints(JSON.stringify([endpoint({ url })]))[0]!.url).toBe(url);
+  });
+
+  it.each(refused)('refuses %s, naming %s and nothing else of the URL', (url, host) => {
+    let message = '';
+    try {
+      parseWebhookEndpoints(JSON.stringify([endpoint({ url })]));
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toContain(`WEBHOOKS: endpoint "billing" url: http:// to ${host}, which is not on a private network`);
+    expect(message).not.toMatch(/secret|token=/);
   });
 });
 
@@ -73,3 +160,14 @@ describe('a delivery', () => {
     expect(retryAfterMs(null)).toBe(0);
   });
 });
+
+/** A duration as docs/webhooks.md "Retries" spells it: `27 h 35 min 5 s`, `0` for none. */
+function spelled(ms: number): string {
+  const parts = [
+    [Math.floor(ms / 3_600_000), 'h'],
+    [Math.floor(ms / 60_000) % 60, 'min'],
+    [Math.floor(ms / 1000) % 60, 's'],
+    [ms % 1000, 'ms'],
+  ] as const;
+  return parts.filter(([n]) => n > 0).map(([n, unit]) => `${n} ${unit}`).join(' ') || '0';
+}
