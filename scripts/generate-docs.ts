@@ -4,7 +4,7 @@
  * `npm run docs` after changing a schema; a test fails while the checked-in copies are stale.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { generatedDocuments } from '../src/http/documents.js';
+import { generatedDocuments } from '../src/contracts/documents.js';
 
 for (const [path, text] of generatedDocuments()) {
   mkdirSync(new URL('.', new URL(`../${path}`, import.meta.url)), { recursive: true });

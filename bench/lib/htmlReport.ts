@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { RunMeta } from './output.js';
+import type { RunMeta } from './runMeta.js';
 
 /**
  * The bench's HTML report: the run's figures as charts, drawn by Chart.js, which is inlined from

@@ -6,25 +6,10 @@ import type { BenchContext } from './context.js';
 import { REPO_ROOT } from './processes.js';
 import { fmtBytes, mdTable, textTable, type ScenarioResult } from './report.js';
 import { htmlReport } from './htmlReport.js';
+import type { RunMeta } from './runMeta.js';
 
 /** The run's metadata, the terminal summary and the files under bench/results/. */
 
-export interface RunMeta {
-  startedAt: string;
-  durationS: number;
-  mode: string;
-  command: string;
-  gitCommit: string;
-  node: string;
-  redis: string;
-  machine: string;
-  openFilesLimit: string;
-  generators: number;
-  target: string;
-  redisLaunch: string;
-  push: string;
-  topology: string;
-}
 
 function sh(cmd: string, args: string[]): string {
   try {

@@ -6,7 +6,7 @@ import { mintToken } from '../../src/auth/devTokens.js';
 import { encodeEventFrame } from '../../src/gateway/protocol.js';
 import { invitationPayload } from '../../src/events/payloads.js';
 import { deliveriesFor } from '../../src/events/audience.js';
-import { parseChange } from '../../src/events/change.js';
+import { parseChange } from '../../src/calls/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import type { BenchContext } from '../lib/context.js';
 import { fmtBytes, fmtNum, mdTable, type ScenarioResult } from '../lib/report.js';

@@ -9,7 +9,7 @@ import { openLoop } from '../lib/openLoop.js';
 import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
-import type { Task } from './tasks.js';
+import type { Task } from './task.js';
 
 /**
  * Full call lifecycles, open loop, each between a caller and a callee with `devices` devices,

@@ -7,7 +7,7 @@ import { openLoop } from '../lib/openLoop.js';
 import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
-import type { Task } from './tasks.js';
+import type { Task } from './task.js';
 
 /**
  * The workload of the `compare` scenario (bench/README.md): pairs of users, the caller's device

@@ -4,7 +4,7 @@ import { Histogram, type SerializedHistogram } from '../lib/histogram.js';
 import { JsonHttp } from '../lib/http.js';
 import { device } from '../lib/users.js';
 import { countInto } from '../lib/waiter.js';
-import type { Task } from './tasks.js';
+import type { Task } from './task.js';
 
 /**
  * Closed-loop HTTP load with the same client and the same request shape as the lifecycles

@@ -3,7 +3,7 @@ import { sleep } from '../lib/clock.js';
 import { mapLimit, openDeviceSocket } from '../lib/signaling.js';
 import { device } from '../lib/users.js';
 import { countInto } from '../lib/waiter.js';
-import type { Task } from './tasks.js';
+import type { Task } from './task.js';
 
 /**
  * Idle connections: opens `count` sockets spread over the target gateways and over several

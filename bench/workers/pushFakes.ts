@@ -7,7 +7,7 @@ import { startFakeFcm, writeServiceAccountFile, type FakeFcm, type FcmRecordedMe
 import { nowMs } from '../lib/clock.js';
 import { HistogramSet } from '../lib/histogram.js';
 import { countInto } from '../lib/waiter.js';
-import type { Task } from './tasks.js';
+import type { Task } from './task.js';
 
 /**
  * The local push providers (the test suite's fake APNs over h2c and fake FCM with its OAuth

@@ -14,12 +14,12 @@ import { EventLog, type RelayedDelivery } from '../../src/events/eventLog.js';
 import { busyMarkerOps, type MarkerOp } from '../../src/calls/activeCalls.js';
 import { deliveriesFor } from '../../src/events/audience.js';
 import { usersToLookUp } from '../../src/push/planner.js';
-import type { CallChange } from '../../src/events/change.js';
+import type { CallChange } from '../../src/calls/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import { RELAY_GROUP } from '../../src/events/relay.js';
 import { countInto } from '../lib/waiter.js';
 import { nowMs, sleepUntil } from '../lib/clock.js';
-import type { Task } from './tasks.js';
+import type { Task } from './task.js';
 
 /**
  * The Redis-bound ceiling: the Redis work of one call lifecycle, pipelined from a separate client

@@ -10,7 +10,7 @@ import { openLoop } from '../lib/openLoop.js';
 import { maxOf, Sampler } from '../lib/sampler.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
-import type { Task } from './tasks.js';
+import type { Task } from './task.js';
 import type { CallsSetup } from './calls.js';
 
 /**

@@ -6,7 +6,7 @@ import { JsonHttp } from '../lib/http.js';
 import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
 import { device, type Device } from '../lib/users.js';
 import { countInto } from '../lib/waiter.js';
-import type { Task } from './tasks.js';
+import type { Task } from './task.js';
 
 /**
  * Ring timers: creates many calls nobody answers (paced at `rate`, at most `concurrency` in flight),

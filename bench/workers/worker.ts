@@ -1,4 +1,5 @@
-import { TASKS, type Task } from './tasks.js';
+import { TASKS } from './tasks.js';
+import type { Task } from './task.js';
 
 /**
  * A load generator process (forked by bench/lib/generators.ts). It sets up one task, runs it as

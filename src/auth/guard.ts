@@ -1,18 +1,25 @@
 import type { TokenVerifier } from './verifier.js';
 import { AuthError, type Principal } from './principal.js';
-import type { FailureCounter } from '../limits/rateLimiter.js';
 import type { ServerKeys } from './serverKeys.js';
 
 /** Token verification plus the per-IP failed-authentication limit, shared by HTTP and WebSocket. */
+/** What the guard needs of a count of failed authentications per address (limits/rateLimiter.ts FailureCounter). */
+export interface FailureLimit {
+  /** Whether any address may be over the limit now (callers skip reading the address if not). */
+  anyBlocked(): boolean;
+  blocked(address: string): { allowed: boolean; retryAfterMs: number };
+  fail(address: string): void;
+}
+
 export interface AuthGuard {
   verify: TokenVerifier;
   /** The server API's keys: refused on device routes and sockets (403), never verified as a JWT. */
   serverKeys?: ServerKeys;
   /** Failed authentications per remote address; undefined when the limit is off. */
-  failures: FailureCounter | undefined;
+  failures: FailureLimit | undefined;
 }
 
-/** The client's address when asked for; undefined when it can no longer be read (src/http/clientAddress.ts). */
+/** The client's address when asked for; undefined when it can no longer be read (src/transport/clientAddress.ts). */
 export type ClientAddress = () => string | undefined;
 
 export type GuardResult =

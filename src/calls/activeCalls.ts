@@ -1,4 +1,4 @@
-import type { CallChange } from '../events/change.js';
+import type { CallChange } from './change.js';
 import { wasAnswered } from './model.js';
 
 /**

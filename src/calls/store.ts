@@ -4,7 +4,7 @@ import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { callFromHash, parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
 import type { EndReason, RequestEndReason } from './reasons.js';
-import { retentionArg, type Retention } from '../history/retention.js';
+import { retentionArg, type Retention } from './retention.js';
 
 /**
  * The call store: every change of a call is one Lua script (lua/*.lua). Each script call is a

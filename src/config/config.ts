@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { corsOriginsSchema } from '../http/cors.js';
-import { MESSAGE_MAX_BYTES } from '../http/schemas.js';
+import { corsOriginsSchema } from './cors.js';
+import { MESSAGE_MAX_BYTES } from './messageLimits.js';
 import { serverKeyHashesSchema } from '../auth/serverKeys.js';
 
 /**

@@ -4,7 +4,7 @@ import { packageDir } from '../util/packageDir.js';
 import { z } from 'zod';
 import type { Route } from '../http/router.js';
 import { parseJsonBody } from '../http/request.js';
-import { principalId } from '../http/schemas.js';
+import { principalId } from '../commands/schemas.js';
 import { mintToken } from '../auth/devTokens.js';
 
 /**

@@ -1,6 +1,6 @@
 import { reasonForSide } from '../calls/reasons.js';
 import { wasAnswered } from '../calls/model.js';
-import type { CallChange } from './change.js';
+import type { CallChange } from '../calls/change.js';
 import { acceptedPayload, endedPayload, invitationPayload, renamedPayload, type EventPayload } from './payloads.js';
 
 /**

@@ -1,5 +1,5 @@
 import { deliveriesFor } from './audience.js';
-import { parseChange } from './change.js';
+import { parseChange } from '../calls/change.js';
 
 /**
  * Early notices (docs/signaling.md "Early events"). On a single Redis, the script that makes a

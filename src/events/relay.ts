@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis, Cluster, ChainableCommander } from 'ioredis';
 import { keys } from '../redis/keys.js';
 import { indexCall, indexOpsOf, type HistorySettings, type IndexOps } from '../history/callHistory.js';
-import { parseChange, parseMessageEntry, type BatchReads, type CallChange, type ChangeHandler, type MessageEntry } from './change.js';
+import { parseChange, parseMessageEntry, type BatchReads, type CallChange, type ChangeHandler, type MessageEntry } from '../calls/change.js';
 import { deliveriesFor } from './audience.js';
 import { registrationsIn, type EventLog, type RelayedDelivery } from './eventLog.js';
 import type { Logger } from '../util/logger.js';

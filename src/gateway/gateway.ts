@@ -4,23 +4,23 @@ import type { KeySpace } from '../redis/keys.js';
 import type { EventLog } from '../events/eventLog.js';
 import { SIGN_OUT_EPOCH, type LiveMessage } from '../events/eventLog.js';
 import { EARLY_EPOCH, earlyEventsFor } from '../events/earlyNotice.js';
-import { originAllowed, type CorsOrigins } from '../http/cors.js';
+import { originAllowed, type CorsOrigins } from '../config/cors.js';
 import { compareStreamIds, decodeCursor, encodeCursor, type Cursor } from '../events/cursor.js';
 import { isForInstallation } from '../events/audience.js';
 import { bearerToken } from '../auth/verifier.js';
 import { checkToken, type AuthGuard } from '../auth/guard.js';
 import { TokenBucket } from '../limits/rateLimiter.js';
-import { ApiError, unavailableError } from '../http/errors.js';
-import { problemReply, requestIdOf, writeProblem, type Reply } from '../http/router.js';
-import { describeIssues, rateLimited } from '../http/request.js';
-import { opaqueId } from '../http/schemas.js';
-import { CALL_COMMANDS } from '../http/endpoints/commands.js';
-import type { CallCommand, CommandDeps } from '../http/callCommand.js';
-import { clientAddress } from '../http/clientAddress.js';
+import { ApiError, errors, problemReply, tokenRefusal, unavailableError } from '../commands/errors.js';
+import { requestIdOf, writeProblem } from '../transport/response.js';
+import type { Reply } from '../commands/command.js';
+import { opaqueId } from '../commands/schemas.js';
+import { CALL_COMMANDS } from '../commands/callCommands.js';
+import type { CallCommand, CommandDeps } from '../commands/command.js';
+import { clientAddress } from '../transport/clientAddress.js';
 import type { Logger } from '../util/logger.js';
 import { LiveSubscriptions } from './liveSubscriptions.js';
+import { CLOSE } from '../contracts/signaling.js';
 import {
-  CLOSE,
   decodeClientFrame,
   encodeEventFrame,
   encodeFrame,
@@ -162,16 +162,16 @@ export class Gateway {
         };
         const allowed = this.settings.allowedOrigins;
         if (allowed && origin && !originAllowed(allowed, origin)) {
-          reject(new ApiError('forbidden', `origin "${origin}" may not open a signaling socket (CORS_ORIGINS)`));
+          reject(errors.forbidden(`origin "${origin}" may not open a signaling socket (CORS_ORIGINS)`));
           return;
         }
         const startCursor = rawCursor ? decodeCursor(rawCursor) : undefined;
         if (rawCursor && !startCursor) {
-          reject(new ApiError('invalid_request', 'cursor: not a cursor issued by this server'));
+          reject(errors.badCursor());
           return;
         }
         if (!token) {
-          reject(new ApiError('unauthorized', 'missing token; send "Authorization: Bearer <token>" or ?access_token='));
+          reject(errors.unauthorized('missing token; send "Authorization: Bearer <token>" or ?access_token='));
           return;
         }
         // Checked once, at the upgrade: not kept in the cache of verified tokens, which would
@@ -180,11 +180,7 @@ export class Gateway {
           (result) => {
             if (aborted) return;
             if (!result.ok) {
-              reject(
-                result.kind === 'rate_limited'
-                  ? rateLimited('too many failed authentications from this address', result.retryAfterMs)
-                  : new ApiError(result.kind, result.detail),
-              );
+              reject(tokenRefusal(result));
               return;
             }
             const principal = result.principal;
@@ -193,7 +189,7 @@ export class Gateway {
             // synchronously (open runs within upgrade), so concurrent upgrades cannot overshoot.
             const cap = this.settings.maxSocketsPerUser;
             if (cap > 0 && this.live.socketsOf(principal.userId) >= cap) {
-              reject(rateLimited(`this user already has ${cap} open signaling sockets on this server (WS_MAX_SOCKETS_PER_USER); close one first`, 10_000));
+              reject(errors.rateLimited(`this user already has ${cap} open signaling sockets on this server (WS_MAX_SOCKETS_PER_USER); close one first`, 10_000));
               return;
             }
             const data: SocketData = {
@@ -213,7 +209,7 @@ export class Gateway {
           },
           (err: unknown) => {
             this.logger.error({ err }, 'signaling upgrade failed');
-            reject(new ApiError('internal', 'internal error'));
+            reject(errors.internal());
           },
         );
       },
@@ -272,14 +268,14 @@ export class Gateway {
     let reply: Reply;
     try {
       const callId = opaqueId.safeParse(frame.callId);
-      if (!callId.success) throw new ApiError('invalid_request', `callId: ${callId.error.issues[0]?.message ?? 'invalid'}`);
+      if (!callId.success) throw errors.invalidRequest(`callId: ${callId.error.issues[0]?.message ?? 'invalid'}`);
       const body = command.body.safeParse(frame);
-      if (!body.success) throw new ApiError('invalid_request', describeIssues(body.error.issues));
+      if (!body.success) throw errors.invalidFields(body.error.issues);
       reply = await command.run(this.commands, data, callId.data, body.data);
     } catch (err) {
       const refusal = err instanceof ApiError ? err : unavailableError(err);
       if (!refusal) this.logger.error({ err, userId: data.userId, command: command.name }, 'command over signaling failed');
-      reply = problemReply(refusal ?? new ApiError('internal', 'internal error; retry with the same operationId'));
+      reply = problemReply(refusal ?? errors.internal('internal error; retry with the same operationId'));
     }
     const counter = `${command.name} ${reply.status}`;
     this.stats.commands.set(counter, (this.stats.commands.get(counter) ?? 0) + 1);

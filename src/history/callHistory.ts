@@ -3,10 +3,10 @@ import { keys, type KeySpace } from '../redis/keys.js';
 import { readIndexedPage, type IndexCursor, type RecordPage } from '../redis/indexedRecords.js';
 import { wasAnswered, type CallRecord } from '../calls/model.js';
 import { reasonForSide, type EndReason, type Side } from '../calls/reasons.js';
-import type { CallChange } from '../events/change.js';
+import type { CallChange } from '../calls/change.js';
 import type { z } from 'zod';
 import type { callHistoryEntry } from './schema.js';
-import { DEFAULT_HISTORY_RETENTION_MS } from './retention.js';
+import { DEFAULT_HISTORY_RETENTION_MS } from '../calls/retention.js';
 
 /**
  * Call history (docs/call-history.md): every ended call leaves a record. The script that ends it

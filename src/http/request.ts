@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { decodeIndexCursor, type IndexCursor } from '../redis/indexedRecords.js';
-import { ApiError } from './errors.js';
+import { errors, tokenRefusal } from '../commands/errors.js';
 import type { RequestContext } from './router.js';
 import { bearerToken } from '../auth/verifier.js';
 import type { Principal } from '../auth/principal.js';
@@ -8,30 +8,12 @@ import { checkToken, type AuthGuard } from '../auth/guard.js';
 
 /** Verifies the bearer token of a request; 401 with a precise detail, or 429 for an address over its failure limit. */
 export async function authenticate(ctx: RequestContext, guard: AuthGuard): Promise<Principal> {
-  if (ctx.authorization === '') throw unauthorized('missing Authorization header; send "Authorization: Bearer <token>"');
+  if (ctx.authorization === '') throw errors.unauthorized('missing Authorization header; send "Authorization: Bearer <token>"');
   const token = bearerToken(ctx.authorization);
-  if (!token) throw unauthorized('Authorization header must use the Bearer scheme');
+  if (!token) throw errors.unauthorized('Authorization header must use the Bearer scheme');
   const result = await checkToken(guard, token, ctx.remoteAddress);
   if (result.ok) return result.principal;
-  if (result.kind === 'rate_limited') throw rateLimited('too many failed authentications from this address', result.retryAfterMs);
-  if (result.kind === 'forbidden') throw new ApiError('forbidden', result.detail);
-  throw unauthorized(result.detail);
-}
-
-/** 429 with `retry-after` in whole seconds (at least 1). */
-export function rateLimited(detail: string, retryAfterMs: number): ApiError {
-  return new ApiError('rate_limited', detail, {}, { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
-}
-
-export function unauthorized(detail: string): ApiError {
-  return new ApiError('unauthorized', detail, {}, { 'www-authenticate': 'Bearer' });
-}
-
-/** Formats zod issues as `field: message; field: message`. */
-export function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
-  return issues
-    .map((i) => `${i.path.length ? i.path.join('.') : 'body'}: ${i.message}`)
-    .join('; ');
+  throw tokenRefusal(result);
 }
 
 /**
@@ -45,21 +27,21 @@ export function parseJsonBody<S extends z.ZodType>(ctx: RequestContext, schema: 
   if (body && body.length > 0) {
     const type = ctx.contentType.split(';')[0]?.trim().toLowerCase();
     if (type !== 'application/json') {
-      throw new ApiError('unsupported_media_type', `content-type must be application/json, got "${ctx.contentType || '(none)'}"`);
+      throw errors.unsupportedMediaType(ctx.contentType);
     }
     try {
       value = JSON.parse(body.toString('utf8'));
     } catch (err) {
-      throw new ApiError('invalid_request', `request body is not valid JSON: ${(err as Error).message}`);
+      throw errors.invalidRequest(`request body is not valid JSON: ${(err as Error).message}`);
     }
   } else if (!optional) {
-    throw new ApiError('invalid_request', 'request body is required (a JSON object)');
+    throw errors.invalidRequest('request body is required (a JSON object)');
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new ApiError('invalid_request', 'request body must be a JSON object');
+    throw errors.invalidRequest('request body must be a JSON object');
   }
   const parsed = schema.safeParse(value);
-  if (!parsed.success) throw new ApiError('invalid_request', describeIssues(parsed.error.issues));
+  if (!parsed.success) throw errors.invalidFields(parsed.error.issues);
   return parsed.data;
 }
 
@@ -69,10 +51,10 @@ export function parseParam<S extends z.ZodType>(name: string, raw: string, schem
   try {
     decoded = decodeURIComponent(raw);
   } catch {
-    throw new ApiError('invalid_request', `path parameter ${name} is not valid percent-encoding`);
+    throw errors.invalidRequest(`path parameter ${name} is not valid percent-encoding`);
   }
   const parsed = schema.safeParse(decoded);
-  if (!parsed.success) throw new ApiError('invalid_request', `path parameter ${name}: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  if (!parsed.success) throw errors.invalidRequest(`path parameter ${name}: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
   return parsed.data;
 }
 
@@ -86,9 +68,9 @@ export function pageQuery(ctx: RequestContext): { q: URLSearchParams; cursor: In
   const q = new URLSearchParams(ctx.query);
   const rawCursor = q.get('cursor');
   const cursor = rawCursor ? decodeIndexCursor(rawCursor) : undefined;
-  if (rawCursor && !cursor) throw new ApiError('invalid_request', 'cursor: not a cursor issued by this server');
+  if (rawCursor && !cursor) throw errors.badCursor();
   const rawLimit = q.get('limit');
   const limit = rawLimit === null ? { success: true as const, data: 50 } : pageLimit.safeParse(rawLimit);
-  if (!limit.success) throw new ApiError('invalid_request', 'limit: must be an integer from 1 to 200');
+  if (!limit.success) throw errors.invalidRequest('limit: must be an integer from 1 to 200');
   return { q, cursor, limit: limit.data };
 }

@@ -1,9 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import { ApiError, problemBody } from './errors.js';
-import { clientAddress } from './clientAddress.js';
+import { ApiError, errors, problemReply } from '../commands/errors.js';
+import type { Reply } from '../commands/command.js';
+import { clientAddress } from '../transport/clientAddress.js';
 import type { ClientAddress } from '../auth/guard.js';
-import { corsResponseHeaders, originAllowed, preflightHeaders, type CorsOrigins } from './cors.js';
+import { preflightHeaders } from '../transport/cors.js';
+import { originAllowed, type CorsOrigins } from '../config/cors.js';
+import { requestIdOf, send, type ResponseState } from '../transport/response.js';
 
 /**
  * The one layer that touches raw uWS HTTP objects. It copies what handlers need from `req`
@@ -11,6 +14,8 @@ import { corsResponseHeaders, originAllowed, preflightHeaders, type CorsOrigins 
  * enforces the body limit while reading, and writes every response corked and only when the
  * client is still there. Endpoint modules see only `RequestContext` and return a `Reply`.
  */
+
+export type { Reply };
 
 export type Method = 'get' | 'post' | 'put' | 'del';
 
@@ -30,14 +35,6 @@ export interface RequestContext {
   /** The client's address, read when first asked for (clientAddress.ts). */
   remoteAddress: ClientAddress;
   body: Buffer | undefined;
-}
-
-export interface Reply {
-  status: number;
-  /** A JSON text (already serialised), or undefined for no body. */
-  body?: string;
-  contentType?: string;
-  headers?: Record<string, string>;
 }
 
 export type Handler = (ctx: RequestContext) => Promise<Reply> | Reply;
@@ -66,69 +63,7 @@ export interface RouterOptions {
   cors?: CorsOrigins | undefined;
 }
 
-const STATUS_TEXT: Record<number, string> = {
-  200: '200 OK',
-  201: '201 Created',
-  202: '202 Accepted',
-  204: '204 No Content',
-  302: '302 Found',
-  400: '400 Bad Request',
-  401: '401 Unauthorized',
-  403: '403 Forbidden',
-  404: '404 Not Found',
-  405: '405 Method Not Allowed',
-  409: '409 Conflict',
-  413: '413 Payload Too Large',
-  415: '415 Unsupported Media Type',
-  429: '429 Too Many Requests',
-  500: '500 Internal Server Error',
-  503: '503 Service Unavailable',
-};
-
-function statusLine(status: number): string {
-  return STATUS_TEXT[status] ?? `${status} Status`;
-}
-
 const METHOD_NAME: Record<Method, string> = { get: 'GET', post: 'POST', put: 'PUT', del: 'DELETE' };
-
-interface ResponseState {
-  aborted: boolean;
-  done: boolean;
-}
-
-function send(res: HttpResponse, state: ResponseState, ctx: Pick<RequestContext, 'requestId' | 'origin'>, reply: Reply, cors: CorsOrigins | undefined, closeConnection = false): void {
-  if (state.aborted || state.done) return;
-  state.done = true;
-  res.cork(() => {
-    res.writeStatus(statusLine(reply.status));
-    res.writeHeader('x-request-id', ctx.requestId);
-    // Every response, errors included, carries the CORS headers: a browser script can then read
-    // a 429's retry-after or a 500's request ID.
-    for (const [k, v] of Object.entries(corsResponseHeaders(cors, ctx.origin))) res.writeHeader(k, v);
-    if (reply.body !== undefined) res.writeHeader('content-type', reply.contentType ?? 'application/json');
-    for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
-    if (reply.body === undefined) res.endWithoutBody(0, closeConnection);
-    else res.end(reply.body, closeConnection);
-  });
-}
-
-export function problemReply(err: ApiError): Reply {
-  return { status: err.status, body: problemBody(err), contentType: 'application/problem+json', headers: err.headers };
-}
-
-/**
- * Answers with a problem outside mountRoutes (the WebSocket upgrade refusal), the same way as
- * every route does: status line, `x-request-id`, problem+json. The caller checks it was not aborted.
- */
-export function writeProblem(res: HttpResponse, ctx: Pick<RequestContext, 'requestId' | 'origin'>, err: ApiError, cors?: CorsOrigins): void {
-  send(res, { aborted: false, done: false }, ctx, problemReply(err), cors);
-}
-
-/** The client's `x-request-id` when it is sane, else a new one. */
-export function requestIdOf(req: HttpRequest): string {
-  const incomingId = req.getHeader('x-request-id');
-  return /^[A-Za-z0-9._:-]{1,128}$/.test(incomingId) ? incomingId : randomUUID();
-}
 
 function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number, state: ResponseState, clientIpHeader?: string): RequestContext {
   const params: string[] = [];
@@ -151,7 +86,7 @@ function captureContext(res: HttpResponse, req: HttpRequest, paramCount: number,
 /** Reads the body, enforcing the limit while reading; calls `done` with it or with an error. */
 function readBody(res: HttpResponse, declaredLength: number, limit: number, done: (body: Buffer | ApiError) => void): void {
   if (declaredLength > limit) {
-    done(new ApiError('payload_too_large', `request body is ${declaredLength} bytes; the limit is ${limit}`));
+    done(errors.payloadTooLarge(`request body is ${declaredLength} bytes; the limit is ${limit}`));
     return;
   }
   const chunks: Buffer[] = [];
@@ -162,7 +97,7 @@ function readBody(res: HttpResponse, declaredLength: number, limit: number, done
     size += chunk.byteLength;
     if (size > limit) {
       finished = true;
-      done(new ApiError('payload_too_large', `request body exceeds the limit of ${limit} bytes`));
+      done(errors.payloadTooLarge(`request body exceeds the limit of ${limit} bytes`));
       return;
     }
     // uWS frees the chunk after this callback: copy it.
@@ -248,7 +183,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
         pattern,
         answerAtOnce(cors, (ctx) => {
           if (!ctx.origin || !originAllowed(cors, ctx.origin)) {
-            return problemReply(new ApiError('forbidden', `origin "${ctx.origin}" is not allowed (CORS_ORIGINS)`));
+            return problemReply(errors.forbidden(`origin "${ctx.origin}" is not allowed (CORS_ORIGINS)`));
           }
           return { status: 204, headers: { allow, ...preflightHeaders(allow) } };
         }),
@@ -262,7 +197,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
     app.any(
       pattern,
       answerAtOnce(cors, (ctx) =>
-        problemReply(new ApiError('method_not_allowed', `${ctx.method.toUpperCase()} is not allowed on ${ctx.path}; allowed: ${allow}`, {}, { allow })),
+        problemReply(errors.methodNotAllowed(ctx.method, ctx.path, allow)),
       ),
     );
   }
@@ -270,7 +205,7 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], opts: RouterOpti
 
 /** The catch-all 404; mount it last. */
 export function mountNotFound(app: TemplatedApp, cors?: CorsOrigins): void {
-  app.any('/*', answerAtOnce(cors, (ctx) => problemReply(new ApiError('not_found', `no route for ${ctx.method.toUpperCase()} ${ctx.path}`))));
+  app.any('/*', answerAtOnce(cors, (ctx) => problemReply(errors.notFound(`no route for ${ctx.method.toUpperCase()} ${ctx.path}`))));
 }
 
 /** A uWS handler that answers from the request line and headers alone (preflight, 405, 404). */
@@ -290,5 +225,5 @@ function errorReply(err: unknown, ctx: RequestContext, opts: RouterOptions): Rep
   const classified = opts.classifyError?.(err);
   if (classified) return problemReply(classified);
   opts.onError(err, ctx);
-  return problemReply(new ApiError('internal', `internal error; request ${ctx.requestId}`));
+  return problemReply(errors.internal(`internal error; request ${ctx.requestId}`));
 }

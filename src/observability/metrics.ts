@@ -1,6 +1,4 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { CallChange } from '../events/change.js';
-import { wasAnswered } from '../calls/model.js';
 
 /** Every metric this server exports starts with this (docs/operations.md "Observability"). */
 export const METRIC_PREFIX = 'calling_';
@@ -64,25 +62,6 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
-  }
-
-  /** Counts relayed changes: outcomes, answer and ring times, and how far the relay runs behind. */
-  observeChanges(changes: readonly CallChange[], nowMs = Date.now()): void {
-    for (const { kind, call, atMs } of changes) {
-      this.relayLag.observe(Math.max(0, nowMs - atMs) / 1000);
-      if (kind === 'created') this.callsCreated.inc();
-      else if (kind === 'answered') {
-        this.callsAnswered.inc();
-        const seconds = ((call.acceptedAtMs ?? atMs) - call.createdAtMs) / 1000;
-        this.answerSeconds.observe(seconds);
-        this.ringSeconds.observe({ outcome: 'answered' }, seconds);
-      } else if (kind === 'ended') {
-        const reason = call.endReason ?? 'unknown';
-        this.callsEnded.inc({ reason, ended_by: call.endedBy ?? 'system' });
-        // Ended while ringing: the ringing stopped with this end.
-        if (!wasAnswered(call)) this.ringSeconds.observe({ outcome: reason }, ((call.endedAtMs ?? atMs) - call.createdAtMs) / 1000);
-      }
-    }
   }
 
   /** A gauge whose value is read when Prometheus scrapes. */

@@ -1,4 +1,4 @@
-import type { CallChange } from '../events/change.js';
+import type { CallChange } from '../calls/change.js';
 import { deliveriesFor, isForInstallation } from '../events/audience.js';
 import { wasAnswered } from '../calls/model.js';
 import type { PushRegistration } from './registry.js';

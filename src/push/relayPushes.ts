@@ -1,4 +1,4 @@
-import type { BatchReads, ChangeHandler, CallChange } from '../events/change.js';
+import type { BatchReads, ChangeHandler, CallChange } from '../calls/change.js';
 import { parseRegistrations, type PushRegistration } from './registry.js';
 import { pushesFor, usersToLookUp, type ProvidersEnabled } from './planner.js';
 import { registrationKey, type PushDispatcher } from './dispatcher.js';

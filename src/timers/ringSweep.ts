@@ -3,7 +3,7 @@ import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { CorruptRecordError } from '../calls/model.js';
 import { liveChannelArg, publishesDirectly } from '../calls/store.js';
-import { retentionArg, type Retention } from '../history/retention.js';
+import { retentionArg, type Retention } from '../calls/retention.js';
 
 /**
  * One ring sweep pass over some call shards (docs/architecture.md "Ring timers"). Each call script keeps its

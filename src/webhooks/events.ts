@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { CallChange } from '../events/change.js';
+import type { CallChange } from '../calls/change.js';
 import { callOutcome, reasonSeenBy } from '../history/callHistory.js';
 import type { PushTokenKind } from '../push/kinds.js';
 import type { WebhookEventType } from './endpoints.js';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
-import type { ChangeHandler } from '../events/change.js';
+import type { ChangeHandler } from '../calls/change.js';
 import { shardOf } from '../redis/keys.js';
 import { partitionOfShard, type Partitioning } from '../redis/partitions.js';
 import type { WebhookEndpoint } from './endpoints.js';

@@ -1,6 +1,6 @@
 import type { ConnectionOptions } from 'bullmq';
 import type { Config } from '../config/config.js';
-import type { ChangeHandler } from '../events/change.js';
+import type { ChangeHandler } from '../calls/change.js';
 import type { Metrics } from '../observability/metrics.js';
 import { keys } from '../redis/keys.js';
 import type { RedisClient } from '../redis/connection.js';

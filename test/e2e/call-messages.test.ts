@@ -5,7 +5,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import { answer, end, expectProblem, uid, type Device } from '../support/fixtures.js';
 import { connect, type Frame } from '../support/ws-client.js';
 import { shardOf } from '../../src/redis/keys.js';
-import { MESSAGE_PAYLOAD_MAX_BYTES } from '../../src/http/schemas.js';
+import { MESSAGE_PAYLOAD_MAX_BYTES } from '../../src/config/messageLimits.js';
 import { Sockets, createCall, online, readAllEvents, user, waitUntil, type OnlineDevice } from './helpers.js';
 
 /**

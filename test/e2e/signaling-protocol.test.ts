@@ -6,7 +6,7 @@ import { end, uid } from '../support/fixtures.js';
 import { TEST_JWT_SECRET, claims, hmacJwt, tokenFor } from '../support/tokens.js';
 import { connect, upgradeStatus, UpgradeRejected, type SignalingClient } from '../support/ws-client.js';
 import { Sockets, createCall, online, settleByBarrier, user } from './helpers.js';
-import { MESSAGE_MAX_BYTES } from '../../src/http/schemas.js';
+import { MESSAGE_MAX_BYTES } from '../../src/config/messageLimits.js';
 
 /**
  * The WebSocket protocol itself (docs/signaling.md): authentication before the upgrade, the two

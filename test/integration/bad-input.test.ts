@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { acceptedCall, expectJson, expectProblem, expectRedisUnchanged, ringingCall, uid, type CallPair } from '../support/fixtures.js';
 import { rawRequest, type ApiResponse } from '../support/http.js';
-import type { ErrorCode } from '../../src/http/errors.js';
+import type { ErrorCode } from '../../src/commands/errors.js';
 
 /**
  * Bad input (docs/api.md "Errors"): every malformed request gets a problem+json error

@@ -5,9 +5,9 @@ import { startRedisCluster } from '../support/redis-server.js';
 import { CallStore, fingerprint } from '../../src/calls/store.js';
 import { EventLog } from '../../src/events/eventLog.js';
 import { PushRegistry } from '../../src/push/registry.js';
-import { DAY_MS } from '../../src/history/retention.js';
+import { DAY_MS } from '../../src/calls/retention.js';
 import { deliveriesFor } from '../../src/events/audience.js';
-import { parseChange } from '../../src/events/change.js';
+import { parseChange } from '../../src/calls/change.js';
 import { keys } from '../../src/redis/keys.js';
 import { aliceCallsBob } from '../support/fixtures.js';
 

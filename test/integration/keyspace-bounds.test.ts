@@ -5,7 +5,7 @@ import { answer, device, end, getCall, uid, type Device } from '../support/fixtu
 import { stackForFile, startStack, type Stack } from '../support/stack.js';
 import { waitUntil } from '../support/wait.js';
 import { LONG_LIVED_KEYS } from '../../src/redis/keys.js';
-import { DAY_MS } from '../../src/history/retention.js';
+import { DAY_MS } from '../../src/calls/retention.js';
 
 /**
  * Every key the backend writes has an end (docs/keyspace.md): after calls of every ending, with

@@ -4,7 +4,7 @@ import { device, expectJson, sibling, sleep, type Device } from '../support/fixt
 import { waitUntil } from '../support/wait.js';
 import { keys } from '../../src/redis/keys.js';
 import { tokenHash } from '../../src/push/registry.js';
-import { DAY_MS } from '../../src/history/retention.js';
+import { DAY_MS } from '../../src/calls/retention.js';
 
 /**
  * Idle expiry of push registrations (docs/keyspace.md "Push registrations"): a user's

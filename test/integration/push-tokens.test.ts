@@ -3,7 +3,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import { device, expectJson, sibling, type Device } from '../support/fixtures.js';
 import { keys } from '../../src/redis/keys.js';
 import { registrationField, tokenHash } from '../../src/push/registry.js';
-import { DAY_MS } from '../../src/history/retention.js';
+import { DAY_MS } from '../../src/calls/retention.js';
 
 /**
  * Push token registration (docs/api.md "API", docs/protocol.md "Push formats"):

@@ -10,7 +10,7 @@ import { keys } from '../../src/redis/keys.js';
 import { CallStore, fingerprint } from '../../src/calls/store.js';
 import { EventLog } from '../../src/events/eventLog.js';
 import { OutboxRelay, RELAY_GROUP } from '../../src/events/relay.js';
-import type { CallChange, ChangeHandler } from '../../src/events/change.js';
+import type { CallChange, ChangeHandler } from '../../src/calls/change.js';
 import { createLogger } from '../../src/util/logger.js';
 import { waitUntil } from '../e2e/helpers.js';
 

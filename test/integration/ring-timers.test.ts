@@ -7,7 +7,7 @@ import { loadScripts } from '../../src/redis/scripts.js';
 import { keys, shardOf } from '../../src/redis/keys.js';
 import { CallStore, fingerprint, type StoreSettings } from '../../src/calls/store.js';
 import { sweepShards, SweepSchedule } from '../../src/timers/ringSweep.js';
-import { parseChange } from '../../src/events/change.js';
+import { parseChange } from '../../src/calls/change.js';
 import { sleep } from '../support/fixtures.js';
 
 /**

@@ -20,7 +20,7 @@ import {
 } from '../support/fixtures.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { PushRegistry, registrationField, tokenHash } from '../../src/push/registry.js';
-import { DAY_MS } from '../../src/history/retention.js';
+import { DAY_MS } from '../../src/calls/retention.js';
 import { keys } from '../../src/redis/keys.js';
 
 /**

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, expect } from 'vitest';
 import { Redis } from 'ioredis';
 import { api, type Api, type ApiResponse } from './http.js';
 import { tokenFor } from './tokens.js';
-import { errorCatalogue, type ErrorCode } from '../../src/http/errors.js';
+import { errorCatalogue, type ErrorCode } from '../../src/commands/errors.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { keys, shardOf, type KeySpace } from '../../src/redis/keys.js';
 import { RELAY_GROUP } from '../../src/events/relay.js';

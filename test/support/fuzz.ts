@@ -6,7 +6,7 @@ import { keys } from '../../src/redis/keys.js';
 import { newServerKey } from '../../src/auth/serverKeys.js';
 import { claims, hmacJwt, tokenFor } from './tokens.js';
 import { TEST_JWT_SECRET } from './tokens.js';
-import { MESSAGE_MAX_BYTES } from '../../src/http/schemas.js';
+import { MESSAGE_MAX_BYTES } from '../../src/config/messageLimits.js';
 
 /**
  * Property-based fuzzing of the HTTP API and the signaling socket (docs/operations.md "Operations"): requests

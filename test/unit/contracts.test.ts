@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { Parser, fromFile } from '@asyncapi/parser';
-import { SCHEMA_ID_BASE } from '../../src/http/documents.js';
+import { SCHEMA_ID_BASE } from '../../src/contracts/documents.js';
 
 /**
  * The checked-in contracts as a tool reads them (docs/api.md "Contracts"): docs/openapi.json has zero

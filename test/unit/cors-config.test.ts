@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
-import { corsResponseHeaders } from '../../src/http/cors.js';
+import { corsResponseHeaders } from '../../src/transport/cors.js';
 
 /** CORS_ORIGINS and WS_CHECK_ORIGIN as the configuration reads them (docs/api.md "CORS"). */
 

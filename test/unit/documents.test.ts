@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { generatedDocuments } from '../../src/http/documents.js';
-import { openApiDocument } from '../../src/http/openapi.js';
+import { generatedDocuments } from '../../src/contracts/documents.js';
+import { openApiDocument } from '../../src/contracts/openapi.js';
 import { apiRoutes } from '../../src/server.js';
-import { errorCatalogue } from '../../src/http/errors.js';
+import { errorCatalogue } from '../../src/commands/errors.js';
 import type { ApiDeps } from '../../src/http/deps.js';
 
 const root = new URL('../../', import.meta.url);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { earlyEventsFor } from '../../src/events/earlyNotice.js';
 import { deliveriesFor } from '../../src/events/audience.js';
-import { parseChange } from '../../src/events/change.js';
+import { parseChange } from '../../src/calls/change.js';
 
 /**
  * earlyEventsFor (docs/signaling.md "Early events"): what a gateway derives from an early

@@ -1,8 +1,8 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ApiError, errorCatalogue, problemBody, PROBLEM_TYPE_BASE, type ErrorCode } from '../../src/http/errors.js';
-import { problemReply } from '../../src/http/router.js';
+import { ApiError, errorCatalogue, errors, problemBody, PROBLEM_TYPE_BASE, problemReply, type ErrorCode } from '../../src/commands/errors.js';
 
-/** src/http/errors.ts: the error catalogue (docs/api.md "Errors") and RFC 9457 bodies. */
+/** src/commands/errors.ts: the error catalogue (docs/api.md "Errors") and RFC 9457 bodies. */
 
 /** docs/api.md "Errors"'s codes and statuses, written out here rather than read from the code under test. */
 const DOCUMENTED_STATUSES: Record<string, number> = {
@@ -88,5 +88,32 @@ describe('problemBody / problemReply', () => {
       contentType: 'application/problem+json',
       headers: { 'retry-after': '1' },
     });
+  });
+});
+
+describe('named constructors', () => {
+  const SRC = new URL('../../src/', import.meta.url);
+  const files = (dir: URL): URL[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(new URL(`${e.name}/`, dir)) : e.name.endsWith('.ts') ? [new URL(e.name, dir)] : []));
+
+  it('build every error: no module but the catalogue calls new ApiError', () => {
+    const callers = files(SRC)
+      .filter((f) => !f.pathname.endsWith('/src/commands/errors.ts'))
+      .filter((f) => readFileSync(f, 'utf8').includes('new ApiError('))
+      .map((f) => f.pathname.split('/src/')[1]);
+    expect(callers).toEqual([]);
+  });
+
+  it('cover every code of the catalogue', () => {
+    const source = readFileSync(new URL('commands/errors.ts', SRC), 'utf8');
+    const built = new Set([...source.matchAll(/new ApiError\(\s*'([a-z_]+)'/g)].map((m) => m[1]));
+    expect([...built].sort()).toEqual(Object.keys(errorCatalogue).sort());
+  });
+
+  it('carry the fixed parts of a refusal: headers and extra members', () => {
+    expect(errors.rateLimited('slow down', 1_500).headers).toEqual({ 'retry-after': '2' });
+    expect(errors.unauthorized('no').headers).toEqual({ 'www-authenticate': 'Bearer' });
+    expect(errors.methodNotAllowed('put', '/v1/calls', 'POST').detail).toBe('PUT is not allowed on /v1/calls; allowed: POST');
+    expect(errors.callNotFound()).toMatchObject({ code: 'not_found', status: 404, detail: 'call not found' });
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { pushesFor, usersToLookUp, SIGNAL_TTL_MS } from '../../src/push/planner.js';
-import type { CallChange } from '../../src/events/change.js';
+import type { CallChange } from '../../src/calls/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import type { PushRegistration } from '../../src/push/registry.js';
 import { ringingCall } from '../support/callRecords.js';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Route } from '../router.js';
 import { authenticate } from '../request.js';
-import { ApiError } from '../errors.js';
+import { errors } from '../../commands/errors.js';
 import type { AuthGuard } from '../../auth/guard.js';
 import type { EventLog } from '../../events/eventLog.js';
 import { decodeCursor } from '../../events/cursor.js';
@@ -25,10 +25,10 @@ export function callEventsRoute(deps: { auth: AuthGuard; eventLog: EventLog }): 
       const q = new URLSearchParams(ctx.query);
       const rawCursor = q.get('cursor');
       const cursor = rawCursor ? decodeCursor(rawCursor) : undefined;
-      if (rawCursor && !cursor) throw new ApiError('invalid_request', 'cursor: not a cursor issued by this server');
+      if (rawCursor && !cursor) throw errors.badCursor();
       const rawLimit = q.get('limit');
       const limit = rawLimit === null ? 100 : limitSchema.safeParse(rawLimit);
-      if (typeof limit !== 'number' && !limit.success) throw new ApiError('invalid_request', 'limit: must be an integer from 1 to 500');
+      if (typeof limit !== 'number' && !limit.success) throw errors.invalidRequest('limit: must be an integer from 1 to 500');
       const result = await deps.eventLog.read(me.userId, me.installationId, cursor, typeof limit === 'number' ? limit : limit.data);
       if (result.kind === 'gap') {
         // The gap's cursor is the log's head: nothing follows it yet.

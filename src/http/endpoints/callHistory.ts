@@ -1,6 +1,6 @@
 import type { Route, RequestContext, Reply } from '../router.js';
 import { authenticate, pageQuery } from '../request.js';
-import { ApiError } from '../errors.js';
+import { errors } from '../../commands/errors.js';
 import type { AuthGuard } from '../../auth/guard.js';
 import type { CallHistory } from '../../history/callHistory.js';
 
@@ -12,7 +12,7 @@ import type { CallHistory } from '../../history/callHistory.js';
 export async function historyPage(history: CallHistory, userId: string, ctx: RequestContext): Promise<Reply> {
   const { q, cursor, limit } = pageQuery(ctx);
   const rawMissed = q.get('missed');
-  if (rawMissed !== null && rawMissed !== 'true' && rawMissed !== 'false') throw new ApiError('invalid_request', 'missed: must be true or false');
+  if (rawMissed !== null && rawMissed !== 'true' && rawMissed !== 'false') throw errors.invalidRequest('missed: must be true or false');
   const page = await history.read(userId, { cursor, limit, missed: rawMissed === 'true' });
   // Stored records are already JSON text: splice them in.
   return { status: 200, body: `{"calls":[${page.records.join(',')}],"nextCursor":${JSON.stringify(page.nextCursor)}}` };

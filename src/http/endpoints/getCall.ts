@@ -1,7 +1,7 @@
 import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { callRoute } from './callRoute.js';
-import { callReply } from './callReplies.js';
+import { callReply } from '../../commands/callReply.js';
 
 /** GET /v1/calls/{id}: the current snapshot, ended calls included; non-members get 404. */
 export function getCallRoute(deps: ApiDeps): Route {

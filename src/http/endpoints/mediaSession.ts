@@ -2,13 +2,13 @@ import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { callRoute } from './callRoute.js';
 import { parseJsonBody } from '../request.js';
-import { mediaSessionBody } from '../schemas.js';
-import { ApiError } from '../errors.js';
+import { mediaSessionBody } from '../../commands/schemas.js';
+import { errors } from '../../commands/errors.js';
 import { fingerprint, type Outcome } from '../../calls/store.js';
 import { inCallInstallation, sideOf } from '../../calls/model.js';
 import { toSnapshot } from '../../calls/snapshot.js';
 import { mediaCredentials } from '../../calls/mediaCredentials.js';
-import { callReply, failureError } from './callReplies.js';
+import { callReply, failureError } from '../../commands/callReply.js';
 
 /**
  * POST /v1/calls/{id}/media-session: short-lived TURN credentials for a participant of an
@@ -23,7 +23,7 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
     if (outcome.kind === 'failure') throw failureError(outcome.code);
     let call = outcome.call;
     const side = sideOf(call, me.userId);
-    if (!side) throw new ApiError('not_found', 'call not found');
+    if (!side) throw errors.callNotFound();
 
     if (call.state === 'ringing' && side === 'callee' && config.MEDIA_SESSION_ANSWERS) {
       // The answer claim: idempotent per installation unless the client names an operation.
@@ -42,9 +42,9 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
 
     if (inCallInstallation(call, side) !== me.installationId) {
       if (call.state === 'accepted' && side === 'callee') {
-        throw new ApiError('answer_conflict', 'the call was answered by another installation', { snapshot: toSnapshot(call, side) });
+        throw errors.answerConflict(toSnapshot(call, side));
       }
-      throw new ApiError('forbidden', `media credentials are issued only to the installations in an accepted call; this call is ${call.state}`);
+      throw errors.forbidden(`media credentials are issued only to the installations in an accepted call; this call is ${call.state}`);
     }
     const creds = mediaCredentials({
       userId: me.userId,

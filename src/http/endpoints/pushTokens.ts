@@ -1,8 +1,8 @@
 import type { ApiDeps } from '../deps.js';
 import type { RequestContext, Route } from '../router.js';
-import { authenticate, parseJsonBody, parseParam, rateLimited } from '../request.js';
-import { principalId, pushTokenBody, pushTokenKind } from '../schemas.js';
-import { ApiError } from '../errors.js';
+import { authenticate, parseJsonBody, parseParam } from '../request.js';
+import { principalId, pushTokenBody, pushTokenKind } from '../../commands/schemas.js';
+import { errors } from '../../commands/errors.js';
 import { tokenSuffix } from '../../push/registry.js';
 import type { Principal } from '../../auth/principal.js';
 
@@ -13,7 +13,7 @@ function target(ctx: RequestContext, me: Principal) {
   const installationId = parseParam('id', ctx.params[0]!, principalId);
   const kind = parseParam('kind', ctx.params[1]!, pushTokenKind);
   if (installationId !== me.installationId) {
-    throw new ApiError('forbidden', "installation ID in the path does not match the session's installation");
+    throw errors.forbidden("installation ID in the path does not match the session's installation");
   }
   return { installationId, kind };
 }
@@ -28,24 +28,24 @@ export function putPushTokenRoute(deps: ApiDeps): Route {
       const { installationId, kind } = target(ctx, me);
       const body = parseJsonBody(ctx, pushTokenBody);
       if (kind === 'iosVoip' && body.iosEnvironment === undefined) {
-        throw new ApiError('invalid_request', 'iosEnvironment: required for iosVoip tokens ("production" or "development")');
+        throw errors.invalidRequest('iosEnvironment: required for iosVoip tokens ("production" or "development")');
       }
       if (kind === 'androidPush' && body.iosEnvironment !== undefined) {
-        throw new ApiError('invalid_request', 'iosEnvironment: not allowed for androidPush tokens');
+        throw errors.invalidRequest('iosEnvironment: not allowed for androidPush tokens');
       }
       if (kind === 'iosVoip' && !/^[0-9a-fA-F]{64,200}$/.test(body.token)) {
-        throw new ApiError('invalid_request', 'token: an iosVoip token is the device token in hexadecimal (at least 64 digits)');
+        throw errors.invalidRequest('token: an iosVoip token is the device token in hexadecimal (at least 64 digits)');
       }
       if (deps.pushApps) {
         const app = deps.pushApps.get(body.appId);
-        if (!app) throw new ApiError('invalid_request', `appId: "${body.appId}" is not an app of this deployment`);
+        if (!app) throw errors.invalidRequest(`appId: "${body.appId}" is not an app of this deployment`);
         if (!(kind === 'iosVoip' ? app.ios : app.android)) {
-          throw new ApiError('invalid_request', `appId: "${body.appId}" has no ${kind === 'iosVoip' ? 'iOS' : 'Android'} push configured`);
+          throw errors.invalidRequest(`appId: "${body.appId}" has no ${kind === 'iosVoip' ? 'iOS' : 'Android'} push configured`);
         }
       }
       if (deps.limits.pushTokenWrites) {
         const d = await deps.limits.pushTokenWrites.hit({ userId: me.userId, installationId });
-        if (!d.allowed) throw rateLimited('too many push token writes from this installation; retry later', d.retryAfterMs);
+        if (!d.allowed) throw errors.rateLimited('too many push token writes from this installation; retry later', d.retryAfterMs);
       }
       const saved = await deps.pushRegistry.register({
         userId: me.userId,

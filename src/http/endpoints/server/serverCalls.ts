@@ -1,7 +1,7 @@
 import type { Route } from '../../router.js';
-import { ApiError } from '../../errors.js';
+import { errors } from '../../../commands/errors.js';
 import { parseJsonBody, parseParam } from '../../request.js';
-import { opaqueId, principalId, serverEndCallBody } from '../../schemas.js';
+import { opaqueId, principalId, serverEndCallBody } from '../../../commands/schemas.js';
 import type { CallStore } from '../../../calls/store.js';
 import type { CallHistory } from '../../../history/callHistory.js';
 import type { UserAdmin } from '../../../users/userAdmin.js';
@@ -17,12 +17,12 @@ export function serverCallRoutes(auth: ServerAuth, deps: { calls: CallStore; his
       const callId = parseParam('id', ctx.params[0]!, opaqueId);
       const body = parseJsonBody(ctx, serverEndCallBody, true);
       const r = await deps.calls.endByServer(callId, body.reason);
-      if (!r) throw new ApiError('not_found', 'no call with this callId');
+      if (!r) throw errors.notFound('no call with this callId');
       return { status: 200, body: JSON.stringify(r) };
     }),
     serverRoute(auth, 'get', '/v1/server/calls/:id', async (ctx) => {
       const call = await deps.calls.peek(parseParam('id', ctx.params[0]!, opaqueId));
-      if (!call) throw new ApiError('not_found', 'no call with this callId (or it is past CALL_RETENTION_MS)');
+      if (!call) throw errors.notFound('no call with this callId (or it is past CALL_RETENTION_MS)');
       return { status: 200, body: JSON.stringify(call) };
     }),
     serverRoute(auth, 'get', '/v1/server/users/:userId/calls/active', async (ctx) => {

@@ -1,6 +1,6 @@
 import type { Reply, RequestContext, Route } from '../../router.js';
-import { ApiError } from '../../errors.js';
-import { rateLimited, unauthorized } from '../../request.js';
+import { errors } from '../../../commands/errors.js';
+
 import { bearerToken } from '../../../auth/verifier.js';
 import { checkToken, type AuthGuard } from '../../../auth/guard.js';
 import type { ServerKeys } from '../../../auth/serverKeys.js';
@@ -17,14 +17,14 @@ export interface ServerAuth {
 }
 
 export async function authenticateServer(ctx: RequestContext, auth: ServerAuth): Promise<void> {
-  if (ctx.authorization === '') throw unauthorized('missing Authorization header; send "Authorization: Bearer <server API key>"');
+  if (ctx.authorization === '') throw errors.unauthorized('missing Authorization header; send "Authorization: Bearer <server API key>"');
   const token = bearerToken(ctx.authorization);
-  if (!token) throw unauthorized('Authorization header must use the Bearer scheme');
+  if (!token) throw errors.unauthorized('Authorization header must use the Bearer scheme');
   if (auth.keys.matches(token)) return;
   const result = await checkToken({ ...auth.guard, serverKeys: undefined }, token, ctx.remoteAddress);
-  if (result.ok) throw new ApiError('forbidden', 'a device session token is not accepted on the server API: use a server API key');
-  if (result.kind === 'rate_limited') throw rateLimited('too many failed authentications from this address', result.retryAfterMs);
-  throw unauthorized(auth.keys.configured ? `not a server API key (${result.kind === 'unauthorized' ? result.detail : 'refused'})` : 'the server API is off: SERVER_API_KEYS is empty');
+  if (result.ok) throw errors.forbidden('a device session token is not accepted on the server API: use a server API key');
+  if (result.kind === 'rate_limited') throw errors.rateLimited('too many failed authentications from this address', result.retryAfterMs);
+  throw errors.unauthorized(auth.keys.configured ? `not a server API key (${result.kind === 'unauthorized' ? result.detail : 'refused'})` : 'the server API is off: SERVER_API_KEYS is empty');
 }
 
 /** A server API route: authenticated with a server key before `handle` runs. */

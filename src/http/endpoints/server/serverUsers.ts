@@ -1,7 +1,7 @@
 import type { Route } from '../../router.js';
-import { ApiError } from '../../errors.js';
+import { errors } from '../../../commands/errors.js';
 import { parseParam } from '../../request.js';
-import { principalId } from '../../schemas.js';
+import { principalId } from '../../../commands/schemas.js';
 import { CallsStillEnding, type UserAdmin } from '../../../users/userAdmin.js';
 import { serverRoute, type ServerAuth } from './serverRoute.js';
 
@@ -20,7 +20,7 @@ export function serverUserRoutes(auth: ServerAuth, users: UserAdmin): Route[] {
         const r = await users.erase(userId);
         return { status: 200, body: JSON.stringify({ userId, ...r }) };
       } catch (err) {
-        if (err instanceof CallsStillEnding) throw new ApiError('unavailable', err.message, {}, { 'retry-after': '1' });
+        if (err instanceof CallsStillEnding) throw errors.unavailable(err.message);
         throw err;
       }
     }),

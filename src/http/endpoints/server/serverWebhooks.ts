@@ -1,7 +1,7 @@
 import type { Route } from '../../router.js';
-import { ApiError } from '../../errors.js';
+import { errors } from '../../../commands/errors.js';
 import { pageQuery, parseParam } from '../../request.js';
-import { opaqueId } from '../../schemas.js';
+import { opaqueId } from '../../../commands/schemas.js';
 import type { ApiDeps } from '../../deps.js';
 import { serverRoute, type ServerAuth } from './serverRoute.js';
 
@@ -19,7 +19,7 @@ export function serverWebhookRoutes(auth: ServerAuth, webhooks: ApiDeps['webhook
     }),
     serverRoute(auth, 'post', '/v1/server/webhooks/endpoints/:id/enable', async (ctx) => {
       const id = parseParam('id', ctx.params[0]!, endpointId);
-      if (!webhooks.endpoints.some((e) => e.id === id)) throw new ApiError('not_found', 'no webhook endpoint with this id');
+      if (!webhooks.endpoints.some((e) => e.id === id)) throw errors.notFound('no webhook endpoint with this id');
       const wasDisabled = await webhooks.states.enable(id);
       return { status: 200, body: JSON.stringify({ id, wasDisabled }) };
     }),
@@ -31,7 +31,7 @@ export function serverWebhookRoutes(auth: ServerAuth, webhooks: ApiDeps['webhook
     // Queues the delivery again (a fresh schedule, the same webhook-id) and removes the dead letter.
     serverRoute(auth, 'post', '/v1/server/webhooks/dead-letters/:id/replay', async (ctx) => {
       const id = parseParam('id', ctx.params[0]!, opaqueId);
-      if (!(await replay(id))) throw new ApiError('not_found', 'no dead letter with this id (replayed already, or never there)');
+      if (!(await replay(id))) throw errors.notFound('no dead letter with this id (replayed already, or never there)');
       return { status: 202, body: JSON.stringify({ id, replayed: true }) };
     }),
   ];

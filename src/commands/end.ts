@@ -1,7 +1,7 @@
-import { endCallBody } from '../schemas.js';
-import { fingerprint } from '../../calls/store.js';
-import { callReply } from './callReplies.js';
-import type { CallCommand } from '../callCommand.js';
+import { endCallBody } from './schemas.js';
+import { fingerprint } from '../calls/store.js';
+import { callReply } from './callReply.js';
+import type { CallCommand } from './command.js';
 
 /** end (POST /v1/calls/{id}/end or a frame): hang-up, cancel, decline or local failure; returns the snapshot. */
 export const endCommand: CallCommand<typeof endCallBody> = {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import * as s from './schemas.js';
+import * as s from '../commands/schemas.js';
 import { historyOperation, serverPaths, serverSchemas, serverSecurityScheme, serverTags, webhooksSection } from './openapiServer.js';
 import { ACCEPTED, CALL_ID, COMMON, CURSOR, ENDED, ENDED_EVENT, INVITED_EVENT, RINGING, T0, callIdParam, json, problems, ref, schema, snapshotExamples } from './openapiParts.js';
 import { acceptedSchema, endedSchema, invitationSchema, renamedSchema } from '../events/payloadSchemas.js';

@@ -1,4 +1,4 @@
-import { parseCallFields, CorruptRecordError, type CallRecord } from '../calls/model.js';
+import { parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
 
 /** One change of a call as the call scripts wrote it to the outbox (lua/includes/appendOutbox.lua). */
 export type ChangeKind = 'created' | 'answered' | 'ended' | 'renamed';

@@ -1,9 +1,9 @@
-import { rateLimited } from '../request.js';
-import { renameCallBody } from '../schemas.js';
-import { fingerprint } from '../../calls/store.js';
-import { displayNameFor } from '../../calls/identity.js';
-import { callReply } from './callReplies.js';
-import type { CallCommand } from '../callCommand.js';
+import { errors } from './errors.js';
+import { renameCallBody } from './schemas.js';
+import { fingerprint } from '../calls/store.js';
+import { displayNameFor } from '../calls/identity.js';
+import { callReply } from './callReply.js';
+import type { CallCommand } from './command.js';
 
 /**
  * rename (POST /v1/calls/{id}/rename or a frame): the caller changes the name shown on a ringing
@@ -17,7 +17,7 @@ export const renameCommand: CallCommand<typeof renameCallBody> = {
     const displayName = displayNameFor(body.displayName);
     // Each rename is an event in the callee's log: one user may not flood other users' logs.
     const hit = await deps.limits.renames?.hit(me);
-    if (hit && !hit.allowed) throw rateLimited('too many renames by this user; retry later', hit.retryAfterMs);
+    if (hit && !hit.allowed) throw errors.rateLimited('too many renames by this user; retry later', hit.retryAfterMs);
     const outcome = await deps.calls.rename({
       callId,
       userId: me.userId,

@@ -1,4 +1,4 @@
-import * as s from './schemas.js';
+import * as s from '../commands/schemas.js';
 import { CALL_ID, COMMON, T0, callIdParam, json, problems, ref, schema } from './openapiParts.js';
 import { webhookBodies } from '../webhooks/schema.js';
 

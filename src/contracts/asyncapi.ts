@@ -1,8 +1,8 @@
 import { packageVersion } from '../util/packageInfo.js';
-import { CLOSE, SUBPROTOCOL_JSON, SUBPROTOCOL_MSGPACK } from './protocol.js';
-import { CALL_COMMANDS } from '../http/endpoints/commands.js';
-import { opaqueId } from '../http/schemas.js';
-import { schema } from '../http/openapiParts.js';
+import { CLOSE, SUBPROTOCOL_JSON, SUBPROTOCOL_MSGPACK } from './signaling.js';
+import { CALL_COMMANDS } from '../commands/callCommands.js';
+import { opaqueId } from '../commands/schemas.js';
+import { schema } from './openapiParts.js';
 
 /**
  * The AsyncAPI 3.0 document of /v1/signaling (docs/signaling.md in machine-readable form): the

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MESSAGE_PAYLOAD_MAX_BYTES } from '../config/messageLimits.js';
 import { IOS_ENVIRONMENTS, PUSH_TOKEN_KINDS } from '../push/kinds.js';
 import { REQUEST_END_REASONS, END_REASONS } from '../calls/reasons.js';
 import { ID_PATTERN } from '../auth/principal.js';
@@ -42,16 +43,6 @@ export const renameCallBody = z.object({
   displayName: z.string().trim().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters (it is cut to 256 UTF-8 bytes)'),
 });
 
-/** The largest in-call message payload, as JSON text (docs/api.md "In-call messages"). */
-export const MESSAGE_PAYLOAD_MAX_BYTES = 16 * 1024;
-
-/**
- * Room for an in-call message's envelope (type, callId, operationId and JSON punctuation) around
- * a payload of the largest size: the HTTP route's body limit and the default signaling frame
- * limit are both this much more than the payload, so a video SDP offer fits either transport.
- */
-export const MESSAGE_ENVELOPE_BYTES = 1024;
-export const MESSAGE_MAX_BYTES = MESSAGE_PAYLOAD_MAX_BYTES + MESSAGE_ENVELOPE_BYTES;
 
 export const sendMessageBody = z.object({
   operationId: opaqueId,

@@ -1,8 +1,8 @@
-import type { CallCommand } from '../callCommand.js';
-import { answerCommand } from './answerCall.js';
-import { endCommand } from './endCall.js';
-import { renameCommand } from './renameCall.js';
-import { messageCommand } from './callMessages.js';
+import type { CallCommand } from './command.js';
+import { answerCommand } from './answer.js';
+import { endCommand } from './end.js';
+import { renameCommand } from './rename.js';
+import { messageCommand } from './message.js';
 
 /** Every command a device may send over either transport, by frame type (docs/signaling.md "Commands"). */
 export const CALL_COMMANDS: ReadonlyMap<string, CallCommand> = new Map(

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import * as s from './schemas.js';
-import { errorCatalogue, PROBLEM_TYPE_BASE, type ErrorCode } from './errors.js';
+import * as s from '../commands/schemas.js';
+import { errorCatalogue, PROBLEM_TYPE_BASE, type ErrorCode } from '../commands/errors.js';
 
 /** The building blocks of the OpenAPI document (openapi.ts, openapiServer.ts): schemas, examples, problems. */
 

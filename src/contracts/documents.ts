@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { openApiDocument } from './openapi.js';
-import { asyncApiDocument } from '../gateway/asyncapi.js';
+import { asyncApiDocument } from './asyncapi.js';
 import { configurationPage } from '../config/configurationPage.js';
 import {
   acceptedSchema,

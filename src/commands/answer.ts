@@ -1,8 +1,8 @@
-import { answerCallBody } from '../schemas.js';
-import { ApiError } from '../errors.js';
-import { fingerprint } from '../../calls/store.js';
-import { callReply } from './callReplies.js';
-import type { CallCommand } from '../callCommand.js';
+import { answerCallBody } from './schemas.js';
+import { errors } from './errors.js';
+import { fingerprint } from '../calls/store.js';
+import { callReply } from './callReply.js';
+import type { CallCommand } from './command.js';
 
 /** answer (POST /v1/calls/{id}/answer or a frame): the first answering installation wins; later ones get 409. */
 export const answerCommand: CallCommand<typeof answerCallBody> = {
@@ -11,7 +11,7 @@ export const answerCommand: CallCommand<typeof answerCallBody> = {
   body: answerCallBody,
   run: async (deps, me, callId, body) => {
     if (body.installationId !== me.installationId) {
-      throw new ApiError('forbidden', "installationId does not match the session's installation");
+      throw errors.forbidden("installationId does not match the session's installation");
     }
     const outcome = await deps.calls.answer({
       callId,

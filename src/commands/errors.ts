@@ -1,0 +1,126 @@
+import type { z } from 'zod';
+import type { GuardResult } from '../auth/guard.js';
+import type { CallSnapshot } from '../calls/snapshot.js';
+import { isRedisUnavailable } from '../redis/connection.js';
+import type { Reply } from './command.js';
+
+/**
+ * The one catalogue of error codes: each has its HTTP status and title. Responses are RFC 9457
+ * problem details (`application/problem+json`): { type, title, status, detail, code, ...extra }.
+ * docs/api.md ("Errors") lists the same codes; a test keeps the two in agreement.
+ */
+export const errorCatalogue = {
+  invalid_request: { status: 400, title: 'Invalid request' },
+  unauthorized: { status: 401, title: 'Unauthorized' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  not_found: { status: 404, title: 'Not found' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
+  answer_conflict: { status: 409, title: 'Call answered elsewhere' },
+  idempotency_conflict: { status: 409, title: 'Operation ID reused with a different request' },
+  revision_conflict: { status: 409, title: 'Revision does not match' },
+  call_exists: { status: 409, title: 'Call ID already used' },
+  call_not_active: { status: 409, title: 'Call is not ringing or accepted' },
+  payload_too_large: { status: 413, title: 'Payload too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  rate_limited: { status: 429, title: 'Too many requests' },
+  internal: { status: 500, title: 'Internal server error' },
+  unavailable: { status: 503, title: 'Service unavailable' },
+} as const satisfies Record<string, { status: number; title: string }>;
+
+export type ErrorCode = keyof typeof errorCatalogue;
+
+export const PROBLEM_TYPE_BASE = 'https://calling-backend.dev/problems/';
+
+export class ApiError extends Error {
+  override name = 'ApiError';
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail: string,
+    /** Extra members of the problem body (e.g. `snapshot`). */
+    readonly extra: Record<string, unknown> = {},
+    /** Extra response headers (e.g. `retry-after`, `allow`). */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(`${code}: ${detail}`);
+    this.status = errorCatalogue[code].status;
+  }
+}
+
+/**
+ * One named constructor per code (the style of fastify's lib/errors.js): a call site says which
+ * refusal it is and gives only the detail that depends on the request; every fixed detail,
+ * header and extra member is written here once. Nothing outside this file calls `new ApiError`
+ * (test/unit/http-errors.test.ts).
+ */
+export const errors = {
+  invalidRequest: (detail: string) => new ApiError('invalid_request', detail),
+  /** The body or parameter failed its schema: every offending field, named. */
+  invalidFields: (issues: readonly z.core.$ZodIssue[]) => new ApiError('invalid_request', describeIssues(issues)),
+  badCursor: () => new ApiError('invalid_request', 'cursor: not a cursor issued by this server'),
+  unauthorized: (detail: string) => new ApiError('unauthorized', detail, {}, { 'www-authenticate': 'Bearer' }),
+  forbidden: (detail: string) => new ApiError('forbidden', detail),
+  notFound: (detail: string) => new ApiError('not_found', detail),
+  /** A call that does not exist, or that the caller is not a party of (not told apart, docs/api.md "Errors"). */
+  callNotFound: () => new ApiError('not_found', 'call not found'),
+  methodNotAllowed: (method: string, path: string, allow: string) =>
+    new ApiError('method_not_allowed', `${method.toUpperCase()} is not allowed on ${path}; allowed: ${allow}`, {}, { allow }),
+  answerConflict: (snapshot: CallSnapshot) =>
+    new ApiError(
+      'answer_conflict',
+      snapshot.state === 'accepted' ? 'the call was answered by another installation' : `the call is ${snapshot.state} and can no longer be answered`,
+      { snapshot },
+    ),
+  idempotencyConflict: () => new ApiError('idempotency_conflict', 'this operationId was already used with a different request'),
+  revisionConflict: (snapshot: CallSnapshot) =>
+    new ApiError('revision_conflict', `expectedRevision does not match the call's revision ${snapshot.revision}`, { snapshot }),
+  callExists: () => new ApiError('call_exists', 'this callId is already used by another call'),
+  callNotActive: () => new ApiError('call_not_active', 'the call has ended; messages can only be sent while it rings or is accepted'),
+  payloadTooLarge: (detail: string) => new ApiError('payload_too_large', detail),
+  unsupportedMediaType: (contentType: string) =>
+    new ApiError('unsupported_media_type', `content-type must be application/json, got "${contentType || '(none)'}"`),
+  /** 429 with `retry-after` in whole seconds (at least 1). */
+  rateLimited: (detail: string, retryAfterMs: number) =>
+    new ApiError('rate_limited', detail, {}, { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) }),
+  internal: (detail = 'internal error') => new ApiError('internal', detail),
+  unavailable: (detail = 'the call store is unreachable; retry later') => new ApiError('unavailable', detail, {}, { 'retry-after': '1' }),
+} as const;
+
+/** The refusal of a session token the guard did not accept (auth/guard.ts), the same on both transports. */
+export function tokenRefusal(failure: Extract<GuardResult, { ok: false }>): ApiError {
+  switch (failure.kind) {
+    case 'rate_limited':
+      return errors.rateLimited('too many failed authentications from this address', failure.retryAfterMs);
+    case 'forbidden':
+      return errors.forbidden(failure.detail);
+    case 'unauthorized':
+      return errors.unauthorized(failure.detail);
+  }
+}
+
+/** The refusal for an error that is Redis being unreachable (503, retry-after); undefined for any other. */
+export function unavailableError(err: unknown): ApiError | undefined {
+  return isRedisUnavailable(err) ? errors.unavailable() : undefined;
+}
+
+export function problemBody(err: ApiError): string {
+  return JSON.stringify({
+    type: PROBLEM_TYPE_BASE + err.code,
+    title: errorCatalogue[err.code].title,
+    status: err.status,
+    detail: err.detail,
+    code: err.code,
+    ...err.extra,
+  });
+}
+
+export function problemReply(err: ApiError): Reply {
+  return { status: err.status, body: problemBody(err), contentType: 'application/problem+json', headers: err.headers };
+}
+
+/** Formats zod issues as `field: message; field: message`. */
+export function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+  return issues
+    .map((i) => `${i.path.length ? i.path.join('.') : 'body'}: ${i.message}`)
+    .join('; ');
+}
