@@ -37,13 +37,16 @@ const CLUSTER_SUITES = [
 
 /**
  * Suites that need more than redis-server (docs/development.md "Faster loops"): Chromium, coturn,
- * or debootstrap and the network (the Node matrix). `npm run test:fast` leaves them out, with
- * the cluster project; `npm run test:unit` runs test/unit only (no Redis at all).
+ * haproxy, a Docker engine, or debootstrap and the network (the Node matrix, the image).
+ * `npm run test:fast` leaves them out, with the cluster project; `npm run test:unit` runs
+ * test/unit only (no Redis at all).
  */
 const HEAVY_SUITES = [
   'test/browser/**',
   'test/e2e/client-browser.test.ts',
   'test/e2e/node-versions.test.ts',
+  'test/e2e/image.test.ts',
+  'test/e2e/proxy.test.ts',
   'test/integration/turn-allocation.test.ts',
   'test/unit/bench-report.test.ts',
 ];

@@ -5,7 +5,8 @@
 //
 //   node scripts/preflight.mjs dev    redis-server, unless REDIS_URL or REDIS_CLUSTER_NODES is set
 //   node scripts/preflight.mjs fast   redis-server, curl (npm run test:fast)
-//   node scripts/preflight.mjs test   redis-server, curl, chromium, coturn, debootstrap (npm test)
+//   node scripts/preflight.mjs test   redis-server, curl, chromium, coturn, debootstrap, haproxy, and as
+//                                     root docker.io and docker-compose (npm test)
 //
 // A missing tool is installed with apt-get when this user is root or has passwordless sudo, on a
 // Debian or Ubuntu system. Otherwise the script stops at once with one message that names every
@@ -23,12 +24,18 @@ const TOOLS = {
   chromium: { bins: ['chromium'], pkg: 'chromium', brew: null, part: 'the browser suites (test/browser, test/e2e/client-browser.test.ts) and the bench report test' },
   coturn: { bins: ['turnserver', 'turnutils_uclient'], pkg: 'coturn', brew: 'coturn', part: 'the TURN suites (test/integration/turn-allocation.test.ts, test/browser)' },
   debootstrap: { bins: ['debootstrap'], pkg: 'debootstrap', brew: null, part: 'the Node-matrix suite (test/e2e/node-versions.test.ts: Node 22/24 on a Debian trixie root)' },
+  haproxy: { bins: ['haproxy'], pkg: 'haproxy', brew: 'haproxy', part: 'the proxy suite (test/e2e/proxy.test.ts: deploy/haproxy/haproxy.cfg in front of two servers)' },
+  // Root only: the image suite starts a Docker daemon of its own, and without root it says so and
+  // does not run (test/e2e/image.test.ts).
+  docker: { bins: ['dockerd', 'docker'], pkg: 'docker.io', brew: null, rootOnly: true, part: 'the image suite (test/e2e/image.test.ts)' },
+  'docker-compose': { bins: ['docker-compose'], pkg: 'docker-compose', brew: null, rootOnly: true, part: 'the image suite (test/e2e/image.test.ts: docker-compose.yml)' },
 };
+const isRoot = process.getuid?.() === 0;
 
 const NEEDS = {
   dev: () => (process.env.REDIS_URL || process.env.REDIS_CLUSTER_NODES ? [] : ['redis-server']),
   fast: () => ['redis-server', 'curl'],
-  test: () => ['redis-server', 'curl', 'chromium', 'coturn', 'debootstrap'],
+  test: () => ['redis-server', 'curl', 'chromium', 'coturn', 'debootstrap', 'haproxy', 'docker', 'docker-compose'].filter((t) => isRoot || !TOOLS[t].rootOnly),
 };
 
 const mode = process.argv[2] ?? 'test';
@@ -48,7 +55,6 @@ let missing = missingTools();
 if (missing.length === 0) process.exit(0);
 
 const hasApt = onPath('apt-get') || existsSync('/usr/bin/apt-get');
-const isRoot = process.getuid?.() === 0;
 const sudoWorks = !isRoot && onPath('sudo') && spawnSync('sudo', ['-n', 'true'], { stdio: 'ignore' }).status === 0;
 const pkgs = [...new Set(missing.map((t) => TOOLS[t].pkg))];
 

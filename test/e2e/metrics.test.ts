@@ -4,6 +4,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import { api } from '../support/http.js';
 import { answer, device, end, shardBarriers, sleep, uid } from '../support/fixtures.js';
 import { closeAll, connect, type SignalingClient } from '../support/ws-client.js';
+import { parseExposition, type Exposition, type Sample } from '../support/exposition.js';
 
 /**
  * GET /metrics end to end, on the metrics listener (METRICS_PORT): the Prometheus text of a real
@@ -11,78 +12,6 @@ import { closeAll, connect, type SignalingClient } from '../support/ws-client.js
  * prom-client), scraped before and after a full call lifecycle with both parties online, and the
  * liveness / readiness endpoints next to it.
  */
-
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-interface Exposition {
-  samples: Sample[];
-  /** `# TYPE name type` lines. */
-  types: Map<string, string>;
-  /** `# HELP name text` lines. */
-  help: Map<string, string>;
-}
-
-/** Parses the Prometheus text exposition format (0.0.4): `name{l="v",…} value [timestamp]`. */
-function parseExposition(text: string): Exposition {
-  const samples: Sample[] = [];
-  const types = new Map<string, string>();
-  const help = new Map<string, string>();
-  for (const raw of text.split('\n')) {
-    const line = raw.trim();
-    if (line === '') continue;
-    if (line.startsWith('#')) {
-      const m = /^#\s+(TYPE|HELP)\s+([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(.*)$/.exec(line);
-      if (m?.[1] === 'TYPE') types.set(m[2]!, m[3]!);
-      else if (m?.[1] === 'HELP') help.set(m[2]!, m[3]!);
-      continue;
-    }
-    const nameMatch = /^[a-zA-Z_:][a-zA-Z0-9_:]*/.exec(line);
-    if (!nameMatch) throw new Error(`not a sample line: ${line}`);
-    const name = nameMatch[0];
-    let i = name.length;
-    const labels: Record<string, string> = {};
-    if (line[i] === '{') {
-      i++;
-      for (;;) {
-        while (line[i] === ' ' || line[i] === ',') i++;
-        if (line[i] === '}') {
-          i++;
-          break;
-        }
-        const lm = /^([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"/.exec(line.slice(i));
-        if (!lm) throw new Error(`bad label at ${i} in: ${line}`);
-        i += lm[0].length;
-        let value = '';
-        for (;;) {
-          const ch = line[i];
-          if (ch === undefined) throw new Error(`unterminated label value in: ${line}`);
-          i++;
-          if (ch === '"') break;
-          if (ch === '\\') {
-            const next = line[i++];
-            value += next === 'n' ? '\n' : (next ?? '');
-          } else {
-            value += ch;
-          }
-        }
-        labels[lm[1]!] = value;
-      }
-    }
-    const rest = line.slice(i).trim().split(/\s+/);
-    const valueText = rest[0] ?? '';
-    // Like Prometheus (Go's ParseFloat), special values in any case: prom-client writes `Nan`.
-    const special: Record<string, number> = { '+inf': Infinity, inf: Infinity, '-inf': -Infinity, nan: NaN };
-    const lower = valueText.toLowerCase();
-    const value = lower in special ? special[lower]! : Number(valueText);
-    if (valueText === '' || (Number.isNaN(value) && lower !== 'nan')) throw new Error(`bad value in: ${line}`);
-    samples.push({ name, labels, value });
-  }
-  return { samples, types, help };
-}
 
 /** Samples named `calling_<name>` whose labels include all of `labels`. */
 function find(e: Exposition, name: string, labels: Record<string, string> = {}): Sample[] {

