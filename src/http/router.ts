@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { ApiError, errors, problemReply } from '../commands/errors.js';
 import type { Reply } from '../commands/command.js';

@@ -12,7 +12,7 @@ import { expect } from 'vitest';
 import { makeApnsKey, startFakeApns, type ApnsKey, type ApnsRecordedRequest, type FakeApns } from '../support/apns-server.js';
 import { startFakeFcm, writeServiceAccountFile, type FakeFcm, type FcmRecordedMessage } from '../support/fcm-server.js';
 import { ON_CLUSTER, startStack, type Stack } from '../support/stack.js';
-import { DEFAULT_CALL_SHARDS, relayDone, type Device } from '../support/fixtures.js';
+import { DEFAULT_CALL_SHARDS, device, relayDone, uid, type Device } from '../support/fixtures.js';
 import { waitUntil } from '../support/wait.js';
 
 /**
@@ -130,6 +130,22 @@ export async function registerAndroid(d: Device, token: string): Promise<void> {
 
 export type TokenKind = 'iosVoip' | 'androidPush';
 
+/** A new installation of `userId` on the server at `baseUrl` (`name`: the display name in its token). */
+export const installation = (baseUrl: string, userId: string, name?: string): Device => device(baseUrl, userId, uid('inst'), name);
+
+export interface Phone {
+  d: Device;
+  token: string;
+}
+
+/** A new installation of `userId` with a new push token of `kind` registered. */
+export async function phone(baseUrl: string, userId: string, kind: TokenKind): Promise<Phone> {
+  const d = installation(baseUrl, userId);
+  const token = kind === 'iosVoip' ? iosToken() : androidToken();
+  await (kind === 'iosVoip' ? registerIos(d, token) : registerAndroid(d, token));
+  return { d, token };
+}
+
 /** Whether the installation's registration of that kind is stored (in its user's registrations hash). */
 export async function isRegistered(stack: Stack, d: Device, kind: TokenKind): Promise<boolean> {
   return (await stack.redis.hexists(keys.pushRegistrations({ prefix: PREFIX, shards: 8 }, d.userId), registrationField(d.installationId, kind))) === 1;
@@ -157,6 +173,9 @@ export function fcmBody(m: FcmRecordedMessage): FcmBody {
 export function fcmTo(fake: FakeFcm, token: string, type?: string): FcmRecordedMessage[] {
   return fake.messages.filter((m) => m.token === token && (type === undefined || callpayloadOf(m).type === type));
 }
+
+/** The invitations FCM received for one registration token. */
+export const invitesTo = (fake: FakeFcm, token: string): FcmRecordedMessage[] => fcmTo(fake, token, 'call.invited');
 
 /** The server's default QUEUE_PARTITIONS on this test project's Redis. */
 const QUEUE_PARTITIONS = defaultQueuePartitions(ON_CLUSTER);

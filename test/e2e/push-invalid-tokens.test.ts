@@ -6,7 +6,6 @@ import {
   apnsTo,
   callpayloadOf,
   fcmTo,
-  iosToken,
   logRecords,
   registerAndroid,
   registerIos,
@@ -14,6 +13,10 @@ import {
   pushesSettled,
   startPushStack,
   type PushStack,
+  phone,
+  invitesTo as invitesToFake,
+  type Phone,
+  type TokenKind,
 } from './push-helpers.js';
 import { forFile } from '../support/stack.js';
 
@@ -39,23 +42,15 @@ function inst(baseUrl: string, userId: string, name?: string): Device {
   return d;
 }
 
-async function iPhone(userId: string): Promise<{ d: Device; token: string }> {
-  const d = inst(url, userId);
-  const token = iosToken();
-  secrets.add(token);
-  await registerIos(d, token);
-  return { d, token };
+/** A phone whose push token and session token go into `secrets`. */
+async function secretPhone(userId: string, kind: TokenKind): Promise<Phone> {
+  const p = await phone(url, userId, kind);
+  secrets.add(p.token).add(p.d.token);
+  return p;
 }
-
-async function androidPhone(userId: string): Promise<{ d: Device; token: string }> {
-  const d = inst(url, userId);
-  const token = androidToken();
-  secrets.add(token);
-  await registerAndroid(d, token);
-  return { d, token };
-}
-
-const invitesTo = (token: string) => fcmTo(ps.fcm, token, 'call.invited');
+const iPhone = (userId: string) => secretPhone(userId, 'iosVoip');
+const androidPhone = (userId: string) => secretPhone(userId, 'androidPush');
+const invitesTo = (token: string) => invitesToFake(ps.fcm, token);
 
 
 /**

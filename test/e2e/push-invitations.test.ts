@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { TestServer } from '../support/server.js';
-import { device, eventsUntil, headCursor, uid, type Device } from '../support/fixtures.js';
+import { eventsUntil, headCursor, uid } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
 import { sleep } from '../support/wait.js';
 import {
@@ -18,6 +18,7 @@ import {
   startPushStack,
   ttlSeconds,
   type PushStack,
+  installation,
 } from './push-helpers.js';
 import { forFile } from '../support/stack.js';
 
@@ -43,8 +44,7 @@ forFile(startPushStack, async (s) => {
   ]);
 });
 
-/** A user's installation on `baseUrl`. */
-const inst = (baseUrl: string, userId: string, name?: string): Device => device(baseUrl, userId, uid('inst'), name);
+const inst = installation;
 
 const JWT_SHAPE = /^bearer [A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 

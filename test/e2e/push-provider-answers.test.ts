@@ -1,9 +1,23 @@
 import { describe, expect, it } from 'vitest';
-import { device, uid, type Device } from '../support/fixtures.js';
+import { uid } from '../support/fixtures.js';
 import type { ApnsScriptedResponse } from '../support/apns-server.js';
 import type { FcmScriptedResponse } from '../support/fcm-server.js';
 import { createCall, waitUntil } from './helpers.js';
-import { androidToken, apnsTo, fcmTo, iosToken, isRegistered, logRecords, registerAndroid, registerIos, startPushStack, type PushStack, type TokenKind } from './push-helpers.js';
+import {
+  androidToken,
+  apnsTo,
+  fcmTo,
+  iosToken,
+  isRegistered,
+  logRecords,
+  registerAndroid,
+  registerIos,
+  startPushStack,
+  type PushStack,
+  type TokenKind,
+  installation,
+  phone,
+} from './push-helpers.js';
 import { forFile } from '../support/stack.js';
 
 /**
@@ -68,16 +82,12 @@ async function configurationErrors(provider: string, reason: string): Promise<nu
 
 /** Rings a new callee with one device of `kind` whose first invitation gets the scripted answers, then checks the outcome. */
 async function ringThrough(kind: TokenKind, answers: readonly { status: number; reason?: string; errorCode?: string }[], outcome: Outcome): Promise<void> {
-  const caller = device(ps.url, uid('caller'), uid('inst'));
-  const callee: Device = device(ps.url, uid('callee'), uid('inst'));
-  const token = kind === 'iosVoip' ? iosToken() : androidToken();
+  const caller = installation(ps.url, uid('caller'));
+  const { d: callee, token } = await phone(ps.url, uid('callee'), kind);
   tokens.push(token);
-  if (kind === 'iosVoip') {
-    await registerIos(callee, token);
-    for (const a of answers) ps.apns.failNext(token, a as ApnsScriptedResponse);
-  } else {
-    await registerAndroid(callee, token);
-    for (const a of answers) ps.fcm.failNext(token, a as FcmScriptedResponse);
+  for (const a of answers) {
+    if (kind === 'iosVoip') ps.apns.failNext(token, a as ApnsScriptedResponse);
+    else ps.fcm.failNext(token, a as FcmScriptedResponse);
   }
   const provider = kind === 'iosVoip' ? 'apns' : 'fcm';
   const reason = answers[0]!.reason ?? answers[0]!.errorCode!;
@@ -136,8 +146,8 @@ describe('PUSH_PAYLOAD_KEY', () => {
   it('carries the invitation under the deployment\'s key on both platforms', async () => {
     const own = await startPushStack({ PUSH_PAYLOAD_KEY: 'acme_call' });
     try {
-      const caller = device(own.url, uid('caller'), uid('inst'));
-      const [iPhone, android] = [device(own.url, 'callee-k', uid('inst')), device(own.url, 'callee-k', uid('inst'))];
+      const caller = installation(own.url, uid('caller'));
+      const [iPhone, android] = [installation(own.url, 'callee-k'), installation(own.url, 'callee-k')];
       const [ios, fcmToken] = [iosToken(), androidToken()];
       await registerIos(iPhone, ios);
       await registerAndroid(android, fcmToken);

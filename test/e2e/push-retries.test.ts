@@ -1,18 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import type { TestServer } from '../support/server.js';
-import { device, end, getCall, uid, type Device } from '../support/fixtures.js';
+import { end, getCall, uid } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
 import {
-  androidToken,
   apnsTo,
   callpayloadOf,
   fcmTo,
-  iosToken,
-  registerAndroid,
-  registerIos,
   pushesSettled,
   startPushStack,
   type PushStack,
+  installation,
+  phone,
+  invitesTo as invitesToFake,
 } from './push-helpers.js';
 import { forFile } from '../support/stack.js';
 
@@ -33,25 +32,10 @@ forFile(startPushStack, async (s) => {
   short = await s.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '3000' });
 });
 
-function inst(baseUrl: string, userId: string): Device {
-  return device(baseUrl, userId, uid('inst'));
-}
-
-async function iPhone(userId: string): Promise<{ d: Device; token: string }> {
-  const d = inst(url, userId);
-  const token = iosToken();
-  await registerIos(d, token);
-  return { d, token };
-}
-
-async function androidPhone(userId: string): Promise<{ d: Device; token: string }> {
-  const d = inst(url, userId);
-  const token = androidToken();
-  await registerAndroid(d, token);
-  return { d, token };
-}
-
-const invitesTo = (token: string) => fcmTo(ps.fcm, token, 'call.invited');
+const inst = installation;
+const iPhone = (userId: string) => phone(url, userId, 'iosVoip');
+const androidPhone = (userId: string) => phone(url, userId, 'androidPush');
+const invitesTo = (token: string) => invitesToFake(ps.fcm, token);
 
 describe('no invitation for a call that stopped ringing', () => {
   it('503 + retry-after 2 on the first attempt, then the caller cancels: no further invitation on either platform', async () => {

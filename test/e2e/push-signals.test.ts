@@ -1,21 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import type { FcmRecordedMessage } from '../support/fcm-server.js';
 import type { TestServer } from '../support/server.js';
-import { answer, device, end, eventsUntil, headCursor, sameShardCallId, uid, type Device } from '../support/fixtures.js';
+import { answer, end, eventsUntil, headCursor, sameShardCallId, uid } from '../support/fixtures.js';
 import { SIGNAL_TTL_MS } from '../../src/push/planner.js';
 import { acceptedAt, createCall, endedAt, expectAccepted, expectEnded, waitUntil } from './helpers.js';
 import {
-  androidToken,
   apnsTo,
   callpayloadOf,
   fcmTo,
-  iosToken,
-  registerAndroid,
-  registerIos,
   pushesSettled,
   startPushStack,
   ttlSeconds,
   type PushStack,
+  installation,
+  phone,
+  type Phone as RegisteredPhone,
+  type TokenKind,
 } from './push-helpers.js';
 import { forFile } from '../support/stack.js';
 
@@ -37,27 +37,19 @@ forFile(startPushStack, async (s) => {
   short = await s.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '2000' });
 });
 
-const inst = (baseUrl: string, userId: string): Device => device(baseUrl, userId, uid('inst'));
+const inst = installation;
 
-interface Phone {
-  d: Device;
-  token: string;
+/** A phone and its log's head when it registered: the events it gets come after. */
+interface Phone extends RegisteredPhone {
   cursor: string;
 }
 
-async function androidPhone(userId: string, baseUrl = url): Promise<Phone> {
-  const d = inst(baseUrl, userId);
-  const token = androidToken();
-  await registerAndroid(d, token);
-  return { d, token, cursor: await headCursor(d) };
+async function phoneAt(userId: string, kind: TokenKind, baseUrl: string): Promise<Phone> {
+  const p = await phone(baseUrl, userId, kind);
+  return { ...p, cursor: await headCursor(p.d) };
 }
-
-async function iPhone(userId: string, baseUrl = url): Promise<Phone> {
-  const d = inst(baseUrl, userId);
-  const token = iosToken();
-  await registerIos(d, token);
-  return { d, token, cursor: await headCursor(d) };
-}
+const androidPhone = (userId: string, baseUrl = url) => phoneAt(userId, 'androidPush', baseUrl);
+const iPhone = (userId: string, baseUrl = url) => phoneAt(userId, 'iosVoip', baseUrl);
 
 /** A NORMAL data message: exact body shape, no notification, a ttl within the signal's minute. */
 function expectSignalMessage(m: FcmRecordedMessage, token: string, occurredAtMs: number): Record<string, any> {

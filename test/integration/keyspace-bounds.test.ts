@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { answer, device, end, getCall, uid, type Device } from '../support/fixtures.js';
-import { stackForFile, startStack, type Stack } from '../support/stack.js';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { waitUntil } from '../support/wait.js';
 import { LONG_LIVED_KEYS } from '../../src/redis/keys.js';
 import { DAY_MS } from '../../src/calls/retention.js';

@@ -7,7 +7,7 @@ import { Cluster, Redis } from 'ioredis';
 import { importPKCS8, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeApnsKey, startFakeApns, type ApnsKey, type FakeApns } from '../support/apns-server.js';
-import { FCM_SCOPE, makeServiceAccount, startFakeFcm, writeServiceAccountFile, type FakeFcm, type ServiceAccountJson } from '../support/fcm-server.js';
+import { FCM_SCOPE, GOOGLE_TOKEN_URL, makeServiceAccount, startFakeFcm, writeServiceAccountFile, type FakeFcm, type ServiceAccountJson } from '../support/fcm-server.js';
 import { redisCommand, startRedis, startRedisCluster } from '../support/redis-server.js';
 
 /** Tests of the test harness itself: the fake push providers and the redis-server launcher. */
@@ -355,7 +355,7 @@ describe('fake FCM', () => {
   it('refuses bad assertions', async () => {
     const stranger = makeServiceAccount(fcm.tokenUrl, fcm.projectId);
     const cases: [string, Promise<string>, string, string?][] = [
-      ['wrong audience', assertion({ aud: 'https://oauth2.googleapis.com/token' }), 'invalid_grant'],
+      ['wrong audience', assertion({ aud: 'https://accounts.example.com/token' }), 'invalid_grant'],
       ['expired', assertion({ iat: nowSeconds() - 7200 }), 'invalid_grant'],
       ['too long-lived', assertion({ lifetime: 7200 }), 'invalid_grant'],
       ['issued in the future', assertion({ iat: nowSeconds() + 600 }), 'invalid_grant'],
@@ -433,8 +433,13 @@ describe('fake FCM', () => {
     expect(garbage.status).toBe(400);
     expect(garbage.json.error).toMatchObject({
       message: 'The registration token is not a valid FCM registration token',
-      details: [{ errorCode: 'INVALID_ARGUMENT' }],
+      details: [{ errorCode: 'INVALID_ARGUMENT' }, { '@type': 'type.googleapis.com/google.rpc.BadRequest', fieldViolations: [{ field: 'message.token' }] }],
     });
+  });
+
+  it("takes Google's own token URL as an assertion's audience, as Google does wherever the assertion is posted", async () => {
+    const { status, json } = await exchange(await assertion({ aud: GOOGLE_TOKEN_URL }));
+    expect({ status, tokenType: json.token_type }).toEqual({ status: 200, tokenType: 'Bearer' });
   });
 
   it('writes a service account file only its owner can read', () => {

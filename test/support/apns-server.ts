@@ -1,5 +1,4 @@
 import { generateKeyPairSync, randomInt, randomUUID, type KeyObject } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import {
   createServer,
@@ -18,7 +17,8 @@ import {
   parseJsonOrText,
   plainHeaders,
   readBody,
-  waitForCount,
+  RequestLog,
+  TokenScript,
   type Body,
   type DecodedJwt,
 } from './fakeHttp.js';
@@ -162,9 +162,8 @@ export class FakeApns {
    * would otherwise take from the server on the same cores. The age checks still run each time.
    */
   private readonly verifiedTokens = new Map<string, JWTPayload>();
-  private readonly scripted = new Map<string, ApnsScriptedResponse[]>();
-  private readonly tokenStates = new Map<string, ApnsTokenState>();
-  private readonly events = new EventEmitter();
+  private readonly script = new TokenScript<ApnsScriptedResponse, ApnsTokenState>((t) => t.toLowerCase());
+  private readonly log = new RequestLog();
   private readonly maxPayloadBytes: number;
 
   constructor(private readonly opts: FakeApnsOptions) {
@@ -190,20 +189,17 @@ export class FakeApns {
 
   /** Queues a scripted answer for the next valid push to `token` (or to any token with '*'). */
   failNext(token: string, response: ApnsScriptedResponse): void {
-    const key = token === '*' ? '*' : token.toLowerCase();
-    const queue = this.scripted.get(key) ?? [];
-    queue.push(response);
-    this.scripted.set(key, queue);
+    this.script.failNext(token, response);
   }
 
   /** 'unregistered' → 410 Unregistered, 'bad' → 400 BadDeviceToken, 'valid' → accepted again. */
   setTokenState(token: string, state: ApnsTokenState): void {
-    this.tokenStates.set(token.toLowerCase(), state);
+    this.script.setState(token, state);
   }
 
   /** Resolves with the requests once at least `n` arrived. */
   waitForRequests(n: number, timeoutMs = 5_000): Promise<ApnsRecordedRequest[]> {
-    return waitForCount(this.events, this.requests, n, timeoutMs, 'APNs requests');
+    return this.log.waitFor(this.requests, n, timeoutMs, 'APNs requests');
   }
 
   /** Drops every HTTP/2 connection at once, as a network failure would. */
@@ -250,8 +246,7 @@ export class FakeApns {
       receivedAtMs,
     };
     if (reply.reason !== undefined) record.reason = reply.reason;
-    this.requests.push(record);
-    this.events.emit('change');
+    this.log.record(this.requests, record);
     if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
     send(res, reply, apnsId);
     // APNs closes a connection it answered `Shutdown` on.
@@ -265,8 +260,7 @@ export class FakeApns {
       (await this.checkProviderToken(req.headers.authorization, jwt)) ??
       this.checkHeaders(req.headers) ??
       this.checkBody(body) ??
-      this.scriptedReply(token) ??
-      this.tokenStateReply(token) ?? { status: 200 }
+      this.tokenReply(token) ?? { status: 200 }
     );
   }
 
@@ -331,18 +325,12 @@ export class FakeApns {
     return null;
   }
 
-  private scriptedReply(token: string): Reply | null {
-    for (const key of [token.toLowerCase(), '*']) {
-      const next = this.scripted.get(key)?.shift();
-      if (next) return { ...next, reason: next.reason ?? DEFAULT_REASONS[next.status] };
-    }
-    return null;
-  }
-
-  private tokenStateReply(token: string): Reply | null {
-    const state = this.tokenStates.get(token.toLowerCase());
-    if (state === 'unregistered') return { status: 410, reason: 'Unregistered' };
-    if (state === 'bad') return reject(400, 'BadDeviceToken');
+  private tokenReply(token: string): Reply | null {
+    const next = this.script.next(token);
+    if (next === undefined) return null;
+    if ('scripted' in next) return { ...next.scripted, reason: next.scripted.reason ?? DEFAULT_REASONS[next.scripted.status] };
+    if (next.state === 'unregistered') return { status: 410, reason: 'Unregistered' };
+    if (next.state === 'bad') return reject(400, 'BadDeviceToken');
     return null;
   }
 }

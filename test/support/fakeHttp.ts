@@ -1,8 +1,11 @@
-import type { EventEmitter } from 'node:events';
+import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import { decodeJwt, decodeProtectedHeader, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
 
-/** Request-handling helpers shared by the fake push providers (apns-server.ts, fcm-server.ts). */
+/**
+ * The skeleton both fake push providers share (apns-server.ts, fcm-server.ts): reading and
+ * recording requests, answers scripted per device token, and waits for what arrived.
+ */
 
 export interface DecodedJwt {
   header: ProtectedHeaderParameters;
@@ -66,7 +69,7 @@ export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-export function waitForCount<T>(events: EventEmitter, items: T[], n: number, timeoutMs: number, what: string): Promise<T[]> {
+function waitForCount<T>(events: EventEmitter, items: T[], n: number, timeoutMs: number, what: string): Promise<T[]> {
   return new Promise((resolve, reject) => {
     const check = (): void => {
       if (items.length < n) return;
@@ -84,4 +87,51 @@ export function waitForCount<T>(events: EventEmitter, items: T[], n: number, tim
     events.on('change', check);
     check();
   });
+}
+
+/** Requests in arrival order, and a wait for the n-th (all a fake's logs share one change signal). */
+export class RequestLog {
+  private readonly events = new EventEmitter();
+
+  /** Appends `item` to `log` and wakes every wait. */
+  record<T>(log: T[], item: T): void {
+    log.push(item);
+    this.events.emit('change');
+  }
+
+  /** Resolves with `log`'s items once at least `n` arrived. */
+  waitFor<T>(log: T[], n: number, timeoutMs: number, what: string): Promise<T[]> {
+    return waitForCount(this.events, log, n, timeoutMs, what);
+  }
+}
+
+/**
+ * What a fake answers a device token besides its own checks: scripted answers, each played once
+ * (for one token, or for any with '*'), then the token's standing state until it is changed.
+ */
+export class TokenScript<Answer, State extends string> {
+  private readonly queues = new Map<string, Answer[]>();
+  private readonly states = new Map<string, State>();
+
+  /** `key`: how the provider compares tokens (APNs: case-insensitive hex). */
+  constructor(private readonly key: (token: string) => string = (t) => t) {}
+
+  failNext(token: string, answer: Answer): void {
+    const k = token === '*' ? '*' : this.key(token);
+    this.queues.set(k, [...(this.queues.get(k) ?? []), answer]);
+  }
+
+  setState(token: string, state: State): void {
+    this.states.set(this.key(token), state);
+  }
+
+  /** The next scripted answer for `token` (consumed), else for any token, else the token's state. */
+  next(token: string): { scripted: Answer } | { state: State } | undefined {
+    for (const k of [this.key(token), '*']) {
+      const scripted = this.queues.get(k)?.shift();
+      if (scripted !== undefined) return { scripted };
+    }
+    const state = this.states.get(this.key(token));
+    return state === undefined ? undefined : { state };
+  }
 }

@@ -1,5 +1,4 @@
 import { generateKeyPairSync, randomBytes, randomInt, type KeyObject } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { createServer as createHttp1Server, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import { createServer as createHttp2Server, type ServerHttp2Session } from 'node:http2';
@@ -14,7 +13,8 @@ import {
   parseJsonOrText,
   plainHeaders,
   readBody,
-  waitForCount,
+  RequestLog,
+  TokenScript,
   type Body,
   type DecodedJwt,
 } from './fakeHttp.js';
@@ -231,9 +231,8 @@ export class FakeFcm {
   private readonly sockets = new Set<Socket>();
   private readonly accounts = new Map<string, TrustedAccount>();
   private readonly accessTokens = new Map<string, IssuedToken>();
-  private readonly scripted = new Map<string, FcmScriptedResponse[]>();
-  private readonly tokenStates = new Map<string, FcmTokenState>();
-  private readonly events = new EventEmitter();
+  private readonly script = new TokenScript<FcmScriptedResponse, FcmTokenState>();
+  private readonly log = new RequestLog();
   private readonly accessTokenTtlSeconds: number;
   private ownAccount: ServiceAccount | undefined;
 
@@ -282,19 +281,17 @@ export class FakeFcm {
 
   /** Queues a scripted error for the next valid message to `token` (or to any token with '*'). */
   failNext(token: string, response: FcmScriptedResponse): void {
-    const queue = this.scripted.get(token) ?? [];
-    queue.push(response);
-    this.scripted.set(token, queue);
+    this.script.failNext(token, response);
   }
 
   /** 'unregistered' → 404 UNREGISTERED, 'invalid' → 400 INVALID_ARGUMENT, 'valid' → accepted again. */
   setTokenState(token: string, state: FcmTokenState): void {
-    this.tokenStates.set(token, state);
+    this.script.setState(token, state);
   }
 
   /** Resolves with the recorded messages once at least `n` arrived. */
   waitForMessages(n: number, timeoutMs = 5_000): Promise<FcmRecordedMessage[]> {
-    return waitForCount(this.events, this.messages, n, timeoutMs, 'FCM messages');
+    return this.log.waitFor(this.messages, n, timeoutMs, 'FCM messages');
   }
 
   async listen(): Promise<void> {
@@ -351,7 +348,7 @@ export class FakeFcm {
 
   private recordToken(req: AnyRequest, raw: Body, reply: Reply, res: AnyResponse): void {
     const form = Object.fromEntries(new URLSearchParams(raw.text));
-    this.tokenRequests.push({
+    this.log.record(this.tokenRequests, {
       httpVersion: req.httpVersion,
       headers: plainHeaders(req.headers),
       form,
@@ -359,14 +356,13 @@ export class FakeFcm {
       status: reply.status,
       response: reply.body,
     });
-    this.events.emit('change');
     send(res, reply);
   }
 
   private async recordMessage(req: AnyRequest, raw: Body, reply: Reply, res: AnyResponse, receivedAtMs: number): Promise<void> {
     const body = parseJsonOrText(raw.text);
     const message = isObject(body) && isObject(body['message']) ? body['message'] : {};
-    this.messages.push({
+    this.log.record(this.messages, {
       method: req.method ?? '',
       path: req.url ?? '',
       httpVersion: req.httpVersion,
@@ -378,7 +374,6 @@ export class FakeFcm {
       response: reply.body,
       receivedAtMs,
     });
-    this.events.emit('change');
     if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
     send(res, reply);
   }
@@ -455,24 +450,18 @@ export class FakeFcm {
     if (request.validate_only === true || request.validateOnly === true) {
       return { status: 200, body: { name: `projects/${project}/messages/fake_message_id` } };
     }
-    return this.scriptedReply(token) ?? this.tokenStateReply(token) ?? {
+    return this.tokenReply(token) ?? {
       status: 200,
       body: { name: `projects/${project}/messages/0:${Date.now()}%${randomBytes(8).toString('hex')}` },
     };
   }
 
-  private scriptedReply(token: string): Reply | null {
-    for (const key of [token, '*']) {
-      const next = this.scripted.get(key)?.shift();
-      if (next) return scriptedToReply(next);
-    }
-    return null;
-  }
-
-  private tokenStateReply(token: string): Reply | null {
-    const state = this.tokenStates.get(token);
-    if (state === 'unregistered') return googleReply(404, 'Requested entity was not found.', 'UNREGISTERED');
-    if (state === 'invalid') {
+  private tokenReply(token: string): Reply | null {
+    const next = this.script.next(token);
+    if (next === undefined) return null;
+    if ('scripted' in next) return scriptedToReply(next.scripted);
+    if (next.state === 'unregistered') return googleReply(404, 'Requested entity was not found.', 'UNREGISTERED');
+    if (next.state === 'invalid') {
       return googleReply(400, 'The registration token is not a valid FCM registration token', 'INVALID_ARGUMENT', ['message.token']);
     }
     return null;
