@@ -1,36 +1,31 @@
-import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
+import type { TemplatedApp } from 'uWebSockets.js';
 import type { RedisClient } from '../redis/connection.js';
-import type { KeySpace } from '../redis/keys.js';
 import type { EventLog } from '../events/eventLog.js';
 import { SIGN_OUT_EPOCH, type LiveMessage } from '../events/eventLog.js';
 import { EARLY_EPOCH, earlyEventsFor } from '../events/earlyNotice.js';
-import { originAllowed, type CorsOrigins } from '../config/cors.js';
 import { compareStreamIds, decodeCursor, encodeCursor, type Cursor } from '../events/cursor.js';
 import { isForInstallation } from '../events/audience.js';
-import { bearerToken } from '../auth/verifier.js';
-import { checkToken, type AuthGuard } from '../auth/guard.js';
+import type { AuthGuard } from '../auth/guard.js';
 import { TokenBucket } from '../limits/rateLimiter.js';
-import { ApiError, errors, problemReply, tokenRefusal, unavailableError } from '../commands/errors.js';
-import { requestIdOf, writeProblem } from '../transport/response.js';
-import type { Reply } from '../commands/command.js';
-import { opaqueId } from '../commands/schemas.js';
 import { CALL_COMMANDS } from '../commands/callCommands.js';
 import type { CallCommand, CommandDeps } from '../commands/command.js';
-import { clientAddress } from '../transport/clientAddress.js';
 import type { Logger } from '../util/logger.js';
-import { LiveSubscriptions } from './liveSubscriptions.js';
 import { CLOSE } from '../contracts/signaling.js';
+import { LiveSubscriptions } from './liveSubscriptions.js';
+import { commandReply } from './commandFrames.js';
+import { upgradeHandler } from './upgrade.js';
+import type { GatewaySettings, Socket, SocketData } from './socket.js';
 import {
   decodeClientFrame,
   encodeEventFrame,
   encodeFrame,
   encodeMessageFrame,
   encodeReplyFrame,
-  negotiate,
   type ClientFrame,
   type Encoding,
   type ServerFrame,
 } from './protocol.js';
+
 
 /**
  * The signaling gateway at GET /v1/signaling. A device connects with its session token (header or
@@ -42,56 +37,8 @@ import {
  * early, without a cursor, from the script that made the change (onEarly).
  */
 
-export interface GatewaySettings extends KeySpace {
-  idleTimeoutS: number;
-  maxMessageBytes: number;
-  maxBackpressureBytes: number;
-  /** Page size of log reads while catching up. */
-  readBatch: number;
-  /** Client messages allowed per 10 s per socket (0: no limit). */
-  messagesPer10s: number;
-  /** Open sockets one user may hold on this gateway (0: no cap). */
-  maxSocketsPerUser: number;
-  clientIpHeader: string | undefined;
-  /**
-   * WS_CHECK_ORIGIN: origins allowed to open a socket (CORS_ORIGINS). An upgrade without an Origin
-   * header (a native app, a server) is not a browser's and passes (docs/api.md "CORS").
-   */
-  allowedOrigins?: CorsOrigins | undefined;
-}
-
-/**
- * Per socket, kept small (docs/performance.md "Memory per socket"): fields that matter only for a
- * while (pending, startCursor, messages) are undefined otherwise, and the expiry is whole seconds,
- * a small integer V8 stores in the object itself rather than as a boxed number.
- */
-interface SocketData {
-  userId: string;
-  installationId: string;
-  /** Session token expiry, epoch seconds. */
-  expiresAtS: number;
-  encoding: Encoding;
-  /** Log position this socket has passed (sent or skipped as not for it). */
-  epoch: string;
-  lastId: string;
-  /** Set only while syncing: live messages that arrived meanwhile. */
-  pending: LiveMessage[] | undefined;
-  /** Cursor given at connect (only until the first sync). */
-  startCursor: Cursor | undefined;
-  closed: boolean;
-  /** Client-message rate limit, created on the first message. */
-  messages: TokenBucket | undefined;
-  /**
-   * Calls whose every early notice this socket has had since the call was created, with the last
-   * one's revision (onEarly); created with the first.
-   */
-  earlyCalls: Map<string, number> | undefined;
-}
-
 /** Calls a socket follows by early notices; past this the oldest falls back to the relay's copies. */
 const MAX_EARLY_CALLS = 8;
-
-type Socket = WebSocket<SocketData>;
 
 export interface GatewayStats {
   eventsSent: number;
@@ -139,122 +86,57 @@ export class Gateway {
       maxBackpressure: this.settings.maxBackpressureBytes,
       idleTimeout: this.settings.idleTimeoutS,
       sendPingsAutomatically: true,
-      upgrade: (res, req, context) => {
-        let aborted = false;
-        res.onAborted(() => {
-          aborted = true;
-        });
-        // Copy everything from req now: it is gone after this callback returns.
-        const key = req.getHeader('sec-websocket-key');
-        const protocols = req.getHeader('sec-websocket-protocol');
-        const extensions = req.getHeader('sec-websocket-extensions');
-        const query = new URLSearchParams(req.getQuery() ?? '');
-        const token = bearerToken(req.getHeader('authorization')) ?? query.get('access_token') ?? '';
-        const rawCursor = query.get('cursor');
-        const origin = req.getHeader('origin');
-        const { encoding, protocol } = negotiate(protocols);
-
-        const remoteAddress = clientAddress(res, req, this.settings.clientIpHeader, () => aborted);
-        const requestId = requestIdOf(req);
-        // The same answer as any route's refusal (status line, x-request-id, problem+json).
-        const reject = (err: ApiError) => {
-          if (!aborted) writeProblem(res, { requestId, origin }, err, this.settings.allowedOrigins);
-        };
-        const allowed = this.settings.allowedOrigins;
-        if (allowed && origin && !originAllowed(allowed, origin)) {
-          reject(errors.forbidden(`origin "${origin}" may not open a signaling socket (CORS_ORIGINS)`));
-          return;
-        }
-        const startCursor = rawCursor ? decodeCursor(rawCursor) : undefined;
-        if (rawCursor && !startCursor) {
-          reject(errors.badCursor());
-          return;
-        }
-        if (!token) {
-          reject(errors.unauthorized('missing token; send "Authorization: Bearer <token>" or ?access_token='));
-          return;
-        }
-        // Checked once, at the upgrade: not kept in the cache of verified tokens, which would
-        // otherwise hold up to 10,000 tokens for a gateway's idle sockets (docs/performance.md).
-        checkToken(this.auth, token, remoteAddress, false).then(
-          (result) => {
-            if (aborted) return;
-            if (!result.ok) {
-              reject(tokenRefusal(result));
-              return;
-            }
-            const principal = result.principal;
-            // Per-user cap: refused before upgrading, so a leaked or abusive client cannot hold
-            // thousands of sockets (and the user's other devices keep theirs). The count moves
-            // synchronously (open runs within upgrade), so concurrent upgrades cannot overshoot.
-            const cap = this.settings.maxSocketsPerUser;
-            if (cap > 0 && this.live.socketsOf(principal.userId) >= cap) {
-              reject(errors.rateLimited(`this user already has ${cap} open signaling sockets on this server (WS_MAX_SOCKETS_PER_USER); close one first`, 10_000));
-              return;
-            }
-            const data: SocketData = {
-              userId: principal.userId,
-              installationId: principal.installationId,
-              expiresAtS: Math.floor(principal.expiresAtMs / 1000),
-              encoding,
-              epoch: '',
-              lastId: '0-0',
-              pending: [],
-              startCursor,
-              closed: false,
-              messages: undefined,
-              earlyCalls: undefined,
-            };
-            res.cork(() => res.upgrade(data, key, protocol, extensions, context));
-          },
-          (err: unknown) => {
-            this.logger.error({ err }, 'signaling upgrade failed');
-            reject(errors.internal());
-          },
-        );
-      },
-      open: (ws) => {
-        const data = ws.getUserData();
-        this.logger.debug({ userId: data.userId, installationId: data.installationId, encoding: data.encoding }, 'socket open');
-        void this.start(ws);
-      },
-      message: (ws, message, isBinary) => {
-        const data = ws.getUserData();
-        if (message.byteLength > this.settings.maxMessageBytes) {
-          data.closed = true;
-          ws.end(CLOSE.tooBig, 'frame too large');
-          return;
-        }
-        if (this.settings.messagesPer10s > 0) {
-          // Created on the first message, so idle sockets carry no bucket.
-          data.messages ??= new TokenBucket({ limit: this.settings.messagesPer10s, windowMs: 10_000 });
-          if (!data.messages.take().allowed) {
-            this.stats.rateLimited++;
-            data.closed = true;
-            ws.end(CLOSE.rateLimited, 'too many messages; reconnect after a pause');
-            return;
-          }
-        }
-        const frame = decodeClientFrame(data.encoding, message, isBinary);
-        if (frame?.type === 'ping') {
-          this.send(ws, { type: 'pong' });
-          return;
-        }
-        const command = typeof frame?.type === 'string' ? CALL_COMMANDS.get(frame.type) : undefined;
-        if (!frame || !command) {
-          this.send(ws, { type: 'error', code: 'bad_message', detail: `expected {"type":"ping"} or a command frame (${[...CALL_COMMANDS.keys()].join(', ')})` });
-          return;
-        }
-        void this.runCommand(ws, command, frame);
-      },
-      close: (ws, code) => {
-        const data = ws.getUserData();
-        this.logger.debug({ userId: data.userId, installationId: data.installationId, code }, 'socket closed');
-        data.closed = true;
-        data.pending = undefined;
-        this.live.remove(data.userId, ws);
-      },
+      upgrade: upgradeHandler({ auth: this.auth, logger: this.logger, settings: this.settings, socketsOf: (userId) => this.live.socketsOf(userId) }),
+      open: (ws) => this.onOpen(ws),
+      message: (ws, message, isBinary) => this.onMessage(ws, message, isBinary),
+      close: (ws, code) => this.onClose(ws, code),
     });
+  }
+
+  /** A socket past its upgrade: its replay from the cursor starts. */
+  private onOpen(ws: Socket): void {
+    const data = ws.getUserData();
+    this.logger.debug({ userId: data.userId, installationId: data.installationId, encoding: data.encoding }, 'socket open');
+    void this.start(ws);
+  }
+
+  /** A client frame: a ping, or a command (runCommand); anything else is answered with an error frame. */
+  private onMessage(ws: Socket, message: ArrayBuffer, isBinary: boolean): void {
+    const data = ws.getUserData();
+    if (message.byteLength > this.settings.maxMessageBytes) {
+      data.closed = true;
+      ws.end(CLOSE.tooBig, 'frame too large');
+      return;
+    }
+    if (this.settings.messagesPer10s > 0) {
+      // Created on the first message, so idle sockets carry no bucket.
+      data.messages ??= new TokenBucket({ limit: this.settings.messagesPer10s, windowMs: 10_000 });
+      if (!data.messages.take().allowed) {
+        this.stats.rateLimited++;
+        data.closed = true;
+        ws.end(CLOSE.rateLimited, 'too many messages; reconnect after a pause');
+        return;
+      }
+    }
+    const frame = decodeClientFrame(data.encoding, message, isBinary);
+    if (frame?.type === 'ping') {
+      this.send(ws, { type: 'pong' });
+      return;
+    }
+    const command = typeof frame?.type === 'string' ? CALL_COMMANDS.get(frame.type) : undefined;
+    if (!frame || !command) {
+      this.send(ws, { type: 'error', code: 'bad_message', detail: `expected {"type":"ping"} or a command frame (${[...CALL_COMMANDS.keys()].join(', ')})` });
+      return;
+    }
+    void this.runCommand(ws, command, frame);
+  }
+
+  private onClose(ws: Socket, code: number): void {
+    const data = ws.getUserData();
+    this.logger.debug({ userId: data.userId, installationId: data.installationId, code }, 'socket closed');
+    data.closed = true;
+    data.pending = undefined;
+    this.live.remove(data.userId, ws);
   }
 
   /**
@@ -264,21 +146,10 @@ export class Gateway {
    */
   private async runCommand(ws: Socket, command: CallCommand, frame: ClientFrame): Promise<void> {
     const data = ws.getUserData();
-    const operationId = typeof frame.operationId === 'string' ? frame.operationId : undefined;
-    let reply: Reply;
-    try {
-      const callId = opaqueId.safeParse(frame.callId);
-      if (!callId.success) throw errors.invalidRequest(`callId: ${callId.error.issues[0]?.message ?? 'invalid'}`);
-      const body = command.body.safeParse(frame);
-      if (!body.success) throw errors.invalidFields(body.error.issues);
-      reply = await command.run(this.commands, data, callId.data, body.data);
-    } catch (err) {
-      const refusal = err instanceof ApiError ? err : unavailableError(err);
-      if (!refusal) this.logger.error({ err, userId: data.userId, command: command.name }, 'command over signaling failed');
-      reply = problemReply(refusal ?? errors.internal('internal error; retry with the same operationId'));
-    }
+    const reply = await commandReply(this.commands, data, command, frame, this.logger);
     const counter = `${command.name} ${reply.status}`;
     this.stats.commands.set(counter, (this.stats.commands.get(counter) ?? 0) + 1);
+    const operationId = typeof frame.operationId === 'string' ? frame.operationId : undefined;
     const retryAfter = reply.headers?.['retry-after'];
     this.sendRaw(ws, encodeReplyFrame(data.encoding, operationId, reply.status, reply.body ?? '{}', retryAfter === undefined ? undefined : Number(retryAfter)));
   }

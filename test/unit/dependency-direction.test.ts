@@ -24,6 +24,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['transport'],
   ['http', 'gateway'],
   ['demo'],
+  ['roles'],
   ['server.ts'],
   ['main.ts'],
 ];

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { generatedDocuments } from '../../src/contracts/documents.js';
 import { openApiDocument } from '../../src/contracts/openapi.js';
-import { apiRoutes } from '../../src/server.js';
+import { apiRoutes } from '../../src/roles/api.js';
 import { errorCatalogue } from '../../src/commands/errors.js';
 import type { ApiDeps } from '../../src/http/deps.js';
 

@@ -1,0 +1,58 @@
+import type { WebSocket } from 'uWebSockets.js';
+import type { CorsOrigins } from '../config/cors.js';
+import type { KeySpace } from '../redis/keys.js';
+import type { LiveMessage } from '../events/eventLog.js';
+import type { Cursor } from '../events/cursor.js';
+import type { TokenBucket } from '../limits/rateLimiter.js';
+import type { Encoding } from './protocol.js';
+
+/** What the gateway is configured with, and what it keeps per socket. */
+
+export interface GatewaySettings extends KeySpace {
+  idleTimeoutS: number;
+  maxMessageBytes: number;
+  maxBackpressureBytes: number;
+  /** Page size of log reads while catching up. */
+  readBatch: number;
+  /** Client messages allowed per 10 s per socket (0: no limit). */
+  messagesPer10s: number;
+  /** Open sockets one user may hold on this gateway (0: no cap). */
+  maxSocketsPerUser: number;
+  clientIpHeader: string | undefined;
+  /**
+   * WS_CHECK_ORIGIN: origins allowed to open a socket (CORS_ORIGINS). An upgrade without an Origin
+   * header (a native app, a server) is not a browser's and passes (docs/api.md "CORS").
+   */
+  allowedOrigins?: CorsOrigins | undefined;
+}
+
+/**
+ * Per socket, kept small (docs/performance.md "Memory per socket"): fields that matter only for a
+ * while (pending, startCursor, messages) are undefined otherwise, and the expiry is whole seconds,
+ * a small integer V8 stores in the object itself rather than as a boxed number.
+ */
+export interface SocketData {
+  userId: string;
+  installationId: string;
+  /** Session token expiry, epoch seconds. */
+  expiresAtS: number;
+  encoding: Encoding;
+  /** Log position this socket has passed (sent or skipped as not for it). */
+  epoch: string;
+  lastId: string;
+  /** Set only while syncing: live messages that arrived meanwhile. */
+  pending: LiveMessage[] | undefined;
+  /** Cursor given at connect (only until the first sync). */
+  startCursor: Cursor | undefined;
+  closed: boolean;
+  /** Client-message rate limit, created on the first message. */
+  messages: TokenBucket | undefined;
+  /**
+   * Calls whose every early notice this socket has had since the call was created, with the last
+   * one's revision (onEarly); created with the first.
+   */
+  earlyCalls: Map<string, number> | undefined;
+}
+
+
+export type Socket = WebSocket<SocketData>;
