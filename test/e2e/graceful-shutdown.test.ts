@@ -1,4 +1,4 @@
-import { within } from '../support/wait.js';
+import { waitUntil, within } from '../support/wait.js';
 import { randomUUID } from 'node:crypto';
 import { connect as tcpConnect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -116,11 +116,10 @@ describe('SIGTERM', () => {
     const traffic = Promise.all([0, 1, 2, 3].map(loop));
 
     // In the middle of the traffic…
-    const deadline = Date.now() + 15_000;
-    while (outcomes.filter((o) => o.op === 'end' && acknowledged(o)).length < 40) {
-      if (Date.now() > deadline) throw new Error(`traffic too slow: ${outcomes.length} outcomes`);
-      await sleep(10);
-    }
+    await waitUntil('40 acknowledged ends in the traffic', () => outcomes.filter((o) => o.op === 'end' && acknowledged(o)).length >= 40, 15_000, {
+      intervalMs: 10,
+      detail: () => `${outcomes.length} outcomes`,
+    });
     expect(server.child.kill('SIGTERM')).toBe(true);
 
     // …the process exits cleanly and in time (the wait fails past SHUTDOWN_TIMEOUT_MS).
@@ -215,11 +214,10 @@ describe('SIGTERM', () => {
       for (let s = 0; s < KS.shards; s++) n += await stack!.redis.xlen(keys.outboxForShard(KS, s));
       return n;
     };
-    const drainDeadline = Date.now() + 15_000;
-    while ((await outboxLen()) > 0) {
-      if (Date.now() > drainDeadline) throw new Error(`outbox not drained by the second server: ${await outboxLen()} entries`);
-      await sleep(100);
-    }
+    await waitUntil('the second server to drain the outbox', async () => (await outboxLen()) === 0, 15_000, {
+      intervalMs: 100,
+      detail: async () => `${await outboxLen()} entries`,
+    });
   }, 90_000);
 
   it('an upload the client abandoned half-way does not hold up the shutdown', async () => {

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { api } from '../support/http.js';
-import { answer, device, end, shardBarriers, sleep, uid } from '../support/fixtures.js';
+import { answer, device, end, shardBarriers, uid } from '../support/fixtures.js';
+import { waitUntil } from '../support/wait.js';
 import { closeAll, connect, type SignalingClient } from '../support/ws-client.js';
 import { parseExposition, type Exposition, type Sample } from '../support/exposition.js';
 
@@ -35,13 +36,8 @@ async function scrape(url: string): Promise<Exposition> {
 }
 
 async function scrapeUntil(url: string, done: (e: Exposition) => boolean, what: string, timeoutMs = 10_000): Promise<Exposition> {
-  const deadline = Date.now() + timeoutMs;
   let last = await scrape(url);
-  while (!done(last)) {
-    if (Date.now() > deadline) throw new Error(`metrics: ${what} not reached within ${timeoutMs} ms`);
-    await sleep(50);
-    last = await scrape(url);
-  }
+  await waitUntil(`metrics: ${what}`, async () => done((last = await scrape(url))), timeoutMs, { intervalMs: 50 });
   return last;
 }
 

@@ -5,6 +5,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes, randomInt } from 'node:crypto';
+import { waitUntil } from './wait.js';
 
 /**
  * A real coturn (`turnserver`, apt `coturn`) for tests: `use-auth-secret` with the secret the
@@ -101,15 +102,14 @@ export async function startCoturn(secret: string): Promise<Coturn> {
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
 
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  for (;;) {
+  const answers = async () => {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`turnserver exited:\n${output.slice(-4000)}`);
-    if (await stunAnswers(port)) break;
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`turnserver did not answer STUN on ${HOST}:${port} within ${START_TIMEOUT_MS} ms:\n${output.slice(-4000)}`);
-    }
-  }
+    return stunAnswers(port);
+  };
+  await waitUntil(`turnserver to answer STUN on ${HOST}:${port}`, answers, START_TIMEOUT_MS, { intervalMs: 0, detail: () => output.slice(-4000) }).catch((err: unknown) => {
+    child.kill('SIGKILL');
+    throw err;
+  });
   return {
     port,
     url: `turn:${HOST}:${port}?transport=udp`,

@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { waitUntil } from './wait.js';
 
 /**
  * Throw-away `redis-server` processes for tests: each on a free loopback port with its own
@@ -71,11 +72,7 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
  */
 export async function crashAndRestartRedis(server: RedisServer, opts: StartRedisOptions = {}): Promise<RedisServer> {
   process.kill(server.pid, 'SIGKILL');
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  while (await redisCommand(server.port, ['PING'], 200).then(() => true, () => false)) {
-    if (Date.now() > deadline) throw new Error(`redis-server ${server.pid} still answers after SIGKILL`);
-    await delay(20);
-  }
+  await waitUntil(`redis-server ${server.pid} to stop answering after SIGKILL`, () => redisCommand(server.port, ['PING'], 200).then(() => false, () => true), START_TIMEOUT_MS, { intervalMs: 20 });
   const appendOnly = opts.appendOnly === true ? 'yes' : 'no';
   const restarted = spawnServer(server.port, server.dir, [...baseArgs(server.port, server.dir), '--appendonly', appendOnly]);
   await waitForPing(restarted);
@@ -115,22 +112,19 @@ export async function startRedisCluster(nodes = 3, replicas = 0): Promise<RedisC
 
 /** Waits until CLUSTER NODES lists `count` replicas whose link to their master is up. */
 async function waitForReplicas(port: number, count: number): Promise<void> {
-  const deadline = Date.now() + START_TIMEOUT_MS * 3;
   let nodes = '';
-  while (Date.now() < deadline) {
+  const attached = async () => {
     nodes = await redisCommand(port, ['CLUSTER', 'NODES']).catch((err: unknown) => String(err));
     const replicaPorts = nodes
       .split('\n')
       .filter((l) => /\bslave\b/.test(l) && /\bconnected\b/.test(l))
       .map((l) => Number(/:(\d+)@/.exec(l)?.[1]));
-    if (replicaPorts.length >= count) {
-      // And each replica has finished its first sync (else it would refuse to take over).
-      const infos = await Promise.all(replicaPorts.map((p) => redisCommand(p, ['INFO', 'replication']).catch(() => '')));
-      if (infos.every((i) => i.includes('master_link_status:up'))) return;
-    }
-    await delay(100);
-  }
-  throw new Error(`cluster replicas not attached in time:\n${nodes}`);
+    if (replicaPorts.length < count) return false;
+    // And each replica has finished its first sync (else it would refuse to take over).
+    const infos = await Promise.all(replicaPorts.map((p) => redisCommand(p, ['INFO', 'replication']).catch(() => '')));
+    return infos.every((i) => i.includes('master_link_status:up'));
+  };
+  await waitUntil('the cluster replicas to attach', attached, START_TIMEOUT_MS * 3, { intervalMs: 100, detail: () => nodes });
 }
 
 /**
@@ -299,29 +293,21 @@ export function freePort(): Promise<number> {
 }
 
 async function waitForPing(server: SpawnedServer): Promise<void> {
-  const deadline = Date.now() + START_TIMEOUT_MS;
   const { child, handle } = server;
-  while (Date.now() < deadline) {
+  const answers = async () => {
     if (child.pid === undefined) throw new Error('could not spawn redis-server: is it on PATH?');
     if (child.exitCode !== null || child.signalCode !== null) {
       throw new Error(`redis-server exited (${child.exitCode ?? child.signalCode}):\n${server.logTail()}`);
     }
-    const reply = await redisCommand(handle.port, ['PING']).catch(() => '');
-    if (reply === '+PONG') return;
-    await delay(25);
-  }
-  throw new Error(`redis-server on port ${handle.port} did not answer PING:\n${server.logTail()}`);
+    return (await redisCommand(handle.port, ['PING']).catch(() => '')) === '+PONG';
+  };
+  await waitUntil(`redis-server on port ${handle.port} to answer PING`, answers, START_TIMEOUT_MS, { detail: () => server.logTail() });
 }
 
 async function waitForClusterOk(port: number): Promise<void> {
-  const deadline = Date.now() + START_TIMEOUT_MS;
   let info = '';
-  while (Date.now() < deadline) {
-    info = await redisCommand(port, ['CLUSTER', 'INFO']).catch((err: unknown) => String(err));
-    if (info.includes('cluster_state:ok')) return;
-    await delay(50);
-  }
-  throw new Error(`cluster node ${port} did not reach cluster_state:ok:\n${info}`);
+  const ok = async () => (info = await redisCommand(port, ['CLUSTER', 'INFO']).catch((err: unknown) => String(err))).includes('cluster_state:ok');
+  await waitUntil(`cluster node ${port} to reach cluster_state:ok`, ok, START_TIMEOUT_MS, { intervalMs: 50, detail: () => info });
 }
 
 function createCluster(ports: number[], replicas: number): Promise<void> {
@@ -386,6 +372,3 @@ function parseReply(buffer: Buffer): string | undefined {
   return buffer.subarray(start, start + length).toString('utf8');
 }
 
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

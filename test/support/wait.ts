@@ -6,13 +6,26 @@
 /** Resolves after `ms`. Only for pacing load or letting time pass on purpose (a ring window). */
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Polls `check` every 25 ms until it returns true; fails after `timeoutMs`. */
-export async function waitUntil(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 5000): Promise<void> {
+export interface WaitOptions {
+  /** Pause between checks. Default 25 ms. */
+  intervalMs?: number;
+  /** What to add to the failure: the state last seen (a log tail, the nodes of a cluster). */
+  detail?: () => string | Promise<string>;
+}
+
+/**
+ * Polls `check` until it returns true; fails after `timeoutMs`. A check that throws fails the
+ * wait at once (a process that exited will not start answering).
+ */
+export async function waitUntil(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 5000, opts: WaitOptions = {}): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
+    if (Date.now() > deadline) {
+      const detail = opts.detail ? `:\n${await opts.detail()}` : '';
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${detail}`);
+    }
+    await sleep(opts.intervalMs ?? 25);
   }
 }
 
