@@ -210,17 +210,17 @@ export function createTask(): Task {
       video: false,
       operationId: `${call.callId}.create`,
       fingerprint: fingerprint('create', [call.callId, callee, false]),
-    }, false, true, true), 'createCall');
+    }, false, true, 'single'), 'createCall');
     relay({ entryId: '0-0', shard: 0, kind: 'created', atMs: now, call });
     p.hgetall(keys.call(ks, call.callId));
     n++;
     if (variant === 'create') return n;
     const fpA = fingerprint('answer', [call.callId, winner, null]);
-    mutate(answerCallKeysArgs(store, { callId: call.callId, userId: callee, installationId: winner, expectedRevision: undefined, operationId: `${call.callId}.answer`, fingerprint: fpA }, true, true), 'answerCall');
+    mutate(answerCallKeysArgs(store, { callId: call.callId, userId: callee, installationId: winner, expectedRevision: undefined, operationId: `${call.callId}.answer`, fingerprint: fpA }, true, 'single'), 'answerCall');
     const accepted: CallRecord = { ...call, state: 'accepted', revision: '2', answeredByInstallationId: winner, acceptedAtMs: now };
     relay({ entryId: '0-0', shard: 0, kind: 'answered', atMs: now, call: accepted });
     const fpE = fingerprint('end', [call.callId, 'localHangup']);
-    mutate(endCallKeysArgs(store, { callId: call.callId, userId: caller, installationId: call.callerInstallationId, reason: 'localHangup', operationId: `${call.callId}.end`, fingerprint: fpE }, true, true), 'endCall');
+    mutate(endCallKeysArgs(store, { callId: call.callId, userId: caller, installationId: call.callerInstallationId, reason: 'localHangup', operationId: `${call.callId}.end`, fingerprint: fpE }, true, 'single'), 'endCall');
     const ended: CallRecord = { ...accepted, state: 'ended', revision: '3', endedAtMs: now, endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: call.callerInstallationId };
     relay({ entryId: '0-0', shard: 0, kind: 'ended', atMs: now, call: ended });
     return n;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
+import { topologyOf, type Topology } from '../redis/connection.js';
 import { callFromHash, parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
 import type { EndReason, RequestEndReason } from './reasons.js';
 import { retentionArg, type Retention } from './retention.js';
@@ -60,39 +61,33 @@ function changeKeys(s: StoreSettings, callId: string, userId: string, operationI
 }
 
 /**
- * A request's keys, and on a single Redis (`bindInScript`) the user's operationId binding after
- * them: the script takes the binding itself (lua/includes/operationRecord.lua bindOperation), so
+ * A request's keys, and on a single Redis the user's operationId binding after them: the script takes the binding itself (lua/includes/operationRecord.lua bindOperation), so
  * the request costs one round trip. On a cluster the binding lives in the user's slot, apart from
  * the call's keys, and CallStore binds first.
  */
-function requestKeys(s: StoreSettings, callKeys: string[], userId: string, operationId: string, bindInScript: boolean): string[] {
-  return bindInScript ? [...callKeys, keys.operationBinding(s, userId, operationId)] : callKeys;
+function requestKeys(s: StoreSettings, callKeys: string[], userId: string, operationId: string, topology: Topology): string[] {
+  return topology === 'single' ? [...callKeys, keys.operationBinding(s, userId, operationId)] : callKeys;
 }
 
 /**
- * `publishDirectly` (a single Redis): the users' live channel template, with a NUL where the userId
+ * On a single Redis: the users' live channel template, with a NUL where the userId
  * goes, so the script publishes on the parties' channels itself: a change's early notice
  * (lua/includes/appendOutbox.lua), an in-call message (lua/sendMessage.lua). On a cluster those
  * channels live in other slots, and the relay publishes.
  */
-export function liveChannelArg(s: KeySpace, publishDirectly: boolean): string {
-  return publishDirectly ? keys.liveChannel(s, '\0') : '';
-}
-
-/** Whether scripts may publish on the users' live channels themselves: a single Redis, not a cluster. */
-export function publishesDirectly(redis: Redis | Cluster): boolean {
-  return !(redis as Cluster).isCluster;
+export function liveChannelArg(s: KeySpace, topology: Topology): string {
+  return topology === 'single' ? keys.liveChannel(s, '\0') : '';
 }
 
 /**
  * `firstUse` (create, answer, end, on a cluster): the user's operationId binding was new, so the
  * script need not look for a stored outcome first; it looks only on the paths a concurrent replay
- * could have taken (lua/includes/operationRecord.lua). On a single Redis (`publishDirectly`) the
+ * could have taken (lua/includes/operationRecord.lua). On a single Redis the
  * script binds and finds that out itself (requestKeys).
  */
-export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false, firstUse = false, publishDirectly = false): ScriptCall {
+export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
   return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, publishDirectly),
+    keys: requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, topology),
     args: [
       i.callId,
       i.callerUserId,
@@ -107,7 +102,7 @@ export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy 
       i.fingerprint,
       calleeBusy ? '1' : '0',
       firstUse ? '1' : '0',
-      liveChannelArg(s, publishDirectly),
+      liveChannelArg(s, topology),
     ],
   };
 }
@@ -120,10 +115,10 @@ export interface RenameInput {
   fingerprint: string;
 }
 
-export function renameCallKeysArgs(s: StoreSettings, i: RenameInput, publishDirectly = false): ScriptCall {
+export function renameCallKeysArgs(s: StoreSettings, i: RenameInput, topology: Topology = 'cluster'): ScriptCall {
   return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, publishDirectly),
-    args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall), liveChannelArg(s, publishDirectly)],
+    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
+    args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall), liveChannelArg(s, topology)],
   };
 }
 
@@ -139,7 +134,7 @@ export interface MessageInput {
   fingerprint: string;
 }
 
-export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, publishDirectly: boolean): ScriptCall {
+export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, topology: Topology): ScriptCall {
   const callKeys = [
     ...changeKeys(s, i.callId, i.userId, i.operationId),
     keys.callMessages(s, i.callId),
@@ -147,7 +142,7 @@ export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, publishDi
     keys.callMessageLimit(s, i.callId, i.userId),
   ];
   return {
-    keys: requestKeys(s, callKeys, i.userId, i.operationId, publishDirectly),
+    keys: requestKeys(s, callKeys, i.userId, i.operationId, topology),
     args: [
       i.userId,
       i.installationId,
@@ -158,7 +153,7 @@ export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, publishDi
       i.fingerprint,
       String(s.messagesKeptPerCall ?? MESSAGES_KEPT_PER_CALL),
       String(MESSAGES_TTL_MS),
-      liveChannelArg(s, publishDirectly),
+      liveChannelArg(s, topology),
       String(s.messagesPerWindow ?? 0),
       String(MESSAGE_LIMIT_WINDOW_MS),
     ],
@@ -183,9 +178,9 @@ export interface AnswerInput {
   fingerprint: string;
 }
 
-export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false, publishDirectly = false): ScriptCall {
+export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
   return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, publishDirectly),
+    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
     args: [
       i.userId,
       i.installationId,
@@ -194,7 +189,7 @@ export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = 
       String(s.operationTtlMs),
       i.fingerprint,
       firstUse ? '1' : '0',
-      liveChannelArg(s, publishDirectly),
+      liveChannelArg(s, topology),
     ],
   };
 }
@@ -208,17 +203,17 @@ export interface EndInput {
   fingerprint: string;
 }
 
-export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false, publishDirectly = false): ScriptCall {
+export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
   return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, publishDirectly),
-    args: [i.userId, i.installationId, i.reason, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0', liveChannelArg(s, publishDirectly)],
+    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
+    args: [i.userId, i.installationId, i.reason, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0', liveChannelArg(s, topology)],
   };
 }
 
-export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string, publishDirectly = false): ScriptCall {
+export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string, topology: Topology = 'cluster'): ScriptCall {
   return {
     keys: [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)],
-    args: [userId, retentionArg(s), liveChannelArg(s, publishDirectly)],
+    args: [userId, retentionArg(s), liveChannelArg(s, topology)],
   };
 }
 
@@ -244,13 +239,13 @@ type Binding = 'new' | 'same' | 'conflict' | 'in-script';
 
 export class CallStore {
   /** A single Redis: the scripts publish early notices and in-call messages themselves (liveChannelArg). */
-  private readonly publishDirectly: boolean;
+  private readonly topology: Topology;
 
   constructor(
     private readonly redis: Redis | Cluster,
     readonly settings: StoreSettings,
   ) {
-    this.publishDirectly = publishesDirectly(redis);
+    this.topology = topologyOf(redis);
   }
 
   /**
@@ -274,7 +269,7 @@ export class CallStore {
    * single Redis the script does (requestKeys), and there is nothing to do here.
    */
   private bindFirst(userId: string, operationId: string, fp: string): Promise<Binding> {
-    return this.publishDirectly ? Promise.resolve('in-script') : this.bindOperation(userId, operationId, fp);
+    return this.topology === 'single' ? Promise.resolve('in-script') : this.bindOperation(userId, operationId, fp);
   }
 
   /** Undoes a binding this request made before its script (the script undoes its own). */
@@ -320,19 +315,19 @@ export class CallStore {
     // The marker is kept by the relay, a moment behind the calls: it counts only while the call it
     // names is still accepted (so a user who just hung up is not busy).
     const busy = !!active && (await this.redis.hget(keys.call(this.settings, active), 'state')) === 'accepted';
-    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.publishDirectly), binding);
+    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology), binding);
   }
 
   rename(i: RenameInput): Promise<Outcome> {
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'renameCall', () => renameCallKeysArgs(this.settings, i, this.publishDirectly));
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'renameCall', () => renameCallKeysArgs(this.settings, i, this.topology));
   }
 
   answer(i: AnswerInput): Promise<Outcome> {
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'answerCall', (firstUse) => answerCallKeysArgs(this.settings, i, firstUse, this.publishDirectly));
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'answerCall', (firstUse) => answerCallKeysArgs(this.settings, i, firstUse, this.topology));
   }
 
   end(i: EndInput): Promise<Outcome> {
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'endCall', (firstUse) => endCallKeysArgs(this.settings, i, firstUse, this.publishDirectly));
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'endCall', (firstUse) => endCallKeysArgs(this.settings, i, firstUse, this.topology));
   }
 
   /**
@@ -345,7 +340,7 @@ export class CallStore {
   async message(i: MessageInput): Promise<MessageOutcome> {
     const binding = await this.bindFirst(i.userId, i.operationId, i.fingerprint);
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
-    const c = sendMessageKeysArgs(this.settings, i, this.publishDirectly);
+    const c = sendMessageKeysArgs(this.settings, i, this.topology);
     const reply = (await runScript(this.redis, 'sendMessage', c.keys, c.args)) as unknown[];
     const [kind, code, , fields] = reply;
     if ((kind === 'fresh' || kind === 'replay') && code === 'ok' && Array.isArray(fields)) {
@@ -375,7 +370,7 @@ export class CallStore {
   }
 
   async read(callId: string, userId: string): Promise<Outcome> {
-    const c = readCallKeysArgs(this.settings, callId, userId, this.publishDirectly);
+    const c = readCallKeysArgs(this.settings, callId, userId, this.topology);
     return parseOutcome(await runScript(this.redis, 'readCall', c.keys, c.args));
   }
 
@@ -389,7 +384,7 @@ export class CallStore {
       this.redis,
       'endCallByServer',
       [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)],
-      [reason, retentionArg(s), liveChannelArg(s, this.publishDirectly)],
+      [reason, retentionArg(s), liveChannelArg(s, this.topology)],
     )) as unknown[];
     if (reply[0] === 'error') return undefined;
     return { ended: reply[0] === 'ended', call: parseCallFields(reply[1]) };

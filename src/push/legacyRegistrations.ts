@@ -1,7 +1,7 @@
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
-import { isCluster } from '../redis/connection.js';
+import { primaries } from '../redis/connection.js';
 import type { PushRegistry } from './registry.js';
 
 /**
@@ -63,7 +63,7 @@ export async function expireUntouchedRegistrations(redis: Redis | Cluster, ks: K
 
 /** Every key matching `pattern` on every primary (SCAN). */
 async function forEachKey(redis: Redis | Cluster, pattern: string, each: (key: string) => Promise<void>): Promise<void> {
-  const nodes: Redis[] = isCluster(redis) ? redis.nodes('master') : [redis];
+  const nodes = primaries(redis);
   for (const node of nodes) {
     let cursor = '0';
     do {

@@ -19,8 +19,22 @@ export type RedisClient = Redis | Cluster;
 /** Where Redis is: a URL of one server, or the seed nodes of a cluster. */
 export type RedisTarget = string | { cluster: ClusterNode[] };
 
-export function isCluster(client: RedisClient): client is Cluster {
-  return (client as Cluster).isCluster === true;
+/**
+ * One Redis or a Redis Cluster (docs/operations.md "Redis Cluster"), decided once, here, from the
+ * client. On one Redis a call script may also touch keys outside its call's hash tag (publish the
+ * change's early events, bind the user's operationId) and the relay may carry its next read in the
+ * write that appends events: any key is reachable from any script. On a cluster those keys live
+ * in other slots, so those steps are separate commands.
+ */
+export type Topology = 'single' | 'cluster';
+
+export function topologyOf(client: RedisClient): Topology {
+  return (client as Cluster).isCluster === true ? 'cluster' : 'single';
+}
+
+/** The servers that hold keys: the one Redis, or every primary of the cluster (for SCAN, SCRIPT LOAD). */
+export function primaries(client: RedisClient): Redis[] {
+  return topologyOf(client) === 'cluster' ? (client as Cluster).nodes('master') : [client as Redis];
 }
 
 export function describeTarget(target: RedisTarget): string {

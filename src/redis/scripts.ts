@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { packageDir } from '../util/packageDir.js';
 import type { Redis, Cluster, ChainableCommander } from 'ioredis';
 import { currentTraceparent, inSpan, SpanKind, tracingEnabled } from '../observability/tracing.js';
+import { primaries, topologyOf } from './connection.js';
 
 /**
  * Loads `lua/*.lua`, inlining `--@include "name"` lines with `lua/includes/name.lua` (each at
@@ -84,7 +85,7 @@ function compiled(): Map<ScriptName, { lua: string; sha: string }> {
  */
 export async function loadScripts(client: Redis | Cluster): Promise<void> {
   // On a cluster, into every primary's cache (EVALSHA runs where the script's keys live).
-  const servers = (client as Cluster).isCluster ? (client as Cluster).nodes('master') : [client as Redis];
+  const servers = primaries(client);
   await Promise.all(servers.flatMap((server) => [...compiled().values()].map((s) => server.script('LOAD', s.lua))));
 }
 
@@ -141,7 +142,7 @@ async function evalScript(client: Redis | Cluster, name: ScriptName, keys: strin
   } catch (err) {
     // On a cluster, an auto-pipelined command that meets MOVED/ASK (its slot moved: a failover,
     // a resharding) is not redirected by ioredis: refresh the slot map and try once more.
-    if (!(client as Cluster).isCluster || !/^(MOVED|ASK) /.test(String((err as Error).message))) throw err;
+    if (topologyOf(client) === 'single' || !/^(MOVED|ASK) /.test(String((err as Error).message))) throw err;
     await new Promise<void>((resolve) => (client as Cluster).refreshSlotsCache(() => resolve()));
     return evalOnce(client, name, keys, args);
   }

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import type { RedisClient } from '../redis/connection.js';
+import { primaries, type RedisClient } from '../redis/connection.js';
 import { keys, type KeySpace } from '../redis/keys.js';
 import type { CallStore } from '../calls/store.js';
 import type { CallRecord } from '../calls/model.js';
@@ -114,9 +113,7 @@ export class UserAdmin {
     const own = `:{u:${userId}}:`;
     const operation = `:op:${userId.length}:${userId}:`;
     const mine = (k: string) => k.includes(own) || k.includes(operation);
-    const nodes: Redis[] = 'nodes' in this.redis && typeof this.redis.nodes === 'function' && (this.redis as { isCluster?: boolean }).isCluster
-      ? (this.redis.nodes('master') as Redis[])
-      : [this.redis as Redis];
+    const nodes = primaries(this.redis);
     const found: string[] = [];
     for (const node of nodes) {
       let cursor = '0';

@@ -16,6 +16,7 @@ import {
 } from '../../src/calls/store.js';
 import { CorruptRecordError } from '../../src/calls/model.js';
 import { parseExpireDueReply } from '../../src/timers/ringSweep.js';
+import type { Topology } from '../../src/redis/connection.js';
 import { keys } from '../../src/redis/keys.js';
 import { ringingCall } from '../support/callRecords.js';
 
@@ -44,7 +45,7 @@ describe('*KeysArgs', () => {
       payloadJson: '{"kind":"offer"}',
       operationId: 'op-1',
       fingerprint: 'fp',
-    }, true);
+    }, 'single');
     expect(c.keys).toEqual([
       keys.call(s, 'call-1'),
       keys.operation(s, 'call-1', 'alice', 'op-1'),
@@ -74,7 +75,7 @@ describe('*KeysArgs', () => {
     // The script puts the recipient's userId where the NUL is.
     expect(c.args[9]!.replace('\0', 'bob')).toBe(keys.liveChannel(s, 'bob'));
     // On a cluster the relay publishes it, and every key is in the call's slot (the store binds first).
-    const onCluster = sendMessageKeysArgs({ ...s, messagesPerWindow: 100 }, { callId: 'call-1', userId: 'alice', installationId: 'alice-phone', eventId: 'ev-1', payloadJson: '{}', operationId: 'op-1', fingerprint: 'fp' }, false);
+    const onCluster = sendMessageKeysArgs({ ...s, messagesPerWindow: 100 }, { callId: 'call-1', userId: 'alice', installationId: 'alice-phone', eventId: 'ev-1', payloadJson: '{}', operationId: 'op-1', fingerprint: 'fp' }, 'cluster');
     expect(onCluster.args.slice(9)).toEqual(['', '100', String(MESSAGE_LIMIT_WINDOW_MS)]);
     expect(onCluster.keys).toHaveLength(7);
     expectOneHashTag(onCluster.keys);
@@ -105,7 +106,7 @@ describe('*KeysArgs', () => {
     expectOneHashTag(c.keys);
     expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000:864000000', '172800000', 'fp', '0', '0', '']);
     // On a single Redis the script publishes the change's early notice on the parties' channels.
-    expect(createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, false, true).args[13]).toBe(keys.liveChannel(s, '\0'));
+    expect(createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, false, 'single').args[13]).toBe(keys.liveChannel(s, '\0'));
     const busy = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, true);
     expect(busy.args[11]).toBe('1');
     const firstUse = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, true);
@@ -120,7 +121,7 @@ describe('*KeysArgs', () => {
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'bob', 'op-2'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
     expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000:864000000', '172800000', 'fp2', '0', '']);
-    expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, false, true).args[7]).toBe(keys.liveChannel(s, '\0'));
+    expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, false, 'single').args[7]).toBe(keys.liveChannel(s, '\0'));
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: '7' }).args[2]).toBe('7');
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, true).args[6]).toBe('1');
   });
@@ -137,24 +138,24 @@ describe('*KeysArgs', () => {
     const binding = keys.operationBinding(s, 'alice', 'op-1');
     const request = { callId: 'call-1', userId: 'alice', installationId: 'alice-phone', operationId: 'op-1', fingerprint: 'fp' };
     const builders = [
-      (direct: boolean) => createCallKeysArgs(s, { callId: 'call-1', callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'bob', video: false, operationId: 'op-1', fingerprint: 'fp' }, false, false, direct),
-      (direct: boolean) => answerCallKeysArgs(s, { ...request, expectedRevision: undefined }, false, direct),
-      (direct: boolean) => endCallKeysArgs(s, { ...request, reason: 'localHangup' }, false, direct),
-      (direct: boolean) => renameCallKeysArgs(s, { ...request, displayName: 'A' }, direct),
+      (topology: Topology) => createCallKeysArgs(s, { callId: 'call-1', callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'bob', video: false, operationId: 'op-1', fingerprint: 'fp' }, false, false, topology),
+      (topology: Topology) => answerCallKeysArgs(s, { ...request, expectedRevision: undefined }, false, topology),
+      (topology: Topology) => endCallKeysArgs(s, { ...request, reason: 'localHangup' }, false, topology),
+      (topology: Topology) => renameCallKeysArgs(s, { ...request, displayName: 'A' }, topology),
     ];
     for (const build of builders) {
-      const single = build(true).keys;
+      const single = build('single').keys;
       expect(single).toHaveLength(5);
       expect(single[4]).toBe(binding);
-      expect(build(false).keys).toEqual(single.slice(0, 4));
-      expectOneHashTag(build(false).keys);
+      expect(build('cluster').keys).toEqual(single.slice(0, 4));
+      expectOneHashTag(build('cluster').keys);
     }
   });
 
   it('readCallKeysArgs: the call, its outbox and ring index', () => {
     const r = readCallKeysArgs(s, 'call-5', 'bob');
     expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5'), keys.ringingForCall(s, 'call-5')], args: ['bob', '86400000:864000000', ''] });
-    expect(readCallKeysArgs(s, 'call-5', 'bob', true).args[2]).toBe(keys.liveChannel(s, '\0'));
+    expect(readCallKeysArgs(s, 'call-5', 'bob', 'single').args[2]).toBe(keys.liveChannel(s, '\0'));
     expectOneHashTag(r.keys);
   });
 
