@@ -41,17 +41,17 @@ local fingerprint = ARGV[6]
 --@include "endCallNow"
 --@include "openCallChange"
 
-local conflict, skippedRead = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[7])
+local conflict, firstUse = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[7])
 if conflict then return { 'error', 'idempotency_conflict' } end
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not skippedRead, retention, ARGV[8], ARGV[9])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not firstUse, retention, ARGV[8], ARGV[9])
 if reply then return reply end
 
 local state, callerInstallationId, winner = call.values.state, call.values.callerInstallationId, call.values.answeredByInstallationId
 local side = (userId == call.values.callerUserId) and 'caller' or 'callee'
 
 local function unchanged()
-  return recordUnchanged(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs, skippedRead)
+  return recordUnchanged(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs, firstUse)
 end
 
 if state == 'ended' then return unchanged() end

@@ -31,6 +31,7 @@
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local userId, displayName = ARGV[1], ARGV[2]
 --@include "retention"
+--@include "fmtInt"
 local retention, operationTtlMs = parseRetention(ARGV[3]), tonumber(ARGV[4])
 local fingerprint, maxRenames = ARGV[5], tonumber(ARGV[6])
 
@@ -47,6 +48,6 @@ if call.values.state == 'ended' or call.values.callerDisplayName == displayName 
 end
 local renames = tonumber(call.values.renames or '0')
 if renames >= maxRenames then return { 'error', 'rename_limit' } end
-setCallFields(callKey, call, 'callerDisplayName', displayName, 'revision', nextRevision(call), 'renames', string.format('%d', renames + 1))
+setCallFields(callKey, call, 'callerDisplayName', displayName, 'revision', nextRevision(call), 'renames', fmtInt(renames + 1))
 local fields = appendOutbox(outboxKey, call, 'renamed', now)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

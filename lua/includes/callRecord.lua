@@ -1,3 +1,5 @@
+--@include "fmtInt"
+
 -- A call hash read once per script and kept as a Lua table, so a script reads the call with one
 -- HGETALL and derives its outbox entry and reply from the table instead of reading it again.
 -- `names` keeps the field order (as HGETALL returned it, new fields last); `values` maps them.
@@ -37,5 +39,5 @@ end
 
 -- The next revision (revisions count every change of the call).
 local function nextRevision(call)
-  return string.format('%d', tonumber(call.values.revision) + 1)
+  return fmtInt(tonumber(call.values.revision) + 1)
 end
