@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { makeApnsKey, startFakeApns, type ApnsKey, type ApnsRecordedRequest, type FakeApns } from '../support/apns-server.js';
 import { startFakeFcm, writeServiceAccountFile, type FakeFcm, type FcmRecordedMessage } from '../support/fcm-server.js';
-import { ON_CLUSTER, startStack, type Stack } from '../support/stack.js';
+import { forFile, ON_CLUSTER, startStack, type Stack } from '../support/stack.js';
+import type { TestServer } from '../support/server.js';
 import { DEFAULT_CALL_SHARDS, device, relayDone, uid, type Device } from '../support/fixtures.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -104,6 +105,17 @@ export async function startPushStack(env: Record<string, string> = {}): Promise<
       await providers.close();
     },
   };
+}
+
+/**
+ * The test file's push stack (forFile), and for each ring window in `ringWindowsMs` an api-only
+ * process on the same Redis whose calls ring that long (the first server's workers push them).
+ */
+export function pushStackForFile(ringWindowsMs: readonly number[], started: (ps: PushStack, short: TestServer[]) => void, env: Record<string, string> = {}): void {
+  forFile(
+    () => startPushStack(env),
+    async (ps) => started(ps, await Promise.all(ringWindowsMs.map((ms) => ps.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: String(ms) })))),
+  );
 }
 
 /** A VoIP device token: 32 bytes in hex, as iOS hands it out. */

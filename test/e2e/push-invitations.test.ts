@@ -15,12 +15,11 @@ import {
   registerAndroid,
   registerIos,
   pushesSettled,
-  startPushStack,
   ttlSeconds,
   type PushStack,
   installation,
+  pushStackForFile,
 } from './push-helpers.js';
-import { forFile } from '../support/stack.js';
 
 /**
  * Push invitations end to end (docs/protocol.md "Push formats", "Limits"): a real server process configured by
@@ -35,13 +34,8 @@ let short: TestServer;
 /** Same, with the shortest allowed ring window: 1 s. */
 let shortest: TestServer;
 
-forFile(startPushStack, async (s) => {
-  ps = s;
-  url = s.url;
-  [short, shortest] = await Promise.all([
-    ps.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '3000' }),
-    ps.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '1000' }),
-  ]);
+pushStackForFile([3000, 1000], (s, [a, b]) => {
+  [ps, url, short, shortest] = [s, s.url, a!, b!];
 });
 
 const inst = installation;

@@ -7,13 +7,12 @@ import {
   callpayloadOf,
   fcmTo,
   pushesSettled,
-  startPushStack,
   type PushStack,
   installation,
   phone,
   invitesTo as invitesToFake,
+  pushStackForFile,
 } from './push-helpers.js';
-import { forFile } from '../support/stack.js';
 
 /**
  * Push retries (docs/protocol.md "What is not sent, retries and invalid tokens"): a transient refusal is retried, but never for a call that
@@ -26,10 +25,8 @@ let url: string;
 /** An api-only process on the same Redis whose calls ring for 3 s. */
 let short: TestServer;
 
-forFile(startPushStack, async (s) => {
-  ps = s;
-  url = s.url;
-  short = await s.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '3000' });
+pushStackForFile([3000], (s, [a]) => {
+  [ps, url, short] = [s, s.url, a!];
 });
 
 const inst = installation;

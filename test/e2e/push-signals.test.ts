@@ -9,15 +9,14 @@ import {
   callpayloadOf,
   fcmTo,
   pushesSettled,
-  startPushStack,
   ttlSeconds,
   type PushStack,
   installation,
   phone,
   type Phone as RegisteredPhone,
   type TokenKind,
+  pushStackForFile,
 } from './push-helpers.js';
-import { forFile } from '../support/stack.js';
 
 /**
  * Android push signals (docs/protocol.md "Android push signals"): when a call stops ringing, the callee's Android installations
@@ -31,10 +30,8 @@ let url: string;
 /** An api-only process on the same Redis whose calls ring for 2 s. */
 let short: TestServer;
 
-forFile(startPushStack, async (s) => {
-  ps = s;
-  url = s.url;
-  short = await s.stack.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '2000' });
+pushStackForFile([2000], (s, [a]) => {
+  [ps, url, short] = [s, s.url, a!];
 });
 
 const inst = installation;

@@ -63,6 +63,15 @@ async function parties(calleeDevices = 2) {
   return { a1: a1!, a2: a2!, callees };
 }
 
+/** Alice's two installations calling Bob's two, with both of Bob's told of the invitation. */
+async function ringing() {
+  const { a1, a2, callees } = await parties(2);
+  const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
+  const call = await createCall(a1, b1.userId);
+  await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+  return { a1, a2, b1, b2, call };
+}
+
 describe('signaling audience per transition', () => {
   it('create: every callee installation gets call.invited; the caller’s installations get nothing', async () => {
     const { a1, a2, callees } = await parties(2);
@@ -119,10 +128,7 @@ describe('signaling audience per transition', () => {
   });
 
   it('caller cancels before the answer: every callee installation gets callerCancelled; the caller’s installations get nothing', async () => {
-    const { a1, a2, callees } = await parties(2);
-    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
-    const call = await createCall(a1, b1.userId);
-    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const { a1, a2, b1, b2, call } = await ringing();
 
     const cancelled = await end(a1, call.callId, 'localHangup');
     expect(cancelled.status, cancelled.text).toBe(200);
@@ -139,10 +145,7 @@ describe('signaling audience per transition', () => {
   });
 
   it('callee declines: the caller’s installations and the callee’s other installations get declined; the declining installation gets nothing', async () => {
-    const { a1, a2, callees } = await parties(2);
-    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
-    const call = await createCall(a1, b1.userId);
-    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const { a1, a2, b1, b2, call } = await ringing();
 
     const declined = await end(b1, call.callId, 'declined');
     expect(declined.status, declined.text).toBe(200);
@@ -161,10 +164,7 @@ describe('signaling audience per transition', () => {
   });
 
   it('callee’s localHangup while ringing is a decline for everyone else', async () => {
-    const { a1, a2, callees } = await parties(2);
-    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
-    const call = await createCall(a1, b1.userId);
-    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const { a1, a2, b1, b2, call } = await ringing();
 
     const ended = await end(b2, call.callId, 'localHangup');
     expect(ended.status, ended.text).toBe(200);
@@ -180,10 +180,7 @@ describe('signaling audience per transition', () => {
   });
 
   it('caller hangs up after the answer: only the answering installation gets remoteEnded', async () => {
-    const { a1, a2, callees } = await parties(2);
-    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
-    const call = await createCall(a1, b1.userId);
-    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const { a1, a2, b1, b2, call } = await ringing();
     const won = await answer(b2, call.callId);
     expect(won.status, won.text).toBe(200);
     await settle(call.callId, [
@@ -209,10 +206,7 @@ describe('signaling audience per transition', () => {
   });
 
   it('callee hangs up after the answer: the caller’s installations get remoteEnded; no callee installation gets anything', async () => {
-    const { a1, a2, callees } = await parties(2);
-    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
-    const call = await createCall(a1, b1.userId);
-    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const { a1, a2, b1, b2, call } = await ringing();
     const won = await answer(b1, call.callId);
     expect(won.status, won.text).toBe(200);
     await settle(call.callId, [
@@ -237,10 +231,7 @@ describe('signaling audience per transition', () => {
   });
 
   it('an end request that changes nothing (echo reason, or a repeat) sends no event', async () => {
-    const { a1, a2, callees } = await parties(2);
-    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
-    const call = await createCall(a1, b1.userId);
-    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const { a1, a2, b1, b2, call } = await ringing();
 
     // An echo of a backend-decided end never changes a call (docs/protocol.md "End reasons").
     const echo = await end(b1, call.callId, 'answeredElsewhere');
@@ -260,10 +251,7 @@ describe('signaling audience per transition', () => {
   });
 
   it('server API end while ringing: every caller and every callee installation gets call.ended with the reason given', async () => {
-    const { a1, a2, callees } = await parties(2);
-    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
-    const call = await createCall(a1, b1.userId);
-    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const { a1, a2, b1, b2, call } = await ringing();
 
     const res = await api(url, serverKey.key).post(`/v1/server/calls/${call.callId}/end`, { reason: 'failed' });
     expect(res.status, res.text).toBe(200);
@@ -281,10 +269,7 @@ describe('signaling audience per transition', () => {
   });
 
   it('server API end after the answer: every caller installation and the answering installation get call.ended remoteEnded; the callee’s other installations nothing', async () => {
-    const { a1, a2, callees } = await parties(2);
-    const [b1, b2] = callees as [(typeof callees)[0], (typeof callees)[0]];
-    const call = await createCall(a1, b1.userId);
-    await Promise.all([b1.ws.waitForEvents(1), b2.ws.waitForEvents(1)]);
+    const { a1, a2, b1, b2, call } = await ringing();
     const won = await answer(b1, call.callId);
     expect(won.status, won.text).toBe(200);
     await settle(call.callId, [
