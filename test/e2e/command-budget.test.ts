@@ -4,6 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { CallingClient, SignalingClient, type CallMessage, type EventPayload } from '@calling-backend/client';
 import { device, relayDone, uid, DEFAULT_CALL_SHARDS, type Device } from '../support/fixtures.js';
 import { forFile } from '../support/stack.js';
+import type { TestServer } from '../support/server.js';
 import { waitUntil } from '../support/wait.js';
 import { monitorCommands, type CommandMonitor, type MonitoredCommand } from '../support/command-monitor.js';
 import { newSecret, startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.js';
@@ -25,7 +26,8 @@ import { PUSH_QUEUE } from '../../src/push/queues.js';
  */
 
 const KS = { prefix: PREFIX, shards: DEFAULT_CALL_SHARDS };
-const RING_TIMEOUT_MS = 2000;
+/** The unanswered calls' ring window: they are created through an api process of their own with it. */
+const SHORT_RING_MS = 2000;
 /** Production's rate limits (the test servers turn them off unless told). */
 const DEFAULT_LIMITS = Object.fromEntries(
   (['RATE_CALL_CREATES_PER_MIN', 'RATE_INVITES_PER_CALLEE_PER_MIN', 'RATE_CALL_MESSAGES_PER_10S', 'RATE_WS_MESSAGES_PER_10S'] as const).map((k) => [
@@ -35,6 +37,8 @@ const DEFAULT_LIMITS = Object.fromEntries(
 );
 
 let ps: PushStack;
+/** An api process on the same Redis whose calls ring for SHORT_RING_MS (the first server relays them). */
+let shortRing: TestServer;
 let receiver: WebhookReceiver;
 let monitor: CommandMonitor;
 /** The test's own connection, whose reads are not the lifecycle's. */
@@ -44,7 +48,8 @@ forFile(
   async () => {
     const secret = newSecret();
     receiver = await startWebhookReceiver([secret]);
-    const stack = await startPushStack({ ...DEFAULT_LIMITS, WEBHOOKS: JSON.stringify([{ id: 'app', url: receiver.url, secret }]), RING_TIMEOUT_MS: String(RING_TIMEOUT_MS) });
+    const stack = await startPushStack({ ...DEFAULT_LIMITS, WEBHOOKS: JSON.stringify([{ id: 'app', url: receiver.url, secret }]) });
+    shortRing = await stack.stack.addServer({ ...DEFAULT_LIMITS, ROLES: 'api', RING_TIMEOUT_MS: String(SHORT_RING_MS) });
     monitor = await monitorCommands(Number(new URL(stack.stack.redisUrl).port));
     return {
       stack,
@@ -65,6 +70,8 @@ forFile(
 interface App {
   d: Device;
   api: CallingClient;
+  /** The same device's API client on the short-ring api process (it creates the unanswered calls). */
+  shortRingApi: CallingClient;
   signaling: SignalingClient;
   events: EventPayload[];
   messages: CallMessage[];
@@ -87,7 +94,14 @@ async function app(userId?: string): Promise<App> {
     onMessage: (m) => messages.push(m),
   });
   await signaling.start();
-  const a = { d, api: new CallingClient({ baseUrl: ps.url, token: d.token, signaling }), signaling, events, messages };
+  const a = {
+    d,
+    api: new CallingClient({ baseUrl: ps.url, token: d.token, signaling }),
+    shortRingApi: new CallingClient({ baseUrl: shortRing.url, token: d.token }),
+    signaling,
+    events,
+    messages,
+  };
   apps.push(a);
   return a;
 }
@@ -141,7 +155,7 @@ type Kind = keyof typeof BUDGETS;
 /** One lifecycle of `kind`, step by step (settle after each). */
 async function lifecycle(kind: Kind, p: Parties): Promise<string> {
   const { caller, phone, tablet } = p;
-  const call = await caller.api.createCall({ calleeUserId: phone.d.userId });
+  const call = await (kind === 'unanswered' ? caller.shortRingApi : caller.api).createCall({ calleeUserId: phone.d.userId });
   const callId = call.callId;
   await settle(
     callId,
@@ -169,7 +183,7 @@ async function lifecycle(kind: Kind, p: Parties): Promise<string> {
       await settle(callId, has(phone, callId, 'call.ended', 'callerCancelled'), has(tablet, callId, 'call.ended', 'callerCancelled'), webhooked(callId, 'call.ended'));
       break;
     case 'unanswered':
-      await waitUntil('the ring window over', has(caller, callId, 'call.ended', 'unanswered'), RING_TIMEOUT_MS + 10_000);
+      await waitUntil('the ring window over', has(caller, callId, 'call.ended', 'unanswered'), SHORT_RING_MS + 10_000);
       await settle(callId, has(phone, callId, 'call.ended', 'unanswered'), has(tablet, callId, 'call.ended', 'unanswered'), webhooked(callId, 'call.ended'));
       break;
   }
@@ -251,12 +265,14 @@ function count(commands: MonitoredCommand[]): Count {
   return { total, bySource };
 }
 
-/** HTTP requests and command frames the server answered (its own metrics). */
+/** HTTP requests and command frames the servers answered (their own metrics). */
 async function roundTrips(): Promise<number> {
-  const text = await (await fetch(`${ps.stack.servers[0]!.metricsUrl}/metrics`)).text();
   let n = 0;
-  for (const line of text.split('\n')) {
-    if (/^calling_(http_requests_total|ws_commands_total)\{/.test(line)) n += Number(line.split(' ').at(-1));
+  for (const server of ps.stack.servers) {
+    const text = await (await fetch(`${server.metricsUrl}/metrics`)).text();
+    for (const line of text.split('\n')) {
+      if (/^calling_(http_requests_total|ws_commands_total)\{/.test(line)) n += Number(line.split(' ').at(-1));
+    }
   }
   return n;
 }
