@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { REPO_ROOT } from './processes.js';
 
 /**
- * Another build of the server for `--compare-ref` (bench/README.md "Comparing two builds"): the
+ * Another build of the server for `--compare-ref` (bench/README.md, "Comparing two builds"): the
  * git ref checked out into a temporary worktree, with its dependencies: this checkout's
  * node_modules when both lock files are the same, else its own `npm ci`. Removed by `remove`.
  */

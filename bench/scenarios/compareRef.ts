@@ -6,7 +6,7 @@ import { errorList, fmtPct, fmtRate, mdTable, type ScenarioResult } from '../lib
 import { runCallStep, startCallsPool, type StepResult } from './callSteps.js';
 
 /**
- * Two builds side by side (`--compare-ref <git ref>`, bench/README.md "Comparing two builds"):
+ * Two builds side by side (`--compare-ref <git ref>`; bench/README.md, "Comparing two builds"):
  * this checkout and the ref, checked out into a temporary worktree, each as a deployment of its
  * own (api+gateway and worker, every feature on: one webhook endpoint) on the bench's Redis with
  * a key prefix of its own, run at the same fixed offered rate, well under either's limit,
