@@ -32,11 +32,19 @@ type Figure = (typeof FIGURES)[number]['key'];
 
 /** Another process using this much of a core during a run disturbs it (as callSteps.describeBound says). */
 const DISTURBED_CORES = 0.2;
+/**
+ * A run that achieved less than this share of the offered rate, or had errors, was not at the
+ * same rate as the others (a build past its limit on this machine, or a machine too busy): its
+ * per-lifecycle figures carry a backlog and failed lifecycles, and no conclusion is drawn.
+ */
+const HELD_SHARE = 0.95;
 
 interface RunResult {
   build: Build;
   round: number;
   achievedRate: number;
+  /** Held the offered rate: no errors, and at least HELD_SHARE of it achieved. */
+  held: boolean;
   errors: Record<string, number>;
   figures: Record<Figure, number>;
   otherCores: number;
@@ -88,7 +96,8 @@ async function runOnce(ctx: BenchContext, build: Build, round: number, root: str
         const p99LimitMs = ctx.opts.p99LimitMs;
         await runCallStep(ctx, pool, { label: `${build} warm-up`, rate: z.rate, durationMs: z.warmupMs, p99LimitMs });
         const s = await runCallStep(ctx, pool, { label: `${build} round ${round + 1}`, rate: z.rate, durationMs: z.stepMs, p99LimitMs });
-        return { build, round, achievedRate: s.achievedRate, errors: s.errors, figures: figuresOf(s), otherCores: s.cpu.otherCores, disturbed: s.cpu.otherCores > DISTURBED_CORES };
+        const held = Object.keys(s.errors).length === 0 && s.achievedRate >= HELD_SHARE * z.rate;
+        return { build, round, achievedRate: s.achievedRate, held, errors: s.errors, figures: figuresOf(s), otherCores: s.cpu.otherCores, disturbed: s.cpu.otherCores > DISTURBED_CORES };
       } finally {
         await pool.close();
       }
@@ -138,12 +147,14 @@ export function verdict(a: Spread, b: Spread): 'lower' | 'higher' | 'inconclusiv
 function report(runs: RunResult[], m: { ref: string; refCommit: string; commit: string; dirty: boolean; rate: number; stepMs: number }): ScenarioResult {
   const of = (build: Build, f: Figure) => spreadOf(runs.filter((r) => r.build === build).map((r) => r.figures[f]));
   const fmt = (s: Spread, digits: number) => `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)}, ±${((s.relative * 100) / 2).toFixed(0)} %)`;
+  const underRate = runs.filter((r) => !r.held);
   const rows = FIGURES.map(({ key, label }) => {
     const a = of('this', key);
     const b = of('ref', key);
     const digits = key === 'commands' ? 1 : 3;
     const v = verdict(a, b);
-    return [label, fmt(a, digits), fmt(b, digits), `${(a.median / b.median).toFixed(2)}×`, v === 'inconclusive' ? 'no: the runs overlap' : `yes: this build is ${v}`];
+    const conclusion = underRate.length > 0 ? 'no: not every run held the rate' : v === 'inconclusive' ? 'no: the runs overlap' : `yes: this build is ${v}`;
+    return [label, fmt(a, digits), fmt(b, digits), `${(a.median / b.median).toFixed(2)}×`, conclusion];
   });
   const disturbed = runs.filter((r) => r.disturbed);
   const errors = runs.filter((r) => Object.keys(r.errors).length > 0);
@@ -160,7 +171,7 @@ function report(runs: RunResult[], m: { ref: string; refCommit: string; commit: 
       runs.map((r, i) => [
         String(i + 1),
         r.build,
-        fmtRate(r.achievedRate),
+        `${fmtRate(r.achievedRate)}${r.held ? '' : ' UNDER RATE'}`,
         errorList(r.errors),
         r.figures['server total'].toFixed(3),
         r.figures.redis.toFixed(3),
@@ -173,6 +184,9 @@ function report(runs: RunResult[], m: { ref: string; refCommit: string; commit: 
       ? `**DISTURBED**: in ${disturbed.length} of ${runs.length} runs processes this bench did not start used up to ${fmtPct(Math.max(...disturbed.map((r) => r.otherCores)))} of a core; their figures are not a reference.`
       : 'Not disturbed: no process this bench did not start used more than a fifth of a core in any run.',
     errors.length > 0 ? `Runs with errors: ${errors.map((r) => `${r.build} round ${r.round + 1} (${errorList(r.errors)})`).join('; ')}.` : '',
+    underRate.length > 0
+      ? `**Not at one rate**: ${underRate.length} of ${runs.length} runs did not hold ${fmtRate(m.rate)} (errors, or under ${HELD_SHARE * 100} % of it achieved): a build past its limit here, or a machine too busy. Run again, at a lower rate (--set compareRef.rate=N).`
+      : '',
   ].join('\n');
   return {
     id: 'compareRef',

@@ -53,9 +53,10 @@ const TRIM_EVERY_MS = 1000;
 
 /**
  * How many delivered batches of one shard may wait for their side effects before reading stops:
- * memory stays bounded when a side effect cannot keep up, yet events do not wait on one slow push.
+ * memory stays bounded when a side effect cannot keep up, yet events do not wait on one slow push,
+ * nor on the webhook deliveries' gathering into a job (src/webhooks/publisher.ts COALESCE_MS).
  */
-const MAX_BATCHES_IN_EFFECTS = 32;
+const MAX_BATCHES_IN_EFFECTS = 128;
 
 /**
  * Acknowledgements ride with the shard's next read, in the same write, once the oldest has waited
