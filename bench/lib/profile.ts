@@ -107,7 +107,9 @@ export function summariseProfile(file: string, top = 25): ProfileSummary {
     const known = stageOfNode.get(id);
     if (known !== undefined) return known;
     const n = byId.get(id)!;
-    const rel = n.callFrame.url.replace(/^file:\/\//, '').replace(REPO_ROOT + '/', '');
+    // The project's path from `src/` on, whichever checkout the process ran (--compare-ref's too).
+    const url = n.callFrame.url;
+    const rel = url.includes('/node_modules/') ? url : (/\/(src\/.*)$/.exec(url)?.[1] ?? url);
     const up = parent.get(id);
     const stage = stageOf(rel) ?? (up === undefined ? `no project frame: ${originOf(n.callFrame.url, n.callFrame.functionName)}` : nodeStage(up));
     stageOfNode.set(id, stage);
