@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import WebSocket from 'ws';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CallingClient, SignalingClient, type CallMessage, type EventPayload } from '@calling-backend/client';
-import { device, relayDone, uid, DEFAULT_CALL_SHARDS, type Device } from '../support/fixtures.js';
+import { device, relayDone, DEFAULT_CALL_SHARDS, type Device } from '../support/fixtures.js';
 import { forFile } from '../support/stack.js';
 import type { TestServer } from '../support/server.js';
 import { waitUntil } from '../support/wait.js';
