@@ -57,7 +57,7 @@ async function main(): Promise<void> {
         id === 'soak' ? opts.sizes.soak.durationMs + 300_000
         : id === 'webhooks' ? 3 * (opts.sizes.webhooks.warmupMs + opts.sizes.webhooks.stepMs + opts.sizes.webhooks.halfMs) + 120_000
         : id === 'compareRef' ? 2 * opts.sizes.compareRef.runs * (opts.sizes.compareRef.warmupMs + opts.sizes.compareRef.stepMs + 60_000) + 120_000
-        : (opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000) * (id === 'lifecycle' && opts.over === 'both' ? 2 : 1);
+        : (opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000) * (id === 'lifecycle' && opts.over === 'both' ? 2 : id === 'compare' ? Math.max(1, opts.sizes.compare.repeats) : 1);
       const s = SCENARIOS[id];
       const ts = performance.now();
       ctx.log(`\n== ${s.title} ==`);

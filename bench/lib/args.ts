@@ -35,9 +35,10 @@ export interface Sizes {
   /**
    * `pairs` of users per system, each with a socket on process A and one on process B: one
    * generator holds 2 × pairs sockets, under the 20,000 open files a process may have here
-   * (bench/README.md, "Open files" under "How it measures").
+   * (bench/README.md, "Open files" under "How it measures"). Each system's saturated and
+   * common-rate legs run `repeats` times, alternated: the report gives medians and spreads.
    */
-  compare: { pairs: number; concurrency: number; throughputMs: number; latencyMs: number };
+  compare: { pairs: number; concurrency: number; throughputMs: number; latencyMs: number; repeats: number };
   /**
    * `fraction` of the lifecycle scenario's sustained rate in the same run (or `rate`, when set or
    * when the lifecycle scenario did not run); `warmupMs` of the samples left out of the slopes.
@@ -60,7 +61,7 @@ const QUICK: Sizes = {
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
-  compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000 },
+  compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000, repeats: 3 },
   soak: { durationMs: 180_000, warmupMs: 60_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
   webhooks: { pairsPerGenerator: 600, warmupMs: 2000, stepMs: 6000, halfMs: 10_000, rate: 0 },
   compareRef: { rate: 150, runs: 3, warmupMs: 2000, stepMs: 6000, pairsPerGenerator: 600 },
@@ -74,7 +75,7 @@ const FULL: Sizes = {
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
-  compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000 },
+  compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000, repeats: 5 },
   soak: { durationMs: 1_800_000, warmupMs: 300_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
   webhooks: { pairsPerGenerator: 1500, warmupMs: 5000, stepMs: 30_000, halfMs: 15_000, rate: 0 },
   compareRef: { rate: 150, runs: 5, warmupMs: 5000, stepMs: 20_000, pairsPerGenerator: 1500 },

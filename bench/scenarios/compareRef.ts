@@ -4,6 +4,7 @@ import { startHelper, type ListeningProcess } from '../lib/processes.js';
 import { checkOut, thisBuild } from '../lib/otherBuild.js';
 import { errorList, fmtPct, fmtRate, mdTable, type ScenarioResult } from '../lib/report.js';
 import { runCallStep, startCallsPool, type StepResult } from './callSteps.js';
+import { spreadOf, verdict, type Spread } from '../lib/spread.js';
 
 /**
  * Two builds side by side (`--compare-ref <git ref>`; bench/README.md, "Comparing two builds"):
@@ -116,32 +117,6 @@ function figuresOf(s: StepResult): Record<Figure, number> {
     redis: cpu('redis'),
     commands: s.cost.redisCallsPerLifecycle,
   };
-}
-
-export interface Spread {
-  median: number;
-  min: number;
-  max: number;
-  /** (max − min) ÷ median. */
-  relative: number;
-}
-
-export function spreadOf(values: readonly number[]): Spread {
-  const v = [...values].filter(Number.isFinite).sort((a, b) => a - b);
-  if (v.length === 0) return { median: NaN, min: NaN, max: NaN, relative: NaN };
-  const mid = Math.floor(v.length / 2);
-  const median = v.length % 2 ? v[mid]! : (v[mid - 1]! + v[mid]!) / 2;
-  return { median, min: v[0]!, max: v.at(-1)!, relative: (v.at(-1)! - v[0]!) / median };
-}
-
-/**
- * What the runs allow one to say of `a` against `b`: lower or higher only when the two sets of
- * runs do not overlap at all (with 3 runs each, overlap-free by chance once in 10), else nothing.
- */
-export function verdict(a: Spread, b: Spread): 'lower' | 'higher' | 'inconclusive' {
-  if (a.max < b.min) return 'lower';
-  if (a.min > b.max) return 'higher';
-  return 'inconclusive';
 }
 
 function report(runs: RunResult[], m: { ref: string; refCommit: string; commit: string; dirty: boolean; rate: number; stepMs: number }): ScenarioResult {

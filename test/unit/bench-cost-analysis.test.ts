@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stageOf, summariseProfile } from '../../bench/lib/profile.js';
 import { REPO_ROOT } from '../../bench/lib/processes.js';
-import { spreadOf, verdict } from '../../bench/scenarios/compareRef.js';
+import { spreadOf, verdict } from '../../bench/lib/spread.js';
 
 /** The bench's cost analyses (bench/README.md, "Comparing two builds"): stages of a profile, medians and verdicts. */
 describe('CPU profile by stage', () => {
