@@ -12,6 +12,7 @@ import { timersScenario } from './scenarios/timers.js';
 import { compareScenario } from './scenarios/compare.js';
 import { soakScenario } from './scenarios/soak.js';
 import { webhooksScenario } from './scenarios/webhooks.js';
+import { compareRefScenario } from './scenarios/compareRef.js';
 
 /**
  * `npm run bench -- [--quick | --full] [...]`: starts its own Redis and server (or targets
@@ -30,9 +31,10 @@ const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) =>
   timers: { title: 'ring timers', run: timersScenario },
   compare: { title: 'in-call messages vs Socket.IO', run: compareScenario },
   soak: { title: 'soak: memory and keys over a long run', run: soakScenario },
+  compareRef: { title: 'two builds compared at one fixed rate', run: compareRefScenario },
 };
 /** Ceilings first: every other scenario's ratios need them. */
-const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'timers', 'idle', 'compare', 'soak'];
+const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'timers', 'idle', 'compare', 'soak', 'compareRef'];
 
 async function main(): Promise<void> {
   let opts;
@@ -54,7 +56,8 @@ async function main(): Promise<void> {
       const watchdogMs =
         id === 'soak' ? opts.sizes.soak.durationMs + 300_000
         : id === 'webhooks' ? 3 * (opts.sizes.webhooks.warmupMs + opts.sizes.webhooks.stepMs + opts.sizes.webhooks.halfMs) + 120_000
-        : (opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000) * (id === 'lifecycle' && opts.over === 'both' ? 2 : 1);
+        : id === 'compareRef' ? 2 * opts.sizes.compareRef.runs * (opts.sizes.compareRef.warmupMs + opts.sizes.compareRef.stepMs + 60_000) + 120_000
+        : (opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000) * (id === 'lifecycle' && opts.over === 'both' ? 2 : id === 'compare' ? Math.max(1, opts.sizes.compare.repeats) : 1);
       const s = SCENARIOS[id];
       const ts = performance.now();
       ctx.log(`\n== ${s.title} ==`);

@@ -64,8 +64,8 @@ setCallFields(callKey, call,
   'revision', nextRevision(call),
   'answeredByInstallationId', installationId,
   'acceptedAtMs', fmtInt(now))
--- An accepted call is kept for the retention period from its answer (ending it restarts that).
-redis.call('PEXPIRE', callKey, retention.call)
+-- Its expiry stays as the create set it (ring timeout + retention, later than retention from
+-- this answer); ending it sets the retention from the end.
 redis.call('ZREM', ringingKey, call.values.callId)
 local fields = appendOutbox(outboxKey, call, 'answered', now)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

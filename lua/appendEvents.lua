@@ -2,15 +2,22 @@
   Appends relayed events to one user's event log, trims it by length and age, and publishes each
   new entry on the user's live channel (sharded Pub/Sub) for the gateways, atomically. The live
   message carries the entry ID and the previous one, so a gateway notices when it missed one.
+  In the same step it keeps the user's busy marker and files the batch's calls that started or
+  ended in the user's call index (lua/includes/indexCalls.lua): the relay's whole work for one
+  user and one batch is this one script.
 
   KEYS[1] logKey      the user's event stream
   KEYS[2] metaKey     the user's relay state, a hash: epoch; last (last entry ID); trimmed
                       (newest entry ID trimmed away); n (entries in the log); agedAt (ms of the
                       last age check); per outbox shard `s<shard>`, the last outbox entry whose
                       events were appended here; and `active`, the user's busy marker (the
-                      callId of their accepted call, src/calls/activeCalls.ts)
+                      callId of their accepted call, src/calls/activeCalls.ts); and
+                      `historyCheckedAt`, the newest end of the call index's last retention trim
   KEYS[3] pushKey     the user's push registrations (lua/registerPushToken.lua), read when
                       ARGV[10] asks, so the relay's push handler needs no read of its own
+  KEYS[4] activeKey   the user's calls in progress   } the user's call index
+  KEYS[5] historyKey  the user's call history        } (lua/includes/indexCalls.lua)
+  KEYS[6] missedKey   the user's missed calls        }
 
   ARGV[1] channel     the user's live channel (shares the user's hash tag)
   ARGV[2] maxLen      maximum number of entries kept
@@ -22,7 +29,10 @@
   ARGV[8] markerOp    '' | 'set' | 'clear': the busy marker change of this batch (the last one)
   ARGV[9] markerCall  the callId it is about ('clear' only clears a marker naming this call)
   ARGV[10] withPush   '1': also return the user's push registrations
-  ARGV[11..] quads    outbox entry ID, payload JSON, only-installation ('' = any),
+  ARGV[11] historyRetentionMs  how long call history is kept (CALL_RECORD_RETENTION_DAYS)
+  ARGV[12] indexOps   n: how many call index quintets follow (may be 0)
+  ARGV[13..12+5n]     the call index quintets (lua/includes/indexCalls.lua), in outbox order
+  ARGV[13+5n..] quads outbox entry ID, payload JSON, only-installation ('' = any),
                       except-installation ('' = none); in outbox order (may be none)
 
   Exactly once per outbox entry: the relay may hand the same outbox entry over again (a retried
@@ -45,29 +55,54 @@
   flat list when asked, else empty).
 ]]
 local logKey, metaKey, pushKey = KEYS[1], KEYS[2], KEYS[3]
+local activeKey, historyKey, missedKey = KEYS[4], KEYS[5], KEYS[6]
 local channel, maxLen, maxAgeMs = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local metaTtlMs, newEpoch, shardField, ageCheckMs = tonumber(ARGV[4]), ARGV[5], ARGV[6], tonumber(ARGV[7])
 local markerOp, markerCall = ARGV[8], ARGV[9]
+local historyRetentionMs, indexOps = tonumber(ARGV[11]), tonumber(ARGV[12])
+local firstQuad = 13 + 5 * indexOps
 local registrations = ARGV[10] == '1' and redis.call('HGETALL', pushKey) or {}
 
 --@include "fmtInt"
 --@include "streamIds"
+--@include "indexCalls"
 
--- Only a busy marker to change (the user has no events in this batch).
-if #ARGV < 11 then
+-- The call index's ops, with the meta's `historyCheckedAt` when this batch read it (else nil:
+-- then the retention trim runs); returns the value to keep, or nil.
+local function index(checkedAt)
+  if indexOps == 0 then return nil end
+  return indexCalls(activeKey, historyKey, missedKey, historyRetentionMs, 13, firstQuad - 1, tonumber(checkedAt))
+end
+
+-- No events for the user in this batch: a busy marker to change, calls to file, or both.
+if #ARGV < firstQuad then
   if markerOp == 'set' then
+    index(nil)
     -- The hash may be new (no log yet): it gets the meta's expiry, as an append would give it.
     if redis.call('HSET', metaKey, 'active', markerCall) == 1 then
       redis.call('PEXPIRE', metaKey, metaTtlMs + ageCheckMs)
     end
-  elseif markerOp == 'clear' and redis.call('HGET', metaKey, 'active') == markerCall then
-    redis.call('HSET', metaKey, 'active', '')
+  elseif markerOp == 'clear' then
+    local active, checkedAt = unpack(redis.call('HMGET', metaKey, 'active', 'historyCheckedAt'))
+    if active == markerCall then
+      -- The hash exists (it holds the marker): the trim's time can be kept in it.
+      local trimmedAt = index(checkedAt)
+      if trimmedAt then
+        redis.call('HSET', metaKey, 'active', '', 'historyCheckedAt', fmtInt(trimmedAt))
+      else
+        redis.call('HSET', metaKey, 'active', '')
+      end
+    else
+      index(nil)
+    end
+  else
+    index(nil)
   end
   return { '', '', 0, registrations }
 end
 
-local epoch, last, mark, count, agedAt, active =
-  unpack(redis.call('HMGET', metaKey, 'epoch', 'last', shardField, 'n', 'agedAt', 'active'))
+local epoch, last, mark, count, agedAt, active, historyCheckedAt =
+  unpack(redis.call('HMGET', metaKey, 'epoch', 'last', shardField, 'n', 'agedAt', 'active', 'historyCheckedAt'))
 local fresh = not epoch
 if fresh then epoch, last = newEpoch, '0-0' end
 count, agedAt = tonumber(count) or 0, tonumber(agedAt) or 0
@@ -126,7 +161,7 @@ local function add(create, entryId, payload, only, except)
 end
 -- Outbox entries appended by this call (one entry may have several deliveries for the user).
 local appendedNow = {}
-for i = 11, #ARGV, 4 do
+for i = firstQuad, #ARGV, 4 do
   local entryId, payload, only, except = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local isNew = appendedNow[entryId] or not mark or streamIdLess(mark, entryId)
   if isNew or not alreadyAppended(entryId) then
@@ -149,6 +184,7 @@ if markerOp == 'set' or (markerOp == 'clear' and active == markerCall) then
   marker = markerOp == 'set' and markerCall or ''
 end
 if appended == 0 then
+  index(nil)
   if marker then redis.call('HSET', metaKey, 'active', marker) end
   return { epoch, last, 0, registrations }
 end
@@ -197,6 +233,10 @@ if now - agedAt >= ageCheckMs then
 end
 if trimmed then
   meta[#meta + 1], meta[#meta + 2] = 'trimmed', trimmed
+end
+local historyTrimmedAt = index(historyCheckedAt)
+if historyTrimmedAt then
+  meta[#meta + 1], meta[#meta + 2] = 'historyCheckedAt', fmtInt(historyTrimmedAt)
 end
 meta[#meta + 1], meta[#meta + 2] = 'n', count
 meta[#meta + 1], meta[#meta + 2] = 'agedAt', fmtInt(agedAt)

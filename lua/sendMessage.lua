@@ -64,10 +64,13 @@ if limit > 0 then
   if retryAfterMs > 0 then return { 'limited', retryAfterMs } end
 end
 
--- A message always reads its record, whether the binding was new or not: two concurrent copies
--- of one message must not both store it.
-if bindOperation(bindingKey, fingerprint, operationTtlMs, nil) then return { 'error', 'idempotency_conflict' } end
-local replay = replayOperation(opKey, fingerprint, true)
+-- A binding this script made new (a single Redis) means no record exists: the binding and the
+-- record are written by one script with one expiry, so a concurrent copy of the message finds the
+-- binding taken and reads the record. On a cluster the binding was taken apart (store.ts), and a
+-- message always reads its record: two concurrent copies must not both store it.
+local conflict, firstUse = bindOperation(bindingKey, fingerprint, operationTtlMs, nil)
+if conflict then return { 'error', 'idempotency_conflict' } end
+local replay = replayOperation(opKey, fingerprint, not firstUse)
 if replay then return replay end
 
 local call = loadCall(callKey)

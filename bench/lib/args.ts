@@ -1,11 +1,12 @@
 /** Command-line options and the sizes of each mode. */
 
-export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'idle', 'timers', 'compare', 'soak'] as const;
+export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'idle', 'timers', 'compare', 'soak', 'compareRef'] as const;
 /**
  * Scenarios run only when named: the soak takes minutes (quick) to half an hour (full); webhooks
- * starts three deployments of its own (and is sized by the lifecycle scenario's sustained rate).
+ * starts three deployments of its own (and is sized by the lifecycle scenario's sustained rate);
+ * compareRef is what `--compare-ref <git ref>` runs.
  */
-export const ON_REQUEST: readonly ScenarioId[] = ['webhooks', 'soak'];
+export const ON_REQUEST: readonly ScenarioId[] = ['webhooks', 'soak', 'compareRef'];
 export type ScenarioId = (typeof ALL_SCENARIOS)[number];
 
 export interface Sizes {
@@ -34,9 +35,10 @@ export interface Sizes {
   /**
    * `pairs` of users per system, each with a socket on process A and one on process B: one
    * generator holds 2 × pairs sockets, under the 20,000 open files a process may have here
-   * (bench/README.md, "Open files" under "How it measures").
+   * (bench/README.md, "Open files" under "How it measures"). Each system's saturated and
+   * common-rate legs run `repeats` times, alternated: the report gives medians and spreads.
    */
-  compare: { pairs: number; concurrency: number; throughputMs: number; latencyMs: number };
+  compare: { pairs: number; concurrency: number; throughputMs: number; latencyMs: number; repeats: number };
   /**
    * `fraction` of the lifecycle scenario's sustained rate in the same run (or `rate`, when set or
    * when the lifecycle scenario did not run); `warmupMs` of the samples left out of the slopes.
@@ -47,6 +49,8 @@ export interface Sizes {
    * scenario's sustained rate (or `rate`), then `halfMs` at half of it for the answer latency.
    */
   webhooks: { pairsPerGenerator: number; warmupMs: number; stepMs: number; halfMs: number; rate: number };
+  /** --compare-ref: `runs` rounds (one run of each build) at the fixed offered `rate`. */
+  compareRef: { rate: number; runs: number; warmupMs: number; stepMs: number; pairsPerGenerator: number };
 }
 
 const QUICK: Sizes = {
@@ -57,9 +61,10 @@ const QUICK: Sizes = {
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
-  compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000 },
+  compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000, repeats: 3 },
   soak: { durationMs: 180_000, warmupMs: 60_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
   webhooks: { pairsPerGenerator: 600, warmupMs: 2000, stepMs: 6000, halfMs: 10_000, rate: 0 },
+  compareRef: { rate: 150, runs: 3, warmupMs: 2000, stepMs: 6000, pairsPerGenerator: 600 },
 };
 
 const FULL: Sizes = {
@@ -70,9 +75,10 @@ const FULL: Sizes = {
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
-  compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000 },
+  compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000, repeats: 5 },
   soak: { durationMs: 1_800_000, warmupMs: 300_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
   webhooks: { pairsPerGenerator: 1500, warmupMs: 5000, stepMs: 30_000, halfMs: 15_000, rate: 0 },
+  compareRef: { rate: 150, runs: 5, warmupMs: 5000, stepMs: 20_000, pairsPerGenerator: 1500 },
 };
 
 export interface Options {
@@ -110,13 +116,15 @@ export interface Options {
    * as test/support/otherNode.ts makes it) instead of the bench's own Node; undefined: the bench's.
    */
   serverNode?: number;
+  /** Compare this checkout with another build, this git ref (bench/scenarios/compareRef.ts). */
+  compareRef?: string;
 }
 
 export function usage(): string {
   return `usage: npm run bench -- [--quick | --full] [--scenarios ${ALL_SCENARIOS.join(',')}]
                       [--generators N] [--url http://host:port --redis redis://host:port --secret S]
                       [--cpu-prof] [--no-push] [--topology split|single] [--cluster N] [--server-node N]
-                      [--over http|socket|both]
+                      [--over http|socket|both] [--compare-ref <git ref>]
                       [--set group.size=N ...]
   --quick        small sizes, under two minutes (default)
   --full         the goal sizes: 60 s sustained, 100k idle sockets, 100k pending timers
@@ -133,6 +141,9 @@ export function usage(): string {
                  Debian trixie root's glibc, made with debootstrap and cached on first use
   --over M       how the lifecycle's devices answer and end: http (default), socket (command
                  frames on their signaling sockets), or both (one search each, and their ratio)
+  --compare-ref R this checkout against git ref R (built in a temporary worktree), at one fixed
+                 rate (--set compareRef.rate=N), alternated over several runs: CPU per lifecycle
+                 per process, Redis CPU and commands, as median and spread, and their ratio
   --set g.k=N    override one size of the mode, e.g. --set lifecycle.sustainedMs=30000 --set idle.sockets=50000`;
 }
 
@@ -208,6 +219,9 @@ export function parseArgs(argv: readonly string[]): Options {
         o.over = m;
         break;
       }
+      case '--compare-ref':
+        o.compareRef = value();
+        break;
       case '--help':
       case '-h':
         throw new Error(usage());
@@ -226,6 +240,10 @@ export function parseArgs(argv: readonly string[]): Options {
   if (o.url && !o.redis) throw new Error('--url needs --redis (the Redis-bound ceiling and timer checks read it)');
   if (o.serverNode && o.url) throw new Error('--server-node starts the servers: not with --url');
   if (o.cluster && o.url) throw new Error('--cluster starts its own cluster: not with --url');
+  if (o.compareRef && (o.url || o.cluster)) throw new Error('--compare-ref starts its own deployments on one Redis: not with --url or --cluster');
+  // Compare mode runs the comparison alone.
+  if (o.compareRef) scenarios = ['compareRef'];
+  else scenarios = scenarios.filter((s) => s !== 'compareRef');
   // On a cluster: the call path's scenarios (the others measure one Redis or one process).
   if (o.cluster) scenarios = scenarios.filter((s) => s === 'lifecycle' || s === 'storm');
   return {
@@ -239,6 +257,7 @@ export function parseArgs(argv: readonly string[]): Options {
     over: o.over ?? 'http',
     ...(o.cluster ? { cluster: o.cluster } : {}),
     ...(o.serverNode ? { serverNode: o.serverNode } : {}),
+    ...(o.compareRef ? { compareRef: o.compareRef } : {}),
     ...(o.url ? { url: o.url } : {}),
     ...(o.redis ? { redis: o.redis } : {}),
     ...(o.secret ? { secret: o.secret } : {}),

@@ -112,7 +112,13 @@ export class BenchContext {
       this.redisUrl = this.redisProc.url;
       this.log(`redis-server ${this.redisUrl} (pid ${this.redisProc.pid}, --save '' --appendonly no)`);
     }
-    if (this.selfHosted) {
+    if (this.selfHosted && this.opts.compareRef) {
+      // The comparison starts each build's deployment for each run; nothing else may run meanwhile
+      // (an idle deployment's reads and sweeps would count in Redis's figures).
+      await this.startPushFakes();
+      this.main = { label: 'none', baseUrl: '', wsBase: '' };
+      this.log(`push: ${this.push.configured ? 'fake APNs + FCM' : `not measured: ${this.push.reason}`}; the deployments start per run`);
+    } else if (this.selfHosted) {
       await this.startPushFakes();
       const { server, worker } = await this.startDeployment('server', {});
       this.mainProc = server;
@@ -145,10 +151,14 @@ export class BenchContext {
     return typeof node === 'string' ? `${node} (uWebSockets.js: ${typeof uws === 'string' ? uws : 'unknown'})` : undefined;
   }
 
-  /** Starts one more real server process on the bench's Redis (self-hosted runs only). */
-  async startServer(label: string, env: Record<string, string>): Promise<ListeningProcess> {
+  /**
+   * Starts one more real server process on the bench's Redis (self-hosted runs only); `root`: the
+   * checkout to run it from (another build's, --compare-ref), this one by default.
+   */
+  async startServer(label: string, env: Record<string, string>, root?: string): Promise<ListeningProcess> {
     if (!this.selfHosted) throw new Error(`${label}: cannot start servers when targeting --url`);
     const p = await startServer({
+      ...(root ? { root } : {}),
       label,
       redisUrl: this.cluster ? { cluster: this.cluster.seedList } : this.redisUrl,
       secret: this.secret,
@@ -164,12 +174,12 @@ export class BenchContext {
    * Starts the server as --topology says: one process with every role, or (split) an
    * `api,gateway` process plus a `worker` process (`<label>-worker`) with the same settings.
    */
-  async startDeployment(label: string, env: Record<string, string>): Promise<{ server: ListeningProcess; worker?: ListeningProcess }> {
-    if (this.opts.topology !== 'split' && !this.cluster) return { server: await this.startServer(label, env) };
-    const server = await this.startServer(label, { ...env, ROLES: 'api,gateway' });
-    const worker = await this.startServer(`${label}-worker`, { ...env, ROLES: 'worker' });
+  async startDeployment(label: string, env: Record<string, string>, root?: string): Promise<{ server: ListeningProcess; worker?: ListeningProcess }> {
+    if (this.opts.topology !== 'split' && !this.cluster) return { server: await this.startServer(label, env, root) };
+    const server = await this.startServer(label, { ...env, ROLES: 'api,gateway' }, root);
+    const worker = await this.startServer(`${label}-worker`, { ...env, ROLES: 'worker' }, root);
     // On a cluster, a second worker shares the relay's shards and the queues.
-    if (this.cluster) this.secondWorker = await this.startServer(`${label}-worker-2`, { ...env, ROLES: 'worker' });
+    if (this.cluster) this.secondWorker = await this.startServer(`${label}-worker-2`, { ...env, ROLES: 'worker' }, root);
     return { server, worker };
   }
 

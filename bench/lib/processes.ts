@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Socket } from 'node:net';
 import { freePort } from '../../src/redis/embedded.js';
 import { configSchema } from '../../src/config/config.js';
@@ -109,11 +109,13 @@ export async function spawnListening(
   label: string,
   script: string,
   env: Record<string, string>,
-  opts: { node?: readonly string[]; nodeArgs?: string[]; args?: string[]; startTimeoutMs?: number } = {},
+  opts: { node?: readonly string[]; nodeArgs?: string[]; args?: string[]; startTimeoutMs?: number; cwd?: string } = {},
 ): Promise<ListeningProcess> {
   const [node, ...loader] = opts.node ?? [process.execPath];
-  const child = spawn(node!, [...loader, '--import', 'tsx', '--expose-gc', '--import', './bench/lib/gcPreload.ts', ...(opts.nodeArgs ?? []), script, ...(opts.args ?? [])], {
-    cwd: REPO_ROOT,
+  // The preload is this checkout's, also for a server of another build (--compare-ref) run from its own.
+  const preload = pathToFileURL(join(REPO_ROOT, 'bench/lib/gcPreload.ts')).href;
+  const child = spawn(node!, [...loader, '--import', 'tsx', '--expose-gc', '--import', preload, ...(opts.nodeArgs ?? []), script, ...(opts.args ?? [])], {
+    cwd: opts.cwd ?? REPO_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -222,6 +224,8 @@ export interface ServerOptions {
   cpuProfDir?: string;
   /** The command that runs Node.js (default: this process's own). */
   node?: readonly string[];
+  /** The checkout whose src/main.ts runs (default: this one; --compare-ref: the other build's). */
+  root?: string;
 }
 
 /** Starts the real server (src/main.ts) on a free port; learns the port from its `listening` line. */
@@ -240,7 +244,7 @@ export function startServer(o: ServerOptions): Promise<ListeningProcess> {
   };
   // One directory per process: its main thread and the loader's thread each write a profile.
   const nodeArgs = o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(o.cpuProfDir, `${o.label}.${Date.now()}`)] : [];
-  return spawnListening(o.label, 'src/main.ts', env, { nodeArgs, ...(o.node ? { node: o.node } : {}) });
+  return spawnListening(o.label, 'src/main.ts', env, { nodeArgs, ...(o.node ? { node: o.node } : {}), ...(o.root ? { cwd: o.root } : {}) });
 }
 
 /** Starts a helper script of the bench (Socket.IO server, raw uWS server) the same way. */

@@ -28,7 +28,31 @@ export interface ProfileSummary {
   /** Busy = not idle. */
   busyMs: number;
   byOrigin: { origin: string; ms: number; share: number }[];
+  /** Busy time by stage of a lifecycle (stageOf), each sample charged to its stack's innermost project frame. */
+  byStage: { stage: string; ms: number; share: number }[];
   topFunctions: { fn: string; where: string; ms: number; share: number }[];
+}
+
+/**
+ * The stages of a lifecycle (docs/performance.md "Where a lifecycle's CPU goes"), by the project
+ * file a sample's innermost project frame is in. A sample with no project frame on its stack is
+ * work done from a library's or the runtime's own callbacks: replies parsed by ioredis, BullMQ's
+ * timers, uWebSockets.js and the system calls under it, the collector.
+ */
+const STAGES: [RegExp, string][] = [
+  [/^src\/(http|auth)\//, 'HTTP parse and auth'],
+  [/^src\/(calls|limits)\/|^src\/redis\/scripts\.ts$/, 'script call'],
+  [/^src\/events\/(relay|change|shardLeases)\.ts$/, 'relay read'],
+  [/^src\/(events\/(eventLog|audience|payloads|cursor)\.ts|history\/)/, 'event-log append'],
+  [/^src\/(gateway\/|events\/earlyNotice\.ts)/, 'live publish (gateway)'],
+  [/^src\/push\//, 'push build and send'],
+  [/^src\/webhooks\//, 'webhook enqueue and delivery'],
+  [/^src\/timers\//, 'timers'],
+];
+
+export function stageOf(relativeUrl: string): string | undefined {
+  for (const [re, stage] of STAGES) if (re.test(relativeUrl)) return stage;
+  return relativeUrl.startsWith('src/') ? 'other project code' : undefined;
 }
 
 export function originOf(url: string, fn: string): string {
@@ -75,11 +99,37 @@ export function summariseProfile(file: string, top = 25): ProfileSummary {
     fns.set(key, f);
   }
   const busy = total - idle;
+  // Each busy sample's stage: its innermost project frame's (walking up from the sampled function).
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const stageOfNode = new Map<number, string>();
+  const nodeStage = (id: number): string => {
+    const known = stageOfNode.get(id);
+    if (known !== undefined) return known;
+    const n = byId.get(id)!;
+    // The project's path from `src/` on, whichever checkout the process ran (--compare-ref's too).
+    const url = n.callFrame.url;
+    const rel = url.includes('/node_modules/') ? url : (/\/(src\/.*)$/.exec(url)?.[1] ?? url);
+    const up = parent.get(id);
+    const stage = stageOf(rel) ?? (up === undefined ? `no project frame: ${originOf(n.callFrame.url, n.callFrame.functionName)}` : nodeStage(up));
+    stageOfNode.set(id, stage);
+    return stage;
+  };
+  const stages = new Map<string, number>();
+  for (const [id, us] of selfUs) {
+    const n = byId.get(id);
+    if (!n || originOf(n.callFrame.url, n.callFrame.functionName) === '(idle)') continue;
+    // A sample with no project frame is named by its own (innermost) origin, not the root's.
+    let stage = nodeStage(id);
+    if (stage.startsWith('no project frame')) stage = `no project frame: ${originOf(n.callFrame.url, n.callFrame.functionName)}`;
+    stages.set(stage, (stages.get(stage) ?? 0) + us);
+  }
   return {
     file,
     wallMs: (p.endTime - p.startTime) / 1000,
     busyMs: busy / 1000,
     byOrigin: [...origins.entries()].sort((a, b) => b[1] - a[1]).map(([origin, us]) => ({ origin, ms: us / 1000, share: us / Math.max(1, busy) })),
+    byStage: [...stages.entries()].sort((a, b) => b[1] - a[1]).map(([stage, us]) => ({ stage, ms: us / 1000, share: us / Math.max(1, busy) })),
     topFunctions: [...fns.values()]
       .sort((a, b) => b.us - a.us)
       .slice(0, top)
@@ -109,6 +159,9 @@ export function profilesSection(dir: string, sinceMs: number): { markdown: strin
       '',
       `Main thread: ${(s.busyMs / 1000).toFixed(1)} s busy of ${(s.wallMs / 1000).toFixed(1)} s. By origin: ` +
         s.byOrigin.slice(0, 12).map((o) => `${o.origin} ${(o.share * 100).toFixed(1)}%`).join(', ') + '.',
+      '',
+      'By stage (each sample charged to its innermost project frame): ' +
+        s.byStage.slice(0, 14).map((o) => `${o.stage} ${(o.share * 100).toFixed(1)}%`).join(', ') + '.',
       '',
       '| self time | share | function | where |',
       '| --- | --- | --- | --- |',

@@ -7,6 +7,7 @@ import { nowMs, sleep } from '../lib/clock.js';
 import { errorList, fmtBytes, fmtMs, fmtNum, fmtRate, mdTable, ratio, type ScenarioResult } from '../lib/report.js';
 import { DELIVERY, PAYLOAD_BYTES, type DeliveryKind, type DeliveryResult, type DeliveryRun, type DeliverySetup } from '../workers/delivery.js';
 import { describeBound } from './callSteps.js';
+import { fmtSpread, spreadOf, verdict } from '../lib/spread.js';
 
 /**
  * In-call messages socket to socket, side by side with the usual alternative (bench/README.md,
@@ -85,10 +86,15 @@ export async function compareScenario(ctx: BenchContext): Promise<ScenarioResult
   try {
     for (const system of order) await connect(ctx, system, systems[system]);
     const measure = (system: System, kind: DeliveryKind, run: { mode: 'closed' } | { mode: 'open'; rate: number }) => measureLeg(ctx, system, systems[system], kind, run);
-    const saturated = {} as Record<System, Leg>;
-    for (const system of order) saturated[system] = await measure(system, 'message', { mode: 'closed' });
-    // Latency at one open-loop rate both sustain: half the slower one's saturated rate.
-    const common = Math.max(50, Math.round(Math.min(...order.map((s) => saturated[s].perSecond)) / 2));
+    // Each leg `repeats` times, the systems alternated (socketio, calling, then calling, socketio, …),
+    // so a drift of the machine weighs on both: one run of each says little here.
+    const rounds = Array.from({ length: Math.max(1, ctx.opts.sizes.compare.repeats) }, (_, r) => (r % 2 === 0 ? order : [...order].reverse()));
+    const saturated: Record<System, Leg[]> = { calling: [], socketio: [] };
+    for (const round of rounds) for (const system of round) saturated[system].push(await measure(system, 'message', { mode: 'closed' }));
+    // Latency at one open-loop rate both sustain: half the slower one's median saturated rate.
+    const common = Math.max(50, Math.round(Math.min(...order.map((s) => spreadOf(saturated[s].map((l) => l.perSecond)).median)) / 2));
+    const atCommon: Record<System, Leg[]> = { calling: [], socketio: [] };
+    for (const round of rounds) for (const system of round) atCommon[system].push(await measure(system, 'message', { mode: 'open', rate: common }));
     const row = (system: System, kind: DeliveryKind, throughput: Leg, latency: Leg): RowFigures => ({
       system,
       kind,
@@ -97,13 +103,18 @@ export async function compareScenario(ctx: BenchContext): Promise<ScenarioResult
       throughput,
       latency: { ...latency, rate: latency.rate! },
     });
+    // The table's row of each system: its median runs (saturated, and p99 at the common rate).
     const rows = {} as Record<System, RowFigures>;
-    for (const system of order) rows[system] = row(system, 'message', saturated[system], await measure(system, 'message', { mode: 'open', rate: common }));
+    for (const system of order) rows[system] = row(system, 'message', medianRun(saturated[system], (l) => l.perSecond), medianRun(atCommon[system], p99Of));
+    const repeated: Repeated = {
+      saturated: { calling: saturated.calling.map((l) => l.perSecond), socketio: saturated.socketio.map((l) => l.perSecond) },
+      p99: { calling: atCommon.calling.map(p99Of), socketio: atCommon.socketio.map(p99Of) },
+    };
     // The durable path, on the same pairs: at the common rate, or half its own saturated rate when lower.
     const renameSaturated = await measure('calling', 'rename', { mode: 'closed' });
     const renameRate = Math.max(10, Math.min(common, Math.round(renameSaturated.perSecond / 2)));
     const rename = row('calling', 'rename', renameSaturated, await measure('calling', 'rename', { mode: 'open', rate: renameRate }));
-    return report(ctx, rows.calling, rows.socketio, rename);
+    return report(ctx, rows.calling, rows.socketio, rename, repeated);
   } finally {
     for (const s of Object.values(systems)) {
       await s.pool?.close();
@@ -111,6 +122,20 @@ export async function compareScenario(ctx: BenchContext): Promise<ScenarioResult
       await ctx.stopServer(s.b);
     }
   }
+}
+
+/** Each system's figures over the repeated runs: saturated deliveries/s, and p99 (ms) at the common rate. */
+interface Repeated {
+  saturated: Record<System, number[]>;
+  p99: Record<System, number[]>;
+}
+
+const p99Of = (l: Leg): number => l.latency[DELIVERY]?.p99 ?? NaN;
+
+/** The run whose `figure` is the median (the lower middle of an even count). */
+function medianRun(legs: readonly Leg[], figure: (l: Leg) => number): Leg {
+  const sorted = [...legs].sort((a, b) => figure(a) - figure(b));
+  return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
 /** Starts the system's generators (pairs, calls, sockets) and reads the memory they cost B. */
@@ -187,14 +212,21 @@ const errorsOf = (f: RowFigures) => {
   return { merged, none: Object.keys(merged).length === 0 };
 };
 
-function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: RowFigures): ScenarioResult {
+function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: RowFigures, repeated: Repeated): ScenarioResult {
   const z = ctx.opts.sizes.compare;
   const common = ours.latency!.rate;
   const p99 = (f: RowFigures) => f.latency?.latency[DELIVERY]?.p99 ?? NaN;
-  const factor = ours.throughput.perSecond / Math.max(1e-9, sio.throughput.perSecond);
+  // The goals are judged on the medians of the repeated runs; `verdict` says whether the runs
+  // allow telling the two apart at all.
+  const sat = { calling: spreadOf(repeated.saturated.calling), socketio: spreadOf(repeated.saturated.socketio) };
+  const tail = { calling: spreadOf(repeated.p99.calling), socketio: spreadOf(repeated.p99.socketio) };
+  const factor = sat.calling.median / Math.max(1e-9, sat.socketio.median);
+  const factorSpread = `${(sat.calling.min / sat.socketio.max).toFixed(2)}–${(sat.calling.max / sat.socketio.min).toFixed(2)}×`;
+  const p99Verdict = verdict(tail.calling, tail.socketio);
   const ourErrors = errorsOf(ours);
   const factorMet = factor >= GOAL_DELIVERY_FACTOR && ourErrors.none;
-  const p99Met = p99(ours) < p99(sio) && ourErrors.none;
+  const p99Met = tail.calling.median < tail.socketio.median && ourErrors.none;
+  const runs = repeated.saturated.calling.length;
   const redisCreate = ctx.ceilings.redis?.create;
   const httpCeiling = ctx.ceilings.http?.requestsPerSecond;
   const limits = Object.entries(COMPARE_LIMITS).map(([k, v]) => `${k}=${fmtNum(Number(v))}`).join(', ');
@@ -232,29 +264,39 @@ function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: Ro
       ],
     ),
     '',
-    `**Throughput factor: ${factor.toFixed(2)}×** Socket.IO's (goal ≥ ${GOAL_DELIVERY_FACTOR}×); message p99 at ${fmtRate(common)}: ${fmtMs(p99(ours))} vs ${fmtMs(p99(sio))} (goal: below Socket.IO's).`,
+    `Each leg ran ${runs} times, the systems alternated; the table shows each system's median run. Over the runs, median (lowest–highest):`,
+    '',
+    mdTable(
+      ['', 'calling-backend', 'Socket.IO', 'ratio of medians', 'conclusive?'],
+      [
+        ['messages/s saturated', fmtSpread(sat.calling, 0), fmtSpread(sat.socketio, 0), `${factor.toFixed(2)}× (runs: ${factorSpread})`, verdict(sat.calling, sat.socketio) === 'inconclusive' ? 'no: the runs overlap' : 'yes'],
+        [`p99 ms at ${fmtRate(common)}`, fmtSpread(tail.calling, 2), fmtSpread(tail.socketio, 2), `${(tail.calling.median / tail.socketio.median).toFixed(2)}×`, p99Verdict === 'inconclusive' ? 'no: the runs overlap' : `yes: ours is ${p99Verdict}`],
+      ],
+    ),
+    '',
+    `**Throughput factor: ${factor.toFixed(2)}×** Socket.IO's by the medians (goal ≥ ${GOAL_DELIVERY_FACTOR}×); message p99 at ${fmtRate(common)}: ${fmtMs(tail.calling.median)} vs ${fmtMs(tail.socketio.median)} by the medians (goal: below Socket.IO's${p99Verdict === 'inconclusive' ? '; the runs overlap, so this run cannot tell' : ''}).`,
     '',
     `Ratios to this run's ceilings (durable row): renames ${ratio(rename.throughput.perSecond, redisCreate)} of the Redis-bound create+deliver ceiling (${redisCreate ? fmtRate(redisCreate) : 'n/a'}), ${ratio(rename.throughput.perSecond, httpCeiling)} of the raw uWS HTTP ceiling (one request per rename).`,
     '',
     `Bound at the open-loop rate — calling-backend messages: ${ours.latency?.bound ?? 'n/a'}; Socket.IO: ${sio.latency?.bound ?? 'n/a'}; renames: ${rename.latency?.bound ?? 'n/a'}.`,
   ].join('\n');
-  const measured = `${factor.toFixed(2)}× (${fmtRate(ours.throughput.perSecond)} vs ${fmtRate(sio.throughput.perSecond)}); errors: ours ${errorList(ourErrors.merged)}, Socket.IO ${errorList(errorsOf(sio).merged)}`;
+  const measured = `${factor.toFixed(2)}× by the medians of ${runs} runs (${fmtRate(sat.calling.median)} vs ${fmtRate(sat.socketio.median)}; runs ${factorSpread}); errors: ours ${errorList(ourErrors.merged)}, Socket.IO ${errorList(errorsOf(sio).merged)}`;
   return {
     id: 'compare',
     title: 'In-call messages vs Socket.IO 4 + Redis adapter',
     headlines: [
       {
         metric: 'in-call messages/s socket → socket (saturated): ours vs Socket.IO',
-        value: `${fmtRate(ours.throughput.perSecond)} vs ${fmtRate(sio.throughput.perSecond)} (${factor.toFixed(2)}×)`,
+        value: `${fmtRate(sat.calling.median)} vs ${fmtRate(sat.socketio.median)} (${factor.toFixed(2)}×; medians of ${runs} runs)`,
         ceiling: 'Socket.IO (same run)',
         ratio: `${factor.toFixed(2)}×`,
         bound: ours.throughput.bound,
       },
       {
         metric: `message p99 at ${fmtRate(common)}: ours vs Socket.IO`,
-        value: `${fmtMs(p99(ours))} vs ${fmtMs(p99(sio))}`,
+        value: `${fmtMs(tail.calling.median)} vs ${fmtMs(tail.socketio.median)} (medians of ${runs} runs)`,
         ceiling: 'Socket.IO (same run)',
-        ratio: `${(p99(ours) / p99(sio)).toFixed(2)}×`,
+        ratio: `${(tail.calling.median / tail.socketio.median).toFixed(2)}×`,
       },
       {
         metric: `durable renames/s HTTP → socket (saturated); p99 at ${fmtRate(rename.latency?.rate ?? NaN)}`,
@@ -284,13 +326,13 @@ function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: Ro
       {
         goal: `in-call message p99 at a common open-loop rate below Socket.IO's`,
         target: "p99 below Socket.IO's",
-        measured: `${fmtMs(p99(ours))} vs ${fmtMs(p99(sio))} at ${fmtRate(common)}; errors: ours ${errorList(ourErrors.merged)}`,
+        measured: `${fmtMs(tail.calling.median)} vs ${fmtMs(tail.socketio.median)} at ${fmtRate(common)}, medians of ${runs} runs (${fmtSpread(tail.calling, 2)} vs ${fmtSpread(tail.socketio, 2)} ms; ${p99Verdict === 'inconclusive' ? 'the runs overlap' : `ours ${p99Verdict}`}); errors: ours ${errorList(ourErrors.merged)}`,
         status: p99Met ? 'MET' : 'MISSED',
         atGoalSize: true,
         note: `ours: ${ours.latency?.bound ?? 'n/a'}; Socket.IO: ${sio.latency?.bound ?? 'n/a'}`,
       },
     ],
     markdown: md,
-    data: { payloadBytes: PAYLOAD_BYTES, pairs: ours.sockets, limits: COMPARE_LIMITS, ours, socketio: sio, rename },
+    data: { payloadBytes: PAYLOAD_BYTES, pairs: ours.sockets, limits: COMPARE_LIMITS, ours, socketio: sio, rename, repeated },
   };
 }

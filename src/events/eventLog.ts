@@ -6,6 +6,8 @@ import { isForInstallation, type Delivery } from './audience.js';
 import type { EventPayload } from './payloads.js';
 import type { EarlyEvents } from './earlyNotice.js';
 import type { MarkerOp } from '../calls/activeCalls.js';
+import type { UserIndexOps } from '../history/callHistory.js';
+import { DEFAULT_HISTORY_RETENTION_MS } from '../history/retention.js';
 
 /**
  * The per-user event log: a Redis Stream per user with bounded retention (length and age) and an
@@ -51,7 +53,8 @@ export class EventLog {
 
   /**
    * The appendEvents.lua call for one user's deliveries from one outbox shard, in outbox order.
-   * `withPush`: the script also returns the user's push registrations.
+   * `withPush`: the script also returns the user's push registrations; `index`: the calls of the
+   * batch it files in the user's call index (docs/call-history.md).
    */
   appendCall(
     userId: string,
@@ -59,6 +62,7 @@ export class EventLog {
     deliveries: readonly RelayedDelivery[],
     marker?: MarkerOp,
     withPush = false,
+    index: UserIndexOps = { ops: [], retentionMs: DEFAULT_HISTORY_RETENTION_MS },
   ): { keys: string[]; args: string[] } {
     const s = this.settings;
     const args: string[] = [
@@ -72,9 +76,22 @@ export class EventLog {
       marker?.op ?? '',
       marker?.callId ?? '',
       withPush ? '1' : '',
+      String(index.retentionMs),
+      String(index.ops.length),
+      ...index.ops.flat(),
     ];
     for (const { entryId, delivery: d } of deliveries) args.push(entryId, JSON.stringify(d.payload), d.only ?? '', d.except ?? '');
-    return { keys: [keys.eventLog(s, userId), keys.eventLogMeta(s, userId), keys.pushRegistrations(s, userId)], args };
+    return {
+      keys: [
+        keys.eventLog(s, userId),
+        keys.eventLogMeta(s, userId),
+        keys.pushRegistrations(s, userId),
+        keys.userActiveCalls(s, userId),
+        keys.userHistoryIndex(s, userId),
+        keys.userMissedIndex(s, userId),
+      ],
+      args,
+    };
   }
 
   /**

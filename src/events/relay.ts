@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis, Cluster, ChainableCommander } from 'ioredis';
 import { keys } from '../redis/keys.js';
-import { indexCall, indexOpsOf, type HistorySettings, type IndexOps } from '../history/callHistory.js';
+import { indexOpsOf, userIndexOps, type HistorySettings, type IndexOps } from '../history/callHistory.js';
 import { parseChange, parseMessageEntry, type BatchReads, type CallChange, type ChangeHandler, type MessageEntry } from '../calls/change.js';
 import { deliveriesFor } from './audience.js';
 import { registrationsIn, type EventLog, type RelayedDelivery } from './eventLog.js';
@@ -53,9 +53,10 @@ const TRIM_EVERY_MS = 1000;
 
 /**
  * How many delivered batches of one shard may wait for their side effects before reading stops:
- * memory stays bounded when a side effect cannot keep up, yet events do not wait on one slow push.
+ * memory stays bounded when a side effect cannot keep up, yet events do not wait on one slow push,
+ * nor on the webhook deliveries' gathering into a job (src/webhooks/publisher.ts COALESCE_MS).
  */
-const MAX_BATCHES_IN_EFFECTS = 32;
+const MAX_BATCHES_IN_EFFECTS = 128;
 
 /**
  * Acknowledgements ride with the shard's next read, in the same write, once the oldest has waited
@@ -407,11 +408,11 @@ class ShardReader {
 
   /**
    * Delivers a batch: appends its events to the audience's logs (one appendEvents.lua call per
-   * user, in outbox order, which also keeps the busy markers and returns the push registrations
-   * asked for), publishes its in-call messages on their recipients' live channels (never logged:
-   * a retried batch publishes them again with the same eventId, docs/api.md "In-call messages"),
-   * files the calls that started or ended in their parties' indexes (lua/indexUserCalls.lua:
-   * active calls and call history), and reads the calls its handlers name.
+   * user, in outbox order, which also keeps the busy markers, files the calls that started or
+   * ended in the user's call index (active calls and call history) and returns the push
+   * registrations asked for), publishes its in-call messages on their recipients' live channels
+   * (never logged: a retried batch publishes them again with the same eventId, docs/api.md
+   * "In-call messages"), and reads the calls its handlers name.
    *
    * With `next` (the pipeline of the shard's next read) the call reads share that write, as they
    * live in the outbox's hash slot, and on a single Redis so does everything else. Otherwise the
@@ -427,20 +428,22 @@ class ShardReader {
       return next ? new Promise((resolve, reject) => next.hgetall(key, (err, r) => (err ? reject(err) : resolve(r!)))) : redis.hgetall(key);
     };
 
-    const byUser = new Map<string, { deliveries: RelayedDelivery[]; marker?: MarkerOp }>();
+    const byUser = new Map<string, { deliveries: RelayedDelivery[]; marker?: MarkerOp; index: IndexOps }>();
     const of = (userId: string) => {
       let u = byUser.get(userId);
-      if (!u) byUser.set(userId, (u = { deliveries: [] }));
+      if (!u) byUser.set(userId, (u = { deliveries: [], index: [] }));
       return u;
     };
     for (const change of b.changes) {
       for (const delivery of deliveriesFor(change)) of(delivery.userId).deliveries.push({ entryId: change.entryId, delivery });
       for (const [userId, marker] of busyMarkerOps(change)) of(userId).marker = marker;
+      // Each party's active calls and call history (docs/call-history.md), in the same script.
+      indexOpsOf(change, (userId, op) => of(userId).index.push(op));
     }
     for (const userId of b.withPush) of(userId);
     const appended = Promise.all(
       [...byUser].map(async ([userId, u]) => {
-        const c = eventLog.appendCall(userId, this.shard, u.deliveries, u.marker, b.withPush.has(userId));
+        const c = eventLog.appendCall(userId, this.shard, u.deliveries, u.marker, b.withPush.has(userId), userIndexOps(this.opts, u.index));
         return [userId, registrationsIn(await script('appendEvents', c.keys, c.args))] as const;
       }),
     );
@@ -452,22 +455,9 @@ class ShardReader {
     }
     const published = Promise.all([...messagesTo].map(([userId, args]) => script('publishMessages', [keys.liveChannel(eventLog.settings, userId)], args)));
     const calls = Promise.all([...b.callIds].map(async (id) => [id, callFromHash(await readCall(id))] as const));
-    // Each party's active calls and call history (docs/call-history.md), in the user's slot.
-    const indexOps = new Map<string, IndexOps>();
-    for (const change of b.changes) {
-      indexOpsOf(change, (userId, op) => {
-        const ops = indexOps.get(userId);
-        if (ops) ops.push(op);
-        else indexOps.set(userId, [op]);
-      });
-    }
-    const indexed = Promise.all([...indexOps].map(([userId, ops]) => {
-      const c = indexCall(this.opts, userId, ops);
-      return script('indexUserCalls', c.keys, c.args);
-    }));
     // Failures are seen through the combined promise; the parts need not report them again.
-    for (const part of [appended, published, calls, indexed]) part.catch(() => {});
-    return Promise.all([appended, published, calls, indexed]).then(([stored, , read]) => ({
+    for (const part of [appended, published, calls]) part.catch(() => {});
+    return Promise.all([appended, published, calls]).then(([stored, , read]) => ({
       pushRegistrations: new Map(stored.filter(([userId]) => b.withPush.has(userId))),
       calls: new Map(read),
     }));

@@ -12,7 +12,8 @@ import { DEFAULT_HISTORY_RETENTION_MS } from '../calls/retention.js';
  * Call history (docs/call-history.md): every ended call leaves a record. The script that ends it
  * writes the call's own record under the call's hash tag (lua/includes/endCallNow.lua); the relay
  * then files a copy, from each party's point of view, in that party's index in the user's slot
- * (lua/indexUserCalls.lua), together with the party's list of active calls. Devices read their
+ * (lua/includes/indexCalls.lua, in the script that appends the party's events), together with the
+ * party's list of active calls. Devices read their
  * own history (GET /v1/calls); the app's backend reads anyone's (the server API).
  */
 
@@ -83,12 +84,14 @@ export function indexOpsOf(change: CallChange, add: (userId: string, op: IndexOp
   }
 }
 
-/** The indexUserCalls.lua call for one user's ops. */
-export function indexCall(s: HistorySettings, userId: string, ops: IndexOps): { keys: string[]; args: string[] } {
-  return {
-    keys: [keys.userActiveCalls(s, userId), keys.userHistoryIndex(s, userId), keys.userMissedIndex(s, userId)],
-    args: [String(s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS), ...ops.flat()],
-  };
+/** One user's index work of one relay batch, with the history's retention (lua/appendEvents.lua files it). */
+export interface UserIndexOps {
+  ops: IndexOps;
+  retentionMs: number;
+}
+
+export function userIndexOps(s: HistorySettings, ops: IndexOps): UserIndexOps {
+  return { ops, retentionMs: s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS };
 }
 
 export class CallHistory {

@@ -11,10 +11,13 @@ import type { TokenRemoval } from '../push/registry.js';
 
 /**
  * How long deliveries wait to share a job with those of other relay batches, and how many make a
- * job full. A job is BullMQ work of its own (its add, fetch and completion); at a few changes per
- * relay batch one job per batch would cost more than the requests it sends (docs/performance.md).
+ * job full. A job is BullMQ work of its own: 44 Redis commands to add, take and finish it
+ * (docs/performance.md "Command budget"), more than a lifecycle's own at a moderate rate if every
+ * relay batch had one. 50 ms makes at most 20 jobs a second per partition; the relay acknowledges
+ * a batch once its job is queued, so its batches wait that long for their acknowledgement (never
+ * for their events: those are stored and sent first).
  */
-const COALESCE_MS = 10;
+const COALESCE_MS = 50;
 const COALESCE_MAX = 200;
 
 /**

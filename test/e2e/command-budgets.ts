@@ -1,0 +1,34 @@
+/**
+ * What one call lifecycle may cost (test/e2e/command-budget.test.ts, docs/performance.md
+ * "Command budget"): the Redis commands it makes Redis run (script calls and the commands inside
+ * them), and the round trips the calling app makes (HTTP requests and command frames). A change
+ * that needs more raises the number here, in the same commit, and says why on the same line.
+ *
+ * Measured on a single Redis, every feature on: call history, one webhook endpoint, early
+ * events, the default rate limits, a callee with an iPhone (VoIP push) and an Android tablet
+ * (FCM), every device on its signaling socket, the caller's answer, end and message sent as
+ * command frames. Each lifecycle runs alone, step by step, each step's work done before the
+ * next (so nothing is shared with another lifecycle: a batch of one).
+ */
+export interface Budget {
+  redisCommands: number;
+  clientRoundTrips: number;
+  why: string;
+}
+
+export const BUDGETS = {
+  // Round trips: create over HTTP, then command frames on the open socket (answer, message, end).
+  // Commands: the call scripts, two rate limits (4) and the busy check (1) at create; the relay's
+  // batches (appends, call indexes, read, acknowledgement, trim); one webhook job per batch
+  // (BullMQ: add 10, take 10, finish 24).
+  answered: { redisCommands: 227, clientRoundTrips: 4, why: 'scripts 45 + limits and busy check 5 + relay 3 batches 45 + 3 webhook jobs 132' },
+  declined: { redisCommands: 149, clientRoundTrips: 2, why: 'scripts 24 + 5 + relay 2 batches 32 + 2 webhook jobs 88' },
+  cancelled: { redisCommands: 149, clientRoundTrips: 2, why: 'scripts 24 + 5 + relay 2 batches 32 + 2 webhook jobs 88' },
+  unanswered: { redisCommands: 150, clientRoundTrips: 1, why: 'create 11 + expireDue 12 + 5 + relay 2 batches 34 + 2 webhook jobs 88' },
+} as const satisfies Record<string, Budget>;
+
+/**
+ * A count this far under its budget fails too: lower the budget, so that the next change that
+ * costs more is seen. (The counts are exact; the margin only spares a budget edit for a command.)
+ */
+export const SLACK = 2;
