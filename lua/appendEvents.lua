@@ -66,6 +66,9 @@ local registrations = ARGV[10] == '1' and redis.call('HGETALL', pushKey) or {}
 --@include "fmtInt"
 --@include "streamIds"
 --@include "indexCalls"
+--@include "logHolds"
+--@include "appendLogEntry"
+--@include "trimLogByAge"
 
 -- The call index's ops, with the meta's `historyCheckedAt` when this batch read it (else nil:
 -- then the retention trim runs); returns the value to keep, or nil.
@@ -110,66 +113,20 @@ local previous = last
 local firstNew
 local appended = 0
 local shardTag = string.sub(shardField, 2) .. ':'
--- Outbox entries already in the log's newest entries (read only when an entry is not new).
-local DEDUPE_WINDOW = 64
-local SCAN_BATCH = 64
--- Whether the log already holds an entry made from this outbox entry. Scans from the newest entry
--- back until it finds it, or finds an entry of the same shard older than it once at least
--- DEDUPE_WINDOW entries were looked at (a shard's entries are appended in outbox order, bar the
--- brief overlap of a lease handover that the window covers), or reaches the start of the log. A
--- replay that comes long after (pending entries claimed late, a re-read after a Redis restart)
--- is found however many entries of other shards were appended since.
-local function alreadyAppended(entryId)
-  local wanted = shardTag .. entryId
-  local from, scanned = '+', 0
-  while true do
-    local batch = redis.call('XREVRANGE', logKey, from, '-', 'COUNT', SCAN_BATCH)
-    for _, e in ipairs(batch) do
-      scanned = scanned + 1
-      local f = e[2]
-      for j = 1, #f, 2 do
-        if f[j] == 'e' then
-          local origin = f[j + 1]
-          if origin == wanted then return true end
-          if scanned > DEDUPE_WINDOW and string.sub(origin, 1, #shardTag) == shardTag
-            and streamIdLess(string.sub(origin, #shardTag + 1), entryId) then
-            return false
-          end
-        end
-      end
-      from = '(' .. e[1]
-    end
-    if #batch < SCAN_BATCH then return false end
-  end
-end
 local lost = false
 -- Whether this call made the stream (it did not exist): then it holds exactly this call's entries.
 local created = false
-local function add(create, entryId, payload, only, except)
-  local head = create and { 'XADD', logKey } or { 'XADD', logKey, 'NOMKSTREAM' }
-  head[#head + 1] = '*'
-  head[#head + 1] = 'p'
-  head[#head + 1] = payload
-  head[#head + 1] = 'e'
-  head[#head + 1] = shardTag .. entryId
-  if only ~= '' then
-    head[#head + 1], head[#head + 2] = 'o', only
-  elseif except ~= '' then
-    head[#head + 1], head[#head + 2] = 'x', except
-  end
-  return redis.call(unpack(head))
-end
 -- Outbox entries appended by this call (one entry may have several deliveries for the user).
 local appendedNow = {}
 for i = firstQuad, #ARGV, 4 do
   local entryId, payload, only, except = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local isNew = appendedNow[entryId] or not mark or streamIdLess(mark, entryId)
-  if isNew or not alreadyAppended(entryId) then
-    local id = add(firstNew ~= nil, entryId, payload, only, except)
+  if isNew or not logHolds(logKey, shardTag, entryId) then
+    local id = appendLogEntry(logKey, firstNew ~= nil, shardTag .. entryId, payload, only, except)
     if not id then
       lost = previous ~= '0-0'
       created = true
-      id = add(true, entryId, payload, only, except)
+      id = appendLogEntry(logKey, true, shardTag .. entryId, payload, only, except)
     end
     redis.call('SPUBLISH', channel, epoch .. '\n' .. last .. '\n' .. id .. '\n' .. only .. '\n' .. except .. '\n' .. payload)
     firstNew = firstNew or id
@@ -216,18 +173,7 @@ else
 end
 local checked = false
 if now - agedAt >= ageCheckMs then
-  -- A stream this call made holds only its new entries (count is exact): nothing to read.
-  if not created then
-    local minId = fmtInt(now - maxAgeMs)
-    local aged = redis.call('XREVRANGE', logKey, '(' .. minId, '-', 'COUNT', 1)
-    if #aged > 0 then
-      if not trimmed or streamIdLess(trimmed, aged[1][1]) then trimmed = aged[1][1] end
-      redis.call('XTRIM', logKey, 'MINID', minId)
-    end
-    count = redis.call('XLEN', logKey)
-  end
-  -- Renewed at least every ageCheckMs while appends go on, so never due within maxAgeMs of one.
-  redis.call('PEXPIRE', logKey, maxAgeMs + ageCheckMs)
+  trimmed, count = trimLogByAge(logKey, now, maxAgeMs, ageCheckMs, trimmed, count, created)
   agedAt = now
   checked = true
 end

@@ -16,7 +16,7 @@ import { deliveriesFor } from '../../src/events/audience.js';
 import { usersToLookUp } from '../../src/push/planner.js';
 import type { CallChange } from '../../src/calls/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
-import { RELAY_GROUP } from '../../src/events/relay.js';
+import { RELAY_GROUP } from '../../src/events/outboxAcks.js';
 import { countInto } from '../lib/waiter.js';
 import { nowMs, sleepUntil } from '../lib/clock.js';
 import type { Task } from './task.js';

@@ -7,7 +7,7 @@ import type { EventPayload } from './payloads.js';
 import type { EarlyEvents } from './earlyNotice.js';
 import type { MarkerOp } from '../calls/activeCalls.js';
 import type { UserIndexOps } from '../history/callHistory.js';
-import { DEFAULT_HISTORY_RETENTION_MS } from '../history/retention.js';
+import { DEFAULT_HISTORY_RETENTION_MS } from '../calls/retention.js';
 
 /**
  * The per-user event log: a Redis Stream per user with bounded retention (length and age) and an

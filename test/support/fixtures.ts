@@ -6,7 +6,7 @@ import { tokenFor } from './tokens.js';
 import { errorCatalogue, type ErrorCode } from '../../src/commands/errors.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { keys, shardOf, type KeySpace } from '../../src/redis/keys.js';
-import { RELAY_GROUP } from '../../src/events/relay.js';
+import { RELAY_GROUP } from '../../src/events/outboxAcks.js';
 import { compareStreamIds } from '../../src/events/cursor.js';
 import { fingerprint, type CreateInput } from '../../src/calls/store.js';
 import { startRedis, type RedisServer } from './redis-server.js';
