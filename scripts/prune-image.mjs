@@ -4,7 +4,7 @@
  * `npm run build` and `npm prune --omit=dev`; docs/operations.md "The image"):
  *  - of the two uWebSockets.js packages, which carry native binaries for every platform and
  *    Node.js ABI (about 230 MB), keeps the one binary that loads here: the server's own loader
- *    (src/http/uws.ts, compiled) picks it, exactly as it will at start on this Node.js;
+ *    (src/transport/uws.ts, compiled) picks it, exactly as it will at start on this Node.js;
  *  - drops what no running server reads: source maps, TypeScript sources and declarations,
  *    Markdown, and packages' test, docs and example folders (licence files stay);
  *  - drops the workspace link to packages/client, which the image does not hold.
@@ -23,7 +23,7 @@ const DROPPED_FILES = /\.(map|ts|mts|cts|md|markdown)$/i;
 const KEPT_FILES = /^(licen[cs]e|copying|notice)/i;
 const DROPPED_DIRS = new Set(['test', 'tests', '__tests__', 'docs', 'example', 'examples']);
 
-const { loadUws } = await import(pathToFileURL(join(app, 'dist/src/http/uws.js')).href);
+const { loadUws } = await import(pathToFileURL(join(app, 'dist/src/transport/uws.js')).href);
 const { build } = loadUws(false);
 // Native addons are cached by file name: the one the loader just opened.
 const require = createRequire(import.meta.url);
