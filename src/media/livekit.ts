@@ -26,7 +26,9 @@ export class LiveKitSfu implements Sfu {
   ) {}
 
   async admit(p: SfuParticipant, expiresAtMs: number): Promise<SfuAccess> {
-    const ttlSeconds = Math.max(1, Math.floor((expiresAtMs - Date.now()) / 1000));
+    // The SDK counts the lifetime in whole seconds from the second it signs in: this ends it at
+    // `expiresAtMs`, or a second earlier should the second turn in between.
+    const ttlSeconds = Math.max(1, Math.floor(expiresAtMs / 1000) - Math.floor(Date.now() / 1000));
     const at = new AccessToken(this.opts.apiKey, this.opts.apiSecret, { identity: liveKitIdentity(p), ttl: ttlSeconds });
     at.addGrant({ room: p.callId, roomJoin: true, canPublish: true, canSubscribe: true, canPublishData: true });
     const token = await at.toJwt();
