@@ -125,13 +125,15 @@ cors: {}
   );
 }
 
-export async function startJanus(): Promise<Janus> {
+/** Starts a Janus with fresh secrets, or with `shared` ones (several instances of one deployment). */
+export async function startJanus(shared: Partial<Pick<Janus, 'apiSecret' | 'tokenSecret' | 'adminKey'>> = {}): Promise<Janus> {
   const dir = mkdtempSync(join(tmpdir(), 'janus-'));
   const secrets = {
     apiSecret: randomBytes(12).toString('hex'),
     tokenSecret: randomBytes(12).toString('hex'),
     adminKey: randomBytes(12).toString('hex'),
     adminSecret: randomBytes(12).toString('hex'),
+    ...shared,
   };
   const httpPort = await freePort();
   const wsPort = await freePort();
