@@ -49,7 +49,8 @@ function allBut(folder: string, keep: readonly string[]): string {
 }
 
 function writeConfig(dir: string, j: { httpPort: number; wsPort: number; apiSecret: string; tokenSecret: string; adminKey: string; adminSecret: string }): void {
-  // A window of RTP ports above both coturn's relay windows (test/support/coturn.ts: 20000-59999)
+  // Media on the host's address (libnice offers no loopback candidates), in a window of RTP
+  // ports above both coturn's relay windows (test/support/coturn.ts: 20000-59999)
   // and Linux's ephemeral range (32768-60999), where free ports for port 0 come from.
   const rtpMin = 61_000 + randomInt(0, 22) * 200;
   writeFileSync(
@@ -77,7 +78,6 @@ media: {
 }
 nat: {
   nice_debug = false
-  ice_enforce_list = "lo"
 }
 plugins: { disable = "${allBut('plugins', ['libjanus_videoroom.so'])}" }
 transports: { disable = "${allBut('transports', ['libjanus_http.so', 'libjanus_websockets.so'])}" }
