@@ -1,7 +1,7 @@
 import type { CallChange, ChangeHandler } from '../calls/change.js';
 import type { Logger } from '../util/logger.js';
 import { SfuUnavailableError } from './janusApi.js';
-import type { Sfu } from './sfu.js';
+import type { RoomKeepingSfu } from './sfu.js';
 
 /**
  * The life of a call's SFU room, as a side effect of the relayed changes (docs/operations.md
@@ -13,7 +13,7 @@ import type { Sfu } from './sfu.js';
  * its rooms with it (they are not permanent), and media-session makes the room when it is needed.
  * A refusal is retried with the batch.
  */
-export function roomKeeper(sfu: Required<Pick<Sfu, 'openRoom' | 'closeRoom'>>, logger: Logger): ChangeHandler {
+export function roomKeeper(sfu: Pick<RoomKeepingSfu, 'openRoom' | 'closeRoom'>, logger: Logger): ChangeHandler {
   const apply = async (c: CallChange) => {
     if (c.kind === 'answered') await sfu.openRoom(c.call.callId);
     else if (c.kind === 'ended' && c.call.acceptedAtMs !== undefined) await sfu.closeRoom(c.call.callId);

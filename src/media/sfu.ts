@@ -45,3 +45,8 @@ export interface SfuObserver {
   join(): void;
   error(op: string): void;
 }
+
+/** An SFU whose rooms the backend makes and removes (Janus; not LiveKit). */
+export type RoomKeepingSfu = Sfu & Required<Pick<Sfu, 'openRoom' | 'closeRoom'>>;
+
+export const keepsRooms = (sfu: Sfu | undefined): sfu is RoomKeepingSfu => sfu?.openRoom !== undefined && sfu.closeRoom !== undefined;

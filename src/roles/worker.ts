@@ -15,6 +15,7 @@ import { startWebhooks } from '../webhooks/webhookWorkers.js';
 import type { Logger } from '../util/logger.js';
 import { sfuOf } from '../media/callMedia.js';
 import { roomKeeper } from '../media/roomKeeper.js';
+import { keepsRooms } from '../media/sfu.js';
 import { daysMs, type RoleContext, type StartedRole } from './context.js';
 
 /** The worker role: the outbox relays, the pushes and the ring sweeps (docs/architecture.md). */
@@ -86,7 +87,7 @@ export async function startWorker(
     pushHandler(dispatcher, enabled),
     ...webhooks.handlers,
     // The SFU's rooms follow the calls (docs/operations.md "SFU media"), where the SFU has rooms to keep.
-    ...(sfu?.openRoom && sfu.closeRoom ? [roomKeeper({ openRoom: (id) => sfu.openRoom!(id), closeRoom: (id) => sfu.closeRoom!(id) }, logger)] : []),
+    ...(keepsRooms(sfu) ? [roomKeeper(sfu, logger)] : []),
     ...extraHandlers,
   ];
   const blockingConnections = new Set<RedisClient>();

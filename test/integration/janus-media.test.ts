@@ -104,7 +104,7 @@ describe('the room follows the call', () => {
     const { callId } = await relayedAcceptedCall();
     const counts: Record<string, number> = {};
     const sfu = directSfu(counts);
-    const handler = roomKeeper({ openRoom: (id) => sfu.openRoom(id), closeRoom: (id) => sfu.closeRoom(id) }, silent);
+    const handler = roomKeeper(sfu, silent);
     const record = { callId, state: 'accepted', acceptedAtMs: Date.now() } as CallRecord;
     const change: CallChange = { entryId: '1-0', shard: 0, kind: 'answered', atMs: Date.now(), call: record };
     const reads = { pushRegistrations: new Map(), calls: new Map() };

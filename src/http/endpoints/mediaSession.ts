@@ -71,6 +71,7 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
     // before this request made it again: then this request removes it and admits no one.
     const after = await deps.calls.read(callId, me.userId);
     if (after.kind !== 'failure' && after.call.state === 'ended') {
+      // Best effort: should it fail, the room is empty, private, and gone with Janus's next restart.
       await sfu.closeRoom?.(callId).catch(() => {});
       throw notInCall('ended');
     }
