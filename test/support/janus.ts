@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes, randomInt } from 'node:crypto';
@@ -33,17 +33,20 @@ export interface Janus {
 
 const HOST = '127.0.0.1';
 const START_TIMEOUT_MS = 20_000;
-const LIB = '/usr/lib/x86_64-linux-gnu/janus';
+/** Debian's Janus modules: /usr/lib/<multiarch triplet>/janus (x86_64-linux-gnu, aarch64-linux-gnu, ...). */
+function janusLib(): string {
+  const triplet = readdirSync('/usr/lib').find((d) => existsSync(join('/usr/lib', d, 'janus', 'plugins', 'libjanus_videoroom.so')));
+  if (!triplet) throw new Error('janus: no /usr/lib/<arch>/janus/plugins/libjanus_videoroom.so (apt-get install janus)');
+  return join('/usr/lib', triplet, 'janus');
+}
 
 export function janusInstalled(): boolean {
   return spawnSync('janus', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
 /** Every `.so` of a Janus module folder except the ones kept (the `disable` lists of janus.jcfg). */
-function allBut(folder: string, keep: readonly string[]): string {
-  const listed = spawnSync('ls', [join(LIB, folder)], { encoding: 'utf8' }).stdout ?? '';
-  return listed
-    .split('\n')
+function allBut(lib: string, folder: string, keep: readonly string[]): string {
+  return readdirSync(join(lib, folder))
     .filter((f) => f.endsWith('.so') && !keep.includes(f))
     .join(',');
 }
@@ -53,14 +56,15 @@ function writeConfig(dir: string, j: { httpPort: number; wsPort: number; apiSecr
   // ports above both coturn's relay windows (test/support/coturn.ts: 20000-59999)
   // and Linux's ephemeral range (32768-60999), where free ports for port 0 come from.
   const rtpMin = 61_000 + randomInt(0, 22) * 200;
+  const lib = janusLib();
   writeFileSync(
     join(dir, 'janus.jcfg'),
     `general: {
   configs_folder = "${dir}"
-  plugins_folder = "${LIB}/plugins"
-  transports_folder = "${LIB}/transports"
-  events_folder = "${LIB}/events"
-  loggers_folder = "${LIB}/loggers"
+  plugins_folder = "${lib}/plugins"
+  transports_folder = "${lib}/transports"
+  events_folder = "${lib}/events"
+  loggers_folder = "${lib}/loggers"
   log_to_stdout = true
   debug_level = 4
   debug_colors = false
@@ -79,12 +83,12 @@ media: {
 nat: {
   nice_debug = false
 }
-plugins: { disable = "${allBut('plugins', ['libjanus_videoroom.so'])}" }
-transports: { disable = "${allBut('transports', ['libjanus_http.so', 'libjanus_websockets.so'])}" }
-loggers: { disable = "${allBut('loggers', [])}" }
+plugins: { disable = "${allBut(lib, 'plugins', ['libjanus_videoroom.so'])}" }
+transports: { disable = "${allBut(lib, 'transports', ['libjanus_http.so', 'libjanus_websockets.so'])}" }
+loggers: { disable = "${allBut(lib, 'loggers', [])}" }
 events: {
   broadcast = false
-  disable = "${allBut('events', [])}"
+  disable = "${allBut(lib, 'events', [])}"
 }
 `,
   );
