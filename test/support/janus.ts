@@ -1,4 +1,4 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,10 +38,6 @@ function janusLib(): string {
   const triplet = readdirSync('/usr/lib').find((d) => existsSync(join('/usr/lib', d, 'janus', 'plugins', 'libjanus_videoroom.so')));
   if (!triplet) throw new Error('janus: no /usr/lib/<arch>/janus/plugins/libjanus_videoroom.so (apt-get install janus)');
   return join('/usr/lib', triplet, 'janus');
-}
-
-export function janusInstalled(): boolean {
-  return spawnSync('janus', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
 /** Every `.so` of a Janus module folder except the ones kept (the `disable` lists of janus.jcfg). */
