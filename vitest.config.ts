@@ -48,6 +48,8 @@ const HEAVY_SUITES = [
   'test/e2e/image.test.ts',
   'test/e2e/proxy.test.ts',
   'test/integration/turn-allocation.test.ts',
+  'test/integration/janus-media.test.ts',
+  'test/integration/janus-placement.test.ts',
   'test/unit/bench-report.test.ts',
 ];
 

@@ -5,7 +5,7 @@
 //
 //   node scripts/preflight.mjs dev    redis-server, unless REDIS_URL or REDIS_CLUSTER_NODES is set
 //   node scripts/preflight.mjs fast   redis-server, curl (npm run test:fast)
-//   node scripts/preflight.mjs test   redis-server, curl, chromium, coturn, debootstrap, haproxy, and as
+//   node scripts/preflight.mjs test   redis-server, curl, chromium, coturn, janus, debootstrap, haproxy, and as
 //                                     root docker.io and docker-compose (npm test)
 //
 // A missing tool is installed with apt-get when this user is root or has passwordless sudo, on a
@@ -23,6 +23,7 @@ const TOOLS = {
   curl: { bins: ['curl'], pkg: 'curl', brew: 'curl', part: 'the shell code samples of the docs (test/e2e/doc-samples.test.ts)' },
   chromium: { bins: ['chromium'], pkg: 'chromium', brew: null, part: 'the browser suites (test/browser, test/e2e/client-browser.test.ts) and the bench report test' },
   coturn: { bins: ['turnserver', 'turnutils_uclient'], pkg: 'coturn', brew: 'coturn', part: 'the TURN suites (test/integration/turn-allocation.test.ts, test/browser)' },
+  janus: { bins: ['janus'], pkg: 'janus', brew: null, part: 'the SFU suite (test/integration/janus-media.test.ts: Janus 1.1 with its VideoRoom plugin)' },
   debootstrap: { bins: ['debootstrap'], pkg: 'debootstrap', brew: null, part: 'the Node-matrix suite (test/e2e/node-versions.test.ts: Node 22/24 on a Debian trixie root)' },
   haproxy: { bins: ['haproxy'], pkg: 'haproxy', brew: 'haproxy', part: 'the proxy suite (test/e2e/proxy.test.ts: deploy/haproxy/haproxy.cfg in front of two servers)' },
   // Root only: the image suite starts a Docker daemon of its own, and without root it says so and
@@ -35,7 +36,7 @@ const isRoot = process.getuid?.() === 0;
 const NEEDS = {
   dev: () => (process.env.REDIS_URL || process.env.REDIS_CLUSTER_NODES ? [] : ['redis-server']),
   fast: () => ['redis-server', 'curl'],
-  test: () => ['redis-server', 'curl', 'chromium', 'coturn', 'debootstrap', 'haproxy', 'docker', 'docker-compose'].filter((t) => isRoot || !TOOLS[t].rootOnly),
+  test: () => ['redis-server', 'curl', 'chromium', 'coturn', 'janus', 'debootstrap', 'haproxy', 'docker', 'docker-compose'].filter((t) => isRoot || !TOOLS[t].rootOnly),
 };
 
 const mode = process.argv[2] ?? 'test';
@@ -71,7 +72,8 @@ if (hasApt && (isRoot || sudoWorks) && process.env.PREFLIGHT_NO_INSTALL !== '1')
   } catch (err) {
     console.error(`preflight: apt-get failed (${err.message.split('\n')[0]})`);
   }
-  // apt starts coturn's own daemon on install on some systems; the tests start theirs on free ports.
+  // apt starts coturn's and Janus's own daemons on install on some systems; the tests start
+  // theirs on free ports.
   missing = missingTools();
   if (missing.length === 0) process.exit(0);
 }

@@ -3,6 +3,7 @@ import { loadUws } from './transport/uws.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
 import { traced } from './http/traced.js';
 import { healthRoutes } from './http/endpoints/health.js';
+import { sfuOf } from './media/callMedia.js';
 import { unavailableError } from './commands/errors.js';
 import { openApiDocument } from './contracts/openapi.js';
 import { connectRedis, type RedisClient, type RedisTarget } from './redis/connection.js';
@@ -55,7 +56,7 @@ export async function startServer(
   const ks = { prefix: config.REDIS_PREFIX, shards: config.CALL_SHARDS };
   const metrics = new Metrics();
   observeScripts(redis, (script, seconds) => metrics.scriptDuration.observe({ script }, seconds));
-  const ctx: RoleContext = { config, redisTarget, redis, deps: roleDeps(config, redis, ks), ks, metrics, logger };
+  const ctx: RoleContext = { config, redisTarget, redis, deps: roleDeps(config, redis, ks, metrics), ks, metrics, logger };
 
   const app = uWS.App();
   const api = config.ROLES.includes('api') ? startApi(ctx, options) : undefined;
@@ -73,10 +74,11 @@ export async function startServer(
     return lengths.reduce((sum, n) => sum + n, 0);
   });
 
+  const sfu = sfuOf(ctx.deps.media);
   let accepting = true;
   const openApiText = JSON.stringify(openApiDocument());
   const routes = ([
-    ...healthRoutes({ accepting: () => accepting, redisReady: redisUp }),
+    ...healthRoutes({ accepting: () => accepting, redisReady: redisUp, sfuReady: sfu && (() => sfu.ready()) }),
     { method: 'get', pattern: '/v1/openapi.json', handler: () => ({ status: 200, body: openApiText }) },
     ...roles.flatMap((r) => r.routes ?? []),
   ] satisfies Route[]).map((r): Route => (tracingEnabled() ? traced(r) : r));

@@ -25,6 +25,7 @@ export const errorCatalogue = {
   rate_limited: { status: 429, title: 'Too many requests' },
   internal: { status: 500, title: 'Internal server error' },
   unavailable: { status: 503, title: 'Service unavailable' },
+  sfu_unavailable: { status: 503, title: 'SFU unavailable' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ErrorCode = keyof typeof errorCatalogue;
@@ -84,6 +85,8 @@ export const errors = {
     new ApiError('rate_limited', detail, {}, { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) }),
   internal: (detail = 'internal error') => new ApiError('internal', detail),
   unavailable: (detail = 'the call store is unreachable; retry later') => new ApiError('unavailable', detail, {}, { 'retry-after': '1' }),
+  /** The call's SFU is down or refused: the call itself goes on (docs/api.md "Media session"). */
+  sfuUnavailable: () => new ApiError('sfu_unavailable', "the call's media server is unreachable; the call goes on, retry media-session later", {}, { 'retry-after': '2' }),
 } as const;
 
 /** The refusal of a session token the guard did not accept (auth/guard.ts), the same on both transports. */

@@ -99,6 +99,15 @@ export const callSnapshot = z.object({
 export const mediaSession = z.object({
   iceServers: z.array(z.object({ urls: z.array(z.string()), username: z.string().optional(), credential: z.string().optional() })),
   expiresAtMs: z.number().int(),
+  sfu: z
+    .object({
+      kind: z.enum(['janus', 'livekit']).describe('which client protocol `url` speaks: Janus (its VideoRoom plugin) or LiveKit'),
+      url: z.string().describe('where the client connects (Janus: its WebSocket or HTTP transport; LiveKit: the server URL)'),
+      room: z.union([z.number().int(), z.string()]).describe('Janus: the VideoRoom room number; LiveKit: the room name (the callId)'),
+      token: z.string().describe('this installation\'s credential for this room only, valid until `expiresAtMs` (Janus: the session `token` and the VideoRoom join `token`; LiveKit: the access token)'),
+    })
+    .optional()
+    .describe('present with MEDIA_MODE=sfu (docs/api.md "Media session")'),
 });
 
 export const problem = z.object({

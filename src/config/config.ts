@@ -34,6 +34,14 @@ const optionalUrl = z
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v))
   .pipe(z.url({ protocol: /^https?$/ }).optional());
 
+/** A comma-separated list of URLs with these protocols (empty: none). */
+const urlList = (protocol: RegExp) =>
+  z
+    .string()
+    .default('')
+    .transform((v) => v.split(',').map((u) => u.trim()).filter(Boolean))
+    .pipe(z.array(z.url({ protocol })));
+
 export interface ClusterNode {
   host: string;
   port: number;
@@ -128,6 +136,18 @@ export const configSchema = z
       .pipe(z.array(z.string().regex(/^(stun|stuns|turn|turns):/, 'each TURN_URLS entry must start with stun:, stuns:, turn: or turns:'))).describe('Comma-separated `stun:`, `stuns:`, `turn:` or `turns:` URLs handed out in media sessions.'),
     MEDIA_CREDENTIAL_TTL_S: int(600, 30, 86_400).describe('Lifetime of TURN credentials, in seconds.'),
     MEDIA_SESSION_ANSWERS: bool(false).describe("The callee's media-session request on a ringing call is its answer claim."),
+    MEDIA_MODE: z.enum(['p2p', 'sfu']).default('p2p').describe('Media of one-to-one calls: `p2p` (one peer connection between the two devices, over `TURN_URLS`) or `sfu` (each device connects to the call\'s room on the SFU named by `SFU`; docs/operations.md "SFU media").'),
+    SFU: z.enum(['janus', 'livekit']).default('janus').describe('The SFU of `sfu` media: `janus` (its VideoRoom plugin; `JANUS_*`) or `livekit` (access tokens; `LIVEKIT_*`).'),
+    JANUS_URLS: urlList(/^https?$/).describe('Janus HTTP API URLs the backend manages rooms through, comma-separated (e.g. `http://10.0.0.5:8088/janus`); a call\'s room is placed on one by a rendezvous hash of its callId (docs/operations.md "SFU media").'),
+    JANUS_CLIENT_URLS: urlList(/^(https?|wss?)$/).describe('The URL clients reach each of `JANUS_URLS` at (its WebSocket or HTTP transport), in the same order; empty: the `JANUS_URLS` themselves.'),
+    JANUS_API_SECRET: optionalString.describe('Janus `api_secret` (janus.jcfg): the backend\'s own requests carry it.'),
+    JANUS_TOKEN_SECRET: optionalString.describe('Janus `token_auth_secret` (janus.jcfg, with `token_auth = true`): media credentials are tokens signed with it.'),
+    JANUS_ADMIN_KEY: optionalString.describe('VideoRoom `admin_key` (janus.plugin.videoroom.jcfg): only the backend creates rooms; room secrets are derived from it.'),
+    JANUS_TIMEOUT_MS: int(3000, 100, 60_000).describe('How long the backend waits for Janus before media-session answers 503 `sfu_unavailable`.'),
+    SFU_ROOM_PUBLISHERS: int(16, 2, 256).describe('Publishers a Janus room admits at once.'),
+    LIVEKIT_URL: z.string().optional().transform((v) => (v === undefined || v.trim() === '' ? undefined : v)).pipe(z.url({ protocol: /^(wss?|https?)$/ }).optional()).describe('The LiveKit server URL clients connect to (`wss://...`).'),
+    LIVEKIT_API_KEY: optionalString.describe('LiveKit API key that access tokens are issued under.'),
+    LIVEKIT_API_SECRET: optionalString.describe('The secret of `LIVEKIT_API_KEY`.'),
 
     IOS_PUSH_URL: optionalUrl.describe('APNs production origin (`https://api.push.apple.com`, or `http://` for a local HTTP/2 test provider).'),
     IOS_PUSH_SANDBOX_URL: optionalUrl.describe('APNs development origin, for tokens registered with `iosEnvironment: development`.'),
@@ -193,6 +213,20 @@ export const configSchema = z
     }
     if (c.TURN_URLS.some((u) => /^turns?:/.test(u)) && !c.TURN_SECRET) {
       ctx.addIssue({ code: 'custom', path: ['TURN_SECRET'], message: 'required when TURN_URLS lists turn: or turns: servers' });
+    }
+    if (c.MEDIA_MODE === 'sfu' && c.SFU === 'janus') {
+      for (const name of ['JANUS_API_SECRET', 'JANUS_TOKEN_SECRET', 'JANUS_ADMIN_KEY'] as const) {
+        if (!c[name]) ctx.addIssue({ code: 'custom', path: [name], message: 'required with MEDIA_MODE=sfu and SFU=janus' });
+      }
+      if (c.JANUS_URLS.length === 0) ctx.addIssue({ code: 'custom', path: ['JANUS_URLS'], message: 'required with MEDIA_MODE=sfu and SFU=janus' });
+    }
+    if (c.JANUS_CLIENT_URLS.length > 0 && c.JANUS_CLIENT_URLS.length !== c.JANUS_URLS.length) {
+      ctx.addIssue({ code: 'custom', path: ['JANUS_CLIENT_URLS'], message: 'needs one URL per JANUS_URLS entry, in the same order' });
+    }
+    if (c.MEDIA_MODE === 'sfu' && c.SFU === 'livekit') {
+      for (const name of ['LIVEKIT_URL', 'LIVEKIT_API_KEY', 'LIVEKIT_API_SECRET'] as const) {
+        if (!c[name]) ctx.addIssue({ code: 'custom', path: [name], message: 'required with MEDIA_MODE=sfu and SFU=livekit' });
+      }
     }
     if (c.WS_CHECK_ORIGIN && !c.CORS_ORIGINS) {
       ctx.addIssue({ code: 'custom', path: ['WS_CHECK_ORIGIN'], message: 'needs CORS_ORIGINS (the list of allowed origins)' });

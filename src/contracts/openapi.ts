@@ -320,7 +320,9 @@ export function openApiDocument(): Record<string, unknown> {
           description:
             'Short-lived ICE servers for the caller’s installation and the answering installation of an accepted call ' +
             '(TURN REST credentials: username `<expiry seconds>:<userId>`, HMAC-SHA1 credential). A server without ' +
-            '`TURN_URLS` answers an empty `iceServers` list. Another callee installation gets `answer_conflict`.',
+            '`TURN_URLS` answers an empty `iceServers` list. Another callee installation gets `answer_conflict`. With ' +
+            '`MEDIA_MODE=sfu` the reply also has `sfu`: the call\'s room on the SFU and a credential for this installation ' +
+            'and this room only, until `expiresAtMs`; an SFU that is down or refuses answers `sfu_unavailable` and the call goes on.',
           requestBody: { required: false, content: json('MediaSessionRequest', { empty: { summary: 'No options', value: {} } }) },
           responses: {
             '200': {
@@ -337,9 +339,17 @@ export function openApiDocument(): Record<string, unknown> {
                   },
                 },
                 noTurn: { summary: 'Without TURN_URLS', value: { iceServers: [], expiresAtMs: 1795237318000 } },
+                sfu: {
+                  summary: 'With MEDIA_MODE=sfu and SFU=janus',
+                  value: {
+                    iceServers: [{ urls: ['turn:turn.example.org:3478?transport=udp'], username: '1795237318:alice', credential: 'q0b3Yx1xW0c2l2o4WqW0f6b4s3A=' }],
+                    expiresAtMs: 1795237318000,
+                    sfu: { kind: 'janus', url: 'wss://janus1.example.org/', room: 182735981127733, token: '1795237318,janus,janus.plugin.videoroom,Qm9i0vWc3rE1l2Kx8uYtZa:Z2l2ZW4gYnkgdGhlIHNlcnZlcg==' },
+                  },
+                },
               }),
             },
-            ...problems('invalid_request', 'forbidden', 'not_found', 'answer_conflict', ...COMMON),
+            ...problems('invalid_request', 'forbidden', 'not_found', 'answer_conflict', 'sfu_unavailable', ...COMMON),
           },
         },
       },

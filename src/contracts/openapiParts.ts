@@ -82,6 +82,7 @@ const PROBLEM_DETAIL: Record<ErrorCode, string> = {
   rate_limited: 'too many calls created by this user; retry later',
   internal: 'internal error; request 0b6f6d0e-5d1a-4c57-9d0e-8d7f2b1a3c4e',
   unavailable: 'the call store is unreachable; retry later',
+  sfu_unavailable: "the call's media server is unreachable; the call goes on, retry media-session later",
 };
 
 export const COMMON = ['unauthorized', 'rate_limited', 'internal', 'unavailable'] as const;

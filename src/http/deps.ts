@@ -6,6 +6,7 @@ import type { PushRegistry } from '../push/registry.js';
 import type { EventLog } from '../events/eventLog.js';
 import type { CallHistory } from '../history/callHistory.js';
 import type { WebhookDeps } from '../webhooks/webhookWorkers.js';
+import type { CallMedia } from '../media/callMedia.js';
 
 /** What the HTTP endpoints need; built once by the server. */
 export interface ApiDeps extends CommandDeps {
@@ -20,4 +21,6 @@ export interface ApiDeps extends CommandDeps {
   history: CallHistory;
   /** Webhook endpoints, which are disabled, and the dead letters (docs/webhooks.md). */
   webhooks: WebhookDeps;
+  /** What calls' media goes through: MEDIA_MODE and the configured SFU (docs/operations.md "SFU media"). */
+  media: CallMedia;
 }

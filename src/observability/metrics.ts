@@ -60,6 +60,10 @@ export class Metrics {
   );
   readonly webhookDeliveries = this.counter('webhook_deliveries_total', 'Webhook attempts by endpoint and outcome (delivered, retrying, dead, gone, skipped)', ['endpoint', 'outcome']);
 
+  readonly sfuRooms = this.counter('sfu_rooms_total', 'SFU rooms made and removed, by SFU and op (created, destroyed)', ['sfu', 'op']);
+  readonly sfuJoins = this.counter('sfu_joins_total', 'SFU credentials issued to call participants (media-session in sfu mode), by SFU', ['sfu']);
+  readonly sfuErrors = this.counter('sfu_errors_total', 'SFU requests that failed (unreachable, timed out or refused), by SFU and op', ['sfu', 'op']);
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
   }

@@ -18,6 +18,7 @@ import { webhookEndpoints } from '../webhooks/endpoints.js';
 import { EndpointStates } from '../webhooks/endpointStates.js';
 import { DeadLetters } from '../webhooks/deadLetters.js';
 import { ServerKeys } from '../auth/serverKeys.js';
+import { createSfu } from '../media/callMedia.js';
 
 /**
  * What the three roles (docs/architecture.md "Overview": api, gateway, worker) share in one
@@ -42,9 +43,10 @@ export interface StartedRole {
   close(): Promise<void>;
 }
 
-export function roleDeps(config: Config, redis: RedisClient, ks: { prefix: string; shards: number }): ApiDeps {
+export function roleDeps(config: Config, redis: RedisClient, ks: { prefix: string; shards: number }, metrics: Metrics): ApiDeps {
   return {
     config,
+    media: { mode: config.MEDIA_MODE, sfu: createSfu(config, metrics) },
     calls: new CallStore(redis, {
       ...ks,
       ringTimeoutMs: config.RING_TIMEOUT_MS,

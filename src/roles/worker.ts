@@ -13,6 +13,9 @@ import { createPushSenders, enabledKinds } from '../push/providers.js';
 import { RingSweeper } from '../timers/ringSweeper.js';
 import { startWebhooks } from '../webhooks/webhookWorkers.js';
 import type { Logger } from '../util/logger.js';
+import { sfuOf } from '../media/callMedia.js';
+import { roomKeeper } from '../media/roomKeeper.js';
+import { keepsRooms } from '../media/sfu.js';
 import { daysMs, type RoleContext, type StartedRole } from './context.js';
 
 /** The worker role: the outbox relays, the pushes and the ring sweeps (docs/architecture.md). */
@@ -78,10 +81,13 @@ export async function startWorker(
     const counts = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.zcard(keys.ringingForShard(ks, i))));
     return counts.reduce((a, b) => a + b, 0);
   });
+  const sfu = sfuOf(deps.media);
   const handlers: ChangeHandler[] = [
     callChangeObserver(metrics, logger),
     pushHandler(dispatcher, enabled),
     ...webhooks.handlers,
+    // The SFU's rooms follow the calls (docs/operations.md "SFU media"), where the SFU has rooms to keep.
+    ...(keepsRooms(sfu) ? [roomKeeper(sfu, logger)] : []),
     ...extraHandlers,
   ];
   const blockingConnections = new Set<RedisClient>();

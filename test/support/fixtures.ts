@@ -130,6 +130,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   rate_limited: 429,
   internal: 500,
   unavailable: 503,
+  sfu_unavailable: 503,
 };
 
 /**

@@ -16,7 +16,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['limits', 'calls'],
   ['history'],
   ['events'],
-  ['push', 'timers'],
+  ['push', 'timers', 'media'],
   ['webhooks'],
   ['users'],
   ['commands'],

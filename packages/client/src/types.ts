@@ -79,10 +79,23 @@ export interface IceServer {
   credential?: string;
 }
 
+/** The call's room on its SFU and this installation's credential for it (server with MEDIA_MODE=sfu). */
+export interface SfuAccess {
+  /** `janus`: Janus's VideoRoom over its WebSocket API; `livekit`: a LiveKit server. */
+  kind: 'janus' | 'livekit';
+  url: string;
+  /** Janus: the VideoRoom room number; LiveKit: the room name (the callId). */
+  room: number | string;
+  /** For this installation and this room only, until `expiresAtMs`. */
+  token: string;
+}
+
 /** POST /v1/calls/{id}/media-session; `iceServers` is empty when the server has no TURN_URLS. */
 export interface MediaSession {
   iceServers: IceServer[];
   expiresAtMs: number;
+  /** Present when the server routes the call's media through an SFU (docs/api.md "Media session"). */
+  sfu?: SfuAccess;
 }
 
 export type PushTokenKind = 'iosVoip' | 'androidPush';

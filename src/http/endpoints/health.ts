@@ -5,6 +5,11 @@ export interface Readiness {
   accepting: () => boolean;
   /** Resolves when Redis answers PING and the scripts are loaded. */
   redisReady: () => Promise<boolean>;
+  /**
+   * With `sfu` media: whether every SFU instance answers. Reported, but it does not make the
+   * process unready: signaling goes on without the SFU (docs/operations.md "SFU media").
+   */
+  sfuReady?: () => Promise<boolean>;
 }
 
 /** GET /healthz: the process is alive. GET /readyz: it should receive traffic. */
@@ -15,11 +20,11 @@ export function healthRoutes(r: Readiness): Route[] {
       method: 'get',
       pattern: '/readyz',
       handler: async () => {
-        const redis = await r.redisReady().catch(() => false);
+        const [redis, sfu] = await Promise.all([r.redisReady().catch(() => false), r.sfuReady?.().catch(() => false)]);
         const ok = redis && r.accepting();
         return {
           status: ok ? 200 : 503,
-          body: JSON.stringify({ status: ok ? 'ready' : 'not ready', redis, accepting: r.accepting() }),
+          body: JSON.stringify({ status: ok ? 'ready' : 'not ready', redis, accepting: r.accepting(), ...(sfu === undefined ? {} : { sfu }) }),
         };
       },
     },

@@ -9,11 +9,16 @@ import { inCallInstallation, sideOf } from '../../calls/model.js';
 import { toSnapshot } from '../../calls/snapshot.js';
 import { mediaCredentials } from '../../calls/mediaCredentials.js';
 import { callReply, failureError } from '../../commands/callReply.js';
+import { sfuOf } from '../../media/callMedia.js';
+import type { SfuAccess } from '../../media/sfu.js';
 
 /**
  * POST /v1/calls/{id}/media-session: short-lived TURN credentials for a participant of an
  * accepted call: the caller's calling installation or the answering installation. With
  * MEDIA_SESSION_ANSWERS, the callee's request on a ringing call is its answer claim (docs/protocol.md "Media session").
+ * In `sfu` mode (MEDIA_MODE) also the `sfu` member: the call's room and a credential for this
+ * installation only (docs/api.md "Media session"); an SFU that fails answers 503
+ * `sfu_unavailable` and leaves the call as it is.
  */
 export function mediaSessionRoute(deps: ApiDeps): Route {
   const { config } = deps;
@@ -44,7 +49,7 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
       if (call.state === 'accepted' && side === 'callee') {
         throw errors.answerConflict(toSnapshot(call, side));
       }
-      throw errors.forbidden(`media credentials are issued only to the installations in an accepted call; this call is ${call.state}`);
+      throw notInCall(call.state);
     }
     const creds = mediaCredentials({
       userId: me.userId,
@@ -53,6 +58,25 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
       urls: config.TURN_URLS,
       secret: config.TURN_SECRET,
     });
-    return { status: 200, body: JSON.stringify(creds) };
+    const sfu = sfuOf(deps.media);
+    if (!sfu) return { status: 200, body: JSON.stringify(creds) };
+    let access: SfuAccess;
+    try {
+      access = await sfu.admit({ callId, userId: me.userId, installationId: me.installationId }, creds.expiresAtMs);
+    } catch {
+      // Counted by the adapter (sfu_errors_total); the 503 is logged as a failed request.
+      throw errors.sfuUnavailable();
+    }
+    // The call may have ended while the room was being opened, and the relay removed the room
+    // before this request made it again: then this request removes it and admits no one.
+    const after = await deps.calls.read(callId, me.userId);
+    if (after.kind !== 'failure' && after.call.state === 'ended') {
+      // Best effort: should it fail, the room is empty, private, and gone with Janus's next restart.
+      await sfu.closeRoom?.(callId).catch(() => {});
+      throw notInCall('ended');
+    }
+    return { status: 200, body: JSON.stringify({ ...creds, sfu: access }) };
   });
 }
+
+const notInCall = (state: string) => errors.forbidden(`media credentials are issued only to the installations in an accepted call; this call is ${state}`);

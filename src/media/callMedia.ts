@@ -1,0 +1,46 @@
+import type { Config } from '../config/config.js';
+import type { Metrics } from '../observability/metrics.js';
+import { JanusSfu } from './janus.js';
+import { LiveKitSfu } from './livekit.js';
+import type { Sfu, SfuObserver } from './sfu.js';
+
+/**
+ * The SFU the configuration names (`SFU`), when its settings are given (config.ts checks they are
+ * with MEDIA_MODE=sfu); undefined otherwise.
+ */
+export function createSfu(config: Config, metrics: Metrics): Sfu | undefined {
+  const observe: SfuObserver = {
+    room: (op) => metrics.sfuRooms.inc({ sfu: config.SFU, op }),
+    join: () => metrics.sfuJoins.inc({ sfu: config.SFU }),
+    error: (op) => metrics.sfuErrors.inc({ sfu: config.SFU, op }),
+  };
+  if (config.SFU === 'janus' && config.JANUS_URLS.length > 0 && config.JANUS_API_SECRET && config.JANUS_TOKEN_SECRET && config.JANUS_ADMIN_KEY) {
+    const clientUrls = config.JANUS_CLIENT_URLS.length > 0 ? config.JANUS_CLIENT_URLS : config.JANUS_URLS;
+    return new JanusSfu(
+      {
+        instances: config.JANUS_URLS.map((url, i) => ({ url, clientUrl: clientUrls[i]! })),
+        apiSecret: config.JANUS_API_SECRET,
+        tokenSecret: config.JANUS_TOKEN_SECRET,
+        adminKey: config.JANUS_ADMIN_KEY,
+        maxPublishers: config.SFU_ROOM_PUBLISHERS,
+        timeoutMs: config.JANUS_TIMEOUT_MS,
+      },
+      observe,
+    );
+  }
+  if (config.SFU === 'livekit' && config.LIVEKIT_URL && config.LIVEKIT_API_KEY && config.LIVEKIT_API_SECRET) {
+    return new LiveKitSfu({ url: config.LIVEKIT_URL, apiKey: config.LIVEKIT_API_KEY, apiSecret: config.LIVEKIT_API_SECRET }, observe);
+  }
+  return undefined;
+}
+
+/** What a call's media goes through (docs/api.md "Media session"); one-to-one calls: MEDIA_MODE. */
+export interface CallMedia {
+  mode: Config['MEDIA_MODE'];
+  sfu: Sfu | undefined;
+}
+
+/** The SFU a one-to-one call's media goes through, or undefined for `p2p`. */
+export function sfuOf(media: CallMedia): Sfu | undefined {
+  return media.mode === 'sfu' ? media.sfu : undefined;
+}

@@ -1,0 +1,129 @@
+import { createHash, createHmac } from 'node:crypto';
+import { JanusApi, JanusRefusal } from './janusApi.js';
+import { janusToken } from './janusToken.js';
+import { placeRoom } from './placement.js';
+import type { Sfu, SfuAccess, SfuObserver, SfuParticipant } from './sfu.js';
+
+/** VideoRoom error codes (Janus's janus_videoroom.c). */
+const NO_SUCH_ROOM = 426;
+const ROOM_EXISTS = 427;
+
+export interface JanusInstance {
+  /** The backend's HTTP API URL (JANUS_URLS). */
+  url: string;
+  /** What clients connect to (JANUS_CLIENT_URLS). */
+  clientUrl: string;
+}
+
+export interface JanusOptions {
+  instances: readonly JanusInstance[];
+  apiSecret: string;
+  tokenSecret: string;
+  adminKey: string;
+  /** Publishers a room admits at once. */
+  maxPublishers: number;
+  timeoutMs: number;
+}
+
+/** The VideoRoom room number of a call: the first 48 bits of SHA-256 of its callId (a safe integer). */
+export function janusRoomId(callId: string): number {
+  return createHash('sha256').update(`room\n${callId}`).digest().readUIntBE(0, 6);
+}
+
+/**
+ * Janus's VideoRoom as a call's SFU (docs/operations.md "SFU media"). Each call has one private,
+ * non-permanent room on the instance `placeRoom` picks, numbered by `janusRoomId`, with a secret
+ * derived from the VideoRoom `admin_key` (only the backend and Janus know it; the backend needs
+ * nothing stored to find it again). The room checks VideoRoom `allowed` tokens from its creation:
+ * a participant's credential is a Janus signed token that is at once its session token (Janus
+ * checks its signature and expiry on every request) and, added to the room's `allowed` list, its
+ * only way into that room.
+ */
+export class JanusSfu implements Sfu {
+  readonly kind = 'janus';
+  private readonly apis: Map<string, JanusApi>;
+
+  constructor(
+    private readonly opts: JanusOptions,
+    private readonly observe: SfuObserver,
+  ) {
+    this.apis = new Map(opts.instances.map((i) => [i.url, new JanusApi(i.url, opts.apiSecret, opts.timeoutMs)]));
+  }
+
+  async openRoom(callId: string): Promise<'created' | 'existed'> {
+    const { api } = this.placed(callId);
+    try {
+      await this.request(api, 'create', {
+        request: 'create',
+        room: janusRoomId(callId),
+        admin_key: this.opts.adminKey,
+        secret: this.secret('secret', callId),
+        is_private: true,
+        permanent: false,
+        publishers: this.opts.maxPublishers,
+        // Janus checks tokens only when the list is not empty: it starts with one no client holds.
+        allowed: [this.secret('allowed', callId)],
+      });
+      this.observe.room('created');
+      return 'created';
+    } catch (err) {
+      if (err instanceof JanusRefusal && err.code === ROOM_EXISTS) return 'existed';
+      throw err;
+    }
+  }
+
+  async closeRoom(callId: string): Promise<'destroyed' | 'absent'> {
+    const { api } = this.placed(callId);
+    try {
+      await this.request(api, 'destroy', { request: 'destroy', room: janusRoomId(callId), secret: this.secret('secret', callId), permanent: false });
+      this.observe.room('destroyed');
+      return 'destroyed';
+    } catch (err) {
+      if (err instanceof JanusRefusal && err.code === NO_SUCH_ROOM) return 'absent';
+      throw err;
+    }
+  }
+
+  async admit(p: SfuParticipant, expiresAtMs: number): Promise<SfuAccess> {
+    const { api, instance } = this.placed(p.callId);
+    const tag = this.secret('participant', `${p.callId}\n${p.userId}\n${p.installationId}`).slice(0, 22);
+    const token = janusToken(this.opts.tokenSecret, Math.floor(expiresAtMs / 1000), tag);
+    const allow = () =>
+      this.request(api, 'allow', { request: 'allowed', room: janusRoomId(p.callId), secret: this.secret('secret', p.callId), action: 'add', allowed: [token] });
+    try {
+      await allow();
+    } catch (err) {
+      // Made on accept by the relay (src/media/roomKeeper.ts); a join may come first, or after a
+      // Janus restart lost it.
+      if (!(err instanceof JanusRefusal && err.code === NO_SUCH_ROOM)) throw err;
+      await this.openRoom(p.callId);
+      await allow();
+    }
+    this.observe.join();
+    return { kind: 'janus', url: instance.clientUrl, room: janusRoomId(p.callId), token };
+  }
+
+  async ready(): Promise<boolean> {
+    const answers = await Promise.all([...this.apis.values()].map((api) => api.info().then(() => true, () => false)));
+    return answers.every(Boolean);
+  }
+
+  private placed(callId: string): { instance: JanusInstance; api: JanusApi } {
+    const instance = placeRoom(callId, this.opts.instances);
+    return { instance, api: this.apis.get(instance.url)! };
+  }
+
+  /** Room secrets and tokens derived from the admin key: the same in every process, never stored. */
+  private secret(purpose: string, of: string): string {
+    return createHmac('sha256', this.opts.adminKey).update(`${purpose}\n${of}`).digest('base64url');
+  }
+
+  private async request(api: JanusApi, op: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    try {
+      return await api.videoroom(body);
+    } catch (err) {
+      if (!(err instanceof JanusRefusal && (err.code === ROOM_EXISTS || err.code === NO_SUCH_ROOM))) this.observe.error(op);
+      throw err;
+    }
+  }
+}
