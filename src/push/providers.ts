@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import type { Config, PushApp, PushApps } from '../config/config.js';
+import type { Config } from '../config/config.js';
+import type { PushApp, PushApps } from '../config/pushApps.js';
 import { ConfigError } from '../config/config.js';
 import type { Logger } from '../util/logger.js';
 import type { AppSenders, PushSenders } from './dispatcher.js';

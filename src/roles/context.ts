@@ -6,7 +6,7 @@ import { CallStore } from '../calls/store.js';
 import { DAY_MS } from '../calls/retention.js';
 import { PushRegistry } from '../push/registry.js';
 import { registrableApps } from '../push/providers.js';
-import { pushApps } from '../config/config.js';
+import { pushApps } from '../config/pushApps.js';
 import type { ApiDeps } from '../http/deps.js';
 import type { Route } from '../http/router.js';
 import type { Logger } from '../util/logger.js';

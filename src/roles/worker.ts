@@ -1,4 +1,5 @@
-import { pushApps, queuePartitions } from '../config/config.js';
+import { queuePartitions } from '../config/config.js';
+import { pushApps } from '../config/pushApps.js';
 import { connectRedis, type RedisClient } from '../redis/connection.js';
 import { keys } from '../redis/keys.js';
 import type { ChangeHandler } from '../calls/change.js';

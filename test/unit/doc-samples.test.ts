@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, pushApps } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import { pushApps } from '../../src/config/pushApps.js';
 import { webhookEndpoints } from '../../src/webhooks/endpoints.js';
 import { allSamples, codeBlocks, samplePages, sampleKind, type CodeBlock } from '../support/docSamples.js';
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, DEFAULT_APP_ID, loadConfig, parsePushApps, pushApps } from '../../src/config/config.js';
+import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { DEFAULT_APP_ID, parsePushApps, pushApps } from '../../src/config/pushApps.js';
 
 /** The app set (docs/push-apps.md): validated at start, errors naming the app and the field. */
 
