@@ -5,6 +5,7 @@ import { device, uid } from '../support/fixtures.js';
 import { connect, type EventPayload, type SignalingClient } from '../support/ws-client.js';
 import { keys } from '../../src/redis/keys.js';
 import { Sockets, dedupe, expectRepeatsIdentical, waitUntil } from './helpers.js';
+import { sleep } from '../support/wait.js';
 
 /**
  * A socket that cannot keep up (its send buffer exceeds WS_MAX_BACKPRESSURE_BYTES, at its default) is closed with
@@ -47,7 +48,21 @@ describe('slow consumer', () => {
     const slow = sockets.track(await connect(url, callee.token, { name: 'slow' }));
     expect(await subscribers(callee.userId)).toBe(1);
     slow.pauseReading();
+    // A slow device is still alive: it keeps talking (a ping now and then) while it falls behind
+    // on reading, so the server's idle timeout (WS_IDLE_TIMEOUT_S) is not what closes it.
+    const keepAlive = setInterval(() => slow.ws.ping(), 2_000);
 
+    // The 4008 waits behind everything queued, and the server drops a connection that reads
+    // nothing for a few seconds after its close (docs/signaling.md "Keepalive and limits"): like a
+    // live device, this one reads again as soon as the server has closed it (watched without
+    // touching the server), not once the producers are done.
+    let closedByServer = false;
+    let producing = true;
+    const watcher = (async () => {
+      while (producing && !(closedByServer = (await subscribers(callee.userId)) === 0)) await sleep(20);
+      slow.resumeReading();
+      clearInterval(keepAlive);
+    })();
     const created: string[] = [];
     const createOne = async () => {
       const callId = `${randomUUID()}-${'x'.repeat(88)}`;
@@ -56,17 +71,17 @@ describe('slow consumer', () => {
       created.push(callId);
     };
     // Produce until the server has closed the socket (or give up at a cap far above any buffer).
-    let closedByServer = false;
-    for (let batch = 0; batch < 40 && !closedByServer; batch++) {
+    try {
       await Promise.all(Array.from({ length: 8 }, async () => {
-        for (let i = 0; i < 50; i++) await createOne();
+        for (let i = 0; i < 2_000 && !closedByServer; i++) await createOne();
       }));
-      closedByServer = (await subscribers(callee.userId)) === 0;
+    } finally {
+      producing = false;
+      await watcher;
     }
     expect(closedByServer, `the server still holds the socket after ${created.length} events`).toBe(true);
 
     // The client catches up with what was buffered, then sees the close code.
-    slow.resumeReading();
     const closed = await withTimeout(slow.closed, 20_000, 'the close of the slow socket');
     expect(closed.code).toBe(4008);
     expect(slow.undecodable()).toEqual([]);
