@@ -193,6 +193,9 @@ describe('start-up', () => {
     const dir = mkdtempSync(join(tmpdir(), 'quickstart-'));
     // script (util-linux) runs the command on a pseudo-terminal, in that terminal's foreground
     // process group, and types what is written to its input: a Ctrl-C goes to the whole group.
+    // That is why package.json's dev script is `exec node --import tsx ...`: the sh of an npm
+    // script dies of the SIGINT (npm then exits 130 while the server still shuts down), and tsx's
+    // CLI kills a child that does not report the signal to it within 30 ms.
     const env = configEnv({ PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0', EMBEDDED_REDIS_DIR: join(dir, 'redis') });
     const term = spawn('script', ['-qfec', 'npm run dev', '/dev/null'], { cwd: REPO_ROOT, env });
     let output = '';
