@@ -1,7 +1,9 @@
 import { authUnconfigured, ConfigError, loadConfig, type Config } from './config/config.js';
 import { startServer } from './server.js';
-import { redisServerOnPath, startEmbeddedRedis, type EmbeddedRedis } from './redis/embedded.js';
+import { startEmbeddedRedis, type EmbeddedRedis } from './redis/embedded.js';
 import { devSecret, mintToken } from './auth/devTokens.js';
+import { devBanner } from './demo/devBanner.js';
+import { commandRuns } from './util/commandRuns.js';
 import { createLogger } from './util/logger.js';
 import { flushTracing, startTracing } from './observability/tracing.js';
 import type { RedisTarget } from './redis/connection.js';
@@ -43,13 +45,13 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   if (!redisTarget) {
-    if (!redisServerOnPath()) {
+    if (!commandRuns('redis-server')) {
       process.stderr.write('invalid configuration:\n  REDIS_URL: neither REDIS_URL nor REDIS_CLUSTER_NODES is set, and no redis-server on the PATH to start an embedded one\n');
       process.exit(2);
     }
     embedded = await startEmbeddedRedis(config.EMBEDDED_REDIS_DIR);
     redisTarget = embedded.url;
-    logger.info({ redis: redisTarget, dir: config.EMBEDDED_REDIS_DIR }, 'started embedded redis-server');
+    logger.info({ redis: redisTarget, dir: config.EMBEDDED_REDIS_DIR, redisPid: embedded.pid }, 'started embedded redis-server');
   }
 
   if (config.TRACING === 'otlp') startTracing(`calling-backend-${config.ROLES.join('-')}`);
@@ -60,12 +62,7 @@ async function main(): Promise<void> {
     const base = `http://127.0.0.1:${server.port}`;
     const alice = mintToken(config.AUTH_JWT_SECRET, { sub: 'alice', iid: 'alice-phone', name: 'Alice' });
     const bob = mintToken(config.AUTH_JWT_SECRET, { sub: 'bob', iid: 'bob-phone', name: 'Bob' });
-    process.stdout.write(
-      `\nDev tokens (24 h):\n  ALICE=${alice}\n  BOB=${bob}\nTry:\n` +
-        `  curl -s -X POST ${base}/v1/calls -H "authorization: Bearer $ALICE" -H 'content-type: application/json' \\\n` +
-        `    -d '{"callId":"'$(node -e 'console.log(crypto.randomUUID())')'","calleeUserId":"bob","operationId":"op-1"}'\n` +
-        (config.DEMO ? `Softphone: ${base}/demo/ (open it twice, sign in as alice and bob)\n\n` : '\n'),
-    );
+    process.stdout.write(devBanner({ baseUrl: base, alice, bob, curl: commandRuns('curl'), demo: config.DEMO }));
   }
 
   let stopping = false;

@@ -8,8 +8,7 @@ import { packageVersion } from '../util/packageInfo.js';
 /**
  * The OpenAPI 3.1 document, generated from the same zod schemas that validate requests, with the
  * semantics docs/api.md "API" explains and an example for every body. Served at GET /v1/openapi.json
- * and checked in as docs/openapi.json (a test keeps them equal and lints it with Redocly and
- * Spectral). The WebSocket at /v1/signaling is described by docs/asyncapi.yaml instead.
+ * and checked in as docs/openapi.json (a test keeps them equal and lints it with Spectral). The WebSocket at /v1/signaling is described by docs/asyncapi.yaml instead.
  */
 
 export function openApiDocument(): Record<string, unknown> {

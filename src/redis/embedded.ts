@@ -1,19 +1,17 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 
 /**
  * The quick start's embedded Redis: a `redis-server` child on a free loopback port, with a data
- * directory and append-only persistence, stopped when this process exits.
+ * directory and append-only persistence, stopped when this process exits (even by SIGKILL).
  */
 export interface EmbeddedRedis {
   url: string;
+  /** Its process id (logged, so that one can see it stopped). */
+  pid: number;
   stop(): Promise<void>;
-}
-
-export function redisServerOnPath(): boolean {
-  return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
 export function freePort(): Promise<number> {
@@ -32,25 +30,38 @@ export async function startEmbeddedRedis(dataDir: string): Promise<EmbeddedRedis
   const dir = resolve(dataDir);
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
+  // A process group of its own (detached): a terminal's Ctrl-C goes to the foreground group and
+  // must reach only the server, which drains and closes first and stops Redis after, instead of
+  // losing its Redis mid-request (README "Quick start").
   const child: ChildProcess = spawn(
     'redis-server',
     // hz 100: Redis notices an expired blocking read (BullMQ's ring-timer wait) within 10 ms
     // instead of 100 ms (docs/operations.md "Operations").
     ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--save', '', '--daemonize', 'no', '--loglevel', 'warning', '--hz', '100'],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
+    { stdio: ['ignore', 'ignore', 'inherit'], detached: true },
   );
+  // Out of the terminal's reach, Redis would outlive a server killed with SIGKILL. A guard shell
+  // holds the read end of a pipe whose only writer is this process: when this process is gone,
+  // however it went, `read` sees end of file and the guard stops Redis. While Redis runs it is
+  // this process's unreaped child, so its pid cannot have been reused by then.
+  const guard = spawn('sh', ['-c', 'read _; kill -TERM "$0" 2>/dev/null', String(child.pid)], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
   const killOnExit = () => child.kill('SIGTERM');
   process.once('exit', killOnExit);
+  const exited = new Promise<void>((res) =>
+    child.once('exit', () => {
+      process.off('exit', killOnExit);
+      guard.kill('SIGKILL');
+      res();
+    }),
+  );
   await waitForPort(port, child);
   return {
     url: `redis://127.0.0.1:${port}`,
-    stop: () =>
-      new Promise((res) => {
-        process.off('exit', killOnExit);
-        if (child.exitCode !== null) return res();
-        child.once('exit', () => res());
-        child.kill('SIGTERM');
-      }),
+    pid: child.pid!,
+    stop: () => {
+      child.kill('SIGTERM');
+      return exited;
+    },
   };
 }
 

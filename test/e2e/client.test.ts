@@ -397,10 +397,10 @@ describe('a whole call through CallingClient and SignalingClient', () => {
     const conflict = problemOf(await bobApi.answer(call.callId, { installationId: 'not-mine' }).catch((e: unknown) => e));
     expect([conflict.status, conflict.code]).toEqual([403, 'forbidden']);
     await waitUntil('both messages delivered', () => messages.length === 2);
-    expect(messages).toEqual([
-      { to: bob.userId, payload: { kind: 'offer', sdp: 'v=0' }, seq: 1 },
-      { to: alice.userId, payload: { kind: 'answer', sdp: 'v=0' }, seq: 1 },
-    ]);
+    // Order holds per recipient (seq), not across two users' sockets: compare each one's own.
+    const to = (userId: string) => messages.filter((m) => m.to === userId);
+    expect(to(bob.userId)).toEqual([{ to: bob.userId, payload: { kind: 'offer', sdp: 'v=0' }, seq: 1 }]);
+    expect(to(alice.userId)).toEqual([{ to: alice.userId, payload: { kind: 'answer', sdp: 'v=0' }, seq: 1 }]);
     expect(requests).toEqual(['POST /v1/calls']);
 
     // The socket stopped: the same calls go over HTTP.

@@ -1,53 +1,17 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REPO_ROOT, startServer } from '../support/server.js';
+import { startServer } from '../support/server.js';
 import { startRedis } from '../support/redis-server.js';
-import { configSchema } from '../../src/config/config.js';
+import { runMain } from '../support/mainProcess.js';
 
 /**
  * Issue 2 items 1-3: the quick start (`--dev` with an embedded Redis and printed tokens), the
  * configuration check that names the bad variable, and the refusal to run on uWebSockets.js's
  * slow `ws` fallback.
  */
-
-interface Run {
-  code: number | null;
-  output: string;
-}
-
-/** Runs `node --import tsx src/main.ts [args]` with only the given config variables. */
-function runMain(env: Record<string, string>, args: string[] = [], untilOutput?: RegExp, timeoutMs = 30_000) {
-  const childEnv: Record<string, string> = {};
-  const configKeys = new Set(Object.keys(configSchema.shape));
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !configKeys.has(k)) childEnv[k] = v;
-  Object.assign(childEnv, env);
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], { cwd: REPO_ROOT, env: childEnv });
-  let output = '';
-  const onData = (d: Buffer) => {
-    output += d.toString();
-  };
-  child.stdout.on('data', onData);
-  child.stderr.on('data', onData);
-  const exited = new Promise<Run>((resolve) => child.on('exit', (code) => resolve({ code, output })));
-  const matched = untilOutput
-    ? new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no ${untilOutput} in output:\n${output}`)), timeoutMs);
-        const check = () => {
-          if (untilOutput.test(output)) {
-            clearTimeout(timer);
-            resolve(output);
-          }
-        };
-        child.stdout.on('data', check);
-        child.stderr.on('data', check);
-      })
-    : undefined;
-  return { child, exited, matched, output: () => output };
-}
 
 describe('start-up', () => {
   it('a bad configuration value stops the process with exit code 2 and names the variable', async () => {

@@ -204,6 +204,11 @@ export class SignalingClient {
     this.tcp().resume();
   }
 
+  /** The client end's TCP port. */
+  get localPort(): number {
+    return this.tcp().localPort!;
+  }
+
   /** Closes (1000) and waits for the close to finish. */
   async close(): Promise<void> {
     if (this.closeInfo) return;
