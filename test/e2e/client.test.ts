@@ -108,12 +108,8 @@ class Recorder {
     return this.payloads(except).map((e) => `${e.type}/${e.callId}${'reason' in e ? `/${e.reason}` : ''}`);
   }
 
-  async until(what: string, done: () => boolean, timeoutMs = WAIT_MS): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!done()) {
-      if (Date.now() > deadline) throw new Error(`${this.name}: ${what} not reached in ${timeoutMs} ms; events ${JSON.stringify(this.shape())}, closes ${JSON.stringify(this.closes)}`);
-      await sleep(20);
-    }
+  until(what: string, done: () => boolean, timeoutMs = WAIT_MS): Promise<void> {
+    return waitUntil(`${this.name}: ${what}`, done, timeoutMs, { intervalMs: 20, detail: () => `events ${JSON.stringify(this.shape())}, closes ${JSON.stringify(this.closes)}` });
   }
 
   waitForEvents(n: number, timeoutMs = WAIT_MS): Promise<void> {
@@ -454,10 +450,10 @@ describe('SignalingClient automatic resume', () => {
     await callerApi.end(c1.callId, { reason: 'failed' });
     const c2 = await callerApi.createCall({ calleeUserId: callee.userId });
     let missed: EventPayload[] = [];
-    for (const deadline = Date.now() + WAIT_MS; missed.length < 4 && Date.now() < deadline; await sleep(50)) {
-      const page = await calleeApiA.callEvents(cursorBefore);
-      missed = page.events;
-    }
+    await waitUntil('the 4 events in the log', async () => (missed = (await calleeApiA.callEvents(cursorBefore)).events).length >= 4, WAIT_MS, {
+      intervalMs: 50,
+      detail: () => JSON.stringify(missed.map((e) => `${e.type}/${e.callId}`)),
+    });
     // Each call's events in order; different calls may interleave (docs/architecture.md "Relays").
     const missedShape = missed.map((e) => `${e.type}/${e.callId}${'reason' in e ? `/${e.reason}` : ''}`);
     expect([...missedShape].sort()).toEqual(
@@ -657,13 +653,13 @@ describe('catching up over HTTP', () => {
     ];
     const perCall = (list: EventPayload[]) => [c1, c2, c3].map((c) => shape(list.filter((e) => e.callId === c.callId)));
     let reference: EventPayload[] = [];
-    for (const deadline = Date.now() + WAIT_MS; ; await sleep(50)) {
+    const complete = async () => {
       reference = [];
       const whole = await http(A, phone).catchUp(start, { onEvent: (e) => reference.push(e) }, { limit: 500 });
       expect(whole.delivered).toBe(reference.length);
-      if (reference.length >= expected.flat().length) break;
-      if (Date.now() > deadline) throw new Error(`log incomplete: ${JSON.stringify(shape(reference))}`);
-    }
+      return reference.length >= expected.flat().length;
+    };
+    await waitUntil('the whole log', complete, WAIT_MS, { intervalMs: 50, detail: () => JSON.stringify(shape(reference)) });
     expect(perCall(reference)).toEqual(expected);
     expect(reference).toHaveLength(expected.flat().length);
 
