@@ -7,7 +7,6 @@ import type { EventLog } from './eventLog.js';
 import { ShardLeases } from './shardLeases.js';
 import { ShardReader, type ReaderDeps, type RelayOptions } from './shardReader.js';
 
-export type { RelayOptions } from './shardReader.js';
 
 /**
  * The outbox relay (docs/architecture.md "Relays"): reads the call shards' outbox streams through a consumer

@@ -14,8 +14,6 @@ import { requestIdOf, send, type ResponseState } from '../transport/response.js'
  * client is still there. Endpoint modules see only `RequestContext` and return a `Reply`.
  */
 
-export type { Reply };
-
 export type Method = 'get' | 'post' | 'put' | 'del';
 
 export interface RequestContext {

@@ -1,4 +1,5 @@
-import type { Route, RequestContext, Reply } from '../router.js';
+import type { Route, RequestContext } from '../router.js';
+import type { Reply } from '../../commands/command.js';
 import { authenticate, pageQuery } from '../request.js';
 import { errors } from '../../commands/errors.js';
 import type { AuthGuard } from '../../auth/guard.js';

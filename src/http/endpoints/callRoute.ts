@@ -1,8 +1,8 @@
 import type { ApiDeps } from '../deps.js';
-import type { Reply, RequestContext, Route } from '../router.js';
+import type { RequestContext, Route } from '../router.js';
 import type { Principal } from '../../auth/principal.js';
 import type { z } from 'zod';
-import type { CallCommand } from '../../commands/command.js';
+import type { CallCommand, Reply } from '../../commands/command.js';
 import { authenticate, parseJsonBody, parseParam } from '../request.js';
 import { opaqueId } from '../../commands/schemas.js';
 

@@ -1,4 +1,5 @@
-import type { Reply, RequestContext, Route } from '../../router.js';
+import type { RequestContext, Route } from '../../router.js';
+import type { Reply } from '../../../commands/command.js';
 import { errors } from '../../../commands/errors.js';
 
 import { bearerToken } from '../../../auth/verifier.js';
