@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes, randomInt } from 'node:crypto';
 import { waitUntil } from './wait.js';
+import { terminate } from './processes.js';
 
 /**
  * A real coturn (`turnserver`, apt `coturn`) for tests: `use-auth-secret` with the secret the
@@ -98,7 +99,6 @@ export async function startCoturn(secret: string): Promise<Coturn> {
   let output = '';
   child.stdout!.setEncoding('utf8').on('data', (c: string) => (output = (output + c).slice(-200_000)));
   child.stderr!.setEncoding('utf8').on('data', (c: string) => (output = (output + c).slice(-200_000)));
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
 
@@ -117,12 +117,7 @@ export async function startCoturn(secret: string): Promise<Coturn> {
     logs: () => output,
     async stop() {
       process.removeListener('exit', killOnExit);
-      if (child.exitCode === null && child.signalCode === null) {
-        const killer = setTimeout(() => child.kill('SIGKILL'), 3000);
-        child.kill('SIGTERM');
-        await exited;
-        clearTimeout(killer);
-      }
+      await terminate(child, 3000);
       rmSync(dir, { recursive: true, force: true });
     },
   };

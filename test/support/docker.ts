@@ -6,6 +6,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { CACHE, nodeBinary, npmPackage, trixieRoot } from './otherNode.js';
 import { diesWithParent } from './redis-server.js';
 import { waitUntil } from './wait.js';
+import { terminate } from './processes.js';
 
 /**
  * A real Docker engine for the image tests (docs/operations.md "The image"): Debian's `docker.io`
@@ -109,7 +110,6 @@ export async function startDockerEngine(): Promise<DockerEngine> {
   const keep = (c: string) => (output = (output + c).slice(-50_000));
   child.stdout!.setEncoding('utf8').on('data', keep);
   child.stderr!.setEncoding('utf8').on('data', keep);
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const env = { DOCKER_HOST: `unix://${socket}` };
 
   const run = (cmd: string, cmdArgs: string[], opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}) =>
@@ -136,10 +136,7 @@ export async function startDockerEngine(): Promise<DockerEngine> {
         // Images no tag names any more (older builds) would pile up in the cache; a day keeps the
         // build stage's layers, which no tag names either, for the next run.
         await run(DOCKER, ['image', 'prune', '-f', '--filter', 'until=24h']).catch(() => '');
-        const killer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-        child.kill('SIGTERM');
-        await exited;
-        clearTimeout(killer);
+        await terminate(child, STOP_GRACE_MS);
       }
       unmountUnder(dir);
       unmountUnder(dataRoot);

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { diesWithParent, freePort } from './redis-server.js';
 import { REPO_ROOT } from './server.js';
 import { waitUntil } from './wait.js';
+import { terminate } from './processes.js';
 
 /**
  * A real haproxy (Debian's package) running the shipped deploy/haproxy/haproxy.cfg, with only
@@ -81,7 +82,6 @@ export async function startHaproxy(serverPorts: Record<string, number>): Promise
     const keep = (c: string) => (output = (output + c).slice(-100_000));
     child.stdout!.setEncoding('utf8').on('data', keep);
     child.stderr!.setEncoding('utf8').on('data', keep);
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
     const proxy: Haproxy = {
       url: `http://${HOST}:${port}`,
       servers: () => showStat(socket),
@@ -91,13 +91,8 @@ export async function startHaproxy(serverPorts: Record<string, number>): Promise
       },
       logs: () => output,
       async stop() {
-        if (child.exitCode === null && child.signalCode === null) {
-          // SIGTERM: haproxy stops at once, closing what is still open.
-          const killer = setTimeout(() => child.kill('SIGKILL'), 3000);
-          child.kill('SIGTERM');
-          await exited;
-          clearTimeout(killer);
-        }
+        // SIGTERM: haproxy stops at once, closing what is still open.
+        await terminate(child, 3000);
         rmSync(dir, { recursive: true, force: true });
       },
     };

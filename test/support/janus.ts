@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { randomBytes, randomInt } from 'node:crypto';
 import { freePort } from './redis-server.js';
 import { waitUntil } from './wait.js';
+import { terminate } from './processes.js';
 
 /**
  * A real Janus (apt `janus`, 1.1.x) for tests, configured as docs/operations.md "SFU media"
@@ -189,12 +190,7 @@ export async function startJanus(shared: Partial<Pick<Janus, 'apiSecret' | 'toke
     start,
     async stop() {
       process.removeListener('exit', killOnExit);
-      if (running()) {
-        const killer = setTimeout(() => child!.kill('SIGKILL'), 3000);
-        child!.kill('SIGTERM');
-        await exited;
-        clearTimeout(killer);
-      }
+      if (child) await terminate(child, 3000);
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -4,6 +4,7 @@ import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitUntil } from './wait.js';
+import { terminate } from './processes.js';
 
 /**
  * Throw-away `redis-server` processes for tests: each on a free loopback port with its own
@@ -199,7 +200,8 @@ function spawnServer(port: number, dir: string, args: string[]): SpawnedServer {
   installExitHook();
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
-    stopping ??= stopProcess(child).finally(() => {
+    // SIGTERM makes Redis shut down cleanly; with no save points nothing is written.
+    stopping ??= terminate(child, STOP_GRACE_MS).finally(() => {
       liveServers.delete(entry);
       rmSync(dir, { recursive: true, force: true });
     });
@@ -207,20 +209,6 @@ function spawnServer(port: number, dir: string, args: string[]): SpawnedServer {
   };
   const handle: RedisServer = { url: `redis://${HOST}:${port}`, port, dir, pid: child.pid ?? -1, stop };
   return { child, handle, logTail: () => log };
-}
-
-/** SIGTERM makes Redis shut down cleanly; with no save points nothing is written. */
-function stopProcess(child: ChildProcess): Promise<void> {
-  const gone = child.pid === undefined || child.exitCode !== null || child.signalCode !== null;
-  if (gone) return Promise.resolve();
-  return new Promise((resolve) => {
-    const force = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-    child.once('exit', () => {
-      clearTimeout(force);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }
 
 /** Servers still running, killed synchronously when the process exits (the only chance left). */

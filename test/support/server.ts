@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configSchema } from '../../src/config/config.js';
 import { TEST_JWT_SECRET } from './tokens.js';
+import { terminate } from './processes.js';
 
 /**
  * Runs the REAL server as a child process (`node --import tsx src/main.ts`), exactly as it runs
@@ -90,7 +91,6 @@ export async function startServer(env: Record<string, string>, opts: StartOption
 
   let output = '';
   let pending = '';
-  const exited = new Promise<void>((res) => child.once('exit', () => res()));
 
   const { port, metricsPort } = await new Promise<{ port: number; metricsPort: number }>((res, rej) => {
     const timer = setTimeout(() => {
@@ -133,11 +133,7 @@ export async function startServer(env: Record<string, string>, opts: StartOption
     child,
     logs: () => output,
     async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const killer = setTimeout(() => child.kill('SIGKILL'), KILL_AFTER_MS);
-      child.kill('SIGTERM');
-      await exited;
-      clearTimeout(killer);
+      await terminate(child, KILL_AFTER_MS);
     },
   };
 }
