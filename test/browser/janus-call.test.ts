@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import { launchMediaBrowser } from './mediaBrowser.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { startJanus, type Janus } from '../support/janus.js';
 import { startCoturn, type Coturn } from '../support/coturn.js';
@@ -21,20 +22,6 @@ import { janusPeerInPage } from './janusPeer.js';
 
 declare const globalThis: { janusPeer: { inboundBytes(): Promise<number>; feeds: number[]; errors: string[]; states(): string[] } };
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--disable-dev-shm-usage',
-  '--use-fake-device-for-media-stream',
-  '--use-fake-ui-for-media-stream',
-];
 const TURN_SECRET = 'janus-browser-turn-secret-7c1d';
 const ks = { prefix: 'cb', shards: 8 };
 
@@ -55,7 +42,7 @@ beforeAll(async () => {
     TURN_URLS: coturn.url,
     TURN_SECRET,
   });
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  browser = await launchMediaBrowser();
 }, 90_000);
 
 afterAll(async () => {

@@ -2,7 +2,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { launchMediaBrowser } from './mediaBrowser.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { REPO_ROOT, startServer, type TestServer } from '../support/server.js';
 import { startCoturn, type Coturn } from '../support/coturn.js';
@@ -22,21 +23,6 @@ declare const window: {
 };
 declare const document: { getElementById(id: string): any };
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  // Containers often have a small /dev/shm; Chromium then writes shared memory to /tmp instead.
-  '--disable-dev-shm-usage',
-  '--use-fake-device-for-media-stream',
-  '--use-fake-ui-for-media-stream',
-];
 const TURN_SECRET = 'browser-turn-secret-2b7e151628aed2a6';
 const STEP_TIMEOUT_MS = 20_000;
 
@@ -59,7 +45,7 @@ beforeAll(async () => {
     startServer({ ...env, RING_TIMEOUT_MS: '4000' }, { args: ['--dev'] }),
   ]);
   // Playwright starts Chromium with a fresh temporary --user-data-dir of its own.
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  browser = await launchMediaBrowser();
 }, 90_000);
 
 afterEach(async () => {
