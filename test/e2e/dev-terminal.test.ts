@@ -71,7 +71,10 @@ describe('npm run dev in a terminal', () => {
     // script dies of the SIGINT (npm then exits 130 while the server still shuts down), and tsx's
     // CLI kills a child that does not report the signal to it within 30 ms.
     const env = configEnv({ PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0', EMBEDDED_REDIS_DIR: join(dir, 'redis') });
-    const term = spawn('script', ['-qfec', 'npm run dev', '/dev/null'], { cwd: REPO_ROOT, env });
+    // script runs its command through $SHELL -c; `exec` makes that shell npm itself, as an
+    // interactive shell keeps out of its job's process group. Without it, dash (CI's /bin/sh,
+    // which does not exec a lone command) dies of the Ctrl-C and script reports 130.
+    const term = spawn('script', ['-qfec', 'exec npm run dev', '/dev/null'], { cwd: REPO_ROOT, env });
     let output = '';
     term.stdout.on('data', (d: Buffer) => (output += d.toString()));
     term.stderr.on('data', (d: Buffer) => (output += d.toString()));
