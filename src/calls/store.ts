@@ -6,6 +6,7 @@ import { topologyOf, type Topology } from '../redis/connection.js';
 import { callFromHash, parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
 import type { EndReason, RequestEndReason } from './reasons.js';
 import { retentionArg, type Retention } from './retention.js';
+import { GROUP_CALL_MAX_MEMBERS_DEFAULT } from '../config/config.js';
 
 /**
  * The call store: every change of a call is one Lua script (lua/*.lua). Each script call is a
@@ -18,6 +19,8 @@ export interface StoreSettings extends KeySpace, Retention {
   operationTtlMs: number;
   /** When false, a call to a callee in an accepted call ends at once as `busy`. */
   callWaiting: boolean;
+  /** Members besides the caller a group call may hold (GROUP_CALL_MAX_MEMBERS; its default when unset). */
+  maxGroupInvitees?: number;
   /** Renames one call may have (RENAMES_PER_CALL). */
   maxRenamesPerCall: number;
   /** In-call messages kept per call for recovery (default MESSAGES_KEPT_PER_CALL). */
@@ -37,8 +40,9 @@ export interface ScriptCall {
   args: string[];
 }
 
-export type OutcomeCode = 'ok' | 'answer_conflict' | 'revision_conflict';
-export type FailureCode = 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_exists' | 'rename_limit';
+/** 'ringing': a ringing receipt that was the invitee's first (lua/noteRinging.lua). */
+export type OutcomeCode = 'ok' | 'ringing' | 'answer_conflict' | 'revision_conflict';
+export type FailureCode = 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_exists' | 'rename_limit' | 'not_group' | 'call_not_active' | 'too_many_members';
 
 export type Outcome =
   | { kind: 'outcome'; code: OutcomeCode; status: number; call: CallRecord; replayed: boolean }
@@ -199,6 +203,8 @@ export interface EndInput {
   userId: string;
   installationId: string;
   reason: RequestEndReason;
+  /** A group call's caller ends it for everyone instead of leaving (docs/group-calls.md). */
+  forAll?: boolean;
   operationId: string;
   fingerprint: string;
 }
@@ -206,7 +212,86 @@ export interface EndInput {
 export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
   return {
     keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
-    args: [i.userId, i.installationId, i.reason, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0', liveChannelArg(s, topology)],
+    args: [
+      i.userId,
+      i.installationId,
+      i.reason,
+      retentionArg(s),
+      String(s.operationTtlMs),
+      i.fingerprint,
+      firstUse ? '1' : '0',
+      liveChannelArg(s, topology),
+      i.forAll ? '1' : '0',
+    ],
+  };
+}
+
+/** A group call's create (lua/createGroupCall.lua): the caller's fields, its invitees and title. */
+export type CreateGroupInput = Omit<CreateInput, 'calleeUserId'> & { inviteeUserIds: string[]; title: string };
+
+export function createGroupCallKeysArgs(s: StoreSettings, i: CreateGroupInput, busy: string[], firstUse = false, topology: Topology = 'cluster'): ScriptCall {
+  return {
+    keys: requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, topology),
+    args: [
+      i.callId,
+      i.callerUserId,
+      i.callerInstallationId,
+      i.callerDisplayName,
+      i.callerHandle,
+      JSON.stringify(i.inviteeUserIds),
+      i.video ? '1' : '0',
+      String(s.ringTimeoutMs),
+      retentionArg(s),
+      String(s.operationTtlMs),
+      i.fingerprint,
+      JSON.stringify(busy),
+      firstUse ? '1' : '0',
+      liveChannelArg(s, topology),
+      i.title,
+    ],
+  };
+}
+
+export interface InviteInput {
+  callId: string;
+  userId: string;
+  installationId: string;
+  inviteeUserIds: string[];
+  operationId: string;
+  fingerprint: string;
+}
+
+export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[], topology: Topology = 'cluster'): ScriptCall {
+  return {
+    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
+    args: [
+      i.userId,
+      i.installationId,
+      JSON.stringify(i.inviteeUserIds),
+      JSON.stringify(busy),
+      String(s.ringTimeoutMs),
+      String(s.maxGroupInvitees ?? GROUP_CALL_MAX_MEMBERS_DEFAULT),
+      retentionArg(s),
+      String(s.operationTtlMs),
+      i.fingerprint,
+      liveChannelArg(s, topology),
+    ],
+  };
+}
+
+export interface RingingInput {
+  callId: string;
+  userId: string;
+  /** How the invitation reached the installation (the invitation-to-receipt metric's path). */
+  via: 'socket' | 'apns' | 'fcm';
+  operationId: string;
+  fingerprint: string;
+}
+
+export function ringingKeysArgs(s: StoreSettings, i: RingingInput, topology: Topology = 'cluster'): ScriptCall {
+  return {
+    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
+    args: [i.userId, retentionArg(s), String(s.operationTtlMs), i.fingerprint, liveChannelArg(s, topology), i.via],
   };
 }
 
@@ -217,8 +302,8 @@ export function readCallKeysArgs(s: StoreSettings, callId: string, userId: strin
   };
 }
 
-const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists', 'rename_limit']);
-const OUTCOMES = new Set<string>(['ok', 'answer_conflict', 'revision_conflict']);
+const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists', 'rename_limit', 'not_group', 'call_not_active', 'too_many_members']);
+const OUTCOMES = new Set<string>(['ok', 'ringing', 'answer_conflict', 'revision_conflict']);
 
 /** Maps every reply of the create/answer/end/read scripts to a typed outcome. */
 export function parseOutcome(reply: unknown): Outcome {
@@ -281,7 +366,7 @@ export class CallStore {
     userId: string,
     operationId: string,
     fp: string,
-    script: 'createCall' | 'answerCall' | 'endCall' | 'renameCall',
+    script: 'createCall' | 'createGroupCall' | 'answerCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging',
     /** The script's keys and arguments, given whether this request's binding was new. */
     callFor: (firstUse: boolean) => ScriptCall,
     bound?: Binding,
@@ -316,6 +401,38 @@ export class CallStore {
     // names is still accepted (so a user who just hung up is not busy).
     const busy = !!active && (await this.redis.hget(keys.call(this.settings, active), 'state')) === 'accepted';
     return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology), binding);
+  }
+
+  /**
+   * The users of `userIds` in an accepted call (their busy markers, src/calls/activeCalls.ts), when
+   * call waiting is off; each marker counts only while the call it names is still accepted.
+   */
+  private async busyOf(userIds: readonly string[]): Promise<string[]> {
+    if (this.settings.callWaiting || userIds.length === 0) return [];
+    const active = await Promise.all(userIds.map((u) => this.redis.hget(keys.eventLogMeta(this.settings, u), 'active')));
+    const states = await Promise.all(active.map((c) => (c ? this.redis.hget(keys.call(this.settings, c), 'state') : null)));
+    return userIds.filter((_, n) => states[n] === 'accepted');
+  }
+
+  /** Creates a group call (lua/createGroupCall.lua); `admitted` as for `create`. */
+  async createGroup(i: CreateGroupInput, admitted: Promise<boolean> = Promise.resolve(true)): Promise<Outcome | { kind: 'not_admitted' }> {
+    const [binding, busy, admit] = await Promise.all([this.bindFirst(i.callerUserId, i.operationId, i.fingerprint), this.busyOf(i.inviteeUserIds), admitted]);
+    if (!admit) {
+      await this.unbind(binding, i.callerUserId, i.operationId);
+      return { kind: 'not_admitted' };
+    }
+    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createGroupCall', (firstUse) => createGroupCallKeysArgs(this.settings, i, busy, firstUse, this.topology), binding);
+  }
+
+  /** Rings more members into a group call (lua/inviteToCall.lua). */
+  async invite(i: InviteInput): Promise<Outcome> {
+    const busy = await this.busyOf(i.inviteeUserIds);
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'inviteToCall', () => inviteKeysArgs(this.settings, i, busy, this.topology));
+  }
+
+  /** A ringing receipt (lua/noteRinging.lua). */
+  ringing(i: RingingInput): Promise<Outcome> {
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'noteRinging', () => ringingKeysArgs(this.settings, i, this.topology));
   }
 
   rename(i: RenameInput): Promise<Outcome> {

@@ -125,6 +125,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   revision_conflict: 409,
   call_exists: 409,
   call_not_active: 409,
+  group_call_full: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

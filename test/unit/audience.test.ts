@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { deliveriesFor, isForInstallation } from '../../src/events/audience.js';
+import { deliveriesFor } from '../../src/events/audience.js';
+import { isForInstallation } from '../../src/events/delivery.js';
 import type { CallChange } from '../../src/calls/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import { ringingCall } from '../support/callRecords.js';
