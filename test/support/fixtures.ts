@@ -10,6 +10,7 @@ import { RELAY_GROUP } from '../../src/events/outboxAcks.js';
 import { compareStreamIds } from '../../src/events/cursor.js';
 import { fingerprint, type CreateInput } from '../../src/calls/store.js';
 import { startRedis, type RedisServer } from './redis-server.js';
+import { ALICE_CALLS_BOB } from './callRecords.js';
 
 /** Shared helpers of the integration tests: devices, calls, problem bodies and Redis state. */
 
@@ -283,12 +284,7 @@ export async function relayDone(redis: Redis, ks: KeySpace, callIds: readonly st
 export function aliceCallsBob(callId: string, operationId: string): CreateInput {
   return {
     callId,
-    callerUserId: 'alice',
-    callerInstallationId: 'alice-phone',
-    callerDisplayName: 'Alice',
-    callerHandle: 'app:alice',
-    calleeUserId: 'bob',
-    video: false,
+    ...ALICE_CALLS_BOB,
     operationId,
     fingerprint: fingerprint('create', [callId, 'bob', false]),
   };
