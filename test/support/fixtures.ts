@@ -110,6 +110,10 @@ export function end(d: Device, callId: string, reason: string, operationId = uid
   return d.api.post(`/v1/calls/${callId}/end`, { operationId, reason });
 }
 
+export function rename(d: Device, callId: string, displayName: string, operationId = uid('op')): Promise<ApiResponse> {
+  return d.api.post(`/v1/calls/${callId}/rename`, { operationId, displayName });
+}
+
 export function getCall(d: Device, callId: string): Promise<ApiResponse> {
   return d.api.get(`/v1/calls/${callId}`);
 }
