@@ -284,6 +284,24 @@ export async function relayDone(redis: Redis, ks: KeySpace, callIds: readonly st
   );
 }
 
+/**
+ * A CallStore create of a new call (`callId`): `caller` on `<caller>-phone` calls `callee`
+ * (default `<caller>-callee`), audio, with operation `op-<callId>`.
+ */
+export function createInput(caller: string, callee = `${caller}-callee`, callId = randomUUID()): CreateInput {
+  return {
+    callId,
+    callerUserId: caller,
+    callerInstallationId: `${caller}-phone`,
+    callerDisplayName: 'Caller',
+    callerHandle: `app:${caller}`,
+    calleeUserId: callee,
+    video: false,
+    operationId: `op-${callId}`,
+    fingerprint: fingerprint('create', [callId, callee, false]),
+  };
+}
+
 /** A CallStore create of `callId`: Alice (alice-phone) calls Bob, audio, with `operationId`. */
 export function aliceCallsBob(callId: string, operationId: string): CreateInput {
   return {
