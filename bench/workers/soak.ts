@@ -9,7 +9,7 @@ import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
 import { openLoop } from '../lib/openLoop.js';
 import { maxOf, Sampler } from '../lib/sampler.js';
 import { device, type Device } from '../lib/users.js';
-import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
+import { BenchFailure, countInto, Waiter, type LifecycleCounts } from '../lib/waiter.js';
 import type { Task } from './task.js';
 import type { CallsSetup } from './calls.js';
 
@@ -38,10 +38,7 @@ export interface SoakRun {
   reconnect: number;
 }
 
-export interface SoakResult {
-  started: number;
-  completed: number;
-  errors: Record<string, number>;
+export interface SoakResult extends LifecycleCounts {
   /** Latency from the scheduled start to the lifecycle's last event, per kind of end. */
   hist: Record<string, SerializedHistogram>;
   ends: Record<string, number>;
