@@ -11,7 +11,7 @@ import { maxOf, Sampler } from '../lib/sampler.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter, type LifecycleCounts } from '../lib/waiter.js';
 import type { Task } from './task.js';
-import type { CallsSetup } from './calls.js';
+import type { CallsRun, CallsSetup } from './calls.js';
 
 /**
  * The soak's load (bench/scenarios/soak.ts): pairs of users, each device on the client package's
@@ -28,10 +28,8 @@ import type { CallsSetup } from './calls.js';
 /** Where and as whom: as for the lifecycle's generators. */
 export type SoakSetup = Pick<CallsSetup, 'baseUrl' | 'wsBase' | 'secret' | 'tag' | 'gen' | 'pairs'>;
 
-export interface SoakRun {
-  rate: number;
-  durationMs: number;
-  timeoutMs: number;
+/** At what rate, how long, and when a lifecycle is late: as for the lifecycle's generators. */
+export interface SoakRun extends Pick<CallsRun, 'rate' | 'durationMs' | 'timeoutMs'> {
   /** Before the run: this share of the pairs leaves for good, replaced by new users. */
   churn: number;
   /** Before the run: this share of the remaining devices reconnects, resuming by cursor. */
