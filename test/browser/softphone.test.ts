@@ -109,6 +109,19 @@ async function endReason(page: Page, reason: string): Promise<void> {
   expect(await page.isVisible('#end-reason')).toBe(true);
 }
 
+/** A page and the end it must show: its reason and, when given, a text of its end line. */
+type ShownEnd = [page: Page, reason: string, text?: string];
+
+/** Alice's and Bob's pages show their ends; then a screenshot of each, `<label>-alice` and `<label>-bob`. */
+async function expectEnds(label: string, alice: ShownEnd, bob: ShownEnd): Promise<void> {
+  for (const [page, reason, text] of [alice, bob]) {
+    await endReason(page, reason);
+    if (text !== undefined) expect(await page.textContent('#end-reason')).toContain(text);
+  }
+  await shot(alice[0], `${label}-alice`);
+  await shot(bob[0], `${label}-bob`);
+}
+
 /** What the page's RTCPeerConnection says about itself: policy, state, the selected pair, bytes in. */
 function peerStats(page: Page) {
   return page.evaluate(async () => {
@@ -176,23 +189,14 @@ describe('browser softphone', () => {
     const { alice, bob, bobId } = await users(server.url);
     await dial(alice, bob, bobId, 'decline');
     await bob.click('#decline-btn');
-    await endReason(bob, 'declined');
-    await endReason(alice, 'declined');
-    expect(await alice.textContent('#end-reason')).toContain(`${bobId} declined`);
-    expect(await bob.textContent('#end-reason')).toContain('You declined');
-    await shot(alice, 'decline-alice');
-    await shot(bob, 'decline-bob');
+    await expectEnds('decline', [alice, 'declined', `${bobId} declined`], [bob, 'declined', 'You declined']);
   }, 90_000);
 
   it('cancel: the caller hangs up while it rings; the callee shows callerCancelled', async () => {
     const { alice, bob, bobId } = await users(server.url);
     await dial(alice, bob, bobId, 'cancel');
     await alice.click('#cancel-btn');
-    await endReason(alice, 'localHangup');
-    await endReason(bob, 'callerCancelled');
-    expect(await bob.textContent('#end-reason')).toContain('Alice cancelled the call');
-    await shot(alice, 'cancel-alice');
-    await shot(bob, 'cancel-bob');
+    await expectEnds('cancel', [alice, 'localHangup'], [bob, 'callerCancelled', 'Alice cancelled the call']);
     // Bob calls back from the missed call (the invitation's handle names alice).
     await bob.click('#callback-btn');
     await alice.waitForSelector('#call-state[data-state="incoming"]');
@@ -205,12 +209,7 @@ describe('browser softphone', () => {
   it('ring-out: nobody answers within RING_TIMEOUT_MS; both sides show unanswered', async () => {
     const { alice, bob, bobId } = await users(shortRing.url);
     await dial(alice, bob, bobId, 'ringout');
-    await endReason(alice, 'unanswered');
-    await endReason(bob, 'unanswered');
-    expect(await alice.textContent('#end-reason')).toContain('No answer');
-    expect(await bob.textContent('#end-reason')).toContain('Missed call');
-    await shot(alice, 'ringout-alice');
-    await shot(bob, 'ringout-bob');
+    await expectEnds('ringout', [alice, 'unanswered', 'No answer'], [bob, 'unanswered', 'Missed call']);
   }, 90_000);
 
   it('reconnect during a call: the offer sent while the callee was offline is fetched by GET messages, and media connects', async () => {

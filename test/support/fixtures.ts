@@ -10,6 +10,7 @@ import { RELAY_GROUP } from '../../src/events/outboxAcks.js';
 import { compareStreamIds } from '../../src/events/cursor.js';
 import { fingerprint, type CreateInput } from '../../src/calls/store.js';
 import { startRedis, type RedisServer } from './redis-server.js';
+import { ALICE_CALLS_BOB } from './callRecords.js';
 
 /** Shared helpers of the integration tests: devices, calls, problem bodies and Redis state. */
 
@@ -107,6 +108,10 @@ export function answer(d: Device, callId: string, extra: Record<string, unknown>
 
 export function end(d: Device, callId: string, reason: string, operationId = uid('op')): Promise<ApiResponse> {
   return d.api.post(`/v1/calls/${callId}/end`, { operationId, reason });
+}
+
+export function rename(d: Device, callId: string, displayName: string, operationId = uid('op')): Promise<ApiResponse> {
+  return d.api.post(`/v1/calls/${callId}/rename`, { operationId, displayName });
 }
 
 export function getCall(d: Device, callId: string): Promise<ApiResponse> {
@@ -280,16 +285,29 @@ export async function relayDone(redis: Redis, ks: KeySpace, callIds: readonly st
   );
 }
 
+/**
+ * A CallStore create of a new call (`callId`): `caller` on `<caller>-phone` calls `callee`
+ * (default `<caller>-callee`), audio, with operation `op-<callId>`.
+ */
+export function createInput(caller: string, callee = `${caller}-callee`, callId = randomUUID()): CreateInput {
+  return {
+    callId,
+    callerUserId: caller,
+    callerInstallationId: `${caller}-phone`,
+    callerDisplayName: 'Caller',
+    callerHandle: `app:${caller}`,
+    calleeUserId: callee,
+    video: false,
+    operationId: `op-${callId}`,
+    fingerprint: fingerprint('create', [callId, callee, false]),
+  };
+}
+
 /** A CallStore create of `callId`: Alice (alice-phone) calls Bob, audio, with `operationId`. */
 export function aliceCallsBob(callId: string, operationId: string): CreateInput {
   return {
     callId,
-    callerUserId: 'alice',
-    callerInstallationId: 'alice-phone',
-    callerDisplayName: 'Alice',
-    callerHandle: 'app:alice',
-    calleeUserId: 'bob',
-    video: false,
+    ...ALICE_CALLS_BOB,
     operationId,
     fingerprint: fingerprint('create', [callId, 'bob', false]),
   };
