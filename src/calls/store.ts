@@ -508,6 +508,18 @@ export class CallStore {
   }
 
   /**
+   * Removes a member from a group call for the app's backend (lua/removeMember.lua). `removed`
+   * false: it was already out, or the call has ended. A failure code: no such call, a one-to-one
+   * call, or not a member.
+   */
+  async removeMember(callId: string, userId: string): Promise<{ removed: boolean; call: CallRecord } | { failure: 'not_found' | 'not_group' | 'not_member' }> {
+    const s = this.settings;
+    const reply = (await runScript(this.redis, 'removeMember', [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], [userId, retentionArg(s), liveChannelArg(s, this.topology)])) as unknown[];
+    if (reply[0] === 'error') return { failure: reply[1] as 'not_found' | 'not_group' | 'not_member' };
+    return { removed: reply[0] === 'removed', call: parseCallFields(reply[1]) };
+  }
+
+  /**
    * The call as stored, without membership check or lazy expiry (one plain read): for the push
    * sender, which checks ringing and time left itself. Undefined when the call is gone.
    */

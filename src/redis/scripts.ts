@@ -33,6 +33,7 @@ export const scriptDefinitions = {
   answerCall: { file: 'answerCall.lua', numberOfKeys: 'variable', traced: true },
   endCall: { file: 'endCall.lua', numberOfKeys: 'variable', traced: true },
   endCallByServer: { file: 'endCallByServer.lua', numberOfKeys: 3 },
+  removeMember: { file: 'removeMember.lua', numberOfKeys: 3 },
   readCall: { file: 'readCall.lua', numberOfKeys: 3 },
   expireDue: { file: 'expireDue.lua', numberOfKeys: 'variable' },
   registerPushToken: { file: 'registerPushToken.lua', numberOfKeys: 1 },
