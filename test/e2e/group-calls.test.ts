@@ -228,6 +228,19 @@ describe('group calls', () => {
     }
   });
 
+  it('rename: only the caller renames; the members ringing and in the call are told; in-call messages are refused', async () => {
+    const g = await ringingGroup(2);
+    const [[b1, b2], [c1, c2]] = g.invitees as [[OnlineDevice, OnlineDevice], [OnlineDevice, OnlineDevice]];
+    ok(await answer(b1, g.callId));
+    expectProblem(await b1.api.post(`/v1/calls/${g.callId}/rename`, { operationId: uid('op'), displayName: 'Bob' }), 'forbidden', /caller/);
+    const renamed = ok(await g.a1.api.post(`/v1/calls/${g.callId}/rename`, { operationId: uid('op'), displayName: 'Alice (work)' }));
+    expectProblem(await b1.api.post(`/v1/calls/${g.callId}/messages`, { operationId: uid('op'), payload: { x: 1 } }), 'invalid_request', /one-to-one calls/);
+    const got = await settleByBarrier(url, g.callId, [[g.a1, 1], [b1, 2], [b2, 2], [c1, 2], [c2, 2]]);
+    // b2 stopped ringing when b1 joined: it is told nothing more.
+    expect(got[2]!.at(-1)).toMatchObject({ type: 'call.ended', reason: 'answeredElsewhere' });
+    for (const i of [1, 3, 4]) expect(got[i]!.at(-1)).toMatchObject({ type: 'call.renamed', displayName: 'Alice (work)', revision: renamed.revision });
+  });
+
   it('members in another accepted call are busy and not rung; with every invitee busy the call is born ended as busy', async () => {
     const [x] = user(url, 1);
     const [y] = user(url, 1);
