@@ -2,7 +2,17 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CallingClient, ProblemError, SignalingAuthError, SignalingClient, type AuthFailure, type CallEventsPage, type EventPayload, type SignalingOptions } from '@calling-backend/client';
+import {
+  CallingClient,
+  ProblemError,
+  SignalingAuthError,
+  SignalingClient,
+  type AuthFailure,
+  type CallEventsPage,
+  type CallSnapshot,
+  type EventPayload,
+  type SignalingOptions,
+} from '@calling-backend/client';
 import { eventSchema } from '../../src/events/payloadSchemas.js';
 import { mintToken } from '../../src/auth/devTokens.js';
 import { startStack, type Stack } from '../support/stack.js';
@@ -419,6 +429,139 @@ describe('a whole call through CallingClient and SignalingClient', () => {
     expect(problemOf(await api.putPushToken(uid('other'), 'iosVoip', { token, appId: 'x', iosEnvironment: 'production' }).catch((e: unknown) => e)).code).toBe(
       'forbidden',
     );
+  });
+});
+
+describe('a group call through CallingClient and SignalingClient', () => {
+  it('create with a title, ringing receipts, joins from two members (one winner per member), a late invite, a leave, an end for all: each installation sees its events', async () => {
+    const alice = party(uid('alice'), uid('alice-phone'), 'Alice');
+    const bobId = uid('bob');
+    const bobPhone = party(bobId, `${bobId}-phone`);
+    const bobTablet = party(bobId, `${bobId}-tablet`);
+    const carol = party(uid('carol'), uid('carol-phone'));
+    const dave = party(uid('dave'), uid('dave-phone'));
+    const names = new Map([alice, bobPhone, carol, dave].map((p, i) => [p.userId, ['alice', 'bob', 'carol', 'dave'][i]!]));
+    /** An event as `type[/who][/state or reason]`, users by name. */
+    const shapeOf = (e: EventPayload) => {
+      const who = 'userId' in e ? `/${names.get(e.userId)}` : '';
+      const what = 'state' in e ? `/${e.state}` : 'reason' in e ? `/${e.reason}` : '';
+      return `${e.type}${who}${what}`;
+    };
+    // Each installation online (alice and bob's phone on the other process); commands over the
+    // socket, but carol's client has no socket and sends hers over HTTP.
+    const a = await online(A, alice);
+    const phone = await online(B, bobPhone);
+    const tablet = await online(A, bobTablet);
+    const c = await online(A, carol);
+    const d = await online(B, dave);
+    const aliceApi = new CallingClient({ baseUrl: A.url, token: alice.token, signaling: a.client });
+    const phoneApi = new CallingClient({ baseUrl: B.url, token: bobPhone.token, signaling: phone.client });
+    const tabletApi = new CallingClient({ baseUrl: A.url, token: bobTablet.token, signaling: tablet.client });
+    const carolApi = http(A, carol);
+    const daveApi = new CallingClient({ baseUrl: B.url, token: dave.token, signaling: d.client });
+    const statesOf = (s: CallSnapshot) => s.participants!.map((p) => `${names.get(p.userId)}:${p.state}`);
+
+    // Create: bob and carol ring, with the title as the invitation's displayName.
+    const created = await aliceApi.createGroupCall({ calleeUserIds: [bobId, carol.userId], title: 'Standup' });
+    expect(created).toMatchObject({ state: 'ringing', calleeUserId: '', title: 'Standup', revision: '1' });
+    expect(statesOf(created)).toEqual(['alice:joined', 'bob:invited', 'carol:invited']);
+    expect(created.participants![0]!.installationId).toBe(alice.installationId);
+    const { callId } = created;
+    await Promise.all([phone.rec.waitForEvents(1), tablet.rec.waitForEvents(1), c.rec.waitForEvents(1)]);
+    for (const s of [phone, tablet, c]) expect(s.rec.payloads()[0]).toMatchObject({ type: 'call.invited', callId, displayName: 'Standup', revision: '1' });
+
+    // Ringing receipts: the first per member moves it to ringing; bob's tablet's changes nothing.
+    const bobRinging = await phoneApi.ringing(callId, { via: 'socket' });
+    expect(statesOf(bobRinging)).toEqual(['alice:joined', 'bob:ringing', 'carol:invited']);
+    expect((await tabletApi.ringing(callId, { via: 'apns' })).revision).toBe(bobRinging.revision);
+    const carolRinging = await carolApi.ringing(callId, { via: 'fcm' });
+    expect(statesOf(carolRinging)).toEqual(['alice:joined', 'bob:ringing', 'carol:ringing']);
+    await a.rec.until('both receipts', () => a.rec.payloads().filter((e) => e.type === 'call.ringing').length === 2);
+
+    // Bob joins from his phone; his tablet, answering too, loses with the winner in the snapshot.
+    const bobJoined = await phoneApi.answer(callId, { installationId: bobPhone.installationId });
+    expect(bobJoined.state).toBe('accepted');
+    expect(bobJoined.participants![1]).toMatchObject({ userId: bobId, state: 'joined', installationId: bobPhone.installationId });
+    const lost = problemOf(await tabletApi.answer(callId, { installationId: bobTablet.installationId }).catch((e: unknown) => e));
+    expect([lost.status, lost.code]).toEqual([409, 'answer_conflict']);
+    expect(lost.problem.snapshot!.participants![1]).toMatchObject({ userId: bobId, installationId: bobPhone.installationId });
+    // Carol joins over HTTP.
+    expect(statesOf(await carolApi.answer(callId, { installationId: carol.installationId }))).toEqual(['alice:joined', 'bob:joined', 'carol:joined']);
+
+    // Bob rings dave into the live call; carol leaves; alice ends it for everyone.
+    const invited = await phoneApi.invite(callId, { userIds: [dave.userId] });
+    expect(statesOf(invited)).toEqual(['alice:joined', 'bob:joined', 'carol:joined', 'dave:invited']);
+    await d.rec.waitForEvents(1);
+    expect(d.rec.payloads()[0]).toMatchObject({ type: 'call.invited', callId, displayName: 'Standup', revision: invited.revision });
+    // Only a member in the call may invite: dave, still ringing, may not.
+    const refused = problemOf(await daveApi.invite(callId, { userIds: [uid('erin')] }).catch((e: unknown) => e));
+    expect([refused.status, refused.code]).toEqual([403, 'forbidden']);
+    const carolLeft = await carolApi.end(callId, { reason: 'localHangup' });
+    expect(carolLeft.state).toBe('accepted');
+    expect(statesOf(carolLeft)).toEqual(['alice:joined', 'bob:joined', 'carol:left', 'dave:invited']);
+    const ended = await aliceApi.end(callId, { reason: 'localHangup', forAll: true });
+    expect(ended.state).toBe('ended');
+    expect(statesOf(ended)).toEqual(['alice:left', 'bob:left', 'carol:left', 'dave:missed']);
+    // Ended, the call takes no more invitations.
+    const late = problemOf(await phoneApi.invite(callId, { userIds: [uid('erin')] }).catch((e: unknown) => e));
+    expect([late.status, late.code]).toEqual([409, 'call_not_active']);
+
+    // What each installation saw, once each, and nothing more.
+    const barriers = await barrier([callId], [
+      [alice.userId, [a.rec]],
+      [bobId, [phone.rec, tablet.rec]],
+      [carol.userId, [c.rec]],
+      [dave.userId, [d.rec]],
+    ]);
+    const seen = (r: Recorder) => r.payloads(barriers).map(shapeOf);
+    expect(seen(a.rec)).toEqual([
+      'call.ringing/bob',
+      'call.ringing/carol',
+      'call.participant/bob/joined',
+      'call.participant/carol/joined',
+      'call.participant/dave/invited',
+      'call.participant/carol/left',
+    ]);
+    expect(seen(phone.rec)).toEqual(['call.invited', 'call.participant/carol/joined', 'call.participant/dave/invited', 'call.participant/carol/left', 'call.ended/remoteEnded']);
+    expect(seen(tablet.rec)).toEqual(['call.invited', 'call.ended/answeredElsewhere']);
+    expect(seen(c.rec)).toEqual(['call.invited', 'call.participant/dave/invited']);
+    expect(seen(d.rec)).toEqual(['call.invited', 'call.ended/remoteEnded']);
+    for (const s of [a, phone, tablet, c, d]) {
+      s.rec.expectClean();
+      expect(s.rec.payloads(barriers).every((e) => e.callId === callId)).toBe(true);
+      expect(s.client.cursor).toBe(s.rec.cursor);
+    }
+    // The events carry what the app shows: who joined on which installation, in revision order.
+    const joined = a.rec.payloads().find((e) => e.type === 'call.participant' && e.userId === bobId);
+    expect(joined).toMatchObject({ state: 'joined', installationId: bobPhone.installationId, revision: bobJoined.revision });
+    const revisions = a.rec.payloads(barriers).map((e) => BigInt(e.revision));
+    expect(revisions).toEqual([...revisions].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)));
+    expect(await carolApi.getCall(callId)).toMatchObject({ state: 'ended', title: 'Standup', participants: ended.participants });
+  });
+
+  it('a one-to-one call sends the same request bodies as before: no title, no forAll, no calleeUserIds', async () => {
+    const alice = party(uid('alice'), uid('alice-phone'));
+    const bob = party(uid('bob'), uid('bob-phone'));
+    const bodies: string[] = [];
+    const recording = (p: Party) =>
+      new CallingClient({
+        baseUrl: A.url,
+        token: p.token,
+        fetch: (url: string, init: { method?: string; body?: string }) => {
+          if (init.body !== undefined) bodies.push(`${new URL(url).pathname.replace(/^\/v1\/calls\/[^/]+\//, '/v1/calls/:id/')} ${init.body}`);
+          return fetch(url, init as RequestInit);
+        },
+      });
+    const call = await recording(alice).createCall({ calleeUserId: bob.userId, callId: 'c1-' + uid('x'), operationId: 'op-1' });
+    expect(call).not.toHaveProperty('participants');
+    expect(call).not.toHaveProperty('title');
+    await recording(bob).ringing(call.callId, { via: 'socket', operationId: 'op-2' });
+    await recording(bob).end(call.callId, { reason: 'declined', operationId: 'op-3' });
+    expect(bodies).toEqual([
+      `/v1/calls {"callId":"${call.callId}","calleeUserId":"${bob.userId}","video":false,"operationId":"op-1"}`,
+      '/v1/calls/:id/ringing {"via":"socket","operationId":"op-2"}',
+      '/v1/calls/:id/end {"reason":"declined","operationId":"op-3"}',
+    ]);
   });
 });
 
