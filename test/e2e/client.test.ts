@@ -89,6 +89,12 @@ function party(userId: string, installationId: string, name?: string): Party {
   return { ...id, token: tokenFor(id) };
 }
 
+/** A new user with two installations, its phone and its tablet. */
+function phoneAndTablet(name: string): [userId: string, phone: Party, tablet: Party] {
+  const userId = uid(name);
+  return [userId, party(userId, `${userId}-phone`), party(userId, `${userId}-tablet`)];
+}
+
 function http(server: { url: string }, p: Party): CallingClient {
   return new CallingClient({ baseUrl: server.url, token: p.token });
 }
@@ -232,9 +238,7 @@ function problemOf(err: unknown): ProblemError {
 describe('a whole call through CallingClient and SignalingClient', () => {
   it('create, invite, answer (one winner), media session, rename, hang-up', async () => {
     const alice = party(uid('alice'), uid('alice-phone'), 'Alice');
-    const bobId = uid('bob');
-    const bobPhone = party(bobId, `${bobId}-phone`);
-    const bobTablet = party(bobId, `${bobId}-tablet`);
+    const [bobId, bobPhone, bobTablet] = phoneAndTablet('bob');
     const aliceApi = http(A, alice);
     const phoneApi = http(B, bobPhone);
     const tabletApi = http(A, bobTablet);
@@ -435,9 +439,7 @@ describe('a whole call through CallingClient and SignalingClient', () => {
 describe('a group call through CallingClient and SignalingClient', () => {
   it('create with a title, ringing receipts, joins from two members (one winner per member), a late invite, a leave, an end for all: each installation sees its events', async () => {
     const alice = party(uid('alice'), uid('alice-phone'), 'Alice');
-    const bobId = uid('bob');
-    const bobPhone = party(bobId, `${bobId}-phone`);
-    const bobTablet = party(bobId, `${bobId}-tablet`);
+    const [bobId, bobPhone, bobTablet] = phoneAndTablet('bob');
     const carol = party(uid('carol'), uid('carol-phone'));
     const dave = party(uid('dave'), uid('dave-phone'));
     const names = new Map([alice, bobPhone, carol, dave].map((p, i) => [p.userId, ['alice', 'bob', 'carol', 'dave'][i]!]));
