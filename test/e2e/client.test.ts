@@ -95,6 +95,23 @@ function phoneAndTablet(name: string): [userId: string, phone: Party, tablet: Pa
   return [userId, party(userId, `${userId}-phone`), party(userId, `${userId}-tablet`)];
 }
 
+/**
+ * A CallingClient (its commands over `signaling` when given) that records each HTTP request it
+ * makes in `sent`, as `METHOD /path`, with ` <body>` after it when `bodies` is set.
+ */
+function recordingClient(server: { url: string }, p: Party, sent: string[], opts: { signaling?: SignalingClient; bodies?: boolean } = {}): CallingClient {
+  return new CallingClient({
+    baseUrl: server.url,
+    token: p.token,
+    ...(opts.signaling ? { signaling: opts.signaling } : {}),
+    fetch: (url: string, init: { method?: string; body?: string }) => {
+      const body = opts.bodies && init.body !== undefined ? ` ${init.body}` : '';
+      sent.push(`${init.method ?? 'GET'} ${new URL(url).pathname}${body}`);
+      return fetch(url, init as RequestInit);
+    },
+  });
+}
+
 function http(server: { url: string }, p: Party): CallingClient {
   return new CallingClient({ baseUrl: server.url, token: p.token });
 }
@@ -384,17 +401,7 @@ describe('a whole call through CallingClient and SignalingClient', () => {
     );
     /** The HTTP requests each client made, by method and path. */
     const requests: string[] = [];
-    const counting = (p: Party, signaling: SignalingClient) =>
-      new CallingClient({
-        baseUrl: A.url,
-        token: p.token,
-        signaling,
-        fetch: (url: string, init: { method?: string }) => {
-          requests.push(`${init.method ?? 'GET'} ${new URL(url).pathname}`);
-          return fetch(url, init as RequestInit);
-        },
-      });
-    const [aliceApi, bobApi] = [counting(alice, aliceWs!), counting(bob, bobWs!)];
+    const [aliceApi, bobApi] = [recordingClient(A, alice, requests, { signaling: aliceWs! }), recordingClient(A, bob, requests, { signaling: bobWs! })];
     const call = await aliceApi.createCall({ calleeUserId: bob.userId });
     expect(requests).toEqual(['POST /v1/calls']);
     const answered = await bobApi.answer(call.callId, { installationId: bob.installationId });
@@ -456,11 +463,13 @@ describe('a group call through CallingClient and SignalingClient', () => {
     const tablet = await online(A, bobTablet);
     const c = await online(A, carol);
     const d = await online(B, dave);
-    const aliceApi = new CallingClient({ baseUrl: A.url, token: alice.token, signaling: a.client });
-    const phoneApi = new CallingClient({ baseUrl: B.url, token: bobPhone.token, signaling: phone.client });
-    const tabletApi = new CallingClient({ baseUrl: A.url, token: bobTablet.token, signaling: tablet.client });
+    /** The HTTP requests of the clients with a socket. */
+    const requests: string[] = [];
+    const aliceApi = recordingClient(A, alice, requests, { signaling: a.client });
+    const phoneApi = recordingClient(B, bobPhone, requests, { signaling: phone.client });
+    const tabletApi = recordingClient(A, bobTablet, requests, { signaling: tablet.client });
     const carolApi = http(A, carol);
-    const daveApi = new CallingClient({ baseUrl: B.url, token: dave.token, signaling: d.client });
+    const daveApi = recordingClient(B, dave, requests, { signaling: d.client });
     const statesOf = (s: CallSnapshot) => s.participants!.map((p) => `${names.get(p.userId)}:${p.state}`);
 
     // Create: bob and carol ring, with the title as the invitation's displayName.
@@ -539,30 +548,25 @@ describe('a group call through CallingClient and SignalingClient', () => {
     const revisions = a.rec.payloads(barriers).map((e) => BigInt(e.revision));
     expect(revisions).toEqual([...revisions].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)));
     expect(await carolApi.getCall(callId)).toMatchObject({ state: 'ended', title: 'Standup', participants: ended.participants });
+    // Receipts, joins, invitations and ends went over the sockets as frames, refusals included.
+    expect(requests).toEqual(['POST /v1/calls']);
   });
 
   it('a one-to-one call sends the same request bodies as before: no title, no forAll, no calleeUserIds', async () => {
     const alice = party(uid('alice'), uid('alice-phone'));
     const bob = party(uid('bob'), uid('bob-phone'));
-    const bodies: string[] = [];
-    const recording = (p: Party) =>
-      new CallingClient({
-        baseUrl: A.url,
-        token: p.token,
-        fetch: (url: string, init: { method?: string; body?: string }) => {
-          if (init.body !== undefined) bodies.push(`${new URL(url).pathname.replace(/^\/v1\/calls\/[^/]+\//, '/v1/calls/:id/')} ${init.body}`);
-          return fetch(url, init as RequestInit);
-        },
-      });
-    const call = await recording(alice).createCall({ calleeUserId: bob.userId, callId: 'c1-' + uid('x'), operationId: 'op-1' });
+    const sent: string[] = [];
+    const callId = uid('call');
+    const call = await recordingClient(A, alice, sent, { bodies: true }).createCall({ calleeUserId: bob.userId, callId, operationId: 'op-1' });
     expect(call).not.toHaveProperty('participants');
     expect(call).not.toHaveProperty('title');
-    await recording(bob).ringing(call.callId, { via: 'socket', operationId: 'op-2' });
-    await recording(bob).end(call.callId, { reason: 'declined', operationId: 'op-3' });
-    expect(bodies).toEqual([
-      `/v1/calls {"callId":"${call.callId}","calleeUserId":"${bob.userId}","video":false,"operationId":"op-1"}`,
-      '/v1/calls/:id/ringing {"via":"socket","operationId":"op-2"}',
-      '/v1/calls/:id/end {"reason":"declined","operationId":"op-3"}',
+    const bobApi = recordingClient(A, bob, sent, { bodies: true });
+    await bobApi.ringing(callId, { via: 'socket', operationId: 'op-2' });
+    await bobApi.end(callId, { reason: 'declined', operationId: 'op-3' });
+    expect(sent).toEqual([
+      `POST /v1/calls {"callId":"${callId}","calleeUserId":"${bob.userId}","video":false,"operationId":"op-1"}`,
+      `POST /v1/calls/${callId}/ringing {"via":"socket","operationId":"op-2"}`,
+      `POST /v1/calls/${callId}/end {"reason":"declined","operationId":"op-3"}`,
     ]);
   });
 });
