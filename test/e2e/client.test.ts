@@ -552,9 +552,10 @@ describe('a group call through CallingClient and SignalingClient', () => {
     expect(requests).toEqual(['POST /v1/calls']);
   });
 
-  it('a one-to-one call sends the same request bodies as before: no title, no forAll, no calleeUserIds', async () => {
+  it('a one-to-one call sends the same request bodies as before (no title, no forAll, no calleeUserIds); its ringing receipt reaches the caller as call.ringing', async () => {
     const alice = party(uid('alice'), uid('alice-phone'));
     const bob = party(uid('bob'), uid('bob-phone'));
+    const a = await online(A, alice);
     const sent: string[] = [];
     const callId = uid('call');
     const call = await recordingClient(A, alice, sent, { bodies: true }).createCall({ calleeUserId: bob.userId, callId, operationId: 'op-1' });
@@ -568,6 +569,13 @@ describe('a group call through CallingClient and SignalingClient', () => {
       `POST /v1/calls/${callId}/ringing {"via":"socket","operationId":"op-2"}`,
       `POST /v1/calls/${callId}/end {"reason":"declined","operationId":"op-3"}`,
     ]);
+    // The receipt keeps the revision (the invitation's); the caller's app gets it, then the decline.
+    await a.rec.waitForEvents(2);
+    expect(a.rec.payloads()).toMatchObject([
+      { type: 'call.ringing', callId, userId: bob.userId, revision: '1' },
+      { type: 'call.ended', callId, reason: 'declined', revision: '2' },
+    ]);
+    a.rec.expectClean();
   });
 });
 
