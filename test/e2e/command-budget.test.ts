@@ -13,7 +13,7 @@ import { BUDGETS, SLACK } from './command-budgets.js';
 import { configSchema } from '../../src/config/config.js';
 import { keys, shardOf } from '../../src/redis/keys.js';
 import { partitionQueueName, queuePrefix } from '../../src/redis/partitions.js';
-import { loadScriptSource, scriptDefinitions } from '../../src/redis/scripts.js';
+import { loadScriptSource, scriptDefinitions, scriptFile, type ScriptName } from '../../src/redis/scripts.js';
 import { WEBHOOK_QUEUE } from '../../src/webhooks/queue.js';
 import { PUSH_QUEUE } from '../../src/push/queues.js';
 
@@ -242,7 +242,7 @@ function isPeriodic(u: Unit, sentSinceRead: Map<string, boolean>): boolean {
 }
 
 const scriptBySha = new Map(
-  Object.entries(scriptDefinitions).map(([name, def]) => [createHash('sha1').update(loadScriptSource(def.file)).digest('hex'), name]),
+  (Object.keys(scriptDefinitions) as ScriptName[]).map((name) => [createHash('sha1').update(loadScriptSource(scriptFile(name))).digest('hex'), name]),
 );
 
 /** What a lifecycle made Redis run, by source: `<script> (+n inside)` or the command's name. */
