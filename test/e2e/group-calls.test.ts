@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { answer, DEFAULT_CALL_SHARDS, end, expectProblem, getCall, uid } from '../support/fixtures.js';
 import { Sockets, createCall, expectInvited, online, settleByBarrier, user, waitUntil, type OnlineDevice } from './helpers.js';
 import { keys } from '../../src/redis/keys.js';
@@ -16,13 +16,9 @@ let stack: Stack;
 let url: string;
 const sockets = Sockets.closedAfterEachTest();
 
-beforeAll(async () => {
-  stack = await startStack({ GROUP_CALL_MAX_MEMBERS: '4' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
+stackForFile({ GROUP_CALL_MAX_MEMBERS: '4' }, (s) => {
+  stack = s;
+  url = s.url;
 });
 
 /** Alice (two installations, the first calls), and `n` invitees with two installations each, all online. */
