@@ -46,10 +46,19 @@ export class WebhookDeliverer {
     this.endpoints = new Map(opts.endpoints.map((e) => [e.id, { url: new URL(e.url), signers: e.secrets.map((s) => new Webhook(s)) }]));
   }
 
-  /** Runs one job: every delivery once; the failures go on as new delayed jobs of the same queue. */
-  async run(job: Job<WebhookJob>, queue: Queue<WebhookJob>): Promise<void> {
-    const attempts = job.data.attempts + 1;
-    const results = await Promise.all(job.data.deliveries.map(async (d) => ({ d, result: await this.attempt(d) })));
+  /** Runs one job (a retry): every delivery once; the failures go on as new delayed jobs of the same queue. */
+  run(job: Job<WebhookJob>, queue: Queue<WebhookJob>): Promise<void> {
+    return this.deliver(job.data.deliveries, job.data.attempts, queue, String(job.id));
+  }
+
+  /**
+   * Attempts each delivery once (after `before` attempts each); the failures go on as delayed jobs
+   * of `queue` whose IDs derive from `runId`, so a run cut short and run again adds the same jobs,
+   * not more. Resolves once they are queued and the exhausted ones are dead letters.
+   */
+  async deliver(deliveries: readonly WebhookDelivery[], before: number, queue: Queue<WebhookJob>, runId: string): Promise<void> {
+    const attempts = before + 1;
+    const results = await Promise.all(deliveries.map(async (d) => ({ d, result: await this.attempt(d) })));
     const retries = new Map<number, WebhookDelivery[]>();
     const dead: DeadLetter[] = [];
     const observe = (d: WebhookDelivery, outcome: WebhookOutcome, seconds: number) => this.opts.observe?.(d.endpointId, outcome, seconds);
@@ -77,9 +86,8 @@ export class WebhookDeliverer {
       if (!list) retries.set(at, (list = []));
       list.push(d);
     }
-    // Derived job IDs: a run cut short and run again adds the same jobs, not more.
     let n = 0;
-    await Promise.all([...retries].map(([delay, deliveries]) => queue.add('retry', { attempts, deliveries }, { delay, jobId: `${job.id}.r${attempts}.${n++}` })));
+    await Promise.all([...retries].map(([delay, list]) => queue.add('retry', { attempts, deliveries: list }, { delay, jobId: `${runId}.r${attempts}.${n++}` })));
     await this.opts.deadLetters.add(dead);
     if (dead.length > 0) this.opts.logger.warn({ deadLetters: dead.length, endpoints: [...new Set(dead.map((d) => d.endpointId))] }, 'webhook deliveries exhausted their retries');
   }
