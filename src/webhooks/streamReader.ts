@@ -23,6 +23,8 @@ export const WEBHOOK_GROUP = 'deliver';
 const CLAIM_IDLE_MS = 10_000;
 /** How often a reader renews its claims and looks for entries to take over. */
 const CHECK_EVERY_MS = 5_000;
+/** A consumer (a worker process) idle this long with nothing pending is gone: it leaves the group. */
+const FORGET_AFTER_MS = 3_600_000;
 /** A read's wait for new entries: a stop waits at most this long for the read to end. */
 const BLOCK_MS = 1000;
 
@@ -50,6 +52,8 @@ export class WebhookStreamReader {
     private readonly concurrency: number,
     private readonly deliver: DeliverEntry,
     private readonly logger: Logger,
+    /** How long a consumer goes unseen before it counts as gone (tests shorten it). */
+    private readonly forgetAfterMs = FORGET_AFTER_MS,
   ) {
     this.acks = new OutboxAcks(redis, key, () => {}, (err) => logger.warn({ err: (err as Error).message, stream: key }, 'webhook stream acknowledgement failed; retrying'), WEBHOOK_GROUP);
   }
@@ -63,11 +67,32 @@ export class WebhookStreamReader {
     } catch (err) {
       if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
     }
+    await this.forgetGoneConsumers(blocking);
     this.running = true;
     this.loop = this.readLoop();
+    let checking = false;
     this.checker = setInterval(() => {
-      this.check().catch((err: unknown) => this.logger.warn({ err: (err as Error).message, stream: this.key }, 'webhook stream check failed; retrying'));
+      if (checking) return;
+      checking = true;
+      this.check()
+        .catch((err: unknown) => this.logger.warn({ err: (err as Error).message, stream: this.key }, 'webhook stream check failed; retrying'))
+        .finally(() => (checking = false));
     }, CHECK_EVERY_MS);
+  }
+
+  /**
+   * Each worker process is a consumer of its own name: those of processes gone for forgetAfterMs
+   * with nothing pending leave the group, so restarts do not grow it. (On the reader's own
+   * connection: ioredis sees no key in XINFO.)
+   */
+  private async forgetGoneConsumers(blocking: RedisClient): Promise<void> {
+    const consumers = (await blocking.xinfo('CONSUMERS', this.key, WEBHOOK_GROUP)) as unknown[][];
+    for (const flat of consumers) {
+      const c = new Map(Array.from({ length: flat.length / 2 }, (_, i) => [String(flat[2 * i]), flat[2 * i + 1]]));
+      if (Number(c.get('pending')) === 0 && Number(c.get('idle')) > this.forgetAfterMs) {
+        await blocking.xgroup('DELCONSUMER', this.key, WEBHOOK_GROUP, String(c.get('name')));
+      }
+    }
   }
 
   /** Stops reading; the entries being sent finish and are acknowledged. */
