@@ -1,5 +1,6 @@
 --[[
-  Answers a ringing call: the first answering callee installation wins, atomically.
+  Answers a ringing call: the first answering callee installation wins, atomically. On a group
+  call it joins the call instead (lua/includes/groupJoin.lua).
 
   KEYS[1] callKey
   KEYS[2] opKey
@@ -37,6 +38,7 @@ local fingerprint = ARGV[6]
 --@include "fmtInt"
 --@include "appendOutbox"
 --@include "openCallChange"
+--@include "groupJoin"
 
 local conflict, firstUse = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[7])
 if conflict then return { 'error', 'idempotency_conflict' } end
@@ -49,6 +51,12 @@ if reply then return reply end
 
 local function unchanged(code, status)
   return recordUnchanged(opKey, fingerprint, code, status, callFieldList(call), operationTtlMs, skippedRead)
+end
+
+if isGroup(call) then
+  local code, status, fields = joinGroup(callKey, call, outboxKey, ringingKey, now, userId, installationId, expectedRevision)
+  if not fields then return unchanged(code, status) end
+  return recordOperation(opKey, fingerprint, code, status, fields, operationTtlMs)
 end
 
 local state, winner = call.values.state, call.values.answeredByInstallationId

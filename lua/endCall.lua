@@ -19,14 +19,16 @@
   ARGV[8] liveChannel        on a single Redis, the users' live channel with a NUL where the userId
                              goes: the change's early notice is published there (appendOutbox.lua);
                              '' on a cluster
-  ARGV[9] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
+  ARGV[9] forAll             '1': the caller of a group call ends it for everyone (else it leaves)
+  ARGV[10] traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Rules (see docs/api.md "End reasons"):
     - an already ended call is returned as is (absorbs echoes and retries);
     - echo reasons (remoteEnded, callerCancelled, answeredElsewhere) never change a call;
     - on an accepted call only the caller's calling installation and the answering installation
       are in the call; another installation's end request changes nothing;
-    - on a ringing call the callee's `localHangup` is stored as `declined`.
+    - on a ringing call the callee's `localHangup` is stored as `declined`;
+    - on a group call the member leaves, declines or cancels (lua/includes/groupEnd.lua).
 
   Returns
     { 'fresh' | 'replay', 'ok', 200, fields }
@@ -40,11 +42,12 @@ local fingerprint = ARGV[6]
 
 --@include "endCallNow"
 --@include "openCallChange"
+--@include "groupEnd"
 
 local conflict, firstUse = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[7])
 if conflict then return { 'error', 'idempotency_conflict' } end
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not firstUse, retention, ARGV[8], ARGV[9])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not firstUse, retention, ARGV[8], ARGV[10])
 if reply then return reply end
 
 local state, callerInstallationId, winner = call.values.state, call.values.callerInstallationId, call.values.answeredByInstallationId
@@ -57,6 +60,11 @@ end
 if state == 'ended' then return unchanged() end
 if reason == 'remoteEnded' or reason == 'callerCancelled' or reason == 'answeredElsewhere' then
   return unchanged()
+end
+if isGroup(call) then
+  local fields = endForGroupMember(callKey, call, outboxKey, ringingKey, now, retention, userId, installationId, reason, ARGV[9] == '1')
+  if not fields then return unchanged() end
+  return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)
 end
 if state == 'accepted' then
   -- The installations in the call (src/calls/model.ts inCallInstallation states the same rule).

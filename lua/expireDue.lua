@@ -14,8 +14,11 @@
                           (lua/includes/appendOutbox.lua); '' on a cluster
   ARGV[3..]  callIds
 
-  Returns { ended, lateMs... }: how many calls this step ended, then for each of them how long
-  after its expiresAtMs it ended (the sweep's lateness).
+  A group call's entry is due at its earliest member's ring window: the step rings out the
+  members due (lua/includes/groupRules.lua) and moves the entry to the next window.
+
+  Returns { ended, lateMs... }: how many calls this step ended or rang members out of, then for
+  each of them how long after its due time it did (the sweep's lateness).
 ]]
 local ringingKey, outboxKey = KEYS[1], KEYS[2]
 --@include "retention"
@@ -36,6 +39,10 @@ for i = 3, #ARGV do
     if call and expireIfDue(callKey, call, outboxKey, ringingKey, now, retention) then
       out[1] = out[1] + 1
       out[#out + 1] = now - tonumber(due)
+    elseif isGroup(call) then
+      -- A group call whose entry came due with nobody to ring out (a member joined or declined
+      -- meanwhile): its timer moves to the next member's window, or goes.
+      scheduleRing(ringingKey, call)
     else
       -- No longer ringing (answered or ended by a script that predates the index entry's removal,
       -- or the call is gone): the entry is stale.

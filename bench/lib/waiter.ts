@@ -41,6 +41,14 @@ export class BenchFailure extends Error {
   }
 }
 
+/** What a load generator counts of the lifecycles it ran (over a run, a step or a minute). */
+export interface LifecycleCounts {
+  started: number;
+  completed: number;
+  /** Failed lifecycles by BenchFailure key. */
+  errors: Record<string, number>;
+}
+
 export function countInto(map: Record<string, number>, key: string, n = 1): void {
   map[key] = (map[key] ?? 0) + n;
 }

@@ -5,7 +5,7 @@ import { GeneratorPool, generatorCpu } from '../lib/generators.js';
 import type { HistogramSummary } from '../lib/histogram.js';
 import { nowMs } from '../lib/clock.js';
 import { fmtNum, fmtPct } from '../lib/report.js';
-import type { CallsResult, CallsSetup } from '../workers/calls.js';
+import type { CallCounts, CallsResult, CallsSetup } from '../workers/calls.js';
 import { countInto } from '../lib/waiter.js';
 
 /** Starts the generators of call lifecycles and points the fake push providers at them. */
@@ -46,18 +46,13 @@ export const STEP_ORDER = [
   'lifecycle',
 ];
 
-export interface StepResult {
+/** The generators' counts summed (`errors` also counts the push providers' refusals). */
+export interface StepResult extends CallCounts {
   label: string;
   targetRate: number;
   durationMs: number;
-  started: number;
-  completed: number;
   /** Completed lifecycles per second over the step (first start to last finish). */
   achievedRate: number;
-  errors: Record<string, number>;
-  anomalies: Record<string, number>;
-  pushSignals: Record<string, number>;
-  answers: Record<string, number>;
   latency: Record<string, HistogramSummary>;
   push: { statuses: Record<string, number> } | undefined;
   generator: { maxShare: number; totalShare: number; bound: boolean; perProcess: number[]; maxLagMs: number };

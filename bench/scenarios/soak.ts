@@ -10,6 +10,7 @@ import { settledMemory, type ListeningProcess } from '../lib/processes.js';
 import { errorList, fmtMs, fmtNum, fmtRate, mdTable, type ScenarioResult } from '../lib/report.js';
 import { Histogram, type SerializedHistogram } from '../lib/histogram.js';
 import { maxOf, minOf, Sampler } from '../lib/sampler.js';
+import type { LifecycleCounts } from '../lib/waiter.js';
 import { SOAK_KINDS, type GeneratorHealth, type SoakResult, type SoakRun, type SoakSetup } from '../workers/soak.js';
 
 /**
@@ -73,16 +74,14 @@ export interface ServerTimes {
 /** Every retention of the soak's server (see the env below). */
 const SOAK_RETENTION_MS = 60_000;
 
-export interface SoakSample {
+/** The minute's lifecycles counted over the generators, and what was read of the processes. */
+export interface SoakSample extends LifecycleCounts {
   /** When the sample was taken, in minutes since the soak began (one decimal). */
   minute: number;
   /** The minute's run began this long after the soak began (after the users came and went). */
   fromMs: number;
   /** Since the soak began. */
   atMs: number;
-  started: number;
-  completed: number;
-  errors: Record<string, number>;
   /** p99 of each kind of lifecycle over the minute (ms). */
   p99: Record<string, number>;
   /** The answered lifecycles' latencies, for the p99 of several minutes together. */

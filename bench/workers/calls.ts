@@ -8,7 +8,7 @@ import { JsonHttp } from '../lib/http.js';
 import { openLoop } from '../lib/openLoop.js';
 import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
 import { device, type Device } from '../lib/users.js';
-import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
+import { BenchFailure, countInto, Waiter, type LifecycleCounts } from '../lib/waiter.js';
 import type { Task } from './task.js';
 
 /**
@@ -51,20 +51,21 @@ export interface CallsRun {
   timeoutMs: number;
 }
 
-export interface CallsResult {
-  label: string;
-  started: number;
-  completed: number;
-  errors: Record<string, number>;
+/** What a calls generator counts over a run; a step sums them over its generators (callSteps.ts). */
+export interface CallCounts extends LifecycleCounts {
   anomalies: Record<string, number>;
   /** Android push signals the fake providers accepted, by event type (expected, not anomalies). */
   pushSignals: Record<string, number>;
+  /** Answers by HTTP status (storms). */
+  answers: Record<string, number>;
+}
+
+export interface CallsResult extends CallCounts {
+  label: string;
   hist: Record<string, SerializedHistogram>;
   /** From the first scheduled start to the last lifecycle finished. */
   spanMs: number;
   maxLagMs: number;
-  /** Answers by HTTP status (storms). */
-  answers: Record<string, number>;
 }
 
 interface Pair {

@@ -9,9 +9,9 @@ import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
 import { openLoop } from '../lib/openLoop.js';
 import { maxOf, Sampler } from '../lib/sampler.js';
 import { device, type Device } from '../lib/users.js';
-import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
+import { BenchFailure, countInto, Waiter, type LifecycleCounts } from '../lib/waiter.js';
 import type { Task } from './task.js';
-import type { CallsSetup } from './calls.js';
+import type { CallsRun, CallsSetup } from './calls.js';
 
 /**
  * The soak's load (bench/scenarios/soak.ts): pairs of users, each device on the client package's
@@ -28,20 +28,15 @@ import type { CallsSetup } from './calls.js';
 /** Where and as whom: as for the lifecycle's generators. */
 export type SoakSetup = Pick<CallsSetup, 'baseUrl' | 'wsBase' | 'secret' | 'tag' | 'gen' | 'pairs'>;
 
-export interface SoakRun {
-  rate: number;
-  durationMs: number;
-  timeoutMs: number;
+/** At what rate, how long, and when a lifecycle is late: as for the lifecycle's generators. */
+export interface SoakRun extends Pick<CallsRun, 'rate' | 'durationMs' | 'timeoutMs'> {
   /** Before the run: this share of the pairs leaves for good, replaced by new users. */
   churn: number;
   /** Before the run: this share of the remaining devices reconnects, resuming by cursor. */
   reconnect: number;
 }
 
-export interface SoakResult {
-  started: number;
-  completed: number;
-  errors: Record<string, number>;
+export interface SoakResult extends LifecycleCounts {
   /** Latency from the scheduled start to the lifecycle's last event, per kind of end. */
   hist: Record<string, SerializedHistogram>;
   ends: Record<string, number>;

@@ -15,10 +15,14 @@
 --@include "liveChannel"
 -- The live message's header for an early notice (src/events/eventLog.ts EARLY_EPOCH).
 local EARLY_NOTICE = '!early\n\n\n\n\n'
-local function appendOutbox(outboxKey, call, change, atMs)
+local function appendOutbox(outboxKey, call, change, atMs, subjects)
   local fields = callFieldList(call)
   local entry = { 'change', change, 'at', fmtInt(atMs) }
   for i = 1, #fields do entry[#entry + 1] = fields[i] end
+  if subjects then
+    entry[#entry + 1] = 'sub'
+    entry[#entry + 1] = cjson.encode(subjects)
+  end
   if call.trace then
     entry[#entry + 1] = 'tp'
     entry[#entry + 1] = call.trace
@@ -26,8 +30,14 @@ local function appendOutbox(outboxKey, call, change, atMs)
   redis.call('XADD', outboxKey, '*', unpack(entry))
   if call.live and call.live ~= '' then
     local notice = EARLY_NOTICE .. cjson.encode(entry)
-    redis.call('SPUBLISH', liveChannelOf(call.live, call.values.callerUserId), notice)
-    redis.call('SPUBLISH', liveChannelOf(call.live, call.values.calleeUserId), notice)
+    if call.values.kind == 'group' then
+      for _, m in ipairs(cjson.decode(call.values.members)) do
+        redis.call('SPUBLISH', liveChannelOf(call.live, m.userId), notice)
+      end
+    else
+      redis.call('SPUBLISH', liveChannelOf(call.live, call.values.callerUserId), notice)
+      redis.call('SPUBLISH', liveChannelOf(call.live, call.values.calleeUserId), notice)
+    end
   end
   return fields
 end

@@ -9,19 +9,40 @@
 --@include "fmtInt"
 --@include "callRecord"
 --@include "appendOutbox"
+--@include "groupMembers"
 local HISTORY_FIELDS = {
   'callId', 'callerUserId', 'callerInstallationId', 'calleeUserId', 'video', 'createdAtMs', 'acceptedAtMs',
   'answeredByInstallationId', 'endedAtMs', 'endReason', 'endedBy', 'endedByInstallationId',
+  'kind', 'title', 'members',
 }
+-- A group call's members take their last state with it: one still ringing has missed it, one in
+-- it has left; `endedIn` keeps what each was doing, so the relay knows whom the end reaches.
+local function closeMembers(call, atMs)
+  for _, m in ipairs(membersOf(call)) do
+    if isRinging(m) then
+      m.endedIn, m.state, m.endedAtMs = m.state, 'missed', atMs
+    elseif m.state == 'joined' then
+      m.endedIn, m.state, m.leftAtMs = 'joined', 'left', atMs
+    end
+  end
+  return 'members', cjson.encode(call.members)
+end
+
 local function endCallNow(callKey, call, outboxKey, ringingKey, atMs, reason, endedBy, endedByInstallationId, retention)
-  local wasRinging = call.values.state == 'ringing'
-  setCallFields(callKey, call,
+  local group = isGroup(call)
+  local wasRinging = group or call.values.state == 'ringing'
+  local fields = {
     'state', 'ended',
     'revision', nextRevision(call),
     'endedAtMs', fmtInt(atMs),
     'endReason', reason,
     'endedBy', endedBy,
-    'endedByInstallationId', endedByInstallationId)
+    'endedByInstallationId', endedByInstallationId,
+  }
+  if group then
+    fields[#fields + 1], fields[#fields + 2] = closeMembers(call, atMs)
+  end
+  setCallFields(callKey, call, unpack(fields))
   redis.call('PEXPIRE', callKey, retention.call)
   if wasRinging then redis.call('ZREM', ringingKey, call.values.callId) end
   local historyKey, record = callKey .. ':history', {}

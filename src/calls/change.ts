@@ -1,7 +1,12 @@
 import { parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
 
-/** One change of a call as the call scripts wrote it to the outbox (lua/includes/appendOutbox.lua). */
-export type ChangeKind = 'created' | 'answered' | 'ended' | 'renamed';
+/**
+ * One change of a call as the call scripts wrote it to the outbox (lua/includes/appendOutbox.lua).
+ * `ringing`: an invitee's first ringing receipt. Group calls only (docs/group-calls.md): `joined`
+ * (a member joined), `member` (members declined, missed, left), `invited` (members rung into the call).
+ */
+export const CHANGE_KINDS = ['created', 'answered', 'ended', 'renamed', 'ringing', 'joined', 'member', 'invited'] as const;
+export type ChangeKind = (typeof CHANGE_KINDS)[number];
 
 export interface CallChange {
   /** The outbox entry ID (also tells the shard apart via `shard`). */
@@ -10,6 +15,8 @@ export interface CallChange {
   kind: ChangeKind;
   atMs: number;
   call: CallRecord;
+  /** The members the change is about (`ringing` and the group changes). */
+  subjects?: string[];
   /** The W3C trace context the change was made under, when traced (docs/operations.md "Tracing"). */
   traceparent?: string;
 }
@@ -37,7 +44,7 @@ export function parseMessageEntry(entryId: string, flat: string[]): MessageEntry
   return { entryId, callId: flat[1]!, toUserId: flat[5]!, only: flat[7]!, event: flat[9]! };
 }
 
-const KINDS = new Set<string>(['created', 'answered', 'ended', 'renamed']);
+const KINDS = new Set<string>(CHANGE_KINDS);
 
 /** Parses one outbox entry's flat field list: `change <kind> at <ms> <call fields…> [tp <traceparent>]`. */
 export function parseChange(entryId: string, shard: number, flat: string[]): CallChange {
@@ -47,8 +54,14 @@ export function parseChange(entryId: string, shard: number, flat: string[]): Cal
   const atMs = Number(flat[3]);
   if (!Number.isSafeInteger(atMs)) throw new CorruptRecordError(`outbox entry ${entryId} has a bad time`);
   const change: CallChange = { entryId, shard, kind: kind as ChangeKind, atMs, call: parseCallFields(flat.slice(4)) };
-  // `tp` is the last pair when present (lua/includes/appendOutbox.lua); the call parser ignores it.
-  if (flat.length >= 6 && flat[flat.length - 2] === 'tp') change.traceparent = flat[flat.length - 1]!;
+  // `sub` and `tp` are the last pairs when present (lua/includes/appendOutbox.lua); the call
+  // parser ignores them.
+  let end = flat.length;
+  if (end >= 6 && flat[end - 2] === 'tp') {
+    change.traceparent = flat[end - 1]!;
+    end -= 2;
+  }
+  if (end >= 6 && flat[end - 2] === 'sub') change.subjects = parseSubjects(entryId, flat[end - 1]!);
   return change;
 }
 
@@ -82,4 +95,15 @@ export interface ChangeHandler {
   pushRegistrationsOf?(changes: readonly CallChange[]): Iterable<string>;
   callsOf?(changes: readonly CallChange[]): Iterable<string>;
   handle(changes: readonly CallChange[], reads: BatchReads): Promise<void>;
+}
+
+function parseSubjects(entryId: string, json: string): string[] {
+  let list: unknown;
+  try {
+    list = JSON.parse(json);
+  } catch {
+    list = undefined;
+  }
+  if (!Array.isArray(list) || !list.every((u) => typeof u === 'string')) throw new CorruptRecordError(`outbox entry ${entryId} has malformed subjects`);
+  return list as string[];
 }

@@ -2,6 +2,39 @@ import { END_REASONS, type EndReason, type EndedBy, type Side } from './reasons.
 
 export type CallState = 'ringing' | 'accepted' | 'ended';
 
+/** A group call member's state (docs/group-calls.md "Member states"). */
+export const MEMBER_STATES = ['invited', 'ringing', 'joined', 'declined', 'missed', 'busy', 'left'] as const;
+export type MemberState = (typeof MEMBER_STATES)[number];
+
+/** One member of a group call as lua/includes/groupMembers.lua keeps it (the caller is the first). */
+export interface Member {
+  userId: string;
+  state: MemberState;
+  invitedAtMs?: number;
+  ringUntilMs?: number;
+  ringingAtMs?: number;
+  installationId?: string;
+  joinedAtMs?: number;
+  leftAtMs?: number;
+  endedAtMs?: number;
+  /** The installation that declined (its other installations stop ringing). */
+  byInstallationId?: string;
+  /** How the invitation reached the installation that sent the member's first ringing receipt. */
+  via?: string;
+  /** The state a member removed by the app's backend was in (docs/server-api.md "Remove a participant"). */
+  removedFrom?: MemberState;
+  /** The state a joined member joined from. */
+  joinedFrom?: MemberState;
+  /** When the call ended: what the member was doing then (ringing or in the call). */
+  endedIn?: 'invited' | 'ringing' | 'joined';
+}
+
+/** What a group call holds besides the fields every call has. */
+export interface GroupPart {
+  title: string;
+  members: Member[];
+}
+
 /** A call as stored in its Redis hash (see lua/createCall.lua for the field names). */
 export interface CallRecord {
   callId: string;
@@ -21,6 +54,11 @@ export interface CallRecord {
   endReason?: EndReason;
   endedBy?: EndedBy;
   endedByInstallationId?: string;
+  /** A one-to-one call: when the callee's first ringing receipt came, and how the invitation had reached it. */
+  ringingAtMs?: number;
+  ringingVia?: string;
+  /** A group call (docs/group-calls.md); absent on a one-to-one call. */
+  group?: GroupPart;
 }
 
 export class CorruptRecordError extends Error {
@@ -74,7 +112,46 @@ export function parseCallFields(flat: unknown): CallRecord {
     rec.endedBy = f.endedBy as EndedBy;
   }
   if (f.endedByInstallationId) rec.endedByInstallationId = f.endedByInstallationId;
+  if (f.ringingAtMs) rec.ringingAtMs = int(f.ringingAtMs, 'ringingAtMs');
+  if (f.ringingVia) rec.ringingVia = f.ringingVia;
+  if (f.kind === 'group') rec.group = { title: f.title ?? '', members: parseMembers(f.members) };
   return rec;
+}
+
+const MEMBER_STATE_SET = new Set<string>(MEMBER_STATES);
+const MEMBER_TIMES = ['invitedAtMs', 'ringUntilMs', 'ringingAtMs', 'joinedAtMs', 'leftAtMs', 'endedAtMs'] as const;
+
+function parseMembers(json: string | undefined): Member[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json ?? '');
+  } catch {
+    throw new CorruptRecordError('group call members are not JSON');
+  }
+  if (!Array.isArray(raw) || raw.length === 0) throw new CorruptRecordError('group call members are not a list');
+  return raw.map((r: Record<string, unknown>) => {
+    if (typeof r?.userId !== 'string' || !MEMBER_STATE_SET.has(r.state as string)) throw new CorruptRecordError('a group call member is malformed');
+    const m: Member = { userId: r.userId, state: r.state as MemberState };
+    for (const t of MEMBER_TIMES) if (typeof r[t] === 'number') m[t] = r[t];
+    if (typeof r.installationId === 'string') m.installationId = r.installationId;
+    if (typeof r.byInstallationId === 'string') m.byInstallationId = r.byInstallationId;
+    if (typeof r.via === 'string') m.via = r.via;
+    if (MEMBER_STATE_SET.has(r.joinedFrom as string)) m.joinedFrom = r.joinedFrom as MemberState;
+    if (MEMBER_STATE_SET.has(r.removedFrom as string)) m.removedFrom = r.removedFrom as MemberState;
+    if (r.endedIn === 'invited' || r.endedIn === 'ringing' || r.endedIn === 'joined') m.endedIn = r.endedIn;
+    return m;
+  });
+}
+
+/** How a group call went for a member (its history record, the outcome metric): joined at some point, declined, busy, or missed. */
+export function memberOutcome(m: Member): 'joined' | 'declined' | 'busy' | 'missed' {
+  if (m.joinedAtMs !== undefined) return 'joined';
+  return m.state === 'declined' || m.state === 'busy' ? m.state : 'missed';
+}
+
+/** The member `userId` of a group call, if it is one. */
+export function memberOf(call: CallRecord, userId: string): Member | undefined {
+  return call.group?.members.find((m) => m.userId === userId);
 }
 
 /** A call as HGETALL returns its hash (an object); undefined when the hash is gone. */
@@ -88,17 +165,24 @@ export function wasAnswered(call: CallRecord): boolean {
 }
 
 /**
- * The installation of `side` that is in the call: the caller's calling installation, or the one
- * that answered; none while ringing or after an end. lua/endCall.lua applies the same rule inside
- * its script (who may hang up an accepted call), where it must be decided atomically.
+ * The installation of `userId` that is in the call: the caller's calling installation, or the one
+ * that answered; none while ringing or after an end. In a group call, the member's joined
+ * installation once the call is accepted. lua/endCall.lua applies the same rule inside its
+ * script (who may hang up an accepted call), where it must be decided atomically.
  */
-export function inCallInstallation(call: CallRecord, side: Side): string | undefined {
+export function inCallInstallation(call: CallRecord, userId: string): string | undefined {
   if (call.state !== 'accepted') return undefined;
-  return side === 'caller' ? call.callerInstallationId : call.answeredByInstallationId;
+  if (call.group) {
+    const m = memberOf(call, userId);
+    return m?.state === 'joined' ? m.installationId : undefined;
+  }
+  if (userId === call.callerUserId) return call.callerInstallationId;
+  return userId === call.calleeUserId ? call.answeredByInstallationId : undefined;
 }
 
+/** The side a user is on: a group call's invitees are all on the callee side. */
 export function sideOf(call: CallRecord, userId: string): Side | undefined {
   if (userId === call.callerUserId) return 'caller';
-  if (userId === call.calleeUserId) return 'callee';
+  if (call.group ? memberOf(call, userId) !== undefined : userId === call.calleeUserId) return 'callee';
   return undefined;
 }

@@ -15,6 +15,7 @@ export function callReply(outcome: Outcome, userId: string, forbidden = 'only th
   const snapshot = toSnapshot(outcome.call, side);
   switch (outcome.code) {
     case 'ok':
+    case 'ringing':
       return { status: outcome.status, body: JSON.stringify(snapshot) };
     case 'answer_conflict':
       return problemReply(errors.answerConflict(snapshot));
@@ -35,5 +36,11 @@ export function failureError(code: Extract<Outcome, { kind: 'failure' }>['code']
       return errors.idempotencyConflict();
     case 'call_exists':
       return errors.callExists();
+    case 'not_group':
+      return errors.notGroupCall();
+    case 'call_not_active':
+      return errors.callNotActive('members can only be invited');
+    case 'too_many_members':
+      return errors.groupCallFull();
   }
 }

@@ -13,35 +13,47 @@ import type { CommandDeps, Reply } from './command.js';
  * transaction. The call ID travels in the body, so it is the one command no call route carries.
  */
 export async function createCall(
-  deps: CommandDeps & { config: Pick<Config, 'HANDLE_SCHEME'> },
+  deps: CommandDeps & { config: Pick<Config, 'HANDLE_SCHEME' | 'GROUP_CALL_MAX_MEMBERS'> },
   me: Pick<Principal, 'userId' | 'installationId' | 'name'>,
   body: z.output<typeof createCallBody>,
 ): Promise<Reply> {
-  if (body.calleeUserId === me.userId) throw errors.invalidRequest('calleeUserId: you cannot call yourself');
+  const group = 'calleeUserIds' in body ? body : undefined;
+  const invitees = group ? group.calleeUserIds : [body.calleeUserId!];
+  if (invitees.includes(me.userId)) throw errors.invalidRequest(`${group ? 'calleeUserIds' : 'calleeUserId'}: you cannot call yourself`);
+  if (group && invitees.length > deps.config.GROUP_CALL_MAX_MEMBERS) {
+    throw errors.invalidRequest(`calleeUserIds: at most ${deps.config.GROUP_CALL_MAX_MEMBERS} users (GROUP_CALL_MAX_MEMBERS)`);
+  }
   // Sent now, so they share a round trip with the store's first reads: the caller's own limit,
-  // and the callee's (how many invitations any callers together may add to its log, docs/api.md
+  // and each invitee's (how many invitations any callers together may add to its log, docs/api.md
   // "Abuse limits").
   const hit = deps.limits.callCreates?.hit(me);
-  const invited = deps.limits.invitesPerCallee?.hit({ calleeUserId: body.calleeUserId });
-  const admitted = hit || invited ? Promise.all([hit, invited]).then(([a, b]) => (a?.allowed ?? true) && (b?.allowed ?? true)) : undefined;
-  const outcome = await deps.calls.create(
-    {
-      callId: body.callId,
-      callerUserId: me.userId,
-      callerInstallationId: me.installationId,
-      callerDisplayName: displayNameFor(me.name),
-      callerHandle: handleFor(deps.config.HANDLE_SCHEME, me.userId),
-      calleeUserId: body.calleeUserId,
-      video: body.video,
-      operationId: body.operationId,
-      fingerprint: fingerprint('create', [body.callId, body.calleeUserId, body.video]),
-    },
-    admitted,
-  );
+  const invited = deps.limits.invitesPerCallee ? Promise.all(invitees.map((u) => deps.limits.invitesPerCallee!.hit({ calleeUserId: u }))) : undefined;
+  const admitted = hit || invited ? Promise.all([hit, invited]).then(([a, b]) => (a?.allowed ?? true) && (b ?? []).every((r) => r.allowed)) : undefined;
+  const caller = {
+    callId: body.callId,
+    callerUserId: me.userId,
+    callerInstallationId: me.installationId,
+    callerDisplayName: displayNameFor(me.name),
+    callerHandle: handleFor(deps.config.HANDLE_SCHEME, me.userId),
+    video: body.video,
+    operationId: body.operationId,
+  };
+  const outcome = group
+    ? await deps.calls.createGroup(
+        {
+          ...caller,
+          inviteeUserIds: group.calleeUserIds,
+          title: group.title ? displayNameFor(group.title) : '',
+          fingerprint: fingerprint('create-group', [body.callId, JSON.stringify(group.calleeUserIds), group.title ?? null, body.video]),
+        },
+        admitted,
+      )
+    : await deps.calls.create({ ...caller, calleeUserId: body.calleeUserId!, fingerprint: fingerprint('create', [body.callId, body.calleeUserId!, body.video]) }, admitted);
   if (outcome.kind === 'not_admitted') {
     const mine = await hit;
     if (mine && !mine.allowed) throw errors.rateLimited('too many calls created by this user; retry later', mine.retryAfterMs);
-    throw errors.rateLimited('this callee is receiving too many calls; retry later', (await invited!).retryAfterMs);
+    const refused = (await invited!).find((r) => !r.allowed)!;
+    throw errors.rateLimited(`${group ? 'a callee' : 'this callee'} is receiving too many calls; retry later`, refused.retryAfterMs);
   }
   return callReply(outcome, me.userId);
 }

@@ -3,7 +3,10 @@ import { fingerprint } from '../calls/store.js';
 import { callReply } from './callReply.js';
 import type { CallCommand } from './command.js';
 
-/** end (POST /v1/calls/{id}/end or a frame): hang-up, cancel, decline or local failure; returns the snapshot. */
+/**
+ * end (POST /v1/calls/{id}/end or a frame): hang-up, cancel, decline or local failure; on a group
+ * call also leave, or with `forAll` the caller's end for everyone. Returns the snapshot.
+ */
 export const endCommand: CallCommand<typeof endCallBody> = {
   name: 'end',
   path: 'end',
@@ -14,8 +17,10 @@ export const endCommand: CallCommand<typeof endCallBody> = {
       userId: me.userId,
       installationId: me.installationId,
       reason: body.reason,
+      forAll: body.forAll,
       operationId: body.operationId,
-      fingerprint: fingerprint('end', [callId, body.reason]),
+      // Without forAll, the fingerprint of the one-to-one end request as it always was.
+      fingerprint: fingerprint('end', body.forAll ? [callId, body.reason, true] : [callId, body.reason]),
     });
     return callReply(outcome, me.userId);
   },

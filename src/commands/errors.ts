@@ -20,6 +20,7 @@ export const errorCatalogue = {
   revision_conflict: { status: 409, title: 'Revision does not match' },
   call_exists: { status: 409, title: 'Call ID already used' },
   call_not_active: { status: 409, title: 'Call is not ringing or accepted' },
+  group_call_full: { status: 409, title: 'Group call is full' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   rate_limited: { status: 429, title: 'Too many requests' },
@@ -76,7 +77,9 @@ export const errors = {
   revisionConflict: (snapshot: CallSnapshot) =>
     new ApiError('revision_conflict', `expectedRevision does not match the call's revision ${snapshot.revision}`, { snapshot }),
   callExists: () => new ApiError('call_exists', 'this callId is already used by another call'),
-  callNotActive: () => new ApiError('call_not_active', 'the call has ended; messages can only be sent while it rings or is accepted'),
+  callNotActive: (what = 'messages can only be sent') => new ApiError('call_not_active', `the call has ended; ${what} while it rings or is accepted`),
+  groupCallFull: () => new ApiError('group_call_full', 'a group call holds at most GROUP_CALL_MAX_MEMBERS members besides its caller'),
+  notGroupCall: () => new ApiError('invalid_request', 'this is a one-to-one call: members can only be invited into a group call'),
   payloadTooLarge: (detail: string) => new ApiError('payload_too_large', detail),
   unsupportedMediaType: (contentType: string) =>
     new ApiError('unsupported_media_type', `content-type must be application/json, got "${contentType || '(none)'}"`),

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { MESSAGE_PAYLOAD_MAX_BYTES } from '../config/messageLimits.js';
 import { IOS_ENVIRONMENTS, PUSH_TOKEN_KINDS } from '../push/kinds.js';
 import { REQUEST_END_REASONS, END_REASONS } from '../calls/reasons.js';
+import { MEMBER_STATES } from '../calls/model.js';
 import { ID_PATTERN } from '../auth/principal.js';
 import { callHistoryEntry } from '../history/schema.js';
 
@@ -20,11 +21,54 @@ export const principalId = z.string().regex(ID_PATTERN, 'must be 1 to 128 charac
 
 export const decimalRevision = z.string().regex(/^[1-9][0-9]{0,17}$/, 'must be a positive decimal string');
 
-export const createCallBody = z.object({
+/** A one-to-one call's create body (POST /v1/calls). */
+export const oneToOneCallBody = z.object({
   callId: opaqueId,
   calleeUserId: principalId,
   operationId: opaqueId,
   video: z.boolean().default(false),
+});
+
+/** A group call's create body (POST /v1/calls with calleeUserIds; docs/group-calls.md). */
+export const groupCallBody = z
+  .object({
+    callId: opaqueId,
+    calleeUserIds: z.array(principalId).min(1, 'must list at least one user').describe('the users to ring, 1 to GROUP_CALL_MAX_MEMBERS, distinct, without yourself'),
+    title: z.string().trim().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters (it is cut to 256 UTF-8 bytes)').optional().describe("the call's title: the invitation's displayName"),
+    operationId: opaqueId,
+    video: z.boolean().default(false),
+    calleeUserId: z.undefined({ error: 'give either calleeUserId (a one-to-one call) or calleeUserIds (a group call), not both' }).optional(),
+  })
+  .superRefine((b, ctx) => {
+    if (new Set(b.calleeUserIds).size !== b.calleeUserIds.length) ctx.addIssue({ code: 'custom', path: ['calleeUserIds'], message: 'must not list a user twice' });
+  });
+
+/**
+ * POST /v1/calls: a group call's body when it has `calleeUserIds`, else a one-to-one call's
+ * (whose errors, a missing calleeUserId among them, stay as they always were).
+ */
+export const createCallBody = z.unknown().transform((value, ctx): z.output<typeof oneToOneCallBody> | z.output<typeof groupCallBody> => {
+  const isGroup = typeof value === 'object' && value !== null && 'calleeUserIds' in value;
+  const parsed = (isGroup ? groupCallBody : oneToOneCallBody).safeParse(value);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, code: 'custom', input: value });
+  return z.NEVER;
+});
+
+/** Users to ring into a group call (docs/group-calls.md "Inviting more"). */
+export const inviteBody = z
+  .object({
+    operationId: opaqueId,
+    userIds: z.array(principalId).min(1, 'must list at least one user').describe('distinct, without yourself'),
+  })
+  .superRefine((b, ctx) => {
+    if (new Set(b.userIds).size !== b.userIds.length) ctx.addIssue({ code: 'custom', path: ['userIds'], message: 'must not list a user twice' });
+  });
+
+/** A ringing receipt: this installation shows the incoming call (docs/group-calls.md "Ringing receipts"). */
+export const ringingBody = z.object({
+  operationId: opaqueId,
+  via: z.enum(['socket', 'apns', 'fcm']).describe('how the invitation reached this installation: over signaling, an iOS VoIP push or an Android data message'),
 });
 
 export const answerCallBody = z.object({
@@ -36,6 +80,7 @@ export const answerCallBody = z.object({
 export const endCallBody = z.object({
   operationId: opaqueId,
   reason: z.enum(REQUEST_END_REASONS),
+  forAll: z.boolean().optional().describe("a group call's caller: end it for everyone instead of leaving (docs/group-calls.md)"),
 });
 
 export const renameCallBody = z.object({
@@ -94,6 +139,21 @@ export const callSnapshot = z.object({
   acceptedAtMs: z.number().int().optional(),
   endedAtMs: z.number().int().optional(),
   endReason: z.enum(END_REASONS).optional(),
+  title: z.string().optional().describe('a group call\'s title ("" when it has none); absent on a one-to-one call'),
+  participants: z
+    .array(
+      z.object({
+        userId: z.string(),
+        state: z.enum(MEMBER_STATES),
+        installationId: z.string().optional().describe('the installation in the call (joined), or that was (left)'),
+        invitedAtMs: z.number().int().optional(),
+        ringUntilMs: z.number().int().optional().describe('while invited or ringing: when its ring window closes'),
+        joinedAtMs: z.number().int().optional(),
+        leftAtMs: z.number().int().optional(),
+      }),
+    )
+    .optional()
+    .describe('a group call only (docs/group-calls.md): the caller first, then every member in invitation order; calleeUserId is then ""'),
 });
 
 export const mediaSession = z.object({
@@ -167,10 +227,24 @@ export const serverCall = z.object({
   endReason: z.enum(END_REASONS).optional(),
   endedBy: z.enum(['caller', 'callee', 'system']).optional(),
   endedByInstallationId: z.string().optional(),
+  ringingAtMs: z.number().int().optional().describe("a one-to-one call: the callee's first ringing receipt"),
+  ringingVia: z.string().optional(),
+  group: z
+    .object({
+      title: z.string(),
+      members: z.array(z.object({ userId: z.string(), state: z.enum(MEMBER_STATES) }).catchall(z.unknown())).describe('the caller first, then each member invited, as stored'),
+    })
+    .optional()
+    .describe('a group call (docs/group-calls.md)'),
 });
 
 export const serverEndCallResult = z.object({
   ended: z.boolean().describe('true: this request ended it; false: it had already ended'),
+  call: serverCall,
+});
+
+export const serverRemoveParticipantResult = z.object({
+  removed: z.boolean().describe('true: this request removed the member; false: it was already out, or the call has ended'),
   call: serverCall,
 });
 

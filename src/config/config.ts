@@ -18,6 +18,8 @@ const bool = (def: boolean) =>
     .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
 /** The push payload key the calling library reads unless a deployment sets PUSH_PAYLOAD_KEY. */
+/** GROUP_CALL_MAX_MEMBERS when unset (docs/group-calls.md). */
+export const GROUP_CALL_MAX_MEMBERS_DEFAULT = 16;
 export const DEFAULT_PUSH_PAYLOAD_KEY = 'callpayload';
 const PAYLOAD_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
 const RESERVED_PAYLOAD_KEY = /^(aps|from|notification|message_type|collapse_key|google.*|gcm.*)$/i;
@@ -116,6 +118,7 @@ export const configSchema = z
     RATE_PUSH_TOKEN_WRITES_PER_HOUR: int(60, 0).describe('Push token writes per installation per hour (0: off).'),
     RATE_RENAMES_PER_MIN: int(30, 0).describe("Renames per user per minute (0: off); each rename is an event in the callee's log."),
     RENAMES_PER_CALL: int(10, 1, 1000).describe('Renames allowed per call in all.'),
+    GROUP_CALL_MAX_MEMBERS: int(GROUP_CALL_MAX_MEMBERS_DEFAULT, 1, 64).describe('Members a group call may ring besides its caller, late invitations included (docs/group-calls.md).'),
     RATE_CALL_MESSAGES_PER_10S: int(100, 0).describe('In-call messages per call and sender per 10 s (0: off; docs/api.md "In-call messages").'),
     RATE_WS_MESSAGES_PER_10S: int(50, 0).describe('Frames per socket per 10 s (0: off).'),
     RATE_AUTH_FAILURES_PER_MIN: int(30, 0).describe('Failed authentications per client address per minute before it is refused with 429 (0: off).'),

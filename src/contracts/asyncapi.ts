@@ -1,6 +1,7 @@
 import { packageVersion } from '../util/packageInfo.js';
 import { CLOSE, SUBPROTOCOL_JSON, SUBPROTOCOL_MSGPACK } from './signaling.js';
 import { CALL_COMMANDS } from '../commands/callCommands.js';
+import type { CallCommand } from '../commands/command.js';
 import { opaqueId } from '../commands/schemas.js';
 import { schema } from './openapiParts.js';
 
@@ -10,21 +11,23 @@ import { schema } from './openapiParts.js';
  * in docs/schemas/. Checked in as docs/asyncapi.json; a test parses it with @asyncapi/parser.
  */
 
-const eventSchemas = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed'].map((name) => ({ $ref: `./schemas/${name}.json` }));
+const eventSchemas = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed', 'call.ringing', 'call.participant'].map((name) => ({ $ref: `./schemas/${name}.json` }));
 
 /** What each command frame does; its fields are its HTTP route's body (docs/openapi.json) plus `callId`. */
-const COMMAND_SUMMARIES: Record<string, { summary: string; example: Record<string, unknown> }> = {
+const COMMAND_SUMMARIES: Record<CallCommand['name'], { summary: string; example: Record<string, unknown> }> = {
   answer: { summary: 'Answer the call (POST /v1/calls/{id}/answer): the first answering installation wins.', example: { installationId: 'bob-phone' } },
   end: { summary: 'Hang up, cancel or decline (POST /v1/calls/{id}/end).', example: { reason: 'localHangup' } },
   rename: { summary: 'The caller changes the name shown (POST /v1/calls/{id}/rename).', example: { displayName: 'Alice (work)' } },
   message: { summary: 'An in-call message, e.g. SDP or an ICE candidate (POST /v1/calls/{id}/messages).', example: { payload: { kind: 'candidate', candidate: 'candidate:1 1 udp 2122260223 192.0.2.7 54400 typ host' } } },
+  invite: { summary: 'A participant rings more users into a group call (POST /v1/calls/{id}/invite).', example: { userIds: ['dave'] } },
+  ringing: { summary: 'A ringing receipt: this installation shows the incoming call (POST /v1/calls/{id}/ringing).', example: { via: 'socket' } },
 };
 
 /** A command frame: its route's body (as JSON Schema from the same zod schema) plus type and callId. */
 function commandFrame(name: string) {
   const command = CALL_COMMANDS.get(name)!;
   const body = schema(command.body, 'input') as { properties: Record<string, unknown>; required?: string[] };
-  const { summary, example } = COMMAND_SUMMARIES[name]!;
+  const { summary, example } = COMMAND_SUMMARIES[name as CallCommand['name']];
   return frame(name, `Command: ${name}`, `${summary} Answered by one \`reply\` frame with its operationId.`, { callId: schema(opaqueId), ...body.properties }, ['callId', ...(body.required ?? [])], {
     type: name,
     callId: '3f1c9a52-7d1e-4f0e-9b8a-2c6d5e4f7a10',

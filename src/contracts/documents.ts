@@ -9,7 +9,9 @@ import {
   fcmMessageSchema,
   invitationSchema,
   messageSchema,
+  participantSchema,
   renamedSchema,
+  ringingSchema,
 } from '../events/payloadSchemas.js';
 
 /** Where the JSON Schemas say they live: each schema's `$id` is this plus its file name. */
@@ -28,6 +30,8 @@ export function generatedDocuments(): Map<string, string> {
     'call.accepted': acceptedSchema,
     'call.ended': endedSchema,
     'call.renamed': renamedSchema,
+    'call.ringing': ringingSchema,
+    'call.participant': participantSchema,
     'call.message': messageSchema,
     'ios-voip-push-body': apnsBodySchema,
     'android-push-message': fcmMessageSchema,

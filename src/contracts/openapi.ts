@@ -1,9 +1,9 @@
-import { z } from 'zod';
 import * as s from '../commands/schemas.js';
 import { historyOperation, serverPaths, serverSchemas, serverSecurityScheme, serverTags, webhooksSection } from './openapiServer.js';
 import { ACCEPTED, CALL_ID, COMMON, CURSOR, ENDED, ENDED_EVENT, INVITED_EVENT, RINGING, T0, callIdParam, json, problems, ref, schema, snapshotExamples } from './openapiParts.js';
-import { acceptedSchema, endedSchema, invitationSchema, renamedSchema } from '../events/payloadSchemas.js';
+import { eventComponents } from './openapiEvents.js';
 import { packageVersion } from '../util/packageInfo.js';
+import { groupCallPaths, groupCreateExample, groupRequestSchemas } from './openapiGroup.js';
 
 /**
  * The OpenAPI 3.1 document, generated from the same zod schemas that validate requests, with the
@@ -20,7 +20,6 @@ export function openApiDocument(): Record<string, unknown> {
   };
   const problem = schema(s.problem);
   (problem['properties'] as Record<string, unknown>)['snapshot'] = ref('CallSnapshot');
-  const eventSchema = (t: z.ZodType) => schema(t);
 
   return {
     openapi: '3.1.0',
@@ -28,7 +27,7 @@ export function openApiDocument(): Record<string, unknown> {
       title: 'calling-backend',
       version: packageVersion(),
       description:
-        'Backend for one-to-one voice and video calls on phones: calls with a state machine, push invitations, ' +
+        'Backend for one-to-one and group voice and video calls on phones: calls with a state machine, push invitations, ' +
         'a resumable per-user event log and media credentials. The protocol (states, end reasons, events, push ' +
         'formats, limits) is described in docs/protocol.md; the WebSocket at /v1/signaling in docs/asyncapi.yaml.',
       license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
@@ -50,7 +49,9 @@ export function openApiDocument(): Record<string, unknown> {
         ...serverSecurityScheme,
       },
       schemas: {
-        CreateCall: schema(s.createCallBody, 'input'),
+        CreateCall: { description: 'A one-to-one call (`calleeUserId`) or a group call (`calleeUserIds`, docs/group-calls.md).', oneOf: [ref('CreateOneToOneCall'), ref('CreateGroupCall')] },
+        CreateOneToOneCall: schema(s.oneToOneCallBody, 'input'),
+        CreateGroupCall: schema(s.groupCallBody, 'input'),
         AnswerCall: schema(s.answerCallBody, 'input'),
         EndCall: schema(s.endCallBody, 'input'),
         RenameCall: schema(s.renameCallBody, 'input'),
@@ -63,23 +64,8 @@ export function openApiDocument(): Record<string, unknown> {
         CallSnapshot: schema(s.callSnapshot),
         MediaSession: schema(s.mediaSession),
         CallEventsPage: callEventsPage,
-        CallInvited: eventSchema(invitationSchema),
-        CallAccepted: eventSchema(acceptedSchema),
-        CallEnded: eventSchema(endedSchema),
-        CallRenamed: eventSchema(renamedSchema),
-        CallEvent: {
-          description: 'One event of the log, told apart by `type`.',
-          oneOf: [ref('CallInvited'), ref('CallAccepted'), ref('CallEnded'), ref('CallRenamed')],
-          discriminator: {
-            propertyName: 'type',
-            mapping: {
-              'call.invited': '#/components/schemas/CallInvited',
-              'call.accepted': '#/components/schemas/CallAccepted',
-              'call.ended': '#/components/schemas/CallEnded',
-              'call.renamed': '#/components/schemas/CallRenamed',
-            },
-          },
-        },
+        ...eventComponents(),
+        ...groupRequestSchemas,
         Problem: problem,
         ...serverSchemas(),
       },
@@ -144,11 +130,13 @@ export function openApiDocument(): Record<string, unknown> {
             '(push and signaling) are queued in the same transaction. The call rings until answered, ended or ' +
             'expired (`expiresAtMs`). A retry with the same `operationId` and body returns the original response; ' +
             'a `callId` is never reused (`call_exists`). When the callee is in an accepted call (and `CALL_WAITING` is off) ' +
-            'the call is created already ended as `busy`: nothing rings and only the caller is told.',
+            'the call is created already ended as `busy`: nothing rings and only the caller is told. With `calleeUserIds` ' +
+            'instead, a group call rings each of them (docs/group-calls.md).',
           requestBody: {
             required: true,
             content: json('CreateCall', {
               audio: { summary: 'An audio call', value: { callId: CALL_ID, calleeUserId: 'bob', operationId: 'op-create-1', video: false } },
+              ...groupCreateExample,
             }),
           },
           responses: {
@@ -239,6 +227,7 @@ export function openApiDocument(): Record<string, unknown> {
           },
         },
       },
+      ...groupCallPaths(),
       '/v1/calls/{id}/messages': {
         parameters: [callIdParam],
         post: {

@@ -1,21 +1,16 @@
 import { reasonForSide } from '../calls/reasons.js';
 import { wasAnswered } from '../calls/model.js';
 import type { CallChange } from '../calls/change.js';
-import { acceptedPayload, endedPayload, invitationPayload, renamedPayload, type EventPayload } from './payloads.js';
+import { acceptedPayload, endedPayload, invitationPayload, renamedPayload, ringingPayload } from './payloads.js';
+import { groupDeliveriesFor } from './groupAudience.js';
+import type { Delivery } from './delivery.js';
 
 /**
  * Who is told what about one change: the single source of the audience rules (docs/api.md
- * "Who receives what"). A delivery goes to one user's event log; `only` / `except` narrow it to
- * or away from one installation of that user.
+ * "Who receives what"; a group call's: groupAudience.ts).
  */
-export interface Delivery {
-  userId: string;
-  payload: EventPayload;
-  only?: string;
-  except?: string;
-}
-
 export function deliveriesFor(change: CallChange): Delivery[] {
+  if (change.call.group) return groupDeliveriesFor(change);
   const { call, atMs } = change;
   const caller = call.callerUserId;
   const callee = call.calleeUserId;
@@ -39,6 +34,14 @@ export function deliveriesFor(change: CallChange): Delivery[] {
       const payload = renamedPayload(call, atMs);
       return [winner ? { userId: callee, payload, only: winner } : { userId: callee, payload }];
     }
+    case 'ringing':
+      // The callee's phone shows the call: the caller's devices can say "Ringing".
+      return [{ userId: caller, payload: ringingPayload(call, atMs, callee) }];
+    case 'joined':
+    case 'member':
+    case 'invited':
+      // Group call changes only.
+      return [];
     case 'ended': {
       const by = call.endedBy ?? 'system';
       const reason = call.endReason ?? 'remoteEnded';
@@ -65,11 +68,4 @@ export function deliveriesFor(change: CallChange): Delivery[] {
       return out;
     }
   }
-}
-
-/** Whether a delivery narrowed by `only` / `except` is for this installation. */
-export function isForInstallation(only: string | undefined, except: string | undefined, installationId: string): boolean {
-  if (only && only !== installationId) return false;
-  if (except && except === installationId) return false;
-  return true;
 }

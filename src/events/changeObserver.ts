@@ -1,7 +1,7 @@
 import type { CallChange, ChangeHandler } from '../calls/change.js';
 import type { Logger } from '../util/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { wasAnswered } from '../calls/model.js';
+import { memberOf, memberOutcome, wasAnswered } from '../calls/model.js';
 
 /**
  * The relay's view of every call change for operators: one `info` line per change (docs/operations.md
@@ -37,8 +37,14 @@ export function callChangeObserver(metrics: Metrics, logger: Logger): ChangeHand
 
 /** Counts relayed changes: outcomes, answer and ring times, and how far the relay runs behind. */
 export function observeChanges(metrics: Metrics, changes: readonly CallChange[], nowMs = Date.now()): void {
-  for (const { kind, call, atMs } of changes) {
+  for (const change of changes) {
+    const { kind, call, atMs } = change;
     metrics.relayLag.observe(Math.max(0, nowMs - atMs) / 1000);
+    observeReceipts(metrics, change);
+    if (call.group) {
+      observeGroup(metrics, change);
+      continue;
+    }
     if (kind === 'created') metrics.callsCreated.inc();
     else if (kind === 'answered') {
       metrics.callsAnswered.inc();
@@ -50,6 +56,42 @@ export function observeChanges(metrics: Metrics, changes: readonly CallChange[],
       metrics.callsEnded.inc({ reason, ended_by: call.endedBy ?? 'system' });
       // Ended while ringing: the ringing stopped with this end.
       if (!wasAnswered(call)) metrics.ringSeconds.observe({ outcome: reason }, ((call.endedAtMs ?? atMs) - call.createdAtMs) / 1000);
+    }
+  }
+}
+
+/**
+ * Ringing receipts (docs/group-calls.md "Ringing receipts"): the time from each invitation to its
+ * first receipt, by delivery path, and at a call's end the invitees that never sent one.
+ */
+function observeReceipts(metrics: Metrics, { kind, call, subjects }: CallChange): void {
+  if (kind === 'ringing') {
+    for (const u of subjects ?? []) {
+      const m = memberOf(call, u);
+      const at = m ? m.ringingAtMs : call.ringingAtMs;
+      const via = (m ? m.via : call.ringingVia) ?? 'unknown';
+      if (at !== undefined) metrics.invitationReceiptSeconds.observe({ via }, Math.max(0, at - (m?.invitedAtMs ?? call.createdAtMs)) / 1000);
+    }
+  } else if (kind === 'ended') {
+    const silent = call.group
+      ? call.group.members.filter((m) => m.invitedAtMs !== undefined && m.state !== 'busy' && m.ringingAtMs === undefined).length
+      : call.endReason === 'busy' && call.endedBy === 'system'
+        ? 0
+        : Number(call.ringingAtMs === undefined);
+    if (silent > 0) metrics.invitationsUnacknowledged.inc(silent);
+  }
+}
+
+/** A group call: created, members per call, and each member's outcome at the end. */
+function observeGroup(metrics: Metrics, { kind, call }: CallChange): void {
+  const members = call.group!.members.filter((m) => m.userId !== call.callerUserId);
+  if (kind === 'created') {
+    metrics.groupCallsCreated.inc();
+    metrics.groupCallMembers.observe(members.length);
+  } else if (kind === 'ended') {
+    metrics.callsEnded.inc({ reason: call.endReason ?? 'unknown', ended_by: call.endedBy ?? 'system' });
+    for (const m of members) {
+      metrics.groupMemberOutcomes.inc({ outcome: memberOutcome(m) });
     }
   }
 }

@@ -2,7 +2,7 @@ import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { compareStreamIds, encodeCursor, newEpoch, type Cursor } from './cursor.js';
-import { isForInstallation, type Delivery } from './audience.js';
+import { isForInstallation, type Delivery } from './delivery.js';
 import type { EventPayload } from './payloads.js';
 import type { EarlyEvents } from './earlyNotice.js';
 import type { MarkerOp } from '../calls/activeCalls.js';

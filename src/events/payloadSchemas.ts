@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { END_REASONS } from '../calls/reasons.js';
+import { MEMBER_STATES } from '../calls/model.js';
 
 /**
  * The network payloads (docs/protocol.md "Events", "Push formats") as zod schemas: the single source of their TypeScript types
@@ -48,6 +49,22 @@ export const renamedSchema = z
   .object({ ...eventCommon, type: z.literal('call.renamed'), displayName: z.string().min(1) })
   .meta({ title: 'call.renamed' });
 
+/** An invitee's phone shows the call (its first ringing receipt; docs/group-calls.md "Ringing receipts"). */
+export const ringingSchema = z
+  .object({ ...eventCommon, type: z.literal('call.ringing'), userId: z.string().min(1).describe('the invitee whose phone rings') })
+  .meta({ title: 'call.ringing' });
+
+/** A group call member's state changed (docs/group-calls.md "Events"). */
+export const participantSchema = z
+  .object({
+    ...eventCommon,
+    type: z.literal('call.participant'),
+    userId: z.string().min(1),
+    state: z.enum(MEMBER_STATES),
+    installationId: z.string().min(1).optional().describe('the installation in the call, once joined'),
+  })
+  .meta({ title: 'call.participant' });
+
 /**
  * An in-call message (docs/api.md "In-call messages"): not a change of the call (no `revision`), and
  * not in the event log; delivered in a `message` signaling frame.
@@ -65,7 +82,7 @@ export const messageSchema = z
   })
   .meta({ title: 'call.message', description: 'In-call message between the parties of a ringing or accepted call' });
 
-export const eventSchema = z.discriminatedUnion('type', [invitationSchema, acceptedSchema, endedSchema, renamedSchema]);
+export const eventSchema = z.discriminatedUnion('type', [invitationSchema, acceptedSchema, endedSchema, renamedSchema, ringingSchema, participantSchema]);
 
 /** The iOS VoIP push body (docs/protocol.md "iOS VoIP invitation"). */
 export const apnsBodySchema = z

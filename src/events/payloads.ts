@@ -1,7 +1,7 @@
-import type { CallRecord } from '../calls/model.js';
+import type { CallRecord, Member } from '../calls/model.js';
 import type { EndReason } from '../calls/reasons.js';
 import type { z } from 'zod';
-import type { acceptedSchema, endedSchema, invitationSchema, renamedSchema } from './payloadSchemas.js';
+import type { acceptedSchema, endedSchema, invitationSchema, participantSchema, renamedSchema, ringingSchema } from './payloadSchemas.js';
 
 /** Builders of the event payloads (schemas in payloadSchemas.ts; docs/protocol.md "Events"). */
 
@@ -9,8 +9,10 @@ export type InvitationPayload = z.infer<typeof invitationSchema>;
 export type AcceptedPayload = z.infer<typeof acceptedSchema>;
 export type EndedPayload = z.infer<typeof endedSchema>;
 export type RenamedPayload = z.infer<typeof renamedSchema>;
+export type RingingPayload = z.infer<typeof ringingSchema>;
+export type ParticipantPayload = z.infer<typeof participantSchema>;
 
-export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload;
+export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload;
 
 /**
  * Event IDs are derived from the change, so a relay that delivers a change twice delivers the
@@ -20,17 +22,21 @@ export function eventIdFor(call: CallRecord, tag: string): string {
   return `${call.callId}:${call.revision}:${tag}`;
 }
 
-export function invitationPayload(call: CallRecord, issuedAtMs: number): InvitationPayload {
+/**
+ * The invitation, the same for one-to-one and group calls; a group call's shows its title (when
+ * it has one) as `displayName`, and the invitee's own ring window as `expiresAtMs`.
+ */
+export function invitationPayload(call: CallRecord, issuedAtMs: number, invitee?: Member): InvitationPayload {
   return {
     schemaVersion: 1,
     type: 'call.invited',
     callId: call.callId,
-    displayName: call.callerDisplayName,
+    displayName: call.group?.title || call.callerDisplayName,
     handle: call.callerHandle,
     eventId: eventIdFor(call, 'invited'),
     revision: call.revision,
     issuedAtMs,
-    expiresAtMs: call.expiresAtMs,
+    expiresAtMs: invitee?.ringUntilMs ?? call.expiresAtMs,
     video: call.video,
   };
 }
@@ -69,4 +75,23 @@ export function renamedPayload(call: CallRecord, occurredAtMs: number): RenamedP
     occurredAtMs,
     displayName: call.callerDisplayName,
   };
+}
+
+export function ringingPayload(call: CallRecord, occurredAtMs: number, userId: string): RingingPayload {
+  return { schemaVersion: 1, eventId: eventIdFor(call, `ringing.${userId}`), type: 'call.ringing', callId: call.callId, revision: call.revision, occurredAtMs, userId };
+}
+
+export function participantPayload(call: CallRecord, occurredAtMs: number, m: Member): ParticipantPayload {
+  const p: ParticipantPayload = {
+    schemaVersion: 1,
+    eventId: eventIdFor(call, `participant.${m.userId}`),
+    type: 'call.participant',
+    callId: call.callId,
+    revision: call.revision,
+    occurredAtMs,
+    userId: m.userId,
+    state: m.state,
+  };
+  if (m.state === 'joined' && m.installationId) p.installationId = m.installationId;
+  return p;
 }

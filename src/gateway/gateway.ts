@@ -4,7 +4,7 @@ import type { EventLog } from '../events/eventLog.js';
 import { SIGN_OUT_EPOCH, type LiveMessage } from '../events/eventLog.js';
 import { EARLY_EPOCH, earlyEventsFor } from '../events/earlyNotice.js';
 import { compareStreamIds, decodeCursor, encodeCursor, type Cursor } from '../events/cursor.js';
-import { isForInstallation } from '../events/audience.js';
+import { isForInstallation } from '../events/delivery.js';
 import type { AuthGuard } from '../auth/guard.js';
 import { TokenBucket } from '../limits/rateLimiter.js';
 import { CALL_COMMANDS } from '../commands/callCommands.js';

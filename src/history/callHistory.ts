@@ -1,7 +1,7 @@
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { readIndexedPage, type IndexCursor, type RecordPage } from '../redis/indexedRecords.js';
-import { wasAnswered, type CallRecord } from '../calls/model.js';
+import { memberOutcome, wasAnswered, type CallRecord, type Member } from '../calls/model.js';
 import { reasonForSide, type EndReason, type Side } from '../calls/reasons.js';
 import type { CallChange } from '../calls/change.js';
 import type { z } from 'zod';
@@ -72,6 +72,7 @@ export type IndexOps = (['start', string, string, '', ''] | ['end', string, stri
 /** The index work of one change, by user (created: both parties' active sets; ended: both histories). */
 export function indexOpsOf(change: CallChange, add: (userId: string, op: IndexOps[number]) => void): void {
   const { call } = change;
+  if (call.group) return groupIndexOps(change, add);
   if (change.kind === 'created') {
     const start: IndexOps[number] = ['start', call.callId, String(call.createdAtMs), '', ''];
     add(call.callerUserId, start);
@@ -111,4 +112,48 @@ export class CallHistory {
   async activeCallIds(userId: string): Promise<string[]> {
     return this.redis.zrange(keys.userActiveCalls(this.settings, userId), 0, -1);
   }
+}
+
+/**
+ * A group call's index work: each member's call starts when it is invited (the caller's with the
+ * call) and every member gets its own record at the end (docs/call-history.md "Group calls").
+ */
+function groupIndexOps(change: CallChange, add: (userId: string, op: IndexOps[number]) => void): void {
+  const { call } = change;
+  const members = call.group!.members;
+  const started = change.kind === 'created' ? members : change.kind === 'invited' ? members.filter((m) => change.subjects?.includes(m.userId)) : [];
+  for (const m of started) add(m.userId, ['start', call.callId, String(m.invitedAtMs ?? call.createdAtMs), '', '']);
+  if (change.kind !== 'ended') return;
+  for (const m of members) {
+    const entry = groupHistoryEntry(call, m);
+    add(m.userId, ['end', call.callId, String(entry.endedAtMs), JSON.stringify(entry), entry.missed ? '1' : '']);
+  }
+}
+
+/** One member's record of a group call: its own outcome and times. */
+export function groupHistoryEntry(call: CallRecord, m: Member): HistoryEntry {
+  const viewer: Side = m.userId === call.callerUserId ? 'caller' : 'callee';
+  const o = callOutcome(call);
+  const startedAtMs = m.invitedAtMs ?? call.createdAtMs;
+  const joined = m.joinedAtMs !== undefined;
+  const endedAtMs = m.leftAtMs ?? m.endedAtMs ?? o.endedAtMs;
+  const outcome = memberOutcome(m);
+  return {
+    callId: call.callId,
+    direction: viewer === 'caller' ? 'outgoing' : 'incoming',
+    peerUserId: viewer === 'caller' ? '' : call.callerUserId,
+    callerUserId: call.callerUserId,
+    calleeUserId: '',
+    video: call.video,
+    createdAtMs: startedAtMs,
+    acceptedAtMs: joined ? m.joinedAtMs! : null,
+    answeredByInstallationId: joined ? (m.installationId ?? null) : null,
+    endedAtMs,
+    endReason: reasonSeenBy(call, viewer),
+    endedBy: call.endedBy ?? 'system',
+    missed: viewer === 'callee' && outcome === 'missed',
+    ringingMs: Math.max(0, (m.joinedAtMs ?? endedAtMs) - startedAtMs),
+    talkMs: joined ? Math.max(0, endedAtMs - m.joinedAtMs!) : 0,
+    group: { title: call.group!.title, outcome, userIds: call.group!.members.map((x) => x.userId) },
+  };
 }

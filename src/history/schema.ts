@@ -20,5 +20,13 @@ export const callHistoryEntry = z.object({
   missed: z.boolean().describe('a call to this user that nobody answered: it rang out, or the caller cancelled it'),
   ringingMs: z.number().int().describe('from the invitation to the answer, or to the end when never answered'),
   talkMs: z.number().int().describe('from the answer to the end; 0 when never answered'),
+  group: z
+    .object({
+      title: z.string(),
+      outcome: z.enum(['joined', 'declined', 'missed', 'busy']).describe("this member's outcome"),
+      userIds: z.array(z.string()).describe('the caller, then every member invited'),
+    })
+    .optional()
+    .describe('a group call (docs/group-calls.md): peerUserId is the caller ("" in the caller\'s own record), calleeUserId ""; the times are this member\'s own'),
 });
 

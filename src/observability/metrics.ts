@@ -37,6 +37,16 @@ export class Metrics {
     ['outcome'],
     CALL_SECONDS_BUCKETS,
   );
+  readonly groupCallsCreated = this.counter('group_calls_created_total', 'Group calls created (counted as relayed; docs/group-calls.md)', []);
+  readonly groupCallMembers = this.histogram('group_call_members', 'Members a group call rang at its create, besides its caller', [], [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64]);
+  readonly groupMemberOutcomes = this.counter('group_call_member_outcomes_total', "Group call members by how the call went for them, counted at its end (joined, declined, missed, busy)", ['outcome']);
+  readonly invitationReceiptSeconds = this.histogram(
+    'invitation_receipt_seconds',
+    "From an invitation to the invitee's first ringing receipt, by how it reached the installation (socket, apns, fcm)",
+    ['via'],
+    [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60],
+  );
+  readonly invitationsUnacknowledged = this.counter('invitations_unacknowledged_total', 'Invitees who sent no ringing receipt before the call ended', []);
   readonly relayLag = this.histogram('relay_lag_seconds', 'From a call change (Redis time) to its relay appending the events', [], [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
   ]);

@@ -2,6 +2,7 @@ import { inSpan, SpanKind, tracingEnabled } from '../observability/tracing.js';
 import type { Queue } from 'bullmq';
 import type { CallRecord } from '../calls/model.js';
 import { invitationPayload } from '../events/payloads.js';
+import { memberOf } from '../calls/model.js';
 import { partitionOfShard, type Partitioning } from '../redis/partitions.js';
 import { shardOf } from '../redis/keys.js';
 import { tokenHash, type PushRegistry, type PushRegistration, type TokenRemoval } from './registry.js';
@@ -143,9 +144,12 @@ export class PushDispatcher {
       if (msg.t === 'invite') {
         const call = calls.get(msg.callId);
         if (!call) return skip('call-gone');
-        if (call.state !== 'ringing') return skip('not-ringing');
-        if (call.expiresAtMs - now < 1000) return skip('expired');
-        ready.push({ msg, reg, payload: invitationPayload(call, now), deadlineMs: call.expiresAtMs });
+        // A group call rings each invitee in its own window, also once the call is accepted.
+        const invitee = call.group ? memberOf(call, msg.userId) : undefined;
+        if (call.group ? !(invitee?.state === 'invited' || invitee?.state === 'ringing') || call.state === 'ended' : call.state !== 'ringing') return skip('not-ringing');
+        const deadlineMs = invitee?.ringUntilMs ?? call.expiresAtMs;
+        if (deadlineMs - now < 1000) return skip('expired');
+        ready.push({ msg, reg, payload: invitationPayload(call, now, invitee), deadlineMs });
       } else {
         if (msg.deadlineMs - now < 1000) return skip('expired');
         ready.push({ msg, reg, payload: msg.payload, deadlineMs: msg.deadlineMs });

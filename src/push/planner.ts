@@ -1,6 +1,7 @@
 import type { CallChange } from '../calls/change.js';
-import { deliveriesFor, isForInstallation } from '../events/audience.js';
-import { wasAnswered } from '../calls/model.js';
+import { deliveriesFor } from '../events/audience.js';
+import { isForInstallation } from '../events/delivery.js';
+import { memberOf, wasAnswered } from '../calls/model.js';
 import type { PushRegistration } from './registry.js';
 import type { PushMessage } from './queues.js';
 import { jobIdPart } from './queues.js';
@@ -31,9 +32,10 @@ export interface ProvidersEnabled {
 
 /** The users whose registrations `pushesFor` needs. */
 export function usersToLookUp(change: CallChange): string[] {
+  if (change.call.group) return groupUsersToLookUp(change);
   if (change.kind === 'created') return [change.call.calleeUserId];
   if (change.kind === 'answered') return [change.call.calleeUserId, change.call.callerUserId];
-  if (change.kind === 'renamed') return [];
+  if (change.kind === 'renamed' || change.kind === 'ringing') return [];
   return wasAnswered(change.call) ? [] : [change.call.calleeUserId];
 }
 
@@ -44,22 +46,27 @@ export function pushesFor(
 ): PlannedPush[] {
   const { call } = change;
   const out: PlannedPush[] = [];
-  if (change.kind === 'created') {
-    for (const reg of registrationsOf(call.calleeUserId)) {
-      if (!enabled[reg.kind]) continue;
-      out.push({
-        id: `invite.${jobIdPart(call.callId)}.${jobIdPart(reg.installationId)}.${reg.kind}`,
-        data: { t: 'invite', callId: call.callId, userId: reg.userId, installationId: reg.installationId, kind: reg.kind },
-      });
+  const invitees = inviteesOf(change);
+  if (invitees) {
+    for (const userId of invitees) {
+      for (const reg of registrationsOf(userId)) {
+        if (!enabled[reg.kind]) continue;
+        out.push({
+          // A group call's late invitation rings again: its revision tells it from the first.
+          id: `invite.${jobIdPart(call.callId)}${change.kind === 'invited' ? `.${call.revision}` : ''}.${jobIdPart(reg.installationId)}.${reg.kind}`,
+          data: { t: 'invite', callId: call.callId, userId: reg.userId, installationId: reg.installationId, kind: reg.kind },
+        });
+      }
     }
     return out;
   }
-  if (!enabled.androidPush || change.kind === 'renamed') return out;
+  if (!enabled.androidPush || change.kind === 'renamed' || change.kind === 'ringing') return out;
   // Signals follow the signaling deliveries of the change, so both say the same thing.
   const wasRinging = change.kind === 'answered' || !wasAnswered(call);
   for (const d of deliveriesFor(change)) {
-    const toCallee = d.userId === call.calleeUserId;
-    if (toCallee ? !(wasRinging && d.payload.type === 'call.ended') : d.payload.type !== 'call.accepted') continue;
+    if (call.group) {
+      if (!d.stopsRinging) continue;
+    } else if (d.userId === call.calleeUserId ? !(wasRinging && d.payload.type === 'call.ended') : d.payload.type !== 'call.accepted') continue;
     for (const reg of registrationsOf(d.userId)) {
       if (reg.kind !== 'androidPush') continue;
       if (!isForInstallation(d.only, d.except, reg.installationId)) continue;
@@ -78,4 +85,21 @@ export function pushesFor(
     }
   }
   return out;
+}
+
+/** Who a change invites: the callee of a new call, the invitees of a new or grown group call. */
+function inviteesOf(change: CallChange): string[] | undefined {
+  const { call } = change;
+  if (change.kind === 'created') return call.group ? call.group.members.filter((m) => m.state === 'invited').map((m) => m.userId) : [call.calleeUserId];
+  if (change.kind === 'invited') return (change.subjects ?? []).filter((u) => memberOf(call, u)?.state === 'invited');
+  return undefined;
+}
+
+/** A group call: the invitees, and the members whose ringing a change stops (their Android signals). */
+function groupUsersToLookUp(change: CallChange): string[] {
+  const invitees = inviteesOf(change);
+  if (invitees) return invitees;
+  if (change.kind === 'ended') return change.call.group!.members.filter((m) => m.endedIn === 'invited' || m.endedIn === 'ringing').map((m) => m.userId);
+  if (change.kind === 'joined' || change.kind === 'member') return change.subjects ?? [];
+  return [];
 }

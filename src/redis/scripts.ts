@@ -27,9 +27,13 @@ export const LUA_DIR = packageDir(import.meta.url, 'lua', 'createCall.lua');
  */
 export const scriptDefinitions = {
   createCall: { file: 'createCall.lua', numberOfKeys: 'variable', traced: true },
+  createGroupCall: { file: 'createGroupCall.lua', numberOfKeys: 'variable', traced: true },
+  inviteToCall: { file: 'inviteToCall.lua', numberOfKeys: 'variable', traced: true },
+  noteRinging: { file: 'noteRinging.lua', numberOfKeys: 'variable', traced: true },
   answerCall: { file: 'answerCall.lua', numberOfKeys: 'variable', traced: true },
   endCall: { file: 'endCall.lua', numberOfKeys: 'variable', traced: true },
   endCallByServer: { file: 'endCallByServer.lua', numberOfKeys: 3 },
+  removeMember: { file: 'removeMember.lua', numberOfKeys: 3 },
   readCall: { file: 'readCall.lua', numberOfKeys: 3 },
   expireDue: { file: 'expireDue.lua', numberOfKeys: 'variable' },
   registerPushToken: { file: 'registerPushToken.lua', numberOfKeys: 1 },

@@ -55,6 +55,7 @@ export function roleDeps(config: Config, redis: RedisClient, ks: { prefix: strin
       operationTtlMs: config.IDEMPOTENCY_TTL_MS,
       callWaiting: config.CALL_WAITING,
       maxRenamesPerCall: config.RENAMES_PER_CALL,
+      maxGroupInvitees: config.GROUP_CALL_MAX_MEMBERS,
       // Counted by the message script itself (src/calls/store.ts).
       messagesPerWindow: config.RATE_CALL_MESSAGES_PER_10S,
     }),

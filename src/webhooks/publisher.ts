@@ -4,7 +4,7 @@ import { keys, shardOf } from '../redis/keys.js';
 import { partitionOfShard, type Partitioning } from '../redis/partitions.js';
 import type { WebhookEndpoint } from './endpoints.js';
 import type { EndpointStates } from './endpointStates.js';
-import { callEventOf, webhookBody, webhookId, type WebhookEvent } from './events.js';
+import { callEventsOf, webhookBody, webhookId, type WebhookEvent } from './events.js';
 import type { WebhookDelivery } from './queue.js';
 import type { TokenRemoval } from '../push/registry.js';
 
@@ -80,8 +80,9 @@ export class WebhookPublisher {
 
 /**
  * Relay handler: the webhook events of the relayed call changes (call.created, call.accepted,
- * call.ended), added to the webhook stream once the changes' events are stored. Batches run
- * concurrently: receivers deduplicate and order by the body's timestamp, and a retry reorders anyway.
+ * call.ended, call.participant), added to the webhook stream once the changes' events are stored.
+ * Batches run concurrently: receivers deduplicate and order by the body's timestamp, and a retry
+ * reorders anyway.
  */
 export function webhookHandler(publisher: WebhookPublisher): ChangeHandler {
   return {
@@ -89,10 +90,7 @@ export function webhookHandler(publisher: WebhookPublisher): ChangeHandler {
     concurrent: true,
     handle: (changes) =>
       publisher.publish(
-        changes.flatMap((c) => {
-          const event = callEventOf(c);
-          return event ? [{ event, callId: c.call.callId }] : [];
-        }),
+        changes.flatMap((c) => callEventsOf(c).map((event) => ({ event, callId: c.call.callId }))),
       ),
   };
 }

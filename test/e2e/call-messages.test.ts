@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { answer, end, expectProblem, uid, type Device } from '../support/fixtures.js';
 import { connect, type Frame } from '../support/ws-client.js';
 import { shardOf } from '../../src/redis/keys.js';
@@ -16,18 +16,10 @@ import { Sockets, createCall, online, readAllEvents, user, waitUntil, type Onlin
  */
 
 const SHARDS = 8;
-let stack: Stack;
 let url: string;
 const sockets = Sockets.closedAfterEachTest();
 
-beforeAll(async () => {
-  stack = await startStack({ CALL_SHARDS: String(SHARDS) });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
-});
+stackForFile({ CALL_SHARDS: String(SHARDS) }, (s) => (url = s.url));
 
 interface MessageEvent {
   schemaVersion: number;
@@ -280,12 +272,7 @@ describe('SDP-sized message frames', () => {
 
 describe('in-call message limits', () => {
   let limited: Stack;
-  beforeAll(async () => {
-    limited = await startStack({ RATE_CALL_MESSAGES_PER_10S: '30', EVENT_LOG_MAX_LEN: '10' });
-  });
-  afterAll(async () => {
-    await limited?.stop();
-  });
+  stackForFile({ RATE_CALL_MESSAGES_PER_10S: '30', EVENT_LOG_MAX_LEN: '10' }, (s) => (limited = s));
 
   it('rate-limit per call and sender, and never push lifecycle events out of the event log', async () => {
     const lurl = limited.url;

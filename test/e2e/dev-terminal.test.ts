@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../support/server.js';
-import { configEnv, runMain } from '../support/mainProcess.js';
+import { configEnv, quickStartEnv, withQuickStart } from '../support/mainProcess.js';
 import { waitUntil, within } from '../support/wait.js';
 import { devBanner } from '../../src/demo/devBanner.js';
 
@@ -70,7 +70,7 @@ describe('npm run dev in a terminal', () => {
     // That is why package.json's dev script is `exec node --import tsx ...`: the sh of an npm
     // script dies of the SIGINT (npm then exits 130 while the server still shuts down), and tsx's
     // CLI kills a child that does not report the signal to it within 30 ms.
-    const env = configEnv({ PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0', EMBEDDED_REDIS_DIR: join(dir, 'redis') });
+    const env = configEnv(quickStartEnv(dir));
     // script runs its command through $SHELL -c; `exec` makes that shell npm itself, as an
     // interactive shell keeps out of its job's process group. Without it, dash (CI's /bin/sh,
     // which does not exec a lone command) dies of the Ctrl-C and script reports 130.
@@ -117,19 +117,13 @@ describe('npm run dev in a terminal', () => {
     }
   }, 120_000);
 
-  it('the embedded Redis does not outlive a server killed with SIGKILL', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'quickstart-'));
-    try {
-      const run = runMain({ PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0', EMBEDDED_REDIS_DIR: join(dir, 'redis') }, ['--dev'], /BOB=\S+/);
-      const out = await run.matched!;
+  it('the embedded Redis does not outlive a server killed with SIGKILL', () =>
+    withQuickStart(async (run, out) => {
       const redisPid = Number(/"redisPid":(\d+)/.exec(out)?.[1]);
       const redis = descendants(run.child.pid!).find((p) => p.pid === redisPid)!;
       expect(redis && running(redis)).toBe(true);
       run.child.kill('SIGKILL');
       await run.exited;
       await waitUntil('the embedded redis-server gone', () => !running(redis), 10_000);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    }));
 });

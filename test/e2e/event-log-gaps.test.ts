@@ -1,6 +1,6 @@
 import { keys } from '../../src/redis/keys.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { headCursor } from '../support/fixtures.js';
 import { connect } from '../support/ws-client.js';
 import { Sockets, createCall, online, readAllEvents, user, waitUntil } from './helpers.js';
@@ -15,13 +15,9 @@ let stack: Stack;
 let url: string;
 const sockets = Sockets.closedAfterEachTest();
 
-beforeAll(async () => {
-  stack = await startStack({ EVENT_LOG_MAX_LEN: '10' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
+stackForFile({ EVENT_LOG_MAX_LEN: '10' }, (s) => {
+  stack = s;
+  url = s.url;
 });
 
 const logKey = (userId: string) => keys.eventLog({ prefix: 'cb', shards: 8 }, userId);

@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TestServer } from '../support/server.js';
-import { startStack, type Stack } from '../support/stack.js';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { device, uid, type Device } from '../support/fixtures.js';
 import { api } from '../support/http.js';
 import { connect, type Frame, type SignalingClient } from '../support/ws-client.js';
@@ -24,13 +24,10 @@ let front: TestServer;
 let bobGateway: TestServer;
 let worker: TestServer;
 
-beforeAll(async () => {
-  stack = await startStack({ ROLES: 'api,gateway', RELAY_CLAIM_IDLE_MS: '2000' });
-  front = stack.servers[0]!;
-  [bobGateway, worker] = await Promise.all([stack.addServer({ ROLES: 'gateway' }), stack.addServer({ ROLES: 'worker', RELAY_CLAIM_IDLE_MS: '2000' })]);
-});
-afterAll(async () => {
-  await stack?.stop();
+stackForFile({ ROLES: 'api,gateway', RELAY_CLAIM_IDLE_MS: '2000' }, async (s) => {
+  stack = s;
+  front = s.servers[0]!;
+  [bobGateway, worker] = await Promise.all([s.addServer({ ROLES: 'gateway' }), s.addServer({ ROLES: 'worker', RELAY_CLAIM_IDLE_MS: '2000' })]);
 });
 
 interface Received {

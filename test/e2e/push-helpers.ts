@@ -27,26 +27,22 @@ export const BUNDLE_ID = 'com.example.calls';
 /** The server's default key prefix (REDIS_PREFIX). */
 export const PREFIX = 'cb';
 
-export interface PushStack {
-  stack: Stack;
-  url: string;
-  apns: FakeApns;
-  apnsSandbox: FakeApns;
-  fcm: FakeFcm;
-  key: ApnsKey;
-  /** The push variables the first server was started with (to start more servers alike). */
-  pushEnv: Record<string, string>;
-  stop(): Promise<void>;
-}
-
 /** Local APNs (production and sandbox) and FCM, and the variables that point a server at them. */
 export interface PushProviders {
   apns: FakeApns;
   apnsSandbox: FakeApns;
   fcm: FakeFcm;
   key: ApnsKey;
+  /** The push variables (in a push stack: the ones its first server was started with, to start more servers alike). */
   pushEnv: Record<string, string>;
   close(): Promise<void>;
+}
+
+/** A stack whose servers push to the fakes; `stop` stops both. */
+export interface PushStack extends Omit<PushProviders, 'close'> {
+  stack: Stack;
+  url: string;
+  stop(): Promise<void>;
 }
 
 /** `payloadKey`: the PUSH_PAYLOAD_KEY the fakes expect (and the server is given). */

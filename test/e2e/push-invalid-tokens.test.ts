@@ -65,12 +65,19 @@ async function invalidReportHandled(installationId: string, timeoutMs = 10_000):
   );
 }
 
+/** A new caller, and a new callee with an iPhone and an Android phone, both registrations stored. */
+async function calleeWithBothPhones() {
+  const caller = inst(url, uid('caller'));
+  const calleeUserId = uid('callee');
+  const [ios, android] = [await iPhone(calleeUserId), await androidPhone(calleeUserId)];
+  expect(await isRegistered(ps.stack, ios.d, 'iosVoip')).toBe(true);
+  expect(await isRegistered(ps.stack, android.d, 'androidPush')).toBe(true);
+  return { caller, calleeUserId, ios, android };
+}
+
 describe('invalid tokens', () => {
   it('APNs 410 Unregistered removes the registration; the next call sends nothing to it', async () => {
-    const caller = inst(url, uid('caller'));
-    const calleeUserId = uid('callee');
-    const [ios, android] = [await iPhone(calleeUserId), await androidPhone(calleeUserId)];
-    expect(await isRegistered(ps.stack, ios.d, 'iosVoip')).toBe(true);
+    const { caller, calleeUserId, ios, android } = await calleeWithBothPhones();
     ps.apns.setTokenState(ios.token, 'unregistered');
 
     const first = await createCall(caller, calleeUserId);
@@ -91,10 +98,7 @@ describe('invalid tokens', () => {
   });
 
   it('FCM 404 UNREGISTERED removes the registration; the next call sends nothing to it', async () => {
-    const caller = inst(url, uid('caller'));
-    const calleeUserId = uid('callee');
-    const [ios, android] = [await iPhone(calleeUserId), await androidPhone(calleeUserId)];
-    expect(await isRegistered(ps.stack, android.d, 'androidPush')).toBe(true);
+    const { caller, calleeUserId, ios, android } = await calleeWithBothPhones();
     ps.fcm.setTokenState(android.token, 'unregistered');
 
     const first = await createCall(caller, calleeUserId);

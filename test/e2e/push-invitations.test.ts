@@ -38,17 +38,15 @@ pushStackForFile([3000, 1000], (s, [a, b]) => {
   [ps, url, short, shortest] = [s, s.url, a!, b!];
 });
 
-const inst = installation;
-
 const JWT_SHAPE = /^bearer [A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 describe('invitation requests, exactly', () => {
   it('iOS: POST /3/device/<token> with the VoIP headers and {"aps":{},"callpayload":<invitation>}; Android: a HIGH data message with the same invitation as a JSON string', async () => {
     const displayName = 'Alice Example';
-    const caller = inst(url, uid('caller'), displayName);
+    const caller = installation(url, uid('caller'), displayName);
     const calleeUserId = uid('callee');
-    const iphone = inst(url, calleeUserId);
-    const android = inst(url, calleeUserId);
+    const iphone = installation(url, calleeUserId);
+    const android = installation(url, calleeUserId);
     const [iosTok, androidTok] = [iosToken(), androidToken()];
     await registerIos(iphone, iosTok, 'production');
     await registerAndroid(android, androidTok);
@@ -130,11 +128,11 @@ describe('invitation requests, exactly', () => {
   });
 
   it('a voice call (video false) is sent as such to both platforms', async () => {
-    const caller = inst(url, uid('caller'));
+    const caller = installation(url, uid('caller'));
     const calleeUserId = uid('callee');
     const [iosTok, androidTok] = [iosToken(), androidToken()];
-    await registerIos(inst(url, calleeUserId), iosTok);
-    await registerAndroid(inst(url, calleeUserId), androidTok);
+    await registerIos(installation(url, calleeUserId), iosTok);
+    await registerAndroid(installation(url, calleeUserId), androidTok);
     const call = await createCall(caller, calleeUserId);
     await waitUntil('both invitations', () => apnsTo(ps.apns, iosTok).length >= 1 && fcmTo(ps.fcm, androidTok).length >= 1);
     const apnsBody = apnsTo(ps.apns, iosTok)[0]!.body as { callpayload: Record<string, unknown> };
@@ -146,10 +144,10 @@ describe('invitation requests, exactly', () => {
 
 describe('sandbox and production', () => {
   it('each iOS token goes to the origin of its registered iosEnvironment, and follows a re-registration', async () => {
-    const caller = inst(url, uid('caller'));
+    const caller = installation(url, uid('caller'));
     const calleeUserId = uid('callee');
-    const releasePhone = inst(url, calleeUserId);
-    const devPhone = inst(url, calleeUserId);
+    const releasePhone = installation(url, calleeUserId);
+    const devPhone = installation(url, calleeUserId);
     const [releaseTok, devTok] = [iosToken(), iosToken()];
     await registerIos(releasePhone, releaseTok, 'production');
     await registerIos(devPhone, devTok, 'development');
@@ -182,10 +180,10 @@ describe('provider credentials are reused', () => {
   it('ten calls: ten VoIP pushes under one provider JWT and ten Android messages under one access token', async () => {
     const callees = Array.from({ length: 10 }, () => {
       const userId = uid('callee');
-      return { ios: inst(url, userId), android: inst(url, userId), iosTok: iosToken(), androidTok: androidToken() };
+      return { ios: installation(url, userId), android: installation(url, userId), iosTok: iosToken(), androidTok: androidToken() };
     });
     await Promise.all(callees.flatMap((c) => [registerIos(c.ios, c.iosTok), registerAndroid(c.android, c.androidTok)]));
-    const caller = inst(url, uid('caller'));
+    const caller = installation(url, uid('caller'));
     const calls = await Promise.all(callees.map((c) => createCall(caller, c.ios.userId)));
 
     await waitUntil(
@@ -214,11 +212,11 @@ describe('provider credentials are reused', () => {
 
 describe('ttl and the last second', () => {
   it('with a 3 s ring and a provider answering 503 + retry-after 1: ttl counts down "2s" then "1s", never "0s", and nothing is sent in the last second', async () => {
-    const caller = inst(short.url, uid('caller'));
+    const caller = installation(short.url, uid('caller'));
     const calleeUserId = uid('callee');
     const [iosTok, androidTok] = [iosToken(), androidToken()];
-    await registerIos(inst(url, calleeUserId), iosTok);
-    await registerAndroid(inst(url, calleeUserId), androidTok);
+    await registerIos(installation(url, calleeUserId), iosTok);
+    await registerAndroid(installation(url, calleeUserId), androidTok);
     for (let i = 0; i < 6; i++) {
       ps.apns.failNext(iosTok, { status: 503, retryAfterSeconds: 1 });
       ps.fcm.failNext(androidTok, { status: 503, retryAfterSeconds: 1 });
@@ -261,11 +259,11 @@ describe('ttl and the last second', () => {
   });
 
   it('a call with under a second left by the time a worker takes its invitation is not pushed at all (1 s ring)', async () => {
-    const caller = inst(shortest.url, uid('caller'));
+    const caller = installation(shortest.url, uid('caller'));
     const calleeUserId = uid('callee');
     const [iosTok, androidTok] = [iosToken(), androidToken()];
-    const android = inst(url, calleeUserId);
-    await registerIos(inst(url, calleeUserId), iosTok);
+    const android = installation(url, calleeUserId);
+    await registerIos(installation(url, calleeUserId), iosTok);
     await registerAndroid(android, androidTok);
     const cursor = await headCursor(android);
 
@@ -307,9 +305,9 @@ describe('configured push', () => {
     const before = [await accepted('apns'), await accepted('fcm')];
     const calleeUserId = uid('callee');
     const [iosTok, androidTok] = [iosToken(), androidToken()];
-    await registerIos(inst(url, calleeUserId), iosTok);
-    await registerAndroid(inst(url, calleeUserId), androidTok);
-    await createCall(inst(url, uid('caller')), calleeUserId);
+    await registerIos(installation(url, calleeUserId), iosTok);
+    await registerAndroid(installation(url, calleeUserId), androidTok);
+    await createCall(installation(url, uid('caller')), calleeUserId);
     await waitUntil('both invitations', () => apnsTo(ps.apns, iosTok).length >= 1 && fcmTo(ps.fcm, androidTok).length >= 1);
     await waitUntil('both round trips timed', async () => (await accepted('apns')) > before[0]! && (await accepted('fcm')) > before[1]!);
   });

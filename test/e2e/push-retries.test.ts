@@ -29,14 +29,13 @@ pushStackForFile([3000], (s, [a]) => {
   [ps, url, short] = [s, s.url, a!];
 });
 
-const inst = installation;
 const iPhone = (userId: string) => phone(url, userId, 'iosVoip');
 const androidPhone = (userId: string) => phone(url, userId, 'androidPush');
 const invitesTo = (token: string) => invitesToFake(ps.fcm, token);
 
 describe('no invitation for a call that stopped ringing', () => {
   it('503 + retry-after 2 on the first attempt, then the caller cancels: no further invitation on either platform', async () => {
-    const caller = inst(url, uid('caller'));
+    const caller = installation(url, uid('caller'));
     const calleeUserId = uid('callee');
     const [ios, android] = [await iPhone(calleeUserId), await androidPhone(calleeUserId)];
     ps.apns.failNext(ios.token, { status: 503, retryAfterSeconds: 2 });
@@ -56,7 +55,7 @@ describe('no invitation for a call that stopped ringing', () => {
   });
 
   it('503 + retry-after 4 on a call ringing 3 s: the call expires before the retry and nothing more is sent', async () => {
-    const caller = inst(short.url, uid('caller'));
+    const caller = installation(short.url, uid('caller'));
     const calleeUserId = uid('callee');
     const [ios, android] = [await iPhone(calleeUserId), await androidPhone(calleeUserId)];
     ps.apns.failNext(ios.token, { status: 503, retryAfterSeconds: 4 });
@@ -78,7 +77,7 @@ describe('no invitation for a call that stopped ringing', () => {
 
 describe('transient refusals', () => {
   it('429 then 200: each platform delivers the invitation exactly once, on the retry', async () => {
-    const caller = inst(url, uid('caller'));
+    const caller = installation(url, uid('caller'));
     const calleeUserId = uid('callee');
     const [ios, android] = [await iPhone(calleeUserId), await androidPhone(calleeUserId)];
     ps.apns.failNext(ios.token, { status: 429 });
@@ -103,7 +102,7 @@ describe('transient refusals', () => {
   });
 
   it('403 ExpiredProviderToken: the push is retried once under a newly signed JWT (exactly 2 requests), and later pushes keep that JWT', async () => {
-    const caller = inst(url, uid('caller'));
+    const caller = installation(url, uid('caller'));
     const calleeUserId = uid('callee');
     const ios = await iPhone(calleeUserId);
     ps.apns.failNext(ios.token, { status: 403, reason: 'ExpiredProviderToken' });
@@ -127,7 +126,7 @@ describe('transient refusals', () => {
   });
 
   it('an expired FCM access token (401): one new token exchange, the message sent again once under it', async () => {
-    const caller = inst(url, uid('caller'));
+    const caller = installation(url, uid('caller'));
     const android = await androidPhone(uid('callee'));
     const exchangesBefore = ps.fcm.tokenRequests.length;
     ps.fcm.expireAllAccessTokens();

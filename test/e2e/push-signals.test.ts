@@ -34,8 +34,6 @@ pushStackForFile([2000], (s, [a]) => {
   [ps, url, short] = [s, s.url, a!];
 });
 
-const inst = installation;
-
 /** A phone and its log's head when it registered: the events it gets come after. */
 interface Phone extends RegisteredPhone {
   cursor: string;
@@ -145,7 +143,7 @@ describe('answered on one device', () => {
 
 describe('declined on one device', () => {
   it('the callee’s other Android installation gets the same call.ended as over signaling (NORMAL); the declining one gets none', async () => {
-    const caller = inst(url, uid('caller'));
+    const caller = installation(url, uid('caller'));
     const calleeUserId = uid('callee');
     const [decliner, other, ios] = [await androidPhone(calleeUserId), await androidPhone(calleeUserId), await iPhone(calleeUserId)];
     const call = await createCall(caller, calleeUserId);
@@ -168,7 +166,7 @@ describe('declined on one device', () => {
 
 describe('ring timeout', () => {
   it('an unanswered call sends the callee’s Android installation call.ended unanswered (NORMAL); iOS gets nothing after the invitation', async () => {
-    const caller = inst(short.url, uid('caller'));
+    const caller = installation(short.url, uid('caller'));
     const calleeUserId = uid('callee');
     const [android, ios] = [await androidPhone(calleeUserId), await iPhone(calleeUserId)];
     const call = await createCall(caller, calleeUserId);
@@ -190,7 +188,7 @@ describe('ring timeout', () => {
 describe('a provider slow to answer', () => {
   it("holds back neither another call's invitation on the same outbox shard nor anything else, and a call's cancel signal still goes out only after its invitation was answered", async () => {
     const HOLD_MS = 4000;
-    const caller = inst(url, uid('caller'));
+    const caller = installation(url, uid('caller'));
     const slow = await androidPhone(uid('callee'));
     const other = await androidPhone(uid('callee'));
     ps.fcm.failNext(slow.token, { status: 200, delayMs: HOLD_MS });

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ON_CLUSTER, startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { ON_CLUSTER, stackForFile } from '../support/stack.js';
 import { getCall, uid } from '../support/fixtures.js';
 import { TEST_JWT_SECRET, claims, hmacJwt, tokenFor } from '../support/tokens.js';
 import { connect, upgradeStatus, UpgradeRejected } from '../support/ws-client.js';
@@ -12,18 +12,10 @@ import { Sockets, callEvents, createCall, earlyEvents, endedAt, expectEnded, exp
  * expires is closed with 4001.
  */
 
-let stack: Stack;
 let url: string;
 const sockets = Sockets.closedAfterEachTest();
 
-beforeAll(async () => {
-  stack = await startStack({ RING_TIMEOUT_MS: '1000' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
-});
+stackForFile({ RING_TIMEOUT_MS: '1000' }, (s) => (url = s.url));
 
 describe('ring timeout', () => {
   it('an unanswered call ends by the server’s timer: every installation of both sides gets unanswered, with no request made', async () => {

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ON_CLUSTER, startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { ON_CLUSTER, stackForFile } from '../support/stack.js';
 import { answer, end } from '../support/fixtures.js';
 import {
   Sockets,
@@ -30,20 +30,12 @@ import { newServerKey } from '../../src/auth/serverKeys.js';
  * the server API are here, sign-out and erasure in server-api.test.ts.
  */
 
-let stack: Stack;
 let url: string;
 const sockets = Sockets.closedAfterEachTest();
 
 const serverKey = newServerKey();
 
-beforeAll(async () => {
-  stack = await startStack({ SERVER_API_KEYS: serverKey.hash });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
-});
+stackForFile({ SERVER_API_KEYS: serverKey.hash }, (s) => (url = s.url));
 
 /**
  * settleByBarrier, and then, every socket having been online since before the call: on a single

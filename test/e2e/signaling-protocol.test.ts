@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { unpack } from 'msgpackr';
-import { startStack, type Stack } from '../support/stack.js';
+import { stackForFile } from '../support/stack.js';
 import { end, uid } from '../support/fixtures.js';
 import { TEST_JWT_SECRET, claims, hmacJwt, tokenFor } from '../support/tokens.js';
 import { connect, upgradeStatus, UpgradeRejected, type SignalingClient } from '../support/ws-client.js';
@@ -13,18 +13,10 @@ import { MESSAGE_MAX_BYTES } from '../../src/config/messageLimits.js';
  * encodings, and the client frames.
  */
 
-let stack: Stack;
 let url: string;
 const sockets = Sockets.closedAfterEachTest();
 
-beforeAll(async () => {
-  stack = await startStack();
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
-});
+stackForFile({}, (s) => (url = s.url));
 
 function expectRefused(outcome: UpgradeRejected | SignalingClient, status: number): UpgradeRejected {
   if (!(outcome instanceof UpgradeRejected)) {

@@ -1,11 +1,10 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { startServer } from '../support/server.js';
 import { startRedis } from '../support/redis-server.js';
-import { runMain } from '../support/mainProcess.js';
+import { runMain, withQuickStart } from '../support/mainProcess.js';
 
 /**
  * Issue 2 items 1-3: the quick start (`--dev` with an embedded Redis and printed tokens), the
@@ -51,12 +50,8 @@ describe('start-up', () => {
     expect(output).toMatch(/ALLOW_UWS_FALLBACK=true/);
   });
 
-  it('quick start: --dev without REDIS_URL starts an embedded redis-server, prints working tokens, and stops it on SIGTERM', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'quickstart-'));
-    try {
-      // METRICS_PORT 0: the default 9464 may be taken by another test's server running meanwhile.
-      const run = runMain({ PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0', EMBEDDED_REDIS_DIR: join(dir, 'redis') }, ['--dev'], /BOB=\S+/);
-      const out = await run.matched!;
+  it('quick start: --dev without REDIS_URL starts an embedded redis-server, prints working tokens, and stops it on SIGTERM', () =>
+    withQuickStart(async (run, out, dir) => {
       const port = Number(/"port":(\d+)/.exec(out)?.[1]);
       const redisPort = Number(/"redis":"redis:\/\/127\.0\.0\.1:(\d+)"/.exec(out)?.[1]);
       const alice = /ALICE=(\S+)/.exec(out)?.[1];
@@ -80,10 +75,7 @@ describe('start-up', () => {
         (err: Error & { cause?: { code?: string } }) => err.cause?.code ?? 'error',
       );
       expect(probe).toBe('ECONNREFUSED');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    }));
 
   it("warns at start when Redis's hz would make ring sweeps and push retries start up to 100 ms late, and not with hz 100", async () => {
     for (const hz of [10, 100]) {

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { startStack, type Stack } from '../support/stack.js';
 import { keys } from '../../src/redis/keys.js';
 import { waitUntil } from '../support/wait.js';
-import { acceptedCall, DEFAULT_CALL_SHARDS, device, end, eventsUntil, expectProblem, headCursor, relayDone, ringingCall, sameShardCallId, sibling, uid, type Device } from '../support/fixtures.js';
+import { acceptedCall, DEFAULT_CALL_SHARDS, device, end, eventsUntil, expectProblem, headCursor, relayDone, rename, ringingCall, sameShardCallId, sibling, uid, type CallPair, type Device } from '../support/fixtures.js';
 
 /** Issue 5: busy (no call waiting by default), call waiting when allowed, and rename. */
 
@@ -17,12 +17,15 @@ beforeAll(async () => {
 afterAll(() => stack?.stop());
 
 /**
- * The devices' head cursors once the relay is done with the call's changes so far: the events of
- * the create (and answer) are then behind them, and the next event is the one under test.
+ * A second installation of the call's callee, and both callee installations' head cursors once
+ * the relay is done with the call's changes so far: the events of the create (and answer) are then
+ * behind them, and the next event is the one under test.
  */
-async function cursorsAfterRelay(callId: string, a: Device, b: Device): Promise<[string, string]> {
-  await relayDone(stack.redis, { prefix: 'cb', shards: DEFAULT_CALL_SHARDS }, [callId]);
-  return Promise.all([headCursor(a), headCursor(b)]);
+async function calleeTabletAfterRelay(pair: CallPair): Promise<{ tablet: Device; c1: string; c2: string }> {
+  const tablet = sibling(stack.url, pair.callee);
+  await relayDone(stack.redis, { prefix: 'cb', shards: DEFAULT_CALL_SHARDS }, [pair.callId]);
+  const [c1, c2] = await Promise.all([headCursor(pair.callee), headCursor(tablet)]);
+  return { tablet, c1, c2 };
 }
 
 /** The relay marks a user busy asynchronously after an answer (src/calls/activeCalls.ts): the marker is there. */
@@ -82,11 +85,9 @@ describe('busy', () => {
 
 describe('rename', () => {
   it('the caller renames a ringing call; every callee device gets call.renamed and the snapshot changes', async () => {
-    const url = stack.url;
-    const pair = await ringingCall(url);
-    const tablet = sibling(url, pair.callee);
-    const [c1, c2] = await cursorsAfterRelay(pair.callId, pair.callee, tablet);
-    const res = await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'Alice (work)' });
+    const pair = await ringingCall(stack.url);
+    const { tablet, c1, c2 } = await calleeTabletAfterRelay(pair);
+    const res = await rename(pair.caller, pair.callId, 'Alice (work)');
     expect(res.status).toBe(200);
     expect(res.json).toMatchObject({ revision: '2', caller: { displayName: 'Alice (work)' } });
     for (const [d, c] of [[pair.callee, c1], [tablet, c2]] as const) {
@@ -107,17 +108,15 @@ describe('rename', () => {
 
   it('the new name is cut to 256 UTF-8 bytes at a character boundary', async () => {
     const pair = await ringingCall(stack.url);
-    const res = await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'é'.repeat(200) });
+    const res = await rename(pair.caller, pair.callId, 'é'.repeat(200));
     expect(res.status).toBe(200);
     expect(res.json.caller.displayName).toBe('é'.repeat(128));
   });
 
   it('after the answer only the answering installation is told', async () => {
-    const url = stack.url;
-    const pair = await acceptedCall(url);
-    const tablet = sibling(url, pair.callee);
-    const [c1, c2] = await cursorsAfterRelay(pair.callId, pair.callee, tablet);
-    const res = await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'Renamed' });
+    const pair = await acceptedCall(stack.url);
+    const { tablet, c1, c2 } = await calleeTabletAfterRelay(pair);
+    const res = await rename(pair.caller, pair.callId, 'Renamed');
     expect(res.status).toBe(200);
     const events = await eventsUntil(pair.callee, c1, (e) => e.length >= 1);
     expect(events.map((e) => e.type)).toEqual(['call.renamed']);
@@ -130,17 +129,17 @@ describe('rename', () => {
   it('only the caller may rename (403); an ended call is returned unchanged; bad names are 400', async () => {
     const pair = await ringingCall(stack.url);
     expectProblem(
-      await pair.callee.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'x' }),
+      await rename(pair.callee, pair.callId, 'x'),
       'forbidden',
       'only the caller can rename a call',
     );
     expectProblem(
-      await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: '   ' }),
+      await rename(pair.caller, pair.callId, '   '),
       'invalid_request',
       'displayName: must not be empty',
     );
     await end(pair.caller, pair.callId, 'localHangup');
-    const res = await pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName: 'Late' });
+    const res = await rename(pair.caller, pair.callId, 'Late');
     expect(res.status).toBe(200);
     expect(res.json.state).toBe('ended');
     expect(res.json.caller.displayName).not.toBe('Late');

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { stackForFile } from '../support/stack.js';
-import { acceptedCall, device, end, expectJson, getCall, ringingCall, sibling } from '../support/fixtures.js';
+import { acceptedCall, device, end, expectJson, getCall, ringingCall, sibling, type CallPair } from '../support/fixtures.js';
+import type { ApiResponse } from '../support/http.js';
 
 /**
  * End reasons per side (docs/protocol.md "End reasons", the
@@ -16,6 +17,31 @@ interface Row {
   reported: string;
   enderSees: string;
   otherSees: string;
+}
+
+/**
+ * `row.ender` ends the call with `row.reported`: the reply is `last` (the call's snapshot before)
+ * ended at `revision` with the ender's reason; the ender reads the same, the other side its own reason.
+ */
+async function expectEndAsRow(row: Row, pair: CallPair, last: ApiResponse, revision: string): Promise<void> {
+  const [ender, other] = row.ender === 'caller' ? [pair.caller, pair.callee] : [pair.callee, pair.caller];
+
+  const res = await end(ender, pair.callId, row.reported);
+
+  expectJson(res, 200);
+  expect(res.json).toEqual({ ...last.json, revision, state: 'ended', endedAtMs: expect.any(Number), endReason: row.enderSees });
+  expect((await getCall(ender, pair.callId)).text).toBe(res.text);
+  expect((await getCall(other, pair.callId)).json).toEqual({ ...res.json, endReason: row.otherSees });
+}
+
+/** Each side ending the live call with `reason` gets `last` back unchanged, and the call still reads `last`. */
+async function expectEndsChangeNothing(pair: CallPair, last: ApiResponse, reason: string): Promise<void> {
+  for (const who of [pair.caller, pair.callee]) {
+    const res = await end(who, pair.callId, reason);
+    expectJson(res, 200);
+    expect(res.text).toBe(last.text);
+  }
+  expect((await getCall(pair.caller, pair.callId)).text).toBe(last.text);
 }
 
 describe('ends of a ringing call', () => {
@@ -34,15 +60,8 @@ describe('ends of a ringing call', () => {
   ];
 
   it.each(rows)('$ender reports $reported → $ender sees $enderSees, the other side sees $otherSees', async (row) => {
-    const { callId, caller, callee, created } = await ringingCall(url);
-    const [ender, other] = row.ender === 'caller' ? [caller, callee] : [callee, caller];
-
-    const res = await end(ender, callId, row.reported);
-
-    expectJson(res, 200);
-    expect(res.json).toEqual({ ...created.json, revision: '2', state: 'ended', endedAtMs: expect.any(Number), endReason: row.enderSees });
-    expect((await getCall(ender, callId)).text).toBe(res.text);
-    expect((await getCall(other, callId)).json).toEqual({ ...res.json, endReason: row.otherSees });
+    const pair = await ringingCall(url);
+    await expectEndAsRow(row, pair, pair.created, '2');
   });
 });
 
@@ -55,14 +74,8 @@ describe('ends of an accepted call', () => {
   ];
 
   it.each(rows)('hang-up after accept: $ender reports $reported → $ender sees $enderSees, the other side sees $otherSees', async (row) => {
-    const { callId, caller, callee, answered } = await acceptedCall(url);
-    const [ender, other] = row.ender === 'caller' ? [caller, callee] : [callee, caller];
-
-    const res = await end(ender, callId, row.reported);
-
-    expectJson(res, 200);
-    expect(res.json).toEqual({ ...answered.json, revision: '3', state: 'ended', endedAtMs: expect.any(Number), endReason: row.enderSees });
-    expect((await getCall(other, callId)).json).toEqual({ ...res.json, endReason: row.otherSees });
+    const pair = await acceptedCall(url);
+    await expectEndAsRow(row, pair, pair.answered, '3');
   });
 });
 
@@ -89,20 +102,9 @@ describe('ends that change nothing', () => {
 
   it.each(['remoteEnded', 'callerCancelled', 'answeredElsewhere'])('echo reason %s never changes a live call (ringing or accepted, either side)', async (reason) => {
     const ringing = await ringingCall(url);
-    for (const who of [ringing.caller, ringing.callee]) {
-      const res = await end(who, ringing.callId, reason);
-      expectJson(res, 200);
-      expect(res.text).toBe(ringing.created.text);
-    }
-    expect((await getCall(ringing.caller, ringing.callId)).text).toBe(ringing.created.text);
-
+    await expectEndsChangeNothing(ringing, ringing.created, reason);
     const accepted = await acceptedCall(url);
-    for (const who of [accepted.caller, accepted.callee]) {
-      const res = await end(who, accepted.callId, reason);
-      expectJson(res, 200);
-      expect(res.text).toBe(accepted.answered.text);
-    }
-    expect((await getCall(accepted.caller, accepted.callId)).text).toBe(accepted.answered.text);
+    await expectEndsChangeNothing(accepted, accepted.answered, reason);
   });
 
   it('a non-winning callee installation’s end on an accepted call changes nothing', async () => {

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { answer, device, end, expectJson, expectProblem, getCall, ringingCall, sleep, type CallPair } from '../support/fixtures.js';
 import { keys } from '../../src/redis/keys.js';
 
@@ -15,16 +15,12 @@ let stack: Stack;
 let url: string;
 const calls: Record<'get' | 'answer' | 'endByCaller' | 'endByCallee', CallPair> = {} as never;
 
-beforeAll(async () => {
-  stack = await startStack({ ROLES: 'api', RING_TIMEOUT_MS: String(RING_TIMEOUT_MS), HANDLE_SCHEME: 'acme' });
-  url = stack.url;
+stackForFile({ ROLES: 'api', RING_TIMEOUT_MS: String(RING_TIMEOUT_MS), HANDLE_SCHEME: 'acme' }, async (s) => {
+  stack = s;
+  url = s.url;
   for (const name of ['get', 'answer', 'endByCaller', 'endByCallee'] as const) calls[name] = await ringingCall(url);
   const last = Math.max(...Object.values(calls).map((c) => c.created.json.expiresAtMs as number));
   await sleep(last - Date.now() + 150);
-});
-
-afterAll(async () => {
-  await stack?.stop();
 });
 
 const stored = (callId: string) => stack.redis.hgetall(keys.call({ prefix: 'cb', shards: 8 }, callId));
@@ -73,22 +69,17 @@ describe('lazy expiry (no timer)', () => {
     expect((await getCall(c.caller, c.callId)).text).toBe(JSON.stringify(res.json.snapshot));
   });
 
-  it('the caller’s end after expiry returns the terminal unanswered snapshot (the ring timeout ended it first)', async () => {
-    const c = calls.endByCaller;
+  it.each([
+    ['caller', 'end', 'endByCaller', 'localHangup'],
+    ['callee', 'decline', 'endByCallee', 'declined'],
+  ] as const)('the %s’s %s after expiry returns the terminal unanswered snapshot (the ring timeout ended it first)', async (side, _, call, reason) => {
+    const c = calls[call];
+    const [ender, other] = side === 'caller' ? [c.caller, c.callee] : [c.callee, c.caller];
     await expectStillStoredAsRinging(c);
-    const res = await end(c.caller, c.callId, 'localHangup');
+    const res = await end(ender, c.callId, reason);
     expectJson(res, 200);
     expect(res.json).toMatchObject({ state: 'ended', endReason: 'unanswered', revision: '2' });
-    expect((await getCall(c.callee, c.callId)).json.endReason).toBe('unanswered');
-  });
-
-  it('the callee’s decline after expiry returns the terminal unanswered snapshot', async () => {
-    const c = calls.endByCallee;
-    await expectStillStoredAsRinging(c);
-    const res = await end(c.callee, c.callId, 'declined');
-    expectJson(res, 200);
-    expect(res.json).toMatchObject({ state: 'ended', endReason: 'unanswered', revision: '2' });
-    expect((await getCall(c.caller, c.callId)).json.endReason).toBe('unanswered');
+    expect((await getCall(other, c.callId)).json.endReason).toBe('unanswered');
   });
 
   it('a call before expiresAtMs still rings and can be answered', async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
-import { device, end, expectProblem, headCursor, ringingCall, uid, type Device } from '../support/fixtures.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile, type Stack } from '../support/stack.js';
+import { device, end, expectProblem, headCursor, rename, ringingCall, uid, type Device } from '../support/fixtures.js';
 import { readAllEvents, waitUntil } from '../e2e/helpers.js';
 
 /**
@@ -22,18 +22,14 @@ const PER_CALL = 2 + RENAMES;
 const LOG_LEN = 2 * INVITES * PER_CALL;
 
 let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({
-    RATE_INVITES_PER_CALLEE_PER_MIN: String(INVITES),
-    RENAMES_PER_CALL: String(RENAMES),
-    EVENT_LOG_MAX_LEN: String(LOG_LEN),
-  });
+let url: string;
+stackForFile({ RATE_INVITES_PER_CALLEE_PER_MIN: String(INVITES), RENAMES_PER_CALL: String(RENAMES), EVENT_LOG_MAX_LEN: String(LOG_LEN) }, (s) => {
+  stack = s;
+  url = s.url;
 });
-afterAll(() => stack?.stop());
 
 describe('a callee flooded by many callers', () => {
   it('gets at most RATE_INVITES_PER_CALLEE_PER_MIN invitations a minute (429, nothing stored) and keeps its real call in the log', async () => {
-    const url = stack.url;
     const victim = device(url);
     const cursor = await headCursor(victim);
     const real = await ringingCall(url, device(url), victim);
@@ -55,7 +51,7 @@ describe('a callee flooded by many callers', () => {
       // Each admitted call renames as often as it may, then is cancelled: every entry a caller
       // can put into the victim's log.
       for (let i = 0; i < RENAMES + 3; i++) {
-        const renamed = await attacker.api.post(`/v1/calls/${callId}/rename`, { operationId: uid('op'), displayName: `Spam ${i}` });
+        const renamed = await rename(attacker, callId, `Spam ${i}`);
         expect(renamed.status, renamed.text).toBe(i < RENAMES ? 200 : 429);
       }
       expect((await end(attacker, callId, 'localHangup')).status).toBe(200);

@@ -8,7 +8,7 @@ import { FcmSender, type AccessTokenSource } from '../../src/push/fcm.js';
 import { FCM_SCOPE, parseServiceAccount } from '../../src/push/fcmAccessToken.js';
 import { Http2Pool } from '../../src/push/http2Pool.js';
 import type { SendResult } from '../../src/push/sendResult.js';
-import { makeApnsKey, startFakeApns, type ApnsKey, type FakeApns } from '../support/apns-server.js';
+import { makeApnsKey, startFakeApns, type ApnsKey, type ApnsScriptedResponse, type FakeApns } from '../support/apns-server.js';
 import { makeServiceAccount, startFakeFcm, type FakeFcm } from '../support/fcm-server.js';
 
 /**
@@ -229,12 +229,17 @@ describe('ApnsSender', () => {
     expect(production.requests).toHaveLength(2);
   });
 
-  it('reports 403 refusals and topic errors as misconfigured: every push of the app would fail', async () => {
-    production.failNext('*', { status: 403, reason: 'BadCertificateEnvironment' });
-    production.failNext('*', { status: 400, reason: 'TopicDisallowed' });
+  /** The production fake answers the next requests with `answers`, in order; one VoIP push to a fresh token each. */
+  async function refusedPushes(...answers: ApnsScriptedResponse[]): Promise<SendResult[]> {
+    for (const a of answers) production.failNext('*', a);
     const s = sender();
-    const results = [];
-    for (let i = 0; i < 2; i++) results.push(await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation));
+    const results: SendResult[] = [];
+    for (let i = 0; i < answers.length; i++) results.push(await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation));
+    return results;
+  }
+
+  it('reports 403 refusals and topic errors as misconfigured: every push of the app would fail', async () => {
+    const results = await refusedPushes({ status: 403, reason: 'BadCertificateEnvironment' }, { status: 400, reason: 'TopicDisallowed' });
     expect(results).toEqual([
       { ok: false, kind: 'misconfigured', reason: 'BadCertificateEnvironment', status: 403 },
       { ok: false, kind: 'misconfigured', reason: 'TopicDisallowed', status: 400 },
@@ -258,14 +263,7 @@ describe('ApnsSender', () => {
   });
 
   it('maps 429 with retry-after to retry with retryAfterMs, and 5xx to retry', async () => {
-    const s = sender();
-    production.failNext('*', { status: 429, retryAfterSeconds: 30 });
-    production.failNext('*', { status: 503 });
-    production.failNext('*', { status: 500, retryAfterSeconds: 2 });
-
-    const throttled = await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation);
-    const unavailable = await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation);
-    const internal = await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation);
+    const [throttled, unavailable, internal] = await refusedPushes({ status: 429, retryAfterSeconds: 30 }, { status: 503 }, { status: 500, retryAfterSeconds: 2 });
 
     expect(throttled).toEqual({ ok: false, kind: 'retry', reason: 'TooManyRequests', status: 429, retryAfterMs: 30_000 });
     expect(unavailable).toEqual({ ok: false, kind: 'retry', reason: 'ServiceUnavailable', status: 503 });
@@ -275,11 +273,7 @@ describe('ApnsSender', () => {
   });
 
   it('maps other 4xx answers to fatal with the status', async () => {
-    production.failNext('*', { status: 413, reason: 'PayloadTooLarge' });
-    production.failNext('*', { status: 400, reason: 'BadPriority' });
-    const s = sender();
-    const results = [];
-    for (let i = 0; i < 2; i++) results.push(await s.sendVoip({ token: apnsToken(), environment: 'production' }, invitation));
+    const results = await refusedPushes({ status: 413, reason: 'PayloadTooLarge' }, { status: 400, reason: 'BadPriority' });
     expect(results).toEqual([
       { ok: false, kind: 'fatal', reason: 'PayloadTooLarge', status: 413 },
       { ok: false, kind: 'fatal', reason: 'BadPriority', status: 400 },

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { device, expectJson, sibling, type Device } from '../support/fixtures.js';
 import { keys } from '../../src/redis/keys.js';
 import { registrationField, tokenHash } from '../../src/push/registry.js';
@@ -17,14 +17,10 @@ let stack: Stack;
 let url: string;
 const usedTokens: string[] = [];
 
-beforeAll(async () => {
-  // debug: the most verbose level, so the log check below sees everything the server would log.
-  stack = await startStack({ ROLES: 'api', LOG_LEVEL: 'debug' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
+// debug: the most verbose level, so the log check below sees everything the server would log.
+stackForFile({ ROLES: 'api', LOG_LEVEL: 'debug' }, (s) => {
+  stack = s;
+  url = s.url;
 });
 
 let counter = 0;

@@ -3,11 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { relayBlockingConnection } from '../support/fixtures.js';
+import { createInput, relayBlockingConnection } from '../support/fixtures.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { loadScripts } from '../../src/redis/scripts.js';
 import { keys } from '../../src/redis/keys.js';
-import { CallStore, fingerprint } from '../../src/calls/store.js';
+import { CallStore } from '../../src/calls/store.js';
 import { EventLog } from '../../src/events/eventLog.js';
 import { OutboxRelay } from '../../src/events/relay.js';
 import { RELAY_GROUP } from '../../src/events/outboxAcks.js';
@@ -44,19 +44,9 @@ afterAll(async () => {
 const blockingConnection = () => relayBlockingConnection(server.url);
 
 async function createCall(callerUserId: string): Promise<string> {
-  const callId = randomUUID();
-  await calls.create({
-    callId,
-    callerUserId,
-    callerInstallationId: `${callerUserId}-phone`,
-    callerDisplayName: 'Caller',
-    callerHandle: `app:${callerUserId}`,
-    calleeUserId: `${callerUserId}-callee`,
-    video: false,
-    operationId: `op-${callId}`,
-    fingerprint: fingerprint('create', [callId, `${callerUserId}-callee`, false]),
-  });
-  return callId;
+  const input = createInput(callerUserId);
+  await calls.create(input);
+  return input.callId;
 }
 
 async function outboxSettled(): Promise<boolean> {

@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import type { Queue, Worker } from 'bullmq';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { relayBlockingConnection } from '../support/fixtures.js';
+import { createInput, relayBlockingConnection } from '../support/fixtures.js';
 import { makeApnsKey, startFakeApns, type FakeApns } from '../support/apns-server.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { loadScripts } from '../../src/redis/scripts.js';
@@ -105,20 +105,10 @@ async function iPhones(userId: string, n: number): Promise<string[]> {
 }
 
 async function createCall(callee: string): Promise<string> {
-  const callId = randomUUID();
-  const out = await calls.create({
-    callId,
-    callerUserId: `${callee}-caller`,
-    callerInstallationId: 'caller-phone',
-    callerDisplayName: 'Caller',
-    callerHandle: 'app:caller',
-    calleeUserId: callee,
-    video: false,
-    operationId: `op-${callId}`,
-    fingerprint: fingerprint('create', [callId]),
-  });
+  const input = createInput(`${callee}-caller`, callee);
+  const out = await calls.create(input);
   expect(out).toMatchObject({ kind: 'outcome', code: 'ok' });
-  return callId;
+  return input.callId;
 }
 
 async function outboxSettled(): Promise<boolean> {
@@ -136,7 +126,7 @@ async function cancel(callId: string, callee: string): Promise<void> {
   const out = await calls.end({
     callId,
     userId: `${callee}-caller`,
-    installationId: 'caller-phone',
+    installationId: `${callee}-caller-phone`,
     reason: 'localHangup',
     operationId: `end-${callId}`,
     fingerprint: fingerprint('end', [callId]),

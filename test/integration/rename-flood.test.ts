@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
-import { device, end, expectProblem, headCursor, ringingCall, uid } from '../support/fixtures.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile } from '../support/stack.js';
+import { device, end, expectProblem, headCursor, rename, ringingCall } from '../support/fixtures.js';
 import { readAllEvents, waitUntil } from '../e2e/helpers.js';
 
 /**
@@ -9,31 +9,24 @@ import { readAllEvents, waitUntil } from '../e2e/helpers.js';
  * and nothing is stored. The callee's log keeps the real call's invitation.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({ RENAMES_PER_CALL: '3', RATE_RENAMES_PER_MIN: '5', EVENT_LOG_MAX_LEN: '10' });
-});
-afterAll(() => stack?.stop());
-
-const rename = (pair: Awaited<ReturnType<typeof ringingCall>>, displayName: string) =>
-  pair.caller.api.post(`/v1/calls/${pair.callId}/rename`, { operationId: uid('op'), displayName });
+let url: string;
+stackForFile({ RENAMES_PER_CALL: '3', RATE_RENAMES_PER_MIN: '5', EVENT_LOG_MAX_LEN: '10' }, (s) => (url = s.url));
 
 describe('rename flood', () => {
   it('a call takes RENAMES_PER_CALL renames, a user RATE_RENAMES_PER_MIN a minute; the callee keeps the call in its log', async () => {
-    const url = stack.url;
     const callee = device(url);
     const cursor = await headCursor(callee);
     const pair = await ringingCall(url, device(url), callee);
-    for (let i = 1; i <= 3; i++) expect((await rename(pair, `Name ${i}`)).status).toBe(200);
-    const overCall = await rename(pair, 'Name 4');
+    for (let i = 1; i <= 3; i++) expect((await rename(pair.caller, pair.callId, `Name ${i}`)).status).toBe(200);
+    const overCall = await rename(pair.caller, pair.callId, 'Name 4');
     expectProblem(overCall, 'rate_limited', /renamed as often as it may be/);
     expect(overCall.headers.get('retry-after')).toBe('60');
     expect((await pair.caller.api.get(`/v1/calls/${pair.callId}`)).json.caller.displayName).toBe('Name 3');
 
     // The same caller, another call: two more renames use up the per-user minute.
     const second = await ringingCall(url, pair.caller, device(url));
-    expect((await rename(second, 'Other 1')).status).toBe(200);
-    const overUser = await rename(second, 'Other 2');
+    expect((await rename(second.caller, second.callId, 'Other 1')).status).toBe(200);
+    const overUser = await rename(second.caller, second.callId, 'Other 2');
     expectProblem(overUser, 'rate_limited', /too many renames by this user/);
     expect(Number(overUser.headers.get('retry-after'))).toBeGreaterThan(0);
 

@@ -8,7 +8,7 @@ import { keys, shardOf } from '../../src/redis/keys.js';
 import { CallStore, fingerprint, type StoreSettings } from '../../src/calls/store.js';
 import { sweepShards, SweepSchedule } from '../../src/timers/ringSweep.js';
 import { parseChange } from '../../src/calls/change.js';
-import { sleep } from '../support/fixtures.js';
+import { createInput, sleep } from '../support/fixtures.js';
 
 /**
  * Ring timers (docs/architecture.md "Ring timers"): the call scripts keep each shard's ring index, and sweeps end
@@ -39,20 +39,10 @@ const sweep = { ...ks, retentionMs: 60_000, pageSize: 7 };
 const allShards = Array.from({ length: ks.shards }, (_, i) => i);
 
 async function create(store: CallStore, caller = `u${randomUUID().slice(0, 6)}`): Promise<{ callId: string; expiresAtMs: number }> {
-  const callId = randomUUID();
-  const out = await store.create({
-    callId,
-    callerUserId: caller,
-    callerInstallationId: `${caller}-phone`,
-    callerDisplayName: 'Caller',
-    callerHandle: `app:${caller}`,
-    calleeUserId: `${caller}-callee`,
-    video: false,
-    operationId: `op-${callId}`,
-    fingerprint: fingerprint('create', [callId]),
-  });
+  const input = createInput(caller);
+  const out = await store.create(input);
   if (out.kind !== 'outcome') throw new Error(`create failed: ${out.kind}`);
-  return { callId, expiresAtMs: out.call.expiresAtMs };
+  return { callId: input.callId, expiresAtMs: out.call.expiresAtMs };
 }
 
 function answer(store: CallStore, callId: string, caller: string) {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { startStack, type Stack } from '../support/stack.js';
+import { stackForFile, type Stack } from '../support/stack.js';
 import {
   acceptedCall,
   answer,
@@ -46,17 +46,14 @@ let stack: Stack;
 let url: string;
 let commands: Redis;
 
-beforeAll(async () => {
-  stack = await startStack();
-  url = stack.url;
-  commands = connectRedis(stack.redisUrl, 'commands', 'spec-errors-test');
+stackForFile({}, async (s) => {
+  stack = s;
+  url = s.url;
+  commands = connectRedis(s.redisUrl, 'commands', 'spec-errors-test');
   await commands.connect();
 });
-
-afterAll(async () => {
-  commands?.disconnect();
-  await stack?.stop();
-});
+// Runs before the stack stops (vitest runs afterAll hooks last-registered first).
+afterAll(() => commands?.disconnect());
 
 describe('error conditions of docs/api.md "Errors"', () => {
   it('Answer lost to another device → conflict (409) carrying the winner’s snapshot; no media session', async () => {

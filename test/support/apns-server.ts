@@ -7,21 +7,8 @@ import {
   type Http2ServerResponse,
   type ServerHttp2Session,
 } from 'node:http2';
-import type { AddressInfo } from 'node:net';
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
-import {
-  bearerToken,
-  decodeUnverified,
-  isObject,
-  parseJson,
-  parseJsonOrText,
-  plainHeaders,
-  readBody,
-  RequestLog,
-  TokenScript,
-  type Body,
-  type DecodedJwt,
-} from './fakeHttp.js';
+import { bearerToken, decodeUnverified, FakeProvider, isObject, parseJson, parseJsonOrText, plainHeaders, readBody, type Body, type DecodedJwt, type RecordedRequest } from './fakeHttp.js';
 
 /**
  * A fake Apple Push Notification service over cleartext HTTP/2 (h2c).
@@ -56,6 +43,7 @@ export interface FakeApnsOptions {
   payloadKey?: string;
 }
 
+/** 'unregistered' → 410 Unregistered, 'bad' → 400 BadDeviceToken, 'valid' → accepted again. */
 export type ApnsTokenState = 'unregistered' | 'bad' | 'valid';
 
 export interface ApnsScriptedResponse {
@@ -72,22 +60,13 @@ export interface ApnsScriptedResponse {
 
 export type ApnsDecodedJwt = DecodedJwt;
 
-export interface ApnsRecordedRequest {
-  method: string;
-  path: string;
+export interface ApnsRecordedRequest extends RecordedRequest {
   /** The device token from the path ('' when the path has none). */
   token: string;
-  /** Regular headers, lower-case names (pseudo-headers left out). */
-  headers: Record<string, string>;
-  /** The body parsed as JSON, or the raw text when it is not JSON. */
-  body: unknown;
   /** The provider token, decoded without verification; null when absent or undecodable. */
   jwt: ApnsDecodedJwt | null;
-  status: number;
   reason?: string;
   apnsId: string;
-  /** Epoch ms when the request reached the fake (an upper bound of its send time). */
-  receivedAtMs: number;
 }
 
 interface Reply {
@@ -145,11 +124,9 @@ export async function startFakeApns(opts: FakeApnsOptions): Promise<FakeApns> {
   return fake;
 }
 
-export class FakeApns {
+export class FakeApns extends FakeProvider<ApnsScriptedResponse, ApnsTokenState> {
   /** Every request received, in arrival order, whatever its outcome. */
   readonly requests: ApnsRecordedRequest[] = [];
-  /** `http://127.0.0.1:<port>`, set once listening. */
-  url = '';
   /** HTTP/2 connections opened so far (a good sender reuses one). */
   sessionsOpened = 0;
 
@@ -162,11 +139,11 @@ export class FakeApns {
    * would otherwise take from the server on the same cores. The age checks still run each time.
    */
   private readonly verifiedTokens = new Map<string, JWTPayload>();
-  private readonly script = new TokenScript<ApnsScriptedResponse, ApnsTokenState>((t) => t.toLowerCase());
-  private readonly log = new RequestLog();
   private readonly maxPayloadBytes: number;
 
   constructor(private readonly opts: FakeApnsOptions) {
+    // APNs tokens are hex, compared case-insensitively.
+    super((t) => t.toLowerCase());
     this.maxPayloadBytes = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
     this.server = createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => {
@@ -187,16 +164,6 @@ export class FakeApns {
     return this.jwtsSeen.size;
   }
 
-  /** Queues a scripted answer for the next valid push to `token` (or to any token with '*'). */
-  failNext(token: string, response: ApnsScriptedResponse): void {
-    this.script.failNext(token, response);
-  }
-
-  /** 'unregistered' → 410 Unregistered, 'bad' → 400 BadDeviceToken, 'valid' → accepted again. */
-  setTokenState(token: string, state: ApnsTokenState): void {
-    this.script.setState(token, state);
-  }
-
   /** Resolves with the requests once at least `n` arrived. */
   waitForRequests(n: number, timeoutMs = 5_000): Promise<ApnsRecordedRequest[]> {
     return this.log.waitFor(this.requests, n, timeoutMs, 'APNs requests');
@@ -207,13 +174,8 @@ export class FakeApns {
     for (const session of this.sessions) session.destroy();
   }
 
-  async listen(): Promise<void> {
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(0, '127.0.0.1', () => resolve());
-    });
-    const { port } = this.server.address() as AddressInfo;
-    this.url = `http://127.0.0.1:${port}`;
+  listen(): Promise<void> {
+    return this.listenOn(this.server);
   }
 
   /** Closes connections politely (GOAWAY), forcibly after a second, then stops listening. */

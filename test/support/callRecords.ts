@@ -1,5 +1,15 @@
 import type { CallRecord } from '../../src/calls/model.js';
 
+/** Who the tests' call is between: Alice (alice-phone) calls Bob, audio. */
+export const ALICE_CALLS_BOB = {
+  callerUserId: 'alice',
+  callerInstallationId: 'alice-phone',
+  callerDisplayName: 'Alice',
+  callerHandle: 'app:alice',
+  calleeUserId: 'bob',
+  video: false,
+} as const satisfies Partial<CallRecord>;
+
 /**
  * The unit tests' call: ringing, from Alice (alice-phone) to Bob, audio. Each test overrides what
  * it is about (IDs, times, state), so the rest of the record is spelled once.
@@ -9,12 +19,7 @@ export function ringingCall(over: Partial<CallRecord> = {}): CallRecord {
     callId: 'call-1',
     state: 'ringing',
     revision: '1',
-    callerUserId: 'alice',
-    callerInstallationId: 'alice-phone',
-    callerDisplayName: 'Alice',
-    callerHandle: 'app:alice',
-    calleeUserId: 'bob',
-    video: false,
+    ...ALICE_CALLS_BOB,
     createdAtMs: 1_700_000_000_000,
     expiresAtMs: 1_700_000_045_000,
     ...over,

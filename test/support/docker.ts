@@ -6,7 +6,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { CACHE, nodeBinary, npmPackage, trixieRoot } from './otherNode.js';
 import { diesWithParent } from './redis-server.js';
 import { waitUntil } from './wait.js';
-import { terminate } from './processes.js';
+import { isAlive, terminate } from './processes.js';
 
 /**
  * A real Docker engine for the image tests (docs/operations.md "The image"): Debian's `docker.io`
@@ -70,20 +70,11 @@ function lockCachedDataRoot(): { dataRoot: string; release(): void } | undefined
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       const holder = Number(readFileSync(lock, 'utf8'));
-      if (alive(holder)) return undefined;
+      if (isAlive(holder)) return undefined;
       unlinkSync(lock); // left by a test process that died
     }
   }
   return undefined;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 export async function startDockerEngine(): Promise<DockerEngine> {

@@ -1,10 +1,11 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo, Server } from 'node:net';
 import { decodeJwt, decodeProtectedHeader, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
 
 /**
- * The skeleton both fake push providers share (apns-server.ts, fcm-server.ts): reading and
- * recording requests, answers scripted per device token, and waits for what arrived.
+ * The skeleton both fake push providers share (apns-server.ts, fcm-server.ts): listening,
+ * reading and recording requests, answers scripted per device token, and waits for what arrived.
  */
 
 export interface DecodedJwt {
@@ -133,5 +134,52 @@ export class TokenScript<Answer, State extends string> {
     }
     const state = this.states.get(this.key(token));
     return state === undefined ? undefined : { state };
+  }
+}
+
+/** What every fake provider records of a request it received. */
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  /** Regular headers, lower-case names (pseudo-headers left out). */
+  headers: Record<string, string>;
+  /** The body parsed as JSON, or the raw text when it is not JSON. */
+  body: unknown;
+  status: number;
+  /** Epoch ms when the request reached the fake (an upper bound of its send time). */
+  receivedAtMs: number;
+}
+
+/**
+ * A fake provider: `url` once it listens on a free port of 127.0.0.1, scripted answers per device
+ * token (`failNext`, `setTokenState`) and the log its waits read.
+ */
+export abstract class FakeProvider<Answer, State extends string> {
+  /** `http://127.0.0.1:<port>`, set once listening. */
+  url = '';
+  protected readonly script: TokenScript<Answer, State>;
+  protected readonly log = new RequestLog();
+
+  /** `tokenKey`: how the provider compares tokens (TokenScript). */
+  constructor(tokenKey?: (token: string) => string) {
+    this.script = new TokenScript<Answer, State>(tokenKey);
+  }
+
+  /** Queues a scripted answer for the next valid push to `token` (or to any token with '*'). */
+  failNext(token: string, answer: Answer): void {
+    this.script.failNext(token, answer);
+  }
+
+  /** The token's standing answer from now on (each fake's State type says what each state answers). */
+  setTokenState(token: string, state: State): void {
+    this.script.setState(token, state);
+  }
+
+  protected async listenOn(server: Server): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    this.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   }
 }

@@ -2,22 +2,10 @@ import { generateKeyPairSync, randomBytes, randomInt, type KeyObject } from 'nod
 import { writeFileSync } from 'node:fs';
 import { createServer as createHttp1Server, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import { createServer as createHttp2Server, type ServerHttp2Session } from 'node:http2';
-import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
-import {
-  bearerToken,
-  decodeUnverified,
-  isObject,
-  parseJson,
-  parseJsonOrText,
-  plainHeaders,
-  readBody,
-  RequestLog,
-  TokenScript,
-  type Body,
-  type DecodedJwt,
-} from './fakeHttp.js';
+import { bearerToken, decodeUnverified, FakeProvider, isObject, parseJson, parseJsonOrText, plainHeaders, readBody, type Body, type DecodedJwt, type RecordedRequest } from './fakeHttp.js';
 
 /**
  * A fake Firebase Cloud Messaging HTTP v1 API with its OAuth 2.0 token endpoint, on one
@@ -84,25 +72,18 @@ export interface FcmScriptedResponse {
   delayMs?: number;
 }
 
+/** 'unregistered' → 404 UNREGISTERED, 'invalid' → 400 INVALID_ARGUMENT, 'valid' → accepted again. */
 export type FcmTokenState = 'unregistered' | 'invalid' | 'valid';
 
 export type FcmDecodedJwt = DecodedJwt;
 
-export interface FcmRecordedMessage {
-  method: string;
-  path: string;
+export interface FcmRecordedMessage extends RecordedRequest {
   httpVersion: string;
-  headers: Record<string, string>;
-  /** The body parsed as JSON, or the raw text when it is not JSON. */
-  body: unknown;
   /** The bearer access token presented, null when none. */
   accessToken: string | null;
   /** `message.token` when present. */
   token: string | null;
-  status: number;
   response: unknown;
-  /** Epoch ms when the request reached the fake (an upper bound of its send time). */
-  receivedAtMs: number;
 }
 
 export interface FcmRecordedTokenRequest {
@@ -216,12 +197,11 @@ export async function startFakeFcm(opts: FakeFcmOptions = {}): Promise<FakeFcm> 
   return fake;
 }
 
-export class FakeFcm {
+/** The fake FCM (its `url` is the FCM API base). */
+export class FakeFcm extends FakeProvider<FcmScriptedResponse, FcmTokenState> {
   /** Requests to anything but the token endpoint, in arrival order, whatever their outcome. */
   readonly messages: FcmRecordedMessage[] = [];
   readonly tokenRequests: FcmRecordedTokenRequest[] = [];
-  /** `http://127.0.0.1:<port>`: the FCM API base. */
-  url = '';
   /** `<url>/token`: the OAuth token endpoint (the assertion's `aud`). */
   tokenUrl = '';
   /** Connections opened so far, by protocol. */
@@ -231,12 +211,11 @@ export class FakeFcm {
   private readonly sockets = new Set<Socket>();
   private readonly accounts = new Map<string, TrustedAccount>();
   private readonly accessTokens = new Map<string, IssuedToken>();
-  private readonly script = new TokenScript<FcmScriptedResponse, FcmTokenState>();
-  private readonly log = new RequestLog();
   private readonly accessTokenTtlSeconds: number;
   private ownAccount: ServiceAccount | undefined;
 
   constructor(private readonly opts: FakeFcmOptions = {}) {
+    super();
     this.accessTokenTtlSeconds = opts.accessTokenTtlSeconds ?? 3600;
     const handler = (req: AnyRequest, res: AnyResponse): void => {
       this.handle(req, res).catch((err: unknown) => {
@@ -279,28 +258,13 @@ export class FakeFcm {
     for (const issued of this.accessTokens.values()) issued.expiresAtMs = 0;
   }
 
-  /** Queues a scripted error for the next valid message to `token` (or to any token with '*'). */
-  failNext(token: string, response: FcmScriptedResponse): void {
-    this.script.failNext(token, response);
-  }
-
-  /** 'unregistered' → 404 UNREGISTERED, 'invalid' → 400 INVALID_ARGUMENT, 'valid' → accepted again. */
-  setTokenState(token: string, state: FcmTokenState): void {
-    this.script.setState(token, state);
-  }
-
   /** Resolves with the recorded messages once at least `n` arrived. */
   waitForMessages(n: number, timeoutMs = 5_000): Promise<FcmRecordedMessage[]> {
     return this.log.waitFor(this.messages, n, timeoutMs, 'FCM messages');
   }
 
   async listen(): Promise<void> {
-    await new Promise<void>((resolve, reject) => {
-      this.net.once('error', reject);
-      this.net.listen(0, '127.0.0.1', () => resolve());
-    });
-    const { port } = this.net.address() as AddressInfo;
-    this.url = `http://127.0.0.1:${port}`;
+    await this.listenOn(this.net);
     this.tokenUrl = `${this.url}/token`;
     // The assertion's audience is the token URL, so the account can only be made now.
     this.ownAccount = makeServiceAccount(this.tokenUrl, this.opts.projectId);

@@ -10,6 +10,7 @@ import { RELAY_GROUP } from '../../src/events/outboxAcks.js';
 import { compareStreamIds } from '../../src/events/cursor.js';
 import { fingerprint, type CreateInput } from '../../src/calls/store.js';
 import { startRedis, type RedisServer } from './redis-server.js';
+import { ALICE_CALLS_BOB } from './callRecords.js';
 
 /** Shared helpers of the integration tests: devices, calls, problem bodies and Redis state. */
 
@@ -109,6 +110,10 @@ export function end(d: Device, callId: string, reason: string, operationId = uid
   return d.api.post(`/v1/calls/${callId}/end`, { operationId, reason });
 }
 
+export function rename(d: Device, callId: string, displayName: string, operationId = uid('op')): Promise<ApiResponse> {
+  return d.api.post(`/v1/calls/${callId}/rename`, { operationId, displayName });
+}
+
 export function getCall(d: Device, callId: string): Promise<ApiResponse> {
   return d.api.get(`/v1/calls/${callId}`);
 }
@@ -125,6 +130,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   revision_conflict: 409,
   call_exists: 409,
   call_not_active: 409,
+  group_call_full: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,
@@ -279,16 +285,29 @@ export async function relayDone(redis: Redis, ks: KeySpace, callIds: readonly st
   );
 }
 
+/**
+ * A CallStore create of a new call (`callId`): `caller` on `<caller>-phone` calls `callee`
+ * (default `<caller>-callee`), audio, with operation `op-<callId>`.
+ */
+export function createInput(caller: string, callee = `${caller}-callee`, callId = randomUUID()): CreateInput {
+  return {
+    callId,
+    callerUserId: caller,
+    callerInstallationId: `${caller}-phone`,
+    callerDisplayName: 'Caller',
+    callerHandle: `app:${caller}`,
+    calleeUserId: callee,
+    video: false,
+    operationId: `op-${callId}`,
+    fingerprint: fingerprint('create', [callId, callee, false]),
+  };
+}
+
 /** A CallStore create of `callId`: Alice (alice-phone) calls Bob, audio, with `operationId`. */
 export function aliceCallsBob(callId: string, operationId: string): CreateInput {
   return {
     callId,
-    callerUserId: 'alice',
-    callerInstallationId: 'alice-phone',
-    callerDisplayName: 'Alice',
-    callerHandle: 'app:alice',
-    calleeUserId: 'bob',
-    video: false,
+    ...ALICE_CALLS_BOB,
     operationId,
     fingerprint: fingerprint('create', [callId, 'bob', false]),
   };

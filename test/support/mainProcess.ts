@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { REPO_ROOT } from './server.js';
 import { configSchema } from '../../src/config/config.js';
 
@@ -43,3 +46,25 @@ export function runMain(env: Record<string, string>, args: string[] = [], untilO
   return { child, exited, matched, output: () => output };
 }
 
+/**
+ * The quick start's configuration: no REDIS_URL, so `--dev` starts an embedded redis-server with
+ * its data in `<dir>/redis`; free ports (METRICS_PORT 0: the default 9464 may be taken by another
+ * test's server running meanwhile).
+ */
+export function quickStartEnv(dir: string): Record<string, string> {
+  return { PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0', EMBEDDED_REDIS_DIR: join(dir, 'redis') };
+}
+
+/**
+ * Runs `main.ts --dev` with quickStartEnv in a new temporary folder (removed afterwards), and
+ * `use`s it once it has printed its tokens (`out`: the output so far).
+ */
+export async function withQuickStart(use: (run: ReturnType<typeof runMain>, out: string, dir: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'quickstart-'));
+  try {
+    const run = runMain(quickStartEnv(dir), ['--dev'], /BOB=\S+/);
+    await use(run, await run.matched!, dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -16,3 +16,13 @@ export function terminate(child: ChildProcess, graceMs: number): Promise<void> {
     child.kill('SIGTERM');
   });
 }
+
+/** Whether a process is running: EPERM means alive but someone else's (another user's test run). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -4,7 +4,7 @@ import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitUntil } from './wait.js';
-import { terminate } from './processes.js';
+import { isAlive, terminate } from './processes.js';
 
 /**
  * Throw-away `redis-server` processes for tests: each on a free loopback port with its own
@@ -254,16 +254,6 @@ function sweepDeadRoots(): void {
   for (const name of readdirSync(tmpdir())) {
     const pid = Number(new RegExp(`^${ROOT_PREFIX}(\\d+)-`).exec(name)?.[1]);
     if (pid > 0 && !isAlive(pid)) rmSync(join(tmpdir(), name), { recursive: true, force: true });
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: alive but someone else's.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

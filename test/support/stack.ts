@@ -33,8 +33,8 @@ export interface Stack {
 export const ON_CLUSTER = process.env.TEST_REDIS_CLUSTER === '1';
 
 /**
- * Starts something a whole test file uses (a stack, a push stack) before its tests and stops it
- * after them; `started` gets it, to keep what the tests need.
+ * Starts something a whole test file (or the describe it is called in) uses, a stack or a push
+ * stack, before its tests and stops it after them; `started` gets it, to keep what the tests need.
  */
 export function forFile<T extends { stop(): Promise<void> }>(start: () => Promise<T>, started: (it: T) => unknown): void {
   let it: T | undefined;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { deliveriesFor, isForInstallation } from '../../src/events/audience.js';
+import { deliveriesFor } from '../../src/events/audience.js';
+import { isForInstallation } from '../../src/events/delivery.js';
 import type { CallChange } from '../../src/calls/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import { ringingCall } from '../support/callRecords.js';
@@ -44,30 +45,16 @@ describe('audience rules (docs/api.md "Who receives what")', () => {
     expect(summary(c)).toEqual(['alice:call.ended/unanswered', 'bob:call.ended/unanswered']);
   });
 
+  /** Bob's phone answered; then `endedBy` hangs up from `endedByInstallationId`. */
+  const hangUpAfterAnswer = (endedBy: CallRecord['endedBy'], endedByInstallationId: string) =>
+    change('ended', { state: 'ended', revision: '3', answeredByInstallationId: 'bob-phone', acceptedAtMs: 1500, endReason: 'localHangup', endedBy, endedByInstallationId });
+
   it('hang-up by the caller after answer: only the answering installation gets remoteEnded', () => {
-    const c = change('ended', {
-      state: 'ended',
-      revision: '3',
-      answeredByInstallationId: 'bob-phone',
-      acceptedAtMs: 1500,
-      endReason: 'localHangup',
-      endedBy: 'caller',
-      endedByInstallationId: 'alice-phone',
-    });
-    expect(summary(c)).toEqual(['bob=bob-phone:call.ended/remoteEnded']);
+    expect(summary(hangUpAfterAnswer('caller', 'alice-phone'))).toEqual(['bob=bob-phone:call.ended/remoteEnded']);
   });
 
   it('hang-up by the callee after answer: the caller gets remoteEnded', () => {
-    const c = change('ended', {
-      state: 'ended',
-      revision: '3',
-      answeredByInstallationId: 'bob-phone',
-      acceptedAtMs: 1500,
-      endReason: 'localHangup',
-      endedBy: 'callee',
-      endedByInstallationId: 'bob-phone',
-    });
-    expect(summary(c)).toEqual(['alice:call.ended/remoteEnded']);
+    expect(summary(hangUpAfterAnswer('callee', 'bob-phone'))).toEqual(['alice:call.ended/remoteEnded']);
   });
 
   it('event IDs are derived from the change, so a redelivery repeats them', () => {

@@ -126,12 +126,13 @@ describe('*KeysArgs', () => {
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, true).args[6]).toBe('1');
   });
 
-  it('endCallKeysArgs: KEYS as answer; ARGV userId, installationId, reason, retention, op TTL, fingerprint, firstUse', () => {
+  it('endCallKeysArgs: KEYS as answer; ARGV userId, installationId, reason, retention, op TTL, fingerprint, firstUse, live channel, forAll', () => {
     const c = endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' });
     expect(c.keys).toEqual([keys.call(s, 'call-9'), keys.operation(s, 'call-9', 'alice', 'op-3'), keys.outboxForCall(s, 'call-9'), keys.ringingForCall(s, 'call-9')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000:864000000', '172800000', 'fp3', '0', '']);
+    expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000:864000000', '172800000', 'fp3', '0', '', '0']);
     expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' }, true).args[6]).toBe('1');
+    expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', forAll: true, operationId: 'op-3', fingerprint: 'fp3' }).args[8]).toBe('1');
   });
 
   it('on a single Redis every request script gets the user’s operationId binding as its last key (the script binds); on a cluster it does not', () => {

@@ -82,22 +82,14 @@ describe('Http2Pool', () => {
     expect(server.sessions).toHaveLength(1);
   });
 
-  it('opens a new session after the server sends GOAWAY', async () => {
+  it.each([
+    ['the server sends GOAWAY', (session: ServerHttp2Session) => session.goaway()],
+    ['the connection drops', (session: ServerHttp2Session) => session.destroy()],
+  ])('opens a new session after %s', async (_, cut) => {
     const server = await startServer(echo);
     const pool = newPool();
     await pool.request(server.url, { method: 'GET', path: '/1' }, 2000);
-    server.sessions[0]!.goaway();
-    await sleep(50);
-    const res = await pool.request(server.url, { method: 'GET', path: '/2' }, 2000);
-    expect(res.status).toBe(200);
-    expect(pool.sessionsCreated).toBe(2);
-  });
-
-  it('opens a new session after the connection drops', async () => {
-    const server = await startServer(echo);
-    const pool = newPool();
-    await pool.request(server.url, { method: 'GET', path: '/1' }, 2000);
-    server.sessions[0]!.destroy();
+    cut(server.sessions[0]!);
     await sleep(50);
     const res = await pool.request(server.url, { method: 'GET', path: '/2' }, 2000);
     expect(res.status).toBe(200);

@@ -45,8 +45,8 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
       call = outcome.call;
     }
 
-    if (inCallInstallation(call, side) !== me.installationId) {
-      if (call.state === 'accepted' && side === 'callee') {
+    if (inCallInstallation(call, me.userId) !== me.installationId) {
+      if (call.state === 'accepted' && side === 'callee' && !call.group) {
         throw errors.answerConflict(toSnapshot(call, side));
       }
       throw notInCall(call.state);

@@ -1,0 +1,88 @@
+--[[
+  Creates a ringing group call (docs/group-calls.md): the caller and its invitees, atomically
+  with its idempotency record, its outbox entry (one `created` change: the relay invites every
+  invitee not busy) and its ring timer.
+
+  KEYS[1] callKey     the call hash
+  KEYS[2] opKey       this operation's idempotency record
+  KEYS[3] outboxKey   the call shard's outbox stream
+  KEYS[4] ringingKey  the call shard's ring index (lua/expireDue.lua)
+  KEYS[5] bindingKey  on a single Redis, the caller's operationId binding, taken here
+                      (lua/includes/operationRecord.lua bindOperation); absent on a cluster
+
+  ARGV[1]  callId
+  ARGV[2]  callerUserId
+  ARGV[3]  callerInstallationId
+  ARGV[4]  callerDisplayName     (already cut to 256 UTF-8 bytes)
+  ARGV[5]  callerHandle
+  ARGV[6]  invitees              JSON array of userIds (distinct, without the caller; checked by the API)
+  ARGV[7]  video                 '1' or '0'
+  ARGV[8]  ringTimeoutMs         each invitee's ring window
+  ARGV[9]  retention             "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[10] operationTtlMs
+  ARGV[11] fingerprint
+  ARGV[12] busy                  JSON array: the invitees in an accepted call (call waiting off);
+                                 they start `busy` and are not rung
+  ARGV[13] firstUse              on a cluster, '1' when the caller's operationId binding was new
+  ARGV[14] liveChannel           on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster
+  ARGV[15] title                 '' or the call's title (already cut), shown as the invitation's displayName
+  ARGV[16] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
+
+  Returns one of
+    { 'fresh' | 'replay', 'ok', 201, fields }
+    { 'error', 'idempotency_conflict' | 'call_exists' }
+  When every invitee is busy, the call is created already ended (`busy`, by the system).
+]]
+local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local callId, callerUserId, callerInstallationId = ARGV[1], ARGV[2], ARGV[3]
+--@include "retention"
+local ringTimeoutMs, retention, operationTtlMs = tonumber(ARGV[8]), parseRetention(ARGV[9]), tonumber(ARGV[10])
+local fingerprint = ARGV[11]
+
+--@include "fmtInt"
+--@include "nowMs"
+--@include "callRecord"
+--@include "appendOutbox"
+--@include "groupRules"
+--@include "openCreate"
+
+local opening = openCreate(callKey, opKey, fingerprint, operationTtlMs, KEYS[5], ARGV[13])
+if opening then return opening end
+
+local now = nowMs()
+local busy = {}
+for _, u in ipairs(cjson.decode(ARGV[12])) do busy[u] = true end
+local members = { { userId = callerUserId, state = 'joined', installationId = callerInstallationId, joinedAtMs = now } }
+for _, u in ipairs(cjson.decode(ARGV[6])) do
+  if busy[u] then
+    members[#members + 1] = { userId = u, state = 'busy', invitedAtMs = now, endedAtMs = now }
+  else
+    members[#members + 1] = { userId = u, state = 'invited', invitedAtMs = now, ringUntilMs = now + ringTimeoutMs }
+  end
+end
+local call = { names = {}, values = {}, trace = ARGV[16], live = ARGV[14], members = members }
+setCallFields(callKey, call,
+  'callId', callId,
+  'state', 'ringing',
+  'revision', '1',
+  'callerUserId', callerUserId,
+  'callerInstallationId', callerInstallationId,
+  'callerDisplayName', ARGV[4],
+  'callerHandle', ARGV[5],
+  'calleeUserId', '',
+  'video', ARGV[7],
+  'createdAtMs', fmtInt(now),
+  'expiresAtMs', fmtInt(now + ringTimeoutMs),
+  'kind', 'group',
+  'title', ARGV[15],
+  'members', cjson.encode(members))
+local fields
+if countMembers(call, isRinging) == 0 then
+  -- Everyone busy: born ended, as a one-to-one call to a busy callee is.
+  fields = endCallNow(callKey, call, outboxKey, ringingKey, now, 'busy', 'system', '', retention)
+else
+  redis.call('PEXPIRE', callKey, ringTimeoutMs + retention.call)
+  scheduleRing(ringingKey, call)
+  fields = appendOutbox(outboxKey, call, 'created', now)
+end
+return recordOperation(opKey, fingerprint, 'ok', 201, fields, operationTtlMs)

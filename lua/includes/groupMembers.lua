@@ -1,0 +1,58 @@
+-- A group call's members (docs/group-calls.md): the call hash's `kind` is 'group' and its
+-- `members` field holds them as a JSON array, the caller first, then the invitees in the order
+-- they were invited. Each member: { userId, state, invitedAtMs, ringUntilMs, installationId,
+-- joinedAtMs, ringingAtMs, leftAtMs, endedAtMs } (only what applies). States: joined (the caller
+-- from the start), invited, ringing (a receipt came), declined, missed, busy, left. Kept in the
+-- call hash, under the call's hash tag: a transition reads and writes the call with the one
+-- HGETALL and HSET it already does.
+--@include "fmtInt"
+--@include "callRecord"
+
+local function isGroup(call)
+  return call ~= nil and call.values.kind == 'group'
+end
+
+-- The decoded members, cached on the call table.
+local function membersOf(call)
+  if not call.members then call.members = cjson.decode(call.values.members) end
+  return call.members
+end
+
+local function memberOf(call, userId)
+  for _, m in ipairs(membersOf(call)) do
+    if m.userId == userId then return m end
+  end
+  return nil
+end
+
+-- Whether a member can still be rung into the call (its ring window is open).
+local function isRinging(m)
+  return m.state == 'invited' or m.state == 'ringing'
+end
+
+local function countMembers(call, pred)
+  local n = 0
+  for _, m in ipairs(membersOf(call)) do
+    if pred(m) then n = n + 1 end
+  end
+  return n
+end
+
+-- Writes the members back with the given call fields, and the next revision.
+local function saveMembers(callKey, call, ...)
+  setCallFields(callKey, call, 'members', cjson.encode(call.members), 'revision', nextRevision(call), ...)
+end
+
+-- The call's ring timer in the shard's ring index: the earliest ring window of a member still
+-- ringing; none when nobody rings.
+local function scheduleRing(ringingKey, call)
+  local due
+  for _, m in ipairs(membersOf(call)) do
+    if isRinging(m) and (not due or m.ringUntilMs < due) then due = m.ringUntilMs end
+  end
+  if due and call.values.state ~= 'ended' then
+    redis.call('ZADD', ringingKey, fmtInt(due), call.values.callId)
+  else
+    redis.call('ZREM', ringingKey, call.values.callId)
+  end
+end

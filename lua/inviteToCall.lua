@@ -1,0 +1,81 @@
+--[[
+  Rings more members into a live group call (docs/group-calls.md "Inviting more"), on request of
+  a participant from its installation in the call. New users become members `invited`; members
+  who declined, missed, were busy or left are rung again; members still ringing or in the call
+  are left as they are. One `invited` change names the members it moved (its subjects: rung, or
+  busy when call waiting is off and they are in another call).
+
+  KEYS[1] callKey
+  KEYS[2] opKey
+  KEYS[3] outboxKey
+  KEYS[4] ringingKey
+  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken here; absent on a cluster
+
+  ARGV[1]  userId
+  ARGV[2]  installationId
+  ARGV[3]  invitees          JSON array of userIds (distinct; checked by the API)
+  ARGV[4]  busy              JSON array: those of them in an accepted call (call waiting off): made `busy`
+  ARGV[5]  ringTimeoutMs
+  ARGV[6]  maxInvitees       GROUP_CALL_MAX_MEMBERS: members besides the caller a call may hold
+  ARGV[7]  retention         "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[8]  operationTtlMs
+  ARGV[9]  fingerprint
+  ARGV[10] liveChannel       on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster
+  ARGV[11] traceparent       optional (docs/operations.md "Tracing")
+
+  Returns
+    { 'fresh' | 'replay', 'ok', 200, fields }
+    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'not_group' | 'call_not_active' | 'too_many_members' }
+]]
+local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local userId, installationId = ARGV[1], ARGV[2]
+--@include "retention"
+local ringTimeoutMs, maxInvitees = tonumber(ARGV[5]), tonumber(ARGV[6])
+local retention, operationTtlMs, fingerprint = parseRetention(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+
+--@include "fmtInt"
+--@include "appendOutbox"
+--@include "openCallChange"
+--@include "groupRules"
+
+-- An invite always reads its record: a concurrent replay may have rung the same members first.
+if bindOperation(KEYS[5], fingerprint, operationTtlMs, nil) then return { 'error', 'idempotency_conflict' } end
+
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, true, retention, ARGV[10], ARGV[11])
+if reply then return reply end
+if not isGroup(call) then return refuse('not_group') end
+if call.values.state == 'ended' then return refuse('call_not_active') end
+local me = memberOf(call, userId)
+if me.state ~= 'joined' or me.installationId ~= installationId then return refuse('forbidden') end
+
+local busy, subjects = {}, {}
+for _, u in ipairs(cjson.decode(ARGV[4])) do busy[u] = true end
+local members = membersOf(call)
+for _, u in ipairs(cjson.decode(ARGV[3])) do
+  local m = memberOf(call, u)
+  if not m then
+    m = { userId = u }
+    members[#members + 1] = m
+  end
+  if not (isRinging(m) or m.state == 'joined') then
+    m.invitedAtMs, m.installationId, m.joinedAtMs, m.ringingAtMs, m.leftAtMs = now, nil, nil, nil, nil
+    m.byInstallationId, m.joinedFrom, m.removedFrom, m.via = nil, nil, nil, nil
+    if busy[u] then
+      m.state, m.ringUntilMs, m.endedAtMs = 'busy', nil, now
+    else
+      m.state, m.ringUntilMs, m.endedAtMs = 'invited', now + ringTimeoutMs, nil
+    end
+    subjects[#subjects + 1] = u
+  end
+end
+if #members - 1 > maxInvitees then return refuse('too_many_members') end
+if #subjects == 0 then return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs) end
+
+saveMembers(callKey, call)
+scheduleRing(ringingKey, call)
+-- Kept at least through the new ring windows and the retention after them.
+if redis.call('PTTL', callKey) < ringTimeoutMs + retention.call then
+  redis.call('PEXPIRE', callKey, ringTimeoutMs + retention.call)
+end
+local fields = appendOutbox(outboxKey, call, 'invited', now, subjects)
+return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

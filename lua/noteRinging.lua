@@ -1,0 +1,58 @@
+--[[
+  A ringing receipt (docs/group-calls.md "Ringing receipts"): an installation of an invitee shows
+  the incoming call. The first receipt of each invitee is a `ringing` change (subject: that
+  invitee), so the caller's devices can say "Ringing" instead of "Calling"; later ones change
+  nothing. On a one-to-one call it sets `ringingAtMs` and keeps the revision (the snapshot does
+  not show it, and an answer made with the invitation's revision must still match); on a group
+  call the member moves from `invited` to `ringing`, a revision of its own.
+
+  KEYS[1] callKey
+  KEYS[2] opKey
+  KEYS[3] outboxKey
+  KEYS[4] ringingKey  the shard's ring index (lazy expiry)
+  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken here; absent on a cluster
+
+  ARGV[1] userId
+  ARGV[2] retention        "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[3] operationTtlMs
+  ARGV[4] fingerprint
+  ARGV[5] liveChannel      on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster
+  ARGV[6] via              how the invitation reached the installation: socket, apns or fcm (kept
+                           with the receipt for the relay's invitation-to-receipt metric)
+  ARGV[7] traceparent      optional (docs/operations.md "Tracing")
+
+  Returns
+    { 'fresh' | 'replay', 'ringing' | 'ok', 200, fields }  'ringing': this was the invitee's first receipt
+    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' }
+]]
+local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local userId = ARGV[1]
+--@include "retention"
+local retention, operationTtlMs, fingerprint = parseRetention(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+
+--@include "fmtInt"
+--@include "appendOutbox"
+--@include "openCallChange"
+--@include "groupMembers"
+
+if bindOperation(KEYS[5], fingerprint, operationTtlMs, nil) then return { 'error', 'idempotency_conflict' } end
+
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, true, retention, ARGV[5], ARGV[7])
+if reply then return reply end
+
+local first = false
+if isGroup(call) then
+  local m = memberOf(call, userId)
+  if m.userId == call.values.callerUserId then return refuse('forbidden') end
+  if m.state == 'invited' then
+    m.state, m.ringingAtMs, m.via = 'ringing', now, ARGV[6]
+    saveMembers(callKey, call)
+    first = true
+  end
+elseif call.values.state == 'ringing' and not call.values.ringingAtMs then
+  setCallFields(callKey, call, 'ringingAtMs', fmtInt(now), 'ringingVia', ARGV[6])
+  first = true
+end
+if not first then return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs) end
+local fields = appendOutbox(outboxKey, call, 'ringing', now, { userId })
+return recordOperation(opKey, fingerprint, 'ringing', 200, fields, operationTtlMs)
