@@ -118,6 +118,27 @@ export interface CallCost {
   redisRoundTripsPerLifecycle: number;
 }
 
+/** The deployment's cost a second at rest, sockets connected and no calls (scenarios/callSteps.ts RestCost). */
+export interface FixedCost {
+  cpuMsPerSecond: Record<string, number>;
+  commandsPerSecond: number;
+  roundTripsPerSecond: number;
+}
+
+/**
+ * What a call cost without the deployment's fixed cost, which every per-call figure of a step
+ * carries divided by the step's rate (so a step at a low rate seems to cost more a call); never
+ * below zero.
+ */
+export function netOfRest(cost: CallCost, rest: FixedCost, rate: number): CallCost {
+  const less = (n: number, perSecond: number) => Math.max(0, n - perSecond / rate);
+  return {
+    cpuMsPerLifecycle: Object.fromEntries(Object.entries(cost.cpuMsPerLifecycle).map(([k, ms]) => [k, less(ms, rest.cpuMsPerSecond[k] ?? 0)])),
+    redisCallsPerLifecycle: less(cost.redisCallsPerLifecycle, rest.commandsPerSecond),
+    redisRoundTripsPerLifecycle: less(cost.redisRoundTripsPerLifecycle, rest.roundTripsPerSecond),
+  };
+}
+
 export interface PerMemberRow {
   metric: string;
   perCall: number;

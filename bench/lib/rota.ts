@@ -87,10 +87,17 @@ export class InFlight<S extends InFlightCall> {
     return this.calls.get(callId);
   }
 
-  async during(callId: string, st: S, body: () => Promise<void>): Promise<void> {
+  /**
+   * Runs a call's lifecycle. When it fails, `endIt` ends the call (its errors ignored): a call
+   * left accepted would keep its callees busy, and every later call to them would end `busy`.
+   */
+  async during(callId: string, st: S, body: () => Promise<void>, endIt: () => Promise<unknown>): Promise<void> {
     this.calls.set(callId, st);
     try {
       await body();
+    } catch (err) {
+      await endIt().catch(() => {});
+      throw err;
     } finally {
       setTimeout(() => this.calls.delete(callId), 2000).unref();
     }

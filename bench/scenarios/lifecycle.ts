@@ -68,7 +68,7 @@ async function measure(ctx: BenchContext, over: 'http' | 'socket'): Promise<Meas
     // (of the HTTP mode, which every deployment has).
     if (over === 'http' || ctx.opts.over === 'socket') {
       ctx.findings.sustainedLifecycleRate = sustained.pass ? sustained.achievedRate : Math.min(best, sustained.targetRate);
-      ctx.findings.oneToOneCost = { ...sustained.cost, rate: sustained.achievedRate };
+      ctx.findings.oneToOneCost = { ...sustained.cost, rate: sustained.achievedRate, rest };
     }
     // Latency with headroom: the answer-to-accepted goal of the socket mode is taken here.
     const halfSustained = await step('half the sustained rate', Math.max(5, Math.round(sustained.targetRate / 2)), z.halfGoalMs);

@@ -257,7 +257,7 @@ export function createTask(): Task {
           hist.get('end').recordMs(nowMs() - tEnd);
           const endedAt = await st.ended[winner]!.wait();
           hist.get('end → ended (ws)').recordMs(endedAt - tEnd);
-        });
+        }, () => http.post(`/v1/calls/${callId}/end`, pair.caller.token, { reason: 'localHangup', operationId: randomUUID() }));
       });
 
       const run = await runRecorded(r, rec, progress, active, lifecycle, () => closes - closesBefore);

@@ -220,7 +220,7 @@ export function createTask(): Task {
             }
             if (phase.kind === 'end') hist.get('end for all → call.ended, last socket (ws)').recordMs(last - t0);
           }
-        });
+        }, () => http.post(`/v1/calls/${callId}/end`, g.caller.token, { reason: 'localHangup', forAll: true, operationId: randomUUID() }));
       });
 
       const run = await runRecorded(r, rec, progress, active, lifecycle, () => closes - closesBefore);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { chartsOf, type RunResults } from '../../bench/lib/htmlReport.js';
-import { eventKey, groupPhases, MEASURE, perMemberCost, type GroupPlan } from '../../bench/lib/groupPlan.js';
+import { eventKey, groupPhases, MEASURE, netOfRest, perMemberCost, type GroupPlan } from '../../bench/lib/groupPlan.js';
 
 /**
  * The bench's group scenario (bench/README.md, `group`): which events each installation must get
@@ -73,6 +73,18 @@ describe('bench group plan: cost per member', () => {
     const rows = perMemberCost({ cpuMsPerLifecycle: {}, redisCallsPerLifecycle: 8, redisRoundTripsPerLifecycle: 0 }, 8, { ...oneToOne, redisCallsPerLifecycle: 0 });
     expect(rows[0]!.met).toBe(false);
     expect(Number.isNaN(rows[0]!.ratio)).toBe(true);
+  });
+});
+
+describe('bench group plan: cost without the fixed cost', () => {
+  it("takes the deployment's cost a second at rest, divided by the run's rate, off each figure, never below zero", () => {
+    const cost = { cpuMsPerLifecycle: { server: 3, redis: 0.5, 'generator 0': 2 }, redisCallsPerLifecycle: 120, redisRoundTripsPerLifecycle: 16 };
+    const rest = { cpuMsPerSecond: { server: 20, redis: 10 }, commandsPerSecond: 128, roundTripsPerSecond: 22 };
+    expect(netOfRest(cost, rest, 10)).toEqual({
+      cpuMsPerLifecycle: { server: 1, redis: 0, 'generator 0': 2 },
+      redisCallsPerLifecycle: 120 - 12.8,
+      redisRoundTripsPerLifecycle: 16 - 2.2,
+    });
   });
 });
 
