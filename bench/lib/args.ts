@@ -38,7 +38,8 @@ export interface Sizes {
    * `installations` sockets each; `joins` join, `declines` decline, the rest ring until the
    * caller ends for all. A rate search as the lifecycle's (`startRate` 0: half the
    * lifecycle scenario's sustained rate divided by the members, at least 5/s, or 20/s without
-   * it), a sustained run, then `halfMs` at half the sustained rate.
+   * it), a sustained run, then `halfMs` at half the sustained rate (10 s even in a quick run: at a
+   * few group calls a second a shorter run's p99 is its slowest call).
    */
   group: RateSearch & {
     groupsPerGenerator: number;
@@ -79,7 +80,7 @@ const QUICK: Sizes = {
   ceilings: { redisMs: 3000, httpMs: 2000, httpConcurrency: 64, rawSockets: 5000 },
   lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000 },
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
-  group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 3000, timeoutMs: 5000 },
+  group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
   compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000, repeats: 3 },
