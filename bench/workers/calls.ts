@@ -4,7 +4,7 @@ import type { EventPayload } from '../../src/events/payloads.js';
 import { nowMs } from '../lib/clock.js';
 import { JsonHttp } from '../lib/http.js';
 import { listenForPushes, registerPushTokens } from '../lib/pushDevices.js';
-import { InFlight, Rota, runRecorded, startRecord, type RecordedRun } from '../lib/rota.js';
+import { InFlight, Rota, runRecorded, startRecord, type RecordedRun } from '../lib/lifecycleRun.js';
 import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter, type LifecycleCounts } from '../lib/waiter.js';
@@ -67,7 +67,7 @@ interface Pair {
   devices: Device[];
 }
 
-/** How long a pair rests between two calls (lib/rota.ts). */
+/** How long a pair rests between two calls (lib/lifecycleRun.ts). */
 export const PAIR_REST_MS = 250;
 
 /** The in-flight state of one call, fed by the socket handlers. */

@@ -5,7 +5,7 @@ import { nowMs } from '../lib/clock.js';
 import { eventKey, groupPhases, type ExpectedEvent, type GroupPhase } from '../lib/groupPlan.js';
 import { JsonHttp } from '../lib/http.js';
 import { listenForPushes, registerPushTokens, type PushApps } from '../lib/pushDevices.js';
-import { InFlight, Rota, runRecorded, startRecord } from '../lib/rota.js';
+import { InFlight, Rota, runRecorded, startRecord } from '../lib/lifecycleRun.js';
 import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';

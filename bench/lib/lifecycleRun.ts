@@ -88,15 +88,16 @@ export class InFlight<S extends InFlightCall> {
   }
 
   /**
-   * Runs a call's lifecycle. When it fails, `endIt` ends the call (its errors ignored): a call
-   * left accepted would keep its callees busy, and every later call to them would end `busy`.
+   * Runs a call's lifecycle. When it fails, `endIt` ends the call, not awaited (the failure is
+   * counted at once, as the lifecycle's) and its errors ignored: a call left accepted would keep
+   * its callees busy, and every later call to them would end `busy`.
    */
   async during(callId: string, st: S, body: () => Promise<void>, endIt: () => Promise<unknown>): Promise<void> {
     this.calls.set(callId, st);
     try {
       await body();
     } catch (err) {
-      await endIt().catch(() => {});
+      endIt().catch(() => {});
       throw err;
     } finally {
       setTimeout(() => this.calls.delete(callId), 2000).unref();
