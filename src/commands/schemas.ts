@@ -227,10 +227,24 @@ export const serverCall = z.object({
   endReason: z.enum(END_REASONS).optional(),
   endedBy: z.enum(['caller', 'callee', 'system']).optional(),
   endedByInstallationId: z.string().optional(),
+  ringingAtMs: z.number().int().optional().describe("a one-to-one call: the callee's first ringing receipt"),
+  ringingVia: z.string().optional(),
+  group: z
+    .object({
+      title: z.string(),
+      members: z.array(z.object({ userId: z.string(), state: z.enum(MEMBER_STATES) }).catchall(z.unknown())).describe('the caller first, then each member invited, as stored'),
+    })
+    .optional()
+    .describe('a group call (docs/group-calls.md)'),
 });
 
 export const serverEndCallResult = z.object({
   ended: z.boolean().describe('true: this request ended it; false: it had already ended'),
+  call: serverCall,
+});
+
+export const serverRemoveParticipantResult = z.object({
+  removed: z.boolean().describe('true: this request removed the member; false: it was already out, or the call has ended'),
   call: serverCall,
 });
 

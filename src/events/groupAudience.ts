@@ -24,6 +24,14 @@ export function groupDeliveriesFor(change: CallChange): Delivery[] {
     ...(except ? { except } : {}),
     stopsRinging: true,
   });
+  /** What a `member` change tells the member itself: its other installations stop ringing; one removed is told it is out. */
+  const toMember = (m: Member): Delivery[] => {
+    if (m.state === 'declined') return [stop(m, 'declined', m.byInstallationId)];
+    if (m.state === 'missed') return [stop(m, 'unanswered')];
+    if (m.state === 'left' && m.removedFrom === 'joined') return [{ userId: m.userId, only: m.installationId, payload: endedPayload(call, atMs, 'remoteEnded', `ended.${m.userId}`) }];
+    if (m.state === 'left' && m.removedFrom) return [stop(m, 'remoteEnded')];
+    return [];
+  };
   switch (change.kind) {
     case 'created':
       return members.filter((m) => m.state === 'invited').map((m) => ({ userId: m.userId, payload: invitationPayload(call, atMs, m) }));
@@ -36,10 +44,7 @@ export function groupDeliveriesFor(change: CallChange): Delivery[] {
         ...tellInCall(m),
       ]);
     case 'member':
-      return subjects.flatMap((m) => [
-        ...(m.state === 'declined' ? [stop(m, 'declined', m.byInstallationId)] : m.state === 'missed' ? [stop(m, 'unanswered')] : []),
-        ...tellInCall(m),
-      ]);
+      return subjects.flatMap((m) => [...toMember(m), ...tellInCall(m)]);
     case 'ringing':
       return subjects.flatMap((m) => [
         { userId: call.callerUserId, payload: ringingPayload(call, atMs, m.userId) },
