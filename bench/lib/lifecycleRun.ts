@@ -3,6 +3,12 @@ import { HistogramSet, type SerializedHistogram } from './histogram.js';
 import { runLifecycles } from './openLoop.js';
 import { BenchFailure, countInto, type LifecycleCounts } from './waiter.js';
 
+/**
+ * A load generator's run of call lifecycles, shared by the one-to-one and the group generators
+ * (workers/calls.ts, workers/group.ts): who is called next, the calls in flight, and the run's
+ * record.
+ */
+
 /** What one generator's run records of its lifecycles besides the counts. */
 export interface RunRecord extends LifecycleCounts {
   anomalies: Record<string, number>;
