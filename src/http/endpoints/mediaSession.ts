@@ -19,7 +19,8 @@ import type { SfuAccess } from '../../media/sfu.js';
  * A group call (always, when an SFU is configured) and a one-to-one call in `sfu` mode
  * (MEDIA_MODE) also get the `sfu` member: the call's room and a credential for this installation
  * only (docs/api.md "Media session"); an SFU that fails answers 503 `sfu_unavailable` and leaves
- * the call as it is. In a group call only a member's joined installation gets credentials.
+ * the call as it is. In a group call only a member's joined installation gets credentials, and
+ * without a configured SFU it gets 503 `sfu_unavailable` (docs/group-calls.md "Media").
  */
 export function mediaSessionRoute(deps: ApiDeps): Route {
   const { config } = deps;
@@ -60,7 +61,11 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
       secret: config.TURN_SECRET,
     });
     const sfu = sfuOf(deps.media, call);
-    if (!sfu) return { status: 200, body: JSON.stringify(creds) };
+    if (!sfu) {
+      // TURN alone cannot carry a group's media: nothing relays offers among its devices.
+      if (call.group) throw errors.noSfu();
+      return { status: 200, body: JSON.stringify(creds) };
+    }
     const participant = { callId, userId: me.userId, installationId: me.installationId };
     let access: SfuAccess;
     try {
