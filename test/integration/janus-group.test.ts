@@ -156,11 +156,28 @@ describe('a group call through Janus, one-to-one calls staying p2p', () => {
       // Those still in the call keep their way in.
       expect(await joinRoom(janus.apiUrl, access.get(bob)!.room, access.get(bob)!.token)).toEqual({ joined: true });
 
-      // Back in the call, the member gets a credential that opens the room again.
+      // The relay hands carol's leave over again (as after a crash): nobody is kicked twice.
+      const leftCall = callFromHash(await stack.redis.hgetall(keys.call(ks, callId)))!;
+      const leave: CallChange = { entryId: '1-0', shard: 0, kind: 'member', atMs: Date.now(), call: leftCall, subjects: [carol.userId] };
+      const counts: Record<string, number> = {};
+      const handler = roomKeeper(countingJanusSfu(janus, counts), 'p2p', silent);
+      await handler.handle([leave], { pushRegistrations: new Map(), calls: new Map([[callId, leftCall]]) });
+      expect(counts).toEqual({});
+      expect(await inRoom(callId)).toEqual(ids(caller, bob));
+
+      // Back in the call, the member gets a credential that opens the room again; the old leave,
+      // handed over once more after the relay read her back in, leaves her there.
       expectJson(await answer(carol, callId), 200);
       await relayDone(stack.redis, ks, [callId]);
       const again = await sfuAccess(carol, callId);
-      expect(await joinRoom(janus.apiUrl, again.room, again.token, again.participantId)).toEqual({ joined: true });
+      const back = await stayInRoom(janus.apiUrl, again.room, again.token, again.participantId);
+      sessions.push(back.leave);
+      expect(back.outcome).toEqual({ joined: true });
+      const now = callFromHash(await stack.redis.hgetall(keys.call(ks, callId)))!;
+      await handler.handle([leave], { pushRegistrations: new Map(), calls: new Map([[callId, now]]) });
+      expect(counts).toEqual({});
+      expect(await inRoom(callId)).toEqual(ids(caller, bob, carol));
+      expect(await joinRoom(janus.apiUrl, again.room, again.token)).toEqual({ joined: true });
     } finally {
       await Promise.all(sessions.map((leave) => leave()));
     }
