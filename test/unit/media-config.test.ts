@@ -43,6 +43,12 @@ describe('media configuration', () => {
     expect(sfuOf({ mode: 'p2p', sfu: createSfu(loadConfig(base), new Metrics()) }, group)).toBeUndefined();
   });
 
+  it('with MEDIA_MODE=p2p, some SFU settings without the others are a start error, not TURN only for group calls', () => {
+    expect(() => loadConfig({ ...janus, MEDIA_MODE: 'p2p', JANUS_ADMIN_KEY: '' })).toThrow(/JANUS_ADMIN_KEY: required with SFU=janus once any of JANUS_URLS, JANUS_API_SECRET, JANUS_TOKEN_SECRET, JANUS_ADMIN_KEY is given/);
+    expect(() => loadConfig({ ...base, SFU: 'livekit', LIVEKIT_URL: 'wss://lk.example.org' })).toThrow(/LIVEKIT_API_KEY: required with SFU=livekit once any of/);
+    expect(createSfu(loadConfig({ ...base, SFU: 'livekit' }), new Metrics())).toBeUndefined();
+  });
+
   it('sfu with Janus needs its URLs and three secrets, and one client URL per instance', () => {
     expect(createSfu(loadConfig(janus), new Metrics())?.kind).toBe('janus');
     for (const missing of ['JANUS_URLS', 'JANUS_API_SECRET', 'JANUS_TOKEN_SECRET', 'JANUS_ADMIN_KEY']) {
