@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { countingJanusSfu, startJanus, type Janus } from '../support/janus.js';
 import { janusRooms, joinRoom, stayInRoom, videoroomAdmin } from '../support/janusClient.js';
-import { acceptedCall, answer, device, end, expectJson, expectProblem, relayDone, sibling, type Device } from '../support/fixtures.js';
+import { acceptedCall, answer, device, end, expectJson, expectProblem, getCall, relayDone, sibling, type Device } from '../support/fixtures.js';
 import { endForAll, groupCall } from '../support/groupCall.js';
 import { api } from '../support/http.js';
 import { janusRoomId } from '../../src/media/janus.js';
@@ -19,7 +19,8 @@ import { createLogger } from '../../src/util/logger.js';
  * on a server whose one-to-one calls stay `p2p` (MEDIA_MODE's default): a group call's room is made
  * at its first join, once, and removed when it ends; media-session gives the SFU credential to
  * each member's joined installation and to no one else; a member who leaves, or whom the server API
- * removes, is kicked from the room and its credential no longer opens it. Janus itself answers
+ * removes, is kicked from the room and its credential no longer opens it; with Janus down the
+ * group call goes on and its media-session answers 503 until Janus is back. Janus itself answers
  * whether a credential opens the room and who is in it (test/support/janusClient.ts).
  */
 
@@ -64,6 +65,8 @@ async function sfuAccess(d: Device, callId: string): Promise<Access> {
   expect(res.json.sfu).toMatchObject({ kind: 'janus', url: janus.wsUrl, room: janusRoomId(callId) });
   return res.json.sfu as Access;
 }
+
+const metricsText = async () => (await Promise.all(stack.servers.map(async (srv) => (await fetch(`${srv.metricsUrl}/metrics`)).text()))).join('\n');
 
 /** The publisher ids Janus has in the call's room. */
 async function inRoom(callId: string): Promise<number[]> {
@@ -148,6 +151,7 @@ describe('a group call through Janus, one-to-one calls staying p2p', () => {
       await relayDone(stack.redis, ks, [callId]);
 
       expect(await inRoom(callId)).toEqual(ids(caller, bob));
+      expect(await metricsText()).toMatch(/^calling_sfu_kicks_total\{sfu="janus"\} [2-9]/m);
       for (const gone of [carol, dave]) {
         const { room, token, participantId } = access.get(gone)!;
         expect(await joinRoom(janus.apiUrl, room, token, participantId), gone.userId).toMatchObject({ joined: false, stage: 'join', code: 433 });
@@ -181,6 +185,32 @@ describe('a group call through Janus, one-to-one calls staying p2p', () => {
     } finally {
       await Promise.all(sessions.map((leave) => leave()));
     }
+    expectJson(await endForAll(caller, callId), 200);
+    await relayDone(stack.redis, ks, [callId]);
+    expect(await roomsOf(callId)).toEqual([]);
+  });
+
+  it('with Janus down, media-session answers 503 while joins and leaves go on; once it is back, the joined members get a working room and the one who left none', async () => {
+    const { callId, caller, members } = await groupCall(stack.url, 2, { joined: 1 });
+    const [bob, carol] = members as [Device, Device];
+    await relayDone(stack.redis, ks, [callId]);
+    await janus.kill();
+    try {
+      const refused = await mediaSession(caller, callId);
+      expectProblem(refused, 'sfu_unavailable', /media server is unreachable/);
+      expect(refused.headers.get('retry-after')).toBe('2');
+      expectJson(await answer(carol, callId), 200);
+      expectJson(await end(bob, callId, 'localHangup'), 200);
+      await relayDone(stack.redis, ks, [callId]);
+      expect((await getCall(caller, callId)).json.state).toBe('accepted');
+    } finally {
+      await janus.start();
+    }
+    for (const d of [caller, carol]) {
+      const access = await sfuAccess(d, callId);
+      expect(await joinRoom(janus.apiUrl, access.room, access.token, access.participantId)).toEqual({ joined: true });
+    }
+    expectProblem(await mediaSession(bob, callId), 'forbidden', /this call is accepted/);
     expectJson(await endForAll(caller, callId), 200);
     await relayDone(stack.redis, ks, [callId]);
     expect(await roomsOf(callId)).toEqual([]);
