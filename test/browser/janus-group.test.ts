@@ -19,7 +19,8 @@ import { janusRoomId } from '../../src/media/janus.js';
  * bob's pages enter the call's room; then carol joins, her page relay-only (iceTransportPolicy
  * `relay`, through the test coturn). Each page receives both others' media (inbound RTP bytes
  * growing per feed). Carol leaves the call: the backend kicks her from the room, alice and bob
- * stop receiving her and keep receiving each other, and her credential no longer opens the room
+ * stop receiving her and keep receiving each other, she stops receiving them, and her credential
+ * no longer opens the room
  * (Janus answers). When the call ends, Janus lists no room for it. Ten runs; each measures the
  * time from carol's join (her answer request) to the first decoded frame of her video on each of
  * the others (printed, and written to test-artifacts/janus-group-timings.json; docs/performance.md
@@ -60,6 +61,7 @@ afterAll(async () => {
 });
 
 interface Seat {
+  display: string;
   page: Page;
   context: BrowserContext;
   participantId: number;
@@ -83,14 +85,20 @@ async function enter(d: Device, callId: string, opened: { page: Page; context: B
   const { sfu, iceServers } = res.json;
   expect(sfu.room).toBe(janusRoomId(callId));
   await opened.page.evaluate(janusPeerInPage, { url: sfu.url, room: sfu.room, token: sfu.token, participantId: sfu.participantId, iceServers, display, relayOnly });
-  return { ...opened, participantId: sfu.participantId, token: sfu.token };
+  return { ...opened, display, participantId: sfu.participantId, token: sfu.token };
 }
 
 const feedBytes = (s: Seat) => s.page.evaluate(() => globalThis.janusPeer.feedBytes());
 
 async function diagnostics(s: Seat): Promise<string> {
   const [errors, states] = await s.page.evaluate(() => [globalThis.janusPeer.errors, globalThis.janusPeer.states()]);
-  return `page errors: ${JSON.stringify(errors)}, peer connections: ${JSON.stringify(states)}`;
+  const [bytes, candidates] = await Promise.all([feedBytes(s), s.page.evaluate(() => globalThis.janusPeer.localCandidateTypes())]);
+  return `${s.display}: page errors: ${JSON.stringify(errors)}, peer connections: ${JSON.stringify(states)} (local candidates ${JSON.stringify(candidates)}), bytes per feed: ${JSON.stringify(bytes)}\n${janus
+    .logs()
+    .split('\n')
+    .filter((l) => /ice|dtls|fail|err|warn|hangup/i.test(l))
+    .slice(-30)
+    .join('\n')}`;
 }
 
 /** Waits until `s` receives growing media from each of `from`. */
@@ -151,10 +159,12 @@ describe('a group call of three through Janus in Chromium', () => {
           await waitUntil('carol’s feed gone', () => s.page.evaluate((feed) => globalThis.janusPeer.gone.includes(feed), c.participantId), 10_000, { detail: () => diagnostics(s) });
         }
         await waitUntil('carol’s page kicked', () => c.page.evaluate(() => globalThis.janusPeer.kicked), 10_000, { detail: () => diagnostics(c) });
-        const before = await Promise.all([a, b].map(feedBytes));
+        const before = await Promise.all([a, b, c].map(feedBytes));
         await sleep(1500);
-        const after = await Promise.all([a, b].map(feedBytes));
+        const after = await Promise.all([a, b, c].map(feedBytes));
         for (const i of [0, 1]) expect(after[i]![c.participantId], 'bytes from carol after her kick').toBe(before[i]![c.participantId]);
+        // Her subscriptions went with her publisher (the room requires private_id).
+        expect(after[2], 'bytes carol receives after her kick').toEqual(before[2]);
         expect(after[0]![b.participantId]).toBeGreaterThan(before[0]![b.participantId]!);
         expect(after[1]![a.participantId]).toBeGreaterThan(before[1]![a.participantId]!);
         // Her credential no longer opens the room.
