@@ -174,7 +174,7 @@ export const configSchema = z
     WEBHOOKS: optionalString.describe('Webhook endpoints (docs/webhooks.md): a JSON array of `{ "id", "url", "secret", "events"? }`; `secret` is a Standard Webhooks `whsec_…` secret, or two of them while it rotates.'),
     WEBHOOKS_FILE: optionalString.describe("A file holding WEBHOOKS's JSON; set at most one of the two."),
     WEBHOOK_TIMEOUT_MS: int(10_000, 100, 120_000).describe('How long a webhook receiver may take to answer before the attempt counts as failed.'),
-    WEBHOOK_CONCURRENCY: int(16, 1, 1000).describe('Webhook delivery jobs run at once per queue partition and worker process (each job sends its events in parallel).'),
+    WEBHOOK_CONCURRENCY: int(16, 1, 1000).describe('Webhook stream entries (first attempts) and retry jobs each run at once per queue partition and worker process (each sends its events in parallel).'),
     WEBHOOK_RETRY_SCHEDULE: z
       .string()
       .default('5s,5m,30m,2h,5h,10h,10h')

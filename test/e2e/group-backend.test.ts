@@ -8,6 +8,7 @@ import { newServerKey } from '../../src/auth/serverKeys.js';
 import { api } from '../support/http.js';
 import { online, settleByBarrier, user, waitUntil, type OnlineDevice } from './helpers.js';
 import { relayDone } from '../support/fixtures.js';
+import { parseExposition, type Exposition } from '../support/exposition.js';
 
 /**
  * What a group call (docs/group-calls.md) gives the app's backend and the members' records: the
@@ -147,6 +148,32 @@ describe('group calls for the app’s backend', () => {
     } finally {
       await Promise.all([a1, b1, c1, d1, d2].map((d) => d!.ws.close()));
     }
+  });
+
+  it('metrics: group calls created, members per call, member outcomes, invitation-to-receipt times and invitees that never sent a receipt', async () => {
+    const scrape = async (): Promise<Exposition> => parseExposition(await (await fetch(`${stack.servers[0]!.metricsUrl}/metrics`)).text());
+    const value = (e: Exposition, name: string, labels: Record<string, string> = {}) =>
+      e.samples.filter((x) => x.name === `calling_${name}` && Object.entries(labels).every(([k, v]) => x.labels[k] === v)).reduce((a, x) => a + x.value, 0);
+    const before = await scrape();
+    const [a] = user(url, 1);
+    const [b] = user(url, 1);
+    const [c] = user(url, 1);
+    const [d] = user(url, 1);
+    const call = await group(a!, [b!.userId, c!.userId, d!.userId]);
+    expect((await b!.api.post(`/v1/calls/${call.callId}/ringing`, { operationId: uid('op'), via: 'fcm' })).status).toBe(200);
+    expect((await answer(b!, call.callId)).status).toBe(200);
+    expect((await end(c!, call.callId, 'localHangup')).status).toBe(200);
+    expect((await a!.api.post(`/v1/calls/${call.callId}/end`, { operationId: uid('op'), reason: 'localHangup', forAll: true })).status).toBe(200);
+    await relayDone(stack.redis, { prefix: 'cb', shards: 8 }, [call.callId]);
+    const after = await scrape();
+    const delta = (name: string, labels: Record<string, string> = {}) => value(after, name, labels) - value(before, name, labels);
+    expect(delta('group_calls_created_total')).toBe(1);
+    expect(delta('group_call_members_count')).toBe(1);
+    expect(delta('group_call_members_sum')).toBe(3);
+    expect([delta('group_call_member_outcomes_total', { outcome: 'joined' }), delta('group_call_member_outcomes_total', { outcome: 'declined' }), delta('group_call_member_outcomes_total', { outcome: 'missed' })]).toEqual([1, 1, 1]);
+    expect(delta('invitation_receipt_seconds_count', { via: 'fcm' })).toBe(1);
+    // c and d never sent a receipt.
+    expect(delta('invitations_unacknowledged_total')).toBe(2);
   });
 
   it('ring-out: each member rings out at its own window (missed, told unanswered); with nobody joined the call ends unanswered', async () => {
