@@ -24,7 +24,7 @@ import { janusRoomId } from '../../src/media/janus.js';
  * (Janus answers). When the call ends, Janus lists no room for it. Ten runs; each measures the
  * time from carol's join (her answer request) to the first decoded frame of her video on each of
  * the others (printed, and written to test-artifacts/janus-group-timings.json; docs/performance.md
- * "Group media" states it). ICE between the pages and Janus runs on the host address (libnice
+ * "Group media through Janus" states it). ICE between the pages and Janus runs on the host address (libnice
  * offers no loopback candidates).
  */
 
