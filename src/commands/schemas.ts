@@ -165,9 +165,14 @@ export const mediaSession = z.object({
       url: z.string().describe('where the client connects (Janus: its WebSocket or HTTP transport; LiveKit: the server URL)'),
       room: z.union([z.number().int(), z.string()]).describe('Janus: the VideoRoom room number; LiveKit: the room name (the callId)'),
       token: z.string().describe('this installation\'s credential for this room only, valid until `expiresAtMs` (Janus: the session `token` and the VideoRoom join `token`; LiveKit: the access token)'),
+      participantId: z
+        .number()
+        .int()
+        .optional()
+        .describe('Janus: the publisher `id` to join with; the server kicks it from the room when the installation leaves the call'),
     })
     .optional()
-    .describe('present with MEDIA_MODE=sfu (docs/api.md "Media session")'),
+    .describe('present for a group call whenever an SFU is configured, and for a one-to-one call with MEDIA_MODE=sfu (docs/api.md "Media session")'),
 });
 
 export const problem = z.object({

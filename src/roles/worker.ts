@@ -14,7 +14,6 @@ import { createPushSenders, enabledKinds } from '../push/providers.js';
 import { RingSweeper } from '../timers/ringSweeper.js';
 import { startWebhooks } from '../webhooks/webhookWorkers.js';
 import type { Logger } from '../util/logger.js';
-import { sfuOf } from '../media/callMedia.js';
 import { roomKeeper } from '../media/roomKeeper.js';
 import { keepsRooms } from '../media/sfu.js';
 import { daysMs, type RoleContext, type StartedRole } from './context.js';
@@ -100,13 +99,14 @@ export async function startWorker(
     const counts = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.zcard(keys.ringingForShard(ks, i))));
     return counts.reduce((a, b) => a + b, 0);
   });
-  const sfu = sfuOf(deps.media);
+  const sfu = deps.media.sfu;
   const handlers: ChangeHandler[] = [
     callChangeObserver(metrics, logger),
     pushHandler(dispatcher, enabled),
     ...webhooks.handlers,
-    // The SFU's rooms follow the calls (docs/operations.md "SFU media"), where the SFU has rooms to keep.
-    ...(keepsRooms(sfu) ? [roomKeeper(sfu, logger)] : []),
+    // The SFU's rooms follow the calls (docs/operations.md "SFU media"), where the SFU has rooms to
+    // keep: group calls use a configured SFU whatever MEDIA_MODE says.
+    ...(keepsRooms(sfu) ? [roomKeeper(sfu, deps.media.mode, logger)] : []),
     ...extraHandlers,
   ];
   const relay = new OutboxRelay(
