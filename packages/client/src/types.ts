@@ -123,7 +123,7 @@ export interface IceServer {
   credential?: string;
 }
 
-/** The call's room on its SFU and this installation's credential for it (server with MEDIA_MODE=sfu). */
+/** The call's room on its SFU and this installation's credential for it (a group call, or a one-to-one call with MEDIA_MODE=sfu). */
 export interface SfuAccess {
   /** `janus`: Janus's VideoRoom over its WebSocket API; `livekit`: a LiveKit server. */
   kind: 'janus' | 'livekit';
@@ -132,6 +132,8 @@ export interface SfuAccess {
   room: number | string;
   /** For this installation and this room only, until `expiresAtMs`. */
   token: string;
+  /** Janus: the publisher `id` to join with (the server kicks it when the installation leaves the call). */
+  participantId?: number;
 }
 
 /** POST /v1/calls/{id}/media-session; `iceServers` is empty when the server has no TURN_URLS. */
