@@ -3,18 +3,11 @@
   with its idempotency record, its outbox entry (one `created` change: the relay invites every
   invitee not busy) and its ring timer.
 
-  KEYS[1] callKey     the call hash
-  KEYS[2] opKey       this operation's idempotency record
-  KEYS[3] outboxKey   the call shard's outbox stream
-  KEYS[4] ringingKey  the call shard's ring index (lua/expireDue.lua)
-  KEYS[5] bindingKey  on a single Redis, the caller's operationId binding, taken here
-                      (lua/includes/operationRecord.lua bindOperation); absent on a cluster
+  KEYS[1..5] as lua/createCall.lua: the call hash, this operation's idempotency record, the call
+  shard's outbox stream and ring index, and on a single Redis the caller's operationId binding
 
-  ARGV[1]  callId
-  ARGV[2]  callerUserId
-  ARGV[3]  callerInstallationId
-  ARGV[4]  callerDisplayName     (already cut to 256 UTF-8 bytes)
-  ARGV[5]  callerHandle
+  ARGV[1..5] as lua/createCall.lua: callId, callerUserId, callerInstallationId, callerDisplayName,
+           callerHandle
   ARGV[6]  invitees              JSON array of userIds (distinct, without the caller; checked by the API)
   ARGV[7]  video                 '1' or '0'
   ARGV[8]  ringTimeoutMs         each invitee's ring window

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { launchMediaBrowser } from './mediaBrowser.js';
 import { startStack, type Stack } from '../support/stack.js';
-import { startJanus, type Janus } from '../support/janus.js';
+import { janusEnv, startJanus, type Janus } from '../support/janus.js';
 import { startCoturn, type Coturn } from '../support/coturn.js';
 import { acceptedCall, end, expectJson, relayDone, type Device } from '../support/fixtures.js';
 import { janusRooms } from '../support/janusClient.js';
@@ -33,11 +33,7 @@ beforeAll(async () => {
   [janus, coturn] = await Promise.all([startJanus(), startCoturn(TURN_SECRET)]);
   stack = await startStack({
     MEDIA_MODE: 'sfu',
-    JANUS_URLS: janus.apiUrl,
-    JANUS_CLIENT_URLS: janus.wsUrl,
-    JANUS_API_SECRET: janus.apiSecret,
-    JANUS_TOKEN_SECRET: janus.tokenSecret,
-    JANUS_ADMIN_KEY: janus.adminKey,
+    ...janusEnv(janus),
     TURN_URLS: coturn.url,
     TURN_SECRET,
   });

@@ -5,7 +5,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { launchMediaBrowser } from './mediaBrowser.js';
 import { janusPeerInPage, type JanusPeer } from './janusPeer.js';
 import { startStack, type Stack } from '../support/stack.js';
-import { startJanus, type Janus } from '../support/janus.js';
+import { janusEnv, startJanus, type Janus } from '../support/janus.js';
 import { hostAddress, startCoturn, type Coturn } from '../support/coturn.js';
 import { answer, end, expectJson, relayDone, type Device } from '../support/fixtures.js';
 import { endForAll, groupCall } from '../support/groupCall.js';
@@ -43,11 +43,7 @@ let browser: Browser;
 beforeAll(async () => {
   [janus, coturn] = await Promise.all([startJanus(), startCoturn(TURN_SECRET, { relayIp: hostAddress() })]);
   stack = await startStack({
-    JANUS_URLS: janus.apiUrl,
-    JANUS_CLIENT_URLS: janus.wsUrl,
-    JANUS_API_SECRET: janus.apiSecret,
-    JANUS_TOKEN_SECRET: janus.tokenSecret,
-    JANUS_ADMIN_KEY: janus.adminKey,
+    ...janusEnv(janus),
     TURN_URLS: coturn.url,
     TURN_SECRET,
   });
