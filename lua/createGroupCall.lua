@@ -27,7 +27,7 @@
   When every invitee is busy, the call is created already ended (`busy`, by the system).
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local callId, callerUserId, callerInstallationId = ARGV[1], ARGV[2], ARGV[3]
+local callerUserId, callerInstallationId = ARGV[2], ARGV[3]
 --@include "retention"
 local ringTimeoutMs, retention, operationTtlMs = tonumber(ARGV[8]), parseRetention(ARGV[9]), tonumber(ARGV[10])
 local fingerprint = ARGV[11]
@@ -38,6 +38,7 @@ local fingerprint = ARGV[11]
 --@include "appendOutbox"
 --@include "groupRules"
 --@include "openCreate"
+--@include "newCall"
 
 local opening = openCreate(callKey, opKey, fingerprint, operationTtlMs, KEYS[5], ARGV[13])
 if opening then return opening end
@@ -54,21 +55,7 @@ for _, u in ipairs(cjson.decode(ARGV[6])) do
   end
 end
 local call = { names = {}, values = {}, trace = ARGV[16], live = ARGV[14], members = members }
-setCallFields(callKey, call,
-  'callId', callId,
-  'state', 'ringing',
-  'revision', '1',
-  'callerUserId', callerUserId,
-  'callerInstallationId', callerInstallationId,
-  'callerDisplayName', ARGV[4],
-  'callerHandle', ARGV[5],
-  'calleeUserId', '',
-  'video', ARGV[7],
-  'createdAtMs', fmtInt(now),
-  'expiresAtMs', fmtInt(now + ringTimeoutMs),
-  'kind', 'group',
-  'title', ARGV[15],
-  'members', cjson.encode(members))
+setNewCall(callKey, call, now, ringTimeoutMs, '', 'kind', 'group', 'title', ARGV[15], 'members', cjson.encode(members))
 local fields
 if countMembers(call, isRinging) == 0 then
   -- Everyone busy: born ended, as a one-to-one call to a busy callee is.
