@@ -1,6 +1,6 @@
 import * as s from '../commands/schemas.js';
 import { historyOperation, serverPaths, serverSchemas, serverSecurityScheme, serverTags, webhooksSection } from './openapiServer.js';
-import { ACCEPTED, CALL_ID, COMMON, CURSOR, ENDED, ENDED_EVENT, INVITED_EVENT, RINGING, T0, callIdParam, json, problems, ref, schema, snapshotExamples } from './openapiParts.js';
+import { ACCEPTED, CALL_ID, COMMON, CURSOR, ENDED, ENDED_EVENT, INVITED_EVENT, RINGING, T0, callCommandPath, callIdParam, json, problems, ref, schema, snapshotExamples } from './openapiParts.js';
 import { eventComponents } from './openapiEvents.js';
 import { packageVersion } from '../util/packageInfo.js';
 import { groupCallPaths, groupCreateExample, groupRequestSchemas } from './openapiGroup.js';
@@ -160,73 +160,38 @@ export function openApiDocument(): Record<string, unknown> {
           },
         },
       },
-      '/v1/calls/{id}/answer': {
-        parameters: [callIdParam],
-        post: {
-          operationId: 'answerCall',
-          tags: ['Calls'],
-          summary: 'Answer a ringing call',
-          description:
-            'The first answer while the call rings wins, atomically; the caller is told `call.accepted` and the ' +
-            'callee’s other installations `call.ended` with `answeredElsewhere`. A later answer from another ' +
-            'installation gets `answer_conflict` with the winner’s snapshot; an `expectedRevision` that does not ' +
-            'match gets `revision_conflict`. Only the callee answers.',
-          requestBody: {
-            required: true,
-            content: json('AnswerCall', {
-              answer: { summary: 'Answer from the phone', value: { operationId: 'op-answer-1', installationId: 'bob-phone', expectedRevision: '1' } },
-            }),
-          },
-          responses: {
-            '200': { description: 'The winner’s snapshot', content: json('CallSnapshot', snapshotExamples('Accepted', ACCEPTED)) },
-            ...problems('invalid_request', 'forbidden', 'not_found', 'answer_conflict', 'revision_conflict', 'idempotency_conflict', ...COMMON),
-          },
-        },
-      },
-      '/v1/calls/{id}/end': {
-        parameters: [callIdParam],
-        post: {
-          operationId: 'endCall',
-          tags: ['Calls'],
-          summary: 'End a call',
-          description:
-            'Hang up, cancel, decline, or report a local failure, with the reason as this side saw it. The other side ' +
-            'is told the reason from its own side (docs/protocol.md "End reasons"). The echoes `remoteEnded`, ' +
-            '`callerCancelled` and `answeredElsewhere` are accepted and change nothing. Ending an ended call returns ' +
-            'its terminal snapshot.',
-          requestBody: {
-            required: true,
-            content: json('EndCall', { hangUp: { summary: 'Hang up', value: { operationId: 'op-end-1', reason: 'localHangup' } } }),
-          },
-          responses: {
-            '200': { description: 'The terminal (or current) snapshot', content: json('CallSnapshot', snapshotExamples('Ended', ENDED)) },
-            ...problems('invalid_request', 'not_found', 'idempotency_conflict', ...COMMON),
-          },
-        },
-      },
-      '/v1/calls/{id}/rename': {
-        parameters: [callIdParam],
-        post: {
-          operationId: 'renameCall',
-          tags: ['Calls'],
-          summary: 'Change the caller’s displayed name',
-          description:
-            'The caller changes the name shown on a ringing or accepted call; callee installations that still show ' +
-            'the call get `call.renamed`. The name is cut to 256 UTF-8 bytes. Renaming an ended call changes nothing. ' +
-            'Limited per user (`RATE_RENAMES_PER_MIN`) and per call (`RENAMES_PER_CALL`).',
-          requestBody: {
-            required: true,
-            content: json('RenameCall', { rename: { summary: 'A new name', value: { operationId: 'op-rename-1', displayName: 'Alice (work)' } } }),
-          },
-          responses: {
-            '200': {
-              description: 'The snapshot (unchanged for an ended call)',
-              content: json('CallSnapshot', snapshotExamples('Renamed', { ...ACCEPTED, revision: '3', caller: { ...ACCEPTED.caller, displayName: 'Alice (work)' } })),
-            },
-            ...problems('invalid_request', 'forbidden', 'not_found', 'idempotency_conflict', ...COMMON),
-          },
-        },
-      },
+      '/v1/calls/{id}/answer': callCommandPath(
+        'answerCall',
+        'Answer a ringing call',
+        'The first answer while the call rings wins, atomically; the caller is told `call.accepted` and the ' +
+          'callee’s other installations `call.ended` with `answeredElsewhere`. A later answer from another ' +
+          'installation gets `answer_conflict` with the winner’s snapshot; an `expectedRevision` that does not ' +
+          'match gets `revision_conflict`. Only the callee answers.',
+        ['AnswerCall', { answer: { summary: 'Answer from the phone', value: { operationId: 'op-answer-1', installationId: 'bob-phone', expectedRevision: '1' } } }],
+        ['The winner’s snapshot', 'Accepted', ACCEPTED],
+        ['invalid_request', 'forbidden', 'not_found', 'answer_conflict', 'revision_conflict', 'idempotency_conflict', ...COMMON],
+      ),
+      '/v1/calls/{id}/end': callCommandPath(
+        'endCall',
+        'End a call',
+        'Hang up, cancel, decline, or report a local failure, with the reason as this side saw it. The other side ' +
+          'is told the reason from its own side (docs/protocol.md "End reasons"). The echoes `remoteEnded`, ' +
+          '`callerCancelled` and `answeredElsewhere` are accepted and change nothing. Ending an ended call returns ' +
+          'its terminal snapshot.',
+        ['EndCall', { hangUp: { summary: 'Hang up', value: { operationId: 'op-end-1', reason: 'localHangup' } } }],
+        ['The terminal (or current) snapshot', 'Ended', ENDED],
+        ['invalid_request', 'not_found', 'idempotency_conflict', ...COMMON],
+      ),
+      '/v1/calls/{id}/rename': callCommandPath(
+        'renameCall',
+        'Change the caller’s displayed name',
+        'The caller changes the name shown on a ringing or accepted call; callee installations that still show ' +
+          'the call get `call.renamed`. The name is cut to 256 UTF-8 bytes. Renaming an ended call changes nothing. ' +
+          'Limited per user (`RATE_RENAMES_PER_MIN`) and per call (`RENAMES_PER_CALL`).',
+        ['RenameCall', { rename: { summary: 'A new name', value: { operationId: 'op-rename-1', displayName: 'Alice (work)' } } }],
+        ['The snapshot (unchanged for an ended call)', 'Renamed', { ...ACCEPTED, revision: '3', caller: { ...ACCEPTED.caller, displayName: 'Alice (work)' } }],
+        ['invalid_request', 'forbidden', 'not_found', 'idempotency_conflict', ...COMMON],
+      ),
       ...groupCallPaths(),
       '/v1/calls/{id}/messages': {
         parameters: [callIdParam],

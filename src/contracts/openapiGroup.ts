@@ -1,5 +1,5 @@
 import * as s from '../commands/schemas.js';
-import { CALL_ID, COMMON, RINGING, T0, callIdParam, json, problems, schema, snapshotExamples } from './openapiParts.js';
+import { CALL_ID, COMMON, RINGING, T0, callCommandPath, schema } from './openapiParts.js';
 
 /** The group call and ringing receipt parts of the OpenAPI document (docs/group-calls.md). */
 
@@ -24,40 +24,26 @@ export const groupCreateExample = {
 
 export function groupCallPaths(): Record<string, unknown> {
   return {
-    '/v1/calls/{id}/invite': {
-      parameters: [callIdParam],
-      post: {
-        operationId: 'inviteToCall',
-        tags: ['Calls'],
-        summary: 'Ring more members into a group call',
-        description:
-          'A member in the group call, from its installation in the call, rings more users: new users become `invited`, members ' +
-          'who declined, missed, were busy or left are rung again; members ringing or in the call stay as they are. The invitees get ' +
-          '`call.invited` and pushes as at the create; those in the call get `call.participant` (docs/group-calls.md "Inviting more").',
-        requestBody: { required: true, content: json('InviteToCall', { invite: { summary: 'Ring one more', value: { operationId: 'op-invite-1', userIds: ['dave'] } } }) },
-        responses: {
-          '200': { description: 'The snapshot', content: json('CallSnapshot', snapshotExamples('Group call', GROUP)) },
-          ...problems('invalid_request', 'forbidden', 'not_found', 'idempotency_conflict', 'call_not_active', 'group_call_full', ...COMMON),
-        },
-      },
-    },
-    '/v1/calls/{id}/ringing': {
-      parameters: [callIdParam],
-      post: {
-        operationId: 'noteRinging',
-        tags: ['Calls'],
-        summary: 'Report that this installation shows the incoming call',
-        description:
-          'A ringing receipt, for one-to-one and group calls. The first of each invitee sends `call.ringing` to the caller’s ' +
-          'installations (in a group call the member becomes `ringing`); later ones change nothing. A one-to-one call keeps ' +
-          'its revision (docs/group-calls.md "Ringing receipts").',
-        requestBody: { required: true, content: json('RingingReceipt', { receipt: { summary: 'Shown after a VoIP push', value: { operationId: 'op-ringing-1', via: 'apns' } } }) },
-        responses: {
-          '200': { description: 'The snapshot', content: json('CallSnapshot', snapshotExamples('Ringing', RINGING)) },
-          ...problems('invalid_request', 'forbidden', 'not_found', 'idempotency_conflict', ...COMMON),
-        },
-      },
-    },
+    '/v1/calls/{id}/invite': callCommandPath(
+      'inviteToCall',
+      'Ring more members into a group call',
+      'A member in the group call, from its installation in the call, rings more users: new users become `invited`, members ' +
+        'who declined, missed, were busy or left are rung again; members ringing or in the call stay as they are. The invitees get ' +
+        '`call.invited` and pushes as at the create; those in the call get `call.participant` (docs/group-calls.md "Inviting more").',
+      ['InviteToCall', { invite: { summary: 'Ring one more', value: { operationId: 'op-invite-1', userIds: ['dave'] } } }],
+      ['The snapshot', 'Group call', GROUP],
+      ['invalid_request', 'forbidden', 'not_found', 'idempotency_conflict', 'call_not_active', 'group_call_full', ...COMMON],
+    ),
+    '/v1/calls/{id}/ringing': callCommandPath(
+      'noteRinging',
+      'Report that this installation shows the incoming call',
+      'A ringing receipt, for one-to-one and group calls. The first of each invitee sends `call.ringing` to the caller’s ' +
+        'installations (in a group call the member becomes `ringing`); later ones change nothing. A one-to-one call keeps ' +
+        'its revision (docs/group-calls.md "Ringing receipts").',
+      ['RingingReceipt', { receipt: { summary: 'Shown after a VoIP push', value: { operationId: 'op-ringing-1', via: 'apns' } } }],
+      ['The snapshot', 'Ringing', RINGING],
+      ['invalid_request', 'forbidden', 'not_found', 'idempotency_conflict', ...COMMON],
+    ),
   };
 }
 

@@ -96,3 +96,29 @@ export const callIdParam = {
   example: CALL_ID,
 };
 
+
+/**
+ * A call command's route, `POST /v1/calls/{id}/<command>`: its request body (`body`: the schema's
+ * name and examples), and a 200 with the call's snapshot (`ok`: its description, example summary
+ * and value) or the problems of `codes`.
+ */
+export function callCommandPath(
+  operationId: string,
+  summary: string,
+  description: string,
+  body: [schemaName: string, examples: Record<string, { summary: string; value: unknown }>],
+  ok: [description: string, exampleSummary: string, example: unknown],
+  codes: ErrorCode[],
+): Record<string, unknown> {
+  return {
+    parameters: [callIdParam],
+    post: {
+      operationId,
+      tags: ['Calls'],
+      summary,
+      description,
+      requestBody: { required: true, content: json(body[0], body[1]) },
+      responses: { '200': { description: ok[0], content: json('CallSnapshot', snapshotExamples(ok[1], ok[2])) }, ...problems(...codes) },
+    },
+  };
+}
