@@ -40,6 +40,17 @@ let B: TestServer;
 let bPort: number;
 const clients: SignalingClient[] = [];
 
+/** Starts the client (kept to be stopped after the test) and returns why its sign-in was refused. */
+async function authFailureOf(client: SignalingClient): Promise<SignalingAuthError['failure']> {
+  clients.push(client);
+  const err = await client.start().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(SignalingAuthError);
+  return (err as SignalingAuthError).failure;
+}
+
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
@@ -872,13 +883,7 @@ describe('SignalingClient and the session token', () => {
         return undefined;
       },
     });
-    clients.push(client);
-    const err = await client.start().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(SignalingAuthError);
-    expect((err as SignalingAuthError).failure).toEqual({ status: 401, detail: 'upgrade answered 401' });
+    expect(await authFailureOf(client)).toEqual({ status: 401, detail: 'upgrade answered 401' });
     expect(failures).toEqual([{ status: 401, detail: 'upgrade answered 401' }]);
     // A barrier: a good client connects and syncs on the same server after the refusal; the
     // stopped client opened nothing more meanwhile.
@@ -902,13 +907,7 @@ describe('SignalingClient and the session token', () => {
       }
     }
     const client = new SignalingClient({ url: wsUrl(A), token: bad, WebSocket: BrowserLike as Ctor, tokenIn: 'query', onEvent: () => {} });
-    clients.push(client);
-    const err = await client.start().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(SignalingAuthError);
-    expect((err as SignalingAuthError).failure).toEqual({ status: 401, detail: 'token check answered 401' });
+    expect(await authFailureOf(client)).toEqual({ status: 401, detail: 'token check answered 401' });
     expect(new URL(cap.opened[0]!).searchParams.get('access_token')).toBe(bad);
     expect(cap.opened).toHaveLength(1);
   });
