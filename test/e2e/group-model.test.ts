@@ -27,7 +27,7 @@ const USERS = 5;
 const INSTALLATIONS = 2;
 const MAX_MEMBERS = 3;
 const SHORT_RING_MS = 1000;
-const RUNS = Number(process.env.GROUP_MODEL_RUNS ?? 20);
+const RUNS = Number(process.env.GROUP_MODEL_RUNS ?? 50);
 
 let stack: Stack;
 let shortUrl: string;
