@@ -27,7 +27,7 @@ const USERS = 5;
 const INSTALLATIONS = 2;
 const MAX_MEMBERS = 3;
 const SHORT_RING_MS = 1000;
-const RUNS = Number(process.env.GROUP_MODEL_RUNS ?? 50);
+const RUNS = Number(process.env.GROUP_MODEL_RUNS ?? 80);
 
 let stack: Stack;
 let shortUrl: string;
@@ -37,6 +37,10 @@ stackForFile({ RING_TIMEOUT_MS: '45000', GROUP_CALL_MAX_MEMBERS: String(MAX_MEMB
 });
 
 type Transport = 'http' | 'socket';
+
+/** What the runs did: each request's route and status, and how each call ended (printed, and checked for variety). */
+const tally = new Map<string, number>();
+const count = (key: string) => tally.set(key, (tally.get(key) ?? 0) + 1);
 
 /** One run's real side: the users' installations, online, and the call. */
 interface Real {
@@ -97,7 +101,10 @@ abstract class Step implements fc.AsyncCommand<GroupModel, Real> {
   abstract check(m: Readonly<GroupModel>): boolean;
   abstract apply(m: GroupModel, r: Real): Promise<void>;
   abstract toString(): string;
+  /** Picks what the step depends on from the model, before it runs (a member by its place). */
+  resolve(_m: GroupModel): void {}
   async run(m: GroupModel, r: Real): Promise<void> {
+    this.resolve(m);
     r.log.push(this.toString());
     await this.apply(m, r);
     await expectSnapshot(m, r, `after ${this.toString()}`);
@@ -107,13 +114,21 @@ abstract class Step implements fc.AsyncCommand<GroupModel, Real> {
 /** Any step but the ring-out waits while a short ring window is open (it would race the sweep). */
 const noneDoomed = (m: Readonly<GroupModel>) => (m as GroupModel).doomed().length === 0;
 
+/** A user by number, or the invitee at a place in the member list (modulo its length), so most steps come from members. */
+type Who = number | { member: number };
+const whoIs = (m: GroupModel, who: Who) => (typeof who === 'number' ? who : m.members[1 + (who.member % (m.members.length - 1))]!.user);
+
 abstract class Request extends Step {
+  user = -1;
   constructor(
-    readonly user: number,
+    readonly who: Who,
     readonly inst: number,
     readonly transport: Transport,
   ) {
     super();
+  }
+  override resolve(m: GroupModel): void {
+    this.user = whoIs(m, this.who);
   }
   check(m: Readonly<GroupModel>): boolean {
     return noneDoomed(m);
@@ -124,10 +139,11 @@ abstract class Request extends Step {
     const full = { operationId: uid('op'), ...body };
     const answer = await send(d, r.callId, path, full, baseUrl ? 'http' : this.transport, baseUrl);
     expectOutcome(answer, want, `${this.toString()}\n${r.log.join('\n')}`);
+    count(`${path} ${answer.status}`);
     r.last = { d, path, body: full, transport: baseUrl ? 'http' : this.transport, answer };
     return answer;
   }
-  protected who(): string {
+  protected by(): string {
     return `u${this.user}.${this.inst} ${this.transport}`;
   }
 }
@@ -137,51 +153,55 @@ class Join extends Request {
     await this.request(r, 'answer', { installationId: r.devices[this.user]![this.inst]!.installationId }, m.join(this.user, this.inst));
   }
   toString() {
-    return `join(${this.who()})`;
+    return `join(${this.by()})`;
   }
 }
 
 class End extends Request {
-  constructor(user: number, inst: number, transport: Transport, readonly reason: string, readonly forAll: boolean) {
-    super(user, inst, transport);
+  constructor(who: Who, inst: number, transport: Transport, readonly reason: string, readonly forAll: boolean) {
+    super(who, inst, transport);
   }
   async apply(m: GroupModel, r: Real) {
     await this.request(r, 'end', { reason: this.reason, ...(this.forAll ? { forAll: true } : {}) }, m.endRequest(this.user, this.inst, this.reason, this.forAll));
   }
   toString() {
-    return `end(${this.who()}, ${this.reason}${this.forAll ? ', forAll' : ''})`;
+    return `end(${this.by()}, ${this.reason}${this.forAll ? ', forAll' : ''})`;
   }
 }
 
 class Invite extends Request {
-  constructor(user: number, inst: number, transport: Transport, readonly invitees: number[], readonly short: boolean) {
-    super(user, inst, transport);
+  constructor(who: Who, inst: number, transport: Transport, readonly invitees: number[], readonly short: boolean) {
+    super(who, inst, transport);
   }
   async apply(m: GroupModel, r: Real) {
     const userIds = this.invitees.map((u) => r.devices[u]![0]!.userId);
     await this.request(r, 'invite', { userIds }, m.invite(this.user, this.inst, this.invitees, this.short), this.short ? shortUrl : undefined);
   }
   toString() {
-    return `invite(${this.who()}, [${this.invitees.join(',')}]${this.short ? ', short' : ''})`;
+    return `invite(${this.by()}, [${this.invitees.join(',')}]${this.short ? ', short' : ''})`;
   }
 }
 
 class Receipt extends Request {
-  constructor(user: number, inst: number, transport: Transport, readonly path: 'socket' | 'apns' | 'fcm') {
-    super(user, inst, transport);
+  constructor(who: Who, inst: number, transport: Transport, readonly path: 'socket' | 'apns' | 'fcm') {
+    super(who, inst, transport);
   }
   async apply(m: GroupModel, r: Real) {
     await this.request(r, 'ringing', { via: this.path }, m.receipt(this.user));
   }
   toString() {
-    return `ringing(${this.who()}, ${this.path})`;
+    return `ringing(${this.by()}, ${this.path})`;
   }
 }
 
 /** Both installations of a member join at once, one over HTTP, one as a frame: exactly one outcome. */
 class RaceJoin extends Step {
-  constructor(readonly user: number) {
+  user = -1;
+  constructor(readonly who: Who) {
     super();
+  }
+  override resolve(m: GroupModel): void {
+    this.user = whoIs(m, this.who);
   }
   check(m: Readonly<GroupModel>) {
     return noneDoomed(m);
@@ -258,10 +278,11 @@ const transportArb = fc.constantFrom<Transport>('http', 'socket');
 /** Invitees: anyone but the caller, mostly one (the cap makes larger lists full sooner). */
 const inviteesArb = fc.uniqueArray(fc.integer({ min: 1, max: USERS - 1 }), { minLength: 1, maxLength: 2 });
 
-const inviteeArb = fc.integer({ min: 1, max: USERS - 1 });
+/** Mostly a member of the call (by its place), now and then anyone but the caller. */
+const inviteeArb: fc.Arbitrary<Who> = fc.oneof({ weight: 4, arbitrary: fc.nat(7).map((member) => ({ member })) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: USERS - 1 }) });
 const reasonArb = fc.constantFrom('localHangup', 'localHangup', 'declined', 'busy', 'unanswered', 'remoteEnded');
-/** One in three invitations rings with the short window (then the ring-out comes next). */
-const shortArb = fc.nat(2).map((n) => n === 0);
+/** One late invitation in five rings with the short window (then the ring-out comes next). */
+const shortArb = fc.nat(4).map((n) => n === 0);
 const w = <T>(weight: number, arbitrary: fc.Arbitrary<T>) => ({ weight, arbitrary });
 
 /** The steps, weighted so that a call lives a while: invitees act most, the caller's end for all is rare. */
@@ -269,11 +290,13 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   w(6, fc.tuple(inviteeArb, instArb, transportArb).map(([u, i, t]): Step => new Join(u, i, t))),
   // Anyone's join, the caller's too (it rejoins after leaving).
   w(1, fc.tuple(userArb, instArb, transportArb).map(([u, i, t]): Step => new Join(u, i, t))),
-  w(2, fc.integer({ min: 1, max: USERS - 1 }).map((u): Step => new RaceJoin(u))),
+  w(2, inviteeArb.map((u): Step => new RaceJoin(u))),
   w(4, fc.tuple(inviteeArb, instArb, transportArb).map(([u, i, t]): Step => new Receipt(u, i, t, 'socket'))),
   w(1, fc.tuple(userArb, instArb, transportArb, fc.constantFrom<'socket' | 'apns' | 'fcm'>('socket', 'apns', 'fcm')).map(([u, i, t, p]): Step => new Receipt(u, i, t, p))),
   w(4, fc.tuple(inviteeArb, instArb, transportArb, reasonArb).map(([u, i, t, reason]): Step => new End(u, i, t, reason, false))),
-  w(2, fc.tuple(userArb, instArb, transportArb, reasonArb, fc.boolean()).map(([u, i, t, reason, forAll]): Step => new End(u, i, t, reason, forAll))),
+  // Leaves (or declines) the plain way, so calls also end by themselves.
+  w(3, fc.tuple(inviteeArb, instArb, transportArb).map(([u, i, t]): Step => new End(u, i, t, 'localHangup', false))),
+  w(1, fc.tuple(userArb, instArb, transportArb, reasonArb, fc.boolean()).map(([u, i, t, reason, forAll]): Step => new End(u, i, t, reason, forAll))),
   // The caller ending it for everyone from its calling installation, the usual way.
   w(1, transportArb.map((t): Step => new End(0, 0, t, 'localHangup', true))),
   w(2, fc.tuple(userArb, instArb, transportArb, inviteesArb, shortArb).map(([u, i, t, who, short]): Step => new Invite(u, i, t, who, short))),
@@ -282,12 +305,12 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   w(3, fc.constant<Step>(new RingOut())),
 );
 
-const stepsArb = fc.commands([stepArb], { maxCommands: 16, size: 'max' });
+const stepsArb = fc.commands([stepArb], { maxCommands: 24, size: 'max' });
 
 const createArb = fc.record({
-  invitees: fc.uniqueArray(fc.integer({ min: 1, max: USERS - 1 }), { minLength: 1, maxLength: MAX_MEMBERS }),
-  /** One call in four rings everyone with the short window. */
-  short: fc.nat(3).map((n) => n === 0),
+  invitees: fc.uniqueArray(fc.integer({ min: 1, max: USERS - 1 }), { minLength: 2, maxLength: MAX_MEMBERS }),
+  /** One call in six rings everyone with the short window. */
+  short: fc.nat(5).map((n) => n === 0),
 });
 
 describe('group calls against a model', () => {
@@ -314,6 +337,7 @@ describe('group calls against a model', () => {
           // A short window still open rings out now, so nothing changes while the events settle.
           if (model.doomed().length > 0) await new RingOut().run(model, real);
           steps += real.log.length;
+          count(`call ${model.end ? `ended ${model.end.reason} by ${model.end.by}` : model.state}`);
           if (process.env.GROUP_MODEL_LOG) console.log(real.log.join(' · '));
           await expectEvents(model, real);
         } finally {
@@ -322,7 +346,10 @@ describe('group calls against a model', () => {
       }),
       { numRuns: RUNS, seed: process.env.GROUP_MODEL_SEED ? Number(process.env.GROUP_MODEL_SEED) : undefined },
     );
-    console.log(`group model: ${RUNS} runs, ${steps} steps in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    console.log(`group model: ${RUNS} runs, ${steps} steps in ${((Date.now() - started) / 1000).toFixed(1)} s; ${[...tally].sort().map(([k, n]) => `${k}: ${n}`).join(', ')}`);
+    // The runs reached past the refusals: joins won and lost, members declined and left, calls ended more than one way.
+    for (const key of ['answer 200', 'answer 409', 'end 200', 'invite 200', 'ringing 200']) expect(tally.get(key) ?? 0, key).toBeGreaterThan(0);
+    expect([...tally.keys()].filter((k) => k.startsWith('call ended')).length).toBeGreaterThanOrEqual(2);
   }, 240_000);
 });
 
