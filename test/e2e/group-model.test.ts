@@ -148,12 +148,20 @@ abstract class Request extends Step {
   }
 }
 
+/** A join, now and then with `expectedRevision`: the call's current one, or another. */
 class Join extends Request {
+  constructor(who: Who, inst: number, transport: Transport, readonly expected?: 'current' | 'stale') {
+    super(who, inst, transport);
+  }
   async apply(m: GroupModel, r: Real) {
-    await this.request(r, 'answer', { installationId: r.devices[this.user]![this.inst]!.installationId }, m.join(this.user, this.inst));
+    // A stale one: the revision before (revisions start at 1: then the next one, as stale for the check).
+    const stale = m.revision > 1 ? m.revision - 1 : m.revision + 1;
+    const expectedRevision = this.expected && String(this.expected === 'current' ? m.revision : stale);
+    const body = { installationId: r.devices[this.user]![this.inst]!.installationId, ...(expectedRevision ? { expectedRevision } : {}) };
+    await this.request(r, 'answer', body, m.join(this.user, this.inst, this.expected));
   }
   toString() {
-    return `join(${this.by()})`;
+    return `join(${this.by()}${this.expected ? `, ${this.expected} revision` : ''})`;
   }
 }
 
@@ -288,6 +296,7 @@ const w = <T>(weight: number, arbitrary: fc.Arbitrary<T>) => ({ weight, arbitrar
 /** The steps, weighted so that a call lives a while: invitees act most, the caller's end for all is rare. */
 const stepArb: fc.Arbitrary<Step> = fc.oneof(
   w(6, fc.tuple(inviteeArb, instArb, transportArb).map(([u, i, t]): Step => new Join(u, i, t))),
+  w(1, fc.tuple(inviteeArb, instArb, transportArb, fc.constantFrom<'current' | 'stale'>('current', 'stale')).map(([u, i, t, e]): Step => new Join(u, i, t, e))),
   // Anyone's join, the caller's too (it rejoins after leaving).
   w(1, fc.tuple(userArb, instArb, transportArb).map(([u, i, t]): Step => new Join(u, i, t))),
   w(2, inviteeArb.map((u): Step => new RaceJoin(u))),

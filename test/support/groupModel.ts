@@ -75,12 +75,17 @@ export class GroupModel {
 
   // ---- requests -------------------------------------------------------------------------
 
-  /** docs/group-calls.md "Joining". */
-  join(user: number, inst: number): Outcome {
+  /**
+   * docs/group-calls.md "Joining"; `expected`: an `expectedRevision` of the call's current
+   * revision or a stale one ("works as for a one-to-one answer": a mismatch is 409
+   * revision_conflict, and the same installation answering again is still the winner).
+   */
+  join(user: number, inst: number, expected?: 'current' | 'stale'): Outcome {
     const m = this.member(user);
     if (!m) return refused(404, 'not_found');
     if (m.state === 'joined') return m.inst === inst ? OK : refused(409, 'answer_conflict');
     if (this.state === 'ended') return refused(409, 'answer_conflict');
+    if (expected === 'stale') return refused(409, 'revision_conflict');
     const from = m.state;
     m.state = 'joined';
     m.inst = inst;
