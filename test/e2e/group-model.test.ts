@@ -107,7 +107,9 @@ abstract class Step implements fc.AsyncCommand<GroupModel, Real> {
     this.resolve(m);
     r.log.push(this.toString());
     await this.apply(m, r);
-    await expectSnapshot(m, r, `after ${this.toString()}`);
+    // While a short ring window is open the sweep may ring it out any moment: the ring-out step
+    // that must come next compares the snapshot instead.
+    if (m.doomed().length === 0) await expectSnapshot(m, r, `after ${this.toString()}`);
   }
 }
 
@@ -341,7 +343,7 @@ describe('group calls against a model', () => {
           expect(created.status, created.text).toBe(201);
           const model = new GroupModel(userIds, INSTALLATIONS, MAX_MEMBERS, invitees, short);
           const real: Real = { devices, callId, log: [`create([${invitees.join(',')}]${short ? ', short' : ''})`] };
-          await expectSnapshot(model, real, 'after the create');
+          if (!short) await expectSnapshot(model, real, 'after the create');
           await fc.asyncModelRun(() => ({ model, real }), cmds);
           // A short window still open rings out now, so nothing changes while the events settle.
           if (model.doomed().length > 0) await new RingOut().run(model, real);
