@@ -1,5 +1,5 @@
 import { BenchContext } from './lib/context.js';
-import { parseArgs, type ScenarioId } from './lib/args.js';
+import { parseArgs, type ScenarioId, type Sizes } from './lib/args.js';
 import { collectMeta, printSummary, writeResults } from './lib/output.js';
 import { profilesSection } from './lib/profile.js';
 import type { ScenarioResult } from './lib/report.js';
@@ -7,6 +7,7 @@ import { microScenario } from './scenarios/micro.js';
 import { ceilingsScenario } from './scenarios/ceilings.js';
 import { lifecycleScenario } from './scenarios/lifecycle.js';
 import { stormScenario } from './scenarios/storm.js';
+import { groupScenario } from './scenarios/group.js';
 import { idleScenario } from './scenarios/idle.js';
 import { timersScenario } from './scenarios/timers.js';
 import { compareScenario } from './scenarios/compare.js';
@@ -27,6 +28,7 @@ const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) =>
   lifecycle: { title: 'full lifecycle, open loop', run: lifecycleScenario },
   webhooks: { title: 'webhooks on the call path', run: webhooksScenario },
   storm: { title: 'answer storms', run: stormScenario },
+  group: { title: 'group calls', run: groupScenario },
   idle: { title: 'idle connections', run: idleScenario },
   timers: { title: 'ring timers', run: timersScenario },
   compare: { title: 'in-call messages vs Socket.IO', run: compareScenario },
@@ -34,7 +36,15 @@ const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) =>
   compareRef: { title: 'two builds compared at one fixed rate', run: compareRefScenario },
 };
 /** Ceilings first: every other scenario's ratios need them. */
-const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'timers', 'idle', 'compare', 'soak', 'compareRef'];
+const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'timers', 'idle', 'compare', 'soak', 'compareRef'];
+
+/**
+ * The group scenario's search, sustained runs (with their retries) and half-rate run, each with
+ * time to settle, and its set-up: a quick run's can exceed the 90 s of the other scenarios.
+ */
+function groupWatchdogMs(z: Sizes['group']): number {
+  return z.warmupMs + (z.maxSteps + z.bisections) * (z.stepMs + 20_000) + 4 * (z.sustainedMs + 20_000) + z.halfMs + 120_000;
+}
 
 async function main(): Promise<void> {
   let opts;
@@ -57,6 +67,7 @@ async function main(): Promise<void> {
         id === 'soak' ? opts.sizes.soak.durationMs + 300_000
         : id === 'webhooks' ? 3 * (opts.sizes.webhooks.warmupMs + opts.sizes.webhooks.stepMs + opts.sizes.webhooks.halfMs) + 120_000
         : id === 'compareRef' ? 2 * opts.sizes.compareRef.runs * (opts.sizes.compareRef.warmupMs + opts.sizes.compareRef.stepMs + 60_000) + 120_000
+        : id === 'group' ? groupWatchdogMs(opts.sizes.group)
         : (opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000) * (id === 'lifecycle' && opts.over === 'both' ? 2 : id === 'compare' ? Math.max(1, opts.sizes.compare.repeats) : 1);
       const s = SCENARIOS[id];
       const ts = performance.now();

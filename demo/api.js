@@ -1,7 +1,7 @@
 // The softphone's client of the backend: HTTP calls (README "API") and the signaling socket
-// (docs/signaling.md) with resume by cursor; answer, end and in-call messages go over the socket
-// as command frames while it is open (docs/signaling.md "Commands"). Plain ES module, no
-// dependencies.
+// (docs/signaling.md) with resume by cursor; answer, end, invite, ringing receipts and in-call
+// messages go over the socket as command frames while it is open (docs/signaling.md "Commands").
+// Plain ES module, no dependencies.
 
 /** An HTTP error with the problem+json body (README "Errors"). */
 export class ProblemError extends Error {
@@ -68,11 +68,24 @@ export class Api {
   createCall(calleeUserId, video) {
     return this.operation('/v1/calls', { callId: newId(), calleeUserId, video });
   }
+  /** A group call (docs/group-calls.md): several users rung into one call, with an optional title. */
+  createGroupCall(calleeUserIds, title, video) {
+    return this.operation('/v1/calls', { callId: newId(), calleeUserIds, ...(title ? { title } : {}), video });
+  }
+  /** Rings more users into a live group call, from this installation in it. */
+  invite(callId, userIds) {
+    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/invite`, { userIds }, { type: 'invite', callId });
+  }
+  /** The ringing receipt: this page shows the incoming call, which reached it over the socket. */
+  ringing(callId) {
+    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/ringing`, { via: 'socket' }, { type: 'ringing', callId });
+  }
   answer(callId, installationId) {
     return this.operation(`/v1/calls/${encodeURIComponent(callId)}/answer`, { installationId }, { type: 'answer', callId });
   }
-  end(callId, reason) {
-    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/end`, { reason }, { type: 'end', callId });
+  /** `forAll`: a group call's caller ends it for everyone instead of leaving. */
+  end(callId, reason, forAll) {
+    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/end`, { reason, ...(forAll ? { forAll } : {}) }, { type: 'end', callId });
   }
   mediaSession(callId) {
     return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/media-session`, {});

@@ -1,8 +1,11 @@
 // The softphone page (README "Browser softphone"): sign in, call a user by ID, ring with
 // answer/decline, WebRTC media negotiated over in-call messages, end reasons from each side, and
-// a signaling socket that resumes by cursor.
+// a signaling socket that resumes by cursor. Group calls (docs/group-calls.md): ring several
+// users, join, invite more, leave or end for all, with each member's state; no media (a group's
+// media goes through an SFU: docs/api.md "Media session").
 import { Api, ProblemError, Signaling } from './api.js';
 import { MediaCall } from './media.js';
+import { GROUP_END_TEXT, Members, renderMembers, userIdsOf } from './group.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -15,6 +18,8 @@ const state = {
   call: undefined,
   /** In-call messages that arrived before their call's media started, by callId. */
   early: new Map(),
+  /** Events of a call not on screen yet (they may overtake the reply that puts it there), by callId. */
+  ahead: new Map(),
 };
 
 // For people poking at it from the console (and the browser tests): the current connection.
@@ -117,7 +122,7 @@ async function onSynced({ resumedFrom, replayed, again }) {
   log('online', resumedFrom ? `resumed by cursor, ${replayed} event(s) replayed` : `registered as ${state.session.installationId}`, 'sys');
   // Messages are not in the event log: after a reconnect during a call, fetch what was missed.
   const call = state.call;
-  if ((resumedFrom || again) && call && !isOver(call)) {
+  if ((resumedFrom || again) && call && !isOver(call) && !call.group) {
     const after = call.recoverAfter ?? call.lastSeq;
     call.recoverAfter = undefined;
     try {
@@ -137,34 +142,69 @@ async function onSynced({ resumedFrom, replayed, again }) {
 function onEvent(e) {
   $('cursor').textContent = state.signaling.cursor ?? '—';
   log(e.type, describeEvent(e));
+  handleEvent(e);
+}
+
+function handleEvent(e) {
   const call = state.call;
+  if (e.type !== 'call.invited' && call?.id !== e.callId) {
+    keepAhead(e);
+    return;
+  }
   switch (e.type) {
     case 'call.invited':
       if (e.expiresAtMs <= Date.now()) return; // a replayed invitation that has rung out
       if (call && !isOver(call) && call.id !== e.callId) return; // busy with another call
-      if (call?.id === e.callId) return;
+      // The same call again: only a group call rings a member again (a late invite after it left or declined).
+      if (call?.id === e.callId && !(isOver(call) && call.group)) return;
       state.call = newCall(e.callId, 'callee', e.displayName, e.video, 'incoming');
       // README "Caller identity and call back": the handle is <scheme>:<percent-encoded userId>.
       state.call.peerUserId = decodeURIComponent(e.handle.slice(e.handle.indexOf(':') + 1));
       render();
+      ringingReceipt(state.call);
+      return;
+    case 'call.ringing':
+      call.rung = true; // the caller's page says "Ringing…" instead of "Calling…"
+      call.members.applyEvent(e);
+      render();
+      return;
+    case 'call.participant':
+      call.group = true;
+      call.members.applyEvent(e);
+      if (call.status === 'outgoing' && call.members.joinedBesides(state.session.userId) > 0) inCall(call);
+      render();
       return;
     case 'call.accepted':
-      if (call?.id === e.callId && call.role === 'caller' && call.status === 'outgoing') {
+      if (call.role === 'caller' && call.status === 'outgoing') {
         call.status = 'connecting';
         render();
         startMedia(call);
       }
       return;
     case 'call.ended':
-      if (call?.id === e.callId && !isOver(call)) finish(call, e.reason);
+      if (call.group) call.members.endAll(BigInt(e.revision));
+      if (!isOver(call)) finish(call, e.reason);
       return;
     case 'call.renamed':
-      if (call?.id === e.callId) {
-        call.peer = e.displayName;
-        render();
-      }
+      call.peer = e.displayName;
+      render();
       return;
   }
+}
+
+function keepAhead(e) {
+  const list = state.ahead.get(e.callId) ?? [];
+  list.push(e);
+  state.ahead.set(e.callId, list);
+  if (state.ahead.size > 20) state.ahead.delete(state.ahead.keys().next().value);
+}
+
+/** Puts a call this page placed on screen, with the events of it that came before the reply. */
+function onScreen(call) {
+  state.call = call;
+  const ahead = state.ahead.get(call.id) ?? [];
+  state.ahead.delete(call.id);
+  for (const e of ahead) handleEvent(e);
 }
 
 function onMessage(m) {
@@ -185,7 +225,34 @@ function onMessage(m) {
 // ---------------------------------------------------------------- calls
 
 function newCall(id, role, peer, video, status) {
-  return { id, role, peer, video, status, media: undefined, lastSeq: 0, sends: Promise.resolve(), endReason: undefined };
+  return { id, role, peer, video, status, media: undefined, lastSeq: 0, sends: Promise.resolve(), endReason: undefined, group: false, members: new Members() };
+}
+
+/** A group call's snapshot: the call is a group call, with these members. */
+function applyGroup(call, snapshot) {
+  if (!snapshot.participants) return;
+  call.group = true;
+  call.title = snapshot.title;
+  call.callerUserId = snapshot.caller.userId;
+  call.callerName = snapshot.caller.displayName;
+  call.members.applySnapshot(snapshot);
+}
+
+/** A group call without media: in the call once joined (the caller: once someone else joined). */
+function inCall(call) {
+  call.status = 'connected';
+  call.everJoined = true;
+  call.connectedAt = Date.now();
+}
+
+/** Tells the caller this page shows the call (docs/group-calls.md "Ringing receipts"), and learns whether it is a group call. */
+async function ringingReceipt(call) {
+  try {
+    applyGroup(call, await state.api.ringing(call.id));
+    render();
+  } catch (err) {
+    log('ringing receipt', err.message, 'sys');
+  }
 }
 
 function isOver(call) {
@@ -199,8 +266,37 @@ async function placeCall(calleeUserId, video) {
     const snapshot = await state.api.createCall(calleeUserId, video);
     const call = newCall(snapshot.callId, 'caller', calleeUserId, video, snapshot.state === 'ended' ? 'ended' : 'outgoing');
     call.peerUserId = calleeUserId;
-    state.call = call;
+    onScreen(call);
     if (snapshot.state === 'ended') finish(call, snapshot.endReason);
+    render();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+async function placeGroupCall(userIds, title, video) {
+  if (state.call && !isOver(state.call)) return;
+  clearError();
+  try {
+    const snapshot = await state.api.createGroupCall(userIds, title, video);
+    const call = newCall(snapshot.callId, 'caller', title || 'Group call', video, snapshot.state === 'ended' ? 'ended' : 'outgoing');
+    applyGroup(call, snapshot);
+    onScreen(call);
+    if (snapshot.state === 'ended') finish(call, snapshot.endReason);
+    render();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+/** Rings more users into the group call on screen (docs/group-calls.md "Inviting more"). */
+async function inviteMore(userIds) {
+  const call = state.call;
+  if (!call?.group || isOver(call)) return;
+  clearError();
+  try {
+    applyGroup(call, await state.api.invite(call.id, userIds));
+    $('invite-users').value = '';
     render();
   } catch (err) {
     showError(err);
@@ -213,7 +309,14 @@ async function answerCall() {
   call.status = 'connecting';
   render();
   try {
-    await state.api.answer(call.id, state.session.installationId);
+    const snapshot = await state.api.answer(call.id, state.session.installationId);
+    if (snapshot.participants) {
+      // A group call: the page shows who is in it; its media would go through an SFU.
+      applyGroup(call, snapshot);
+      if (!isOver(call)) inCall(call);
+      render();
+      return;
+    }
     startMedia(call);
   } catch (err) {
     if (err instanceof ProblemError && err.problem.snapshot) finish(call, err.problem.snapshot.endReason ?? 'answeredElsewhere');
@@ -221,13 +324,19 @@ async function answerCall() {
   }
 }
 
-/** Ends the call from this side with `reason`; the reason shown is the one the server stored for this side. */
-async function endCall(reason) {
+/**
+ * Ends the call from this side with `reason`; the reason shown is the one the server stored for
+ * this side. In a group call this page leaves, declines or cancels (the call may go on without
+ * it), or with `forAll` the caller ends it for everyone.
+ */
+async function endCall(reason, forAll = false) {
   const call = state.call;
   if (!call || isOver(call)) return;
   try {
-    const snapshot = await state.api.end(call.id, reason);
-    finish(call, snapshot.endReason ?? reason);
+    const snapshot = await state.api.end(call.id, reason, forAll);
+    applyGroup(call, snapshot);
+    call.endedForAll = forAll;
+    finish(call, call.group ? reason : (snapshot.endReason ?? reason));
   } catch (err) {
     showError(err);
   }
@@ -297,6 +406,7 @@ const END_TEXT = {
 const STATE_TEXT = {
   idle: 'Ready',
   outgoing: 'Calling…',
+  rung: 'Ringing…',
   incoming: 'Incoming call',
   connecting: 'Connecting…',
   connected: 'In call',
@@ -307,32 +417,37 @@ function render() {
   const call = state.call;
   const status = call?.status ?? 'idle';
   $('call-state').dataset.state = status;
-  $('call-state').textContent = STATE_TEXT[status];
-  $('call-peer').textContent = !call
-    ? 'Nobody on the line'
-    : call.role === 'caller'
-      ? `to ${call.peer}${call.video ? ' · video' : ' · audio'}`
-      : `from ${call.peer}${call.video ? ' · video' : ' · audio'}`;
+  $('call-state').textContent = STATE_TEXT[status === 'outgoing' && call.rung ? 'rung' : status];
+  const kind = `${call?.group ? ' · group call' : ''}${call?.video ? ' · video' : ' · audio'}`;
+  $('call-peer').textContent = !call ? 'Nobody on the line' : call.role === 'caller' ? `to ${call.peer}${kind}` : `from ${call.peer}${kind}`;
   $('peer-avatar').textContent = call ? initial(call.peer) : '☎';
+  $('videos').hidden = !!call?.group;
   $('videos').classList.toggle('live', status === 'connected');
   $('videos').classList.toggle('ringing', status === 'incoming' || status === 'outgoing');
   $('answer-btn').hidden = status !== 'incoming';
   $('decline-btn').hidden = status !== 'incoming';
   $('cancel-btn').hidden = status !== 'outgoing';
   $('hangup-btn').hidden = status !== 'connecting' && status !== 'connected';
+  $('hangup-btn').textContent = call?.group ? 'Leave' : 'Hang up';
+  $('end-all-btn').hidden = !call?.group || call.role !== 'caller' || status !== 'connected';
   $('call-btn').disabled = !!call && !isOver(call);
-  $('callback-btn').hidden = status !== 'ended' || !call.peerUserId;
+  $('group-call-btn').disabled = !!call && !isOver(call);
+  $('callback-btn').hidden = status !== 'ended' || !call.peerUserId || call.group;
+  $('members').hidden = !call?.group;
+  $('invite-form').hidden = !call?.group || (status !== 'connected' && !(status === 'outgoing' && call.role === 'caller'));
+  if (call?.group) renderMembers($('participants'), call, state.session.userId);
   $('call-timer').textContent = '';
   const reason = $('end-reason');
   reason.hidden = status !== 'ended';
   reason.dataset.reason = call?.endReason ?? '';
   if (status === 'ended') {
-    reason.replaceChildren(document.createTextNode((END_TEXT[call.endReason] ?? (() => 'Call ended'))(call)));
+    const text = (call.group ? GROUP_END_TEXT : END_TEXT)[call.endReason] ?? (() => 'Call ended');
+    reason.replaceChildren(document.createTextNode(text(call)));
     const code = document.createElement('code');
     code.textContent = call.endReason ?? '';
     reason.append(code);
   }
-  if (status !== 'connecting' && status !== 'connected') {
+  if ((status !== 'connecting' && status !== 'connected') || call.group) {
     $('media-state').dataset.state = 'none';
     $('media-state').textContent = 'no media';
   }
@@ -365,6 +480,10 @@ function describeEvent(e) {
       return `reason ${e.reason}`;
     case 'call.renamed':
       return `now "${e.displayName}"`;
+    case 'call.ringing':
+      return `${e.userId}'s phone rings`;
+    case 'call.participant':
+      return `${e.userId} ${e.state}${e.installationId ? ` on ${e.installationId}` : ''}`;
     default:
       return '';
   }
@@ -389,6 +508,15 @@ $('dial-form').addEventListener('submit', (e) => {
   e.preventDefault();
   placeCall($('callee').value.trim(), $('video').checked);
 });
+$('group-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  placeGroupCall(userIdsOf($('group-users').value), $('group-title').value.trim(), $('video').checked);
+});
+$('invite-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  inviteMore(userIdsOf($('invite-users').value));
+});
+$('end-all-btn').addEventListener('click', () => endCall('localHangup', true));
 $('answer-btn').addEventListener('click', answerCall);
 $('decline-btn').addEventListener('click', () => endCall('declined'));
 $('cancel-btn').addEventListener('click', hangUp);

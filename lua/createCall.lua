@@ -51,21 +51,10 @@ local busy = ARGV[12] == '1'
 --@include "callRecord"
 --@include "appendOutbox"
 --@include "endCallNow"
---@include "operationRecord"
+--@include "openCreate"
 
-local conflict, firstUse = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[13])
-if conflict then return { 'error', 'idempotency_conflict' } end
-
-local replay = replayOperation(opKey, fingerprint, not firstUse)
-if replay then return replay end
-
-if redis.call('EXISTS', callKey) == 1 then
-  -- A concurrent replay of this very request may have created it first.
-  replay = firstUse and replayOperation(opKey, fingerprint, true)
-  if replay then return replay end
-  -- A callId is never reused, not even by the same caller with another operationId.
-  return { 'error', 'call_exists' }
-end
+local opening = openCreate(callKey, opKey, fingerprint, operationTtlMs, KEYS[5], ARGV[13])
+if opening then return opening end
 
 local now = nowMs()
 local call = { names = {}, values = {}, trace = ARGV[15], live = ARGV[14] }

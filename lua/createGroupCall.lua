@@ -44,19 +44,10 @@ local fingerprint = ARGV[11]
 --@include "callRecord"
 --@include "appendOutbox"
 --@include "groupRules"
---@include "operationRecord"
+--@include "openCreate"
 
-local conflict, firstUse = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[13])
-if conflict then return { 'error', 'idempotency_conflict' } end
-
-local replay = replayOperation(opKey, fingerprint, not firstUse)
-if replay then return replay end
-
-if redis.call('EXISTS', callKey) == 1 then
-  replay = firstUse and replayOperation(opKey, fingerprint, true)
-  if replay then return replay end
-  return { 'error', 'call_exists' }
-end
+local opening = openCreate(callKey, opKey, fingerprint, operationTtlMs, KEYS[5], ARGV[13])
+if opening then return opening end
 
 local now = nowMs()
 local busy = {}

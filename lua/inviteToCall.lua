@@ -58,7 +58,8 @@ for _, u in ipairs(cjson.decode(ARGV[3])) do
     members[#members + 1] = m
   end
   if not (isRinging(m) or m.state == 'joined') then
-    m.invitedAtMs, m.installationId, m.joinedAtMs, m.ringingAtMs, m.leftAtMs, m.byInstallationId = now, nil, nil, nil, nil, nil
+    m.invitedAtMs, m.installationId, m.joinedAtMs, m.ringingAtMs, m.leftAtMs = now, nil, nil, nil, nil
+    m.byInstallationId, m.joinedFrom, m.removedFrom, m.via = nil, nil, nil, nil
     if busy[u] then
       m.state, m.ringUntilMs, m.endedAtMs = 'busy', nil, now
     else

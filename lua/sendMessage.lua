@@ -38,7 +38,7 @@
 
   Returns
     { 'fresh' | 'replay', 'ok', 200, { eventId, seq, occurredAtMs } }
-    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' }
+    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' | 'not_group' }
     { 'limited', retryAfterMs }   over the limit: nothing sent, nothing bound
   A refused message leaves no trace: a binding this script made is undone.
 ]]
@@ -81,6 +81,8 @@ local now = nowMs()
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
 local v = call.values
 if v.state ~= 'ringing' and v.state ~= 'accepted' then return refuse('call_not_active') end
+-- In-call messages go between the two parties of a one-to-one call (docs/group-calls.md).
+if isGroup(call) then return refuse('not_group') end
 
 local to, only
 if userId == v.callerUserId then

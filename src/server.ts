@@ -3,7 +3,6 @@ import { loadUws } from './transport/uws.js';
 import { mountNotFound, mountRoutes, type Route } from './http/router.js';
 import { traced } from './http/traced.js';
 import { healthRoutes } from './http/endpoints/health.js';
-import { sfuOf } from './media/callMedia.js';
 import { unavailableError } from './commands/errors.js';
 import { openApiDocument } from './contracts/openapi.js';
 import { connectRedis, type RedisClient, type RedisTarget } from './redis/connection.js';
@@ -74,7 +73,8 @@ export async function startServer(
     return lengths.reduce((sum, n) => sum + n, 0);
   });
 
-  const sfu = sfuOf(ctx.deps.media);
+  // Reported whenever an SFU is configured: group calls use it whatever MEDIA_MODE says.
+  const sfu = ctx.deps.media.sfu;
   let accepting = true;
   const openApiText = JSON.stringify(openApiDocument());
   const routes = ([

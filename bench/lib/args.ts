@@ -1,6 +1,6 @@
 /** Command-line options and the sizes of each mode. */
 
-export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'idle', 'timers', 'compare', 'soak', 'compareRef'] as const;
+export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'idle', 'timers', 'compare', 'soak', 'compareRef'] as const;
 /**
  * Scenarios run only when named: the soak takes minutes (quick) to half an hour (full); webhooks
  * starts three deployments of its own (and is sized by the lifecycle scenario's sustained rate);
@@ -9,26 +9,47 @@ export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'sto
 export const ON_REQUEST: readonly ScenarioId[] = ['webhooks', 'soak', 'compareRef'];
 export type ScenarioId = (typeof ALL_SCENARIOS)[number];
 
+/** A rate search (scenarios/callSteps.ts searchAndSustain) and what precedes it. */
+export interface RateSearch {
+  /** Unmeasured warm-up before the search (JIT, provider sessions, pools). */
+  warmupMs: number;
+  factor: number;
+  stepMs: number;
+  maxSteps: number;
+  bisections: number;
+  sustainedMs: number;
+  /** A lifecycle not finished after this long is an error. */
+  timeoutMs: number;
+}
+
 export interface Sizes {
   mode: 'quick' | 'full';
   micro: { timeMs: number };
   ceilings: { redisMs: number; httpMs: number; httpConcurrency: number; rawSockets: number };
-  lifecycle: {
+  lifecycle: RateSearch & {
     pairsPerGenerator: number;
-    /** Unmeasured warm-up before the search (JIT, provider sessions, pools). */
-    warmupMs: number;
     /** First rate of the search; 0: 15 % of this run's Redis-bound ceiling (100 to 2,000/s). */
     startRate: number;
-    factor: number;
-    stepMs: number;
-    maxSteps: number;
-    bisections: number;
-    sustainedMs: number;
     halfGoalMs: number;
-    /** A lifecycle not finished after this long is an error. */
-    timeoutMs: number;
   };
   storm: { devices: number; rate: number; durationMs: number; pairsPerGenerator: number };
+  /**
+   * Group calls (docs/group-calls.md): each from a caller to `members` members with
+   * `installations` sockets each; `joins` join, `declines` decline, the rest ring until the
+   * caller ends for all. A rate search as the lifecycle's (`startRate` 0: half the
+   * lifecycle scenario's sustained rate divided by the members, at least 5/s, or 20/s without
+   * it), a sustained run, then `halfMs` at half the sustained rate (10 s even in a quick run: at a
+   * few group calls a second a shorter run's p99 is its slowest call).
+   */
+  group: RateSearch & {
+    groupsPerGenerator: number;
+    members: number;
+    installations: number;
+    joins: number;
+    declines: number;
+    startRate: number;
+    halfMs: number;
+  };
   idle: { sockets: number; holdMs: number };
   /** `runs`: how many times the whole timers run is repeated (each run's p99 is reported). */
   timers: { calls: number; rate: number; ringTimeoutMs: number; sampleSockets: number; runs: number };
@@ -59,6 +80,7 @@ const QUICK: Sizes = {
   ceilings: { redisMs: 3000, httpMs: 2000, httpConcurrency: 64, rawSockets: 5000 },
   lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000 },
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
+  group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
   compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000, repeats: 3 },
@@ -73,6 +95,7 @@ const FULL: Sizes = {
   ceilings: { redisMs: 10_000, httpMs: 10_000, httpConcurrency: 128, rawSockets: 100_000 },
   lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000 },
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
+  group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
   compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000, repeats: 5 },

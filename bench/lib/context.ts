@@ -12,6 +12,7 @@ import { GeneratorPool } from './generators.js';
 import type { HistogramSummary, SerializedHistogram } from './histogram.js';
 import { HistogramSet } from './histogram.js';
 import { runTag } from './users.js';
+import type { CallCost, FixedCost } from './groupPlan.js';
 import { startRedisCluster, type RedisCluster } from '../../test/support/redis-server.js';
 import { nodeOnTrixie } from '../../test/support/otherNode.js';
 
@@ -79,7 +80,15 @@ export class BenchContext {
   workerProc: ListeningProcess | undefined;
   readonly ceilings: Ceilings = {};
   /** Figures one scenario finds and a later one sizes itself by. */
-  readonly findings: { sustainedLifecycleRate?: number; idleBytesPerSocket?: number } = {};
+  readonly findings: {
+    sustainedLifecycleRate?: number;
+    idleBytesPerSocket?: number;
+    /**
+     * The one-to-one sustained run's cost per lifecycle, its rate, and the deployment's cost at
+     * rest: what the group scenario compares a member with.
+     */
+    oneToOneCost?: CallCost & { rate: number; rest: FixedCost };
+  } = {};
   push: PushState = { configured: false, reason: 'push not set up' };
   private pushFakes: GeneratorPool | undefined;
   private readonly extra: Started[] = [];

@@ -88,6 +88,43 @@ function lifecycleCharts(data: { steps: LifecycleStep[]; sustained: string }): C
   return charts;
 }
 
+interface GroupData {
+  steps: LifecycleStep[];
+  perMember: { metric: string; ratio: number }[];
+}
+
+/** The group scenario: fan-out and join latencies per step (in the order run), and a member's cost against a one-to-one lifecycle's. */
+function groupCharts(data: GroupData): ChartSpec[] {
+  const steps = data.steps.filter((s) => !s.label.startsWith('warm'));
+  const charts: ChartSpec[] = [];
+  if (steps.length) {
+    charts.push({
+      id: 'group-latency',
+      title: 'Group calls: invitation fan-out to the last socket and join → call.participant, p99 per step',
+      type: 'line',
+      labels: steps.map((s) => `${s.label} ${s.targetRate}/s${s.pass ? '' : ' (failed)'}`),
+      datasets: [
+        { label: 'fan-out to the last socket p99', data: steps.map((s) => round(s.latency['invite fan-out, last socket (ws)']?.p99 ?? NaN)) },
+        { label: 'join → call.participant p99', data: steps.map((s) => round(s.latency['join → call.participant (ws)']?.p99 ?? NaN)) },
+      ],
+      xTitle: 'step (offered group calls/s)',
+      yTitle: 'ms',
+    });
+  }
+  if (data.perMember.length) {
+    charts.push({
+      id: 'group-member-cost',
+      title: "Group calls: a member's share of the call's cost ÷ a one-to-one lifecycle's (goal ≤ 0.5)",
+      type: 'bar',
+      labels: data.perMember.map((r) => r.metric),
+      datasets: [{ label: 'per member ÷ one-to-one', data: data.perMember.map((r) => round(r.ratio)) }],
+      xTitle: 'cost',
+      yTitle: 'ratio',
+    });
+  }
+  return charts;
+}
+
 interface TimersRunData {
   peakPending: number;
   delivered?: Summary;
@@ -181,6 +218,7 @@ function soakCharts(data: SoakData): ChartSpec[] {
 /** Charts per scenario id; a scenario without an entry has none. */
 const CHARTS: Record<string, (data: never) => ChartSpec[]> = {
   lifecycle: lifecycleCharts,
+  group: groupCharts,
   timers: timersCharts,
   compare: compareCharts,
   soak: soakCharts,

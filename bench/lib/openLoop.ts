@@ -1,4 +1,5 @@
-import { nowMs, sleepUntil } from './clock.js';
+import { nowMs, sleep, sleepUntil } from './clock.js';
+import { countInto, type LifecycleCounts } from './waiter.js';
 
 /**
  * Open-loop arrivals: the i-th start is scheduled at startAtMs + i / rate, whatever happened to
@@ -35,4 +36,38 @@ export async function openLoop(
     tick();
   });
   return { launched: total, maxLagMs };
+}
+
+/**
+ * One generator's open-loop run of lifecycles: launches `lifecycle` at the rate, fails every
+ * in-flight lifecycle older than the timeout (`sweep`, every 250 ms), reports progress every
+ * second, then drains, but not for ever: whatever still runs after the timeout (plus a margin)
+ * counts as an error and is left behind. Returns the generator's own worst launch lag.
+ */
+export async function runLifecycles(
+  r: { label: string; rate: number; durationMs: number; startAtMs: number; timeoutMs: number },
+  counts: LifecycleCounts,
+  progress: (data: unknown) => void,
+  sweep: (startedBefore: number) => void,
+  lifecycle: (seq: number, scheduledAtMs: number) => Promise<void>,
+): Promise<number> {
+  const running = new Set<Promise<void>>();
+  const sweeper = setInterval(() => sweep(nowMs() - r.timeoutMs), 250);
+  const errorCount = () => Object.values(counts.errors).reduce((a, b) => a + b, 0);
+  const ticker = setInterval(() => progress({ label: r.label, started: counts.started, completed: counts.completed, errors: errorCount(), inflight: running.size }), 1000);
+  try {
+    const { maxLagMs } = await openLoop(r.rate, r.durationMs, r.startAtMs, (seq, sched) => {
+      counts.started++;
+      const p = lifecycle(seq, sched);
+      running.add(p);
+      void p.finally(() => running.delete(p));
+    });
+    const drainDeadline = nowMs() + r.timeoutMs + 2000;
+    while (running.size > 0 && nowMs() < drainDeadline) await Promise.race([...running, sleep(100)]);
+    if (running.size > 0) countInto(counts.errors, 'timeout: still running after the drain deadline', running.size);
+    return maxLagMs;
+  } finally {
+    clearInterval(sweeper);
+    clearInterval(ticker);
+  }
 }

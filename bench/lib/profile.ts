@@ -40,9 +40,9 @@ export interface ProfileSummary {
  * timers, uWebSockets.js and the system calls under it, the collector.
  */
 const STAGES: [RegExp, string][] = [
-  [/^src\/(http|auth)\//, 'HTTP parse and auth'],
-  [/^src\/(calls|limits)\/|^src\/redis\/scripts\.ts$/, 'script call'],
-  [/^src\/events\/(relay|change|shardLeases)\.ts$/, 'relay read'],
+  [/^src\/(http|auth|transport)\//, 'HTTP parse, auth and response'],
+  [/^src\/(calls|limits|commands)\/|^src\/redis\/scripts\.ts$/, 'script call'],
+  [/^src\/events\/(relay|shardReader|outboxAcks|shardLeases)\.ts$|^src\/calls\/change\.ts$/, 'relay read'],
   [/^src\/(events\/(eventLog|audience|payloads|cursor)\.ts|history\/)/, 'event-log append'],
   [/^src\/(gateway\/|events\/earlyNotice\.ts)/, 'live publish (gateway)'],
   [/^src\/push\//, 'push build and send'],

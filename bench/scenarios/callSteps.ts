@@ -1,4 +1,5 @@
 import { cpus } from 'node:os';
+import type { RateSearch } from '../lib/args.js';
 import type { BenchContext, CpuShares } from '../lib/context.js';
 import { mergeHists } from '../lib/context.js';
 import { GeneratorPool, generatorCpu } from '../lib/generators.js';
@@ -80,7 +81,7 @@ export interface StepResult extends CallCounts {
 export async function runCallStep(
   ctx: BenchContext,
   pool: GeneratorPool,
-  p: { label: string; rate: number; durationMs: number; p99LimitMs: number; timeoutMs?: number; settleMaxMs?: number },
+  p: { label: string; rate: number; durationMs: number; p99LimitMs: number; timeoutMs?: number; settleMaxMs?: number; order?: readonly string[] },
 ): Promise<StepResult> {
   const waited = await ctx.waitIdle(p.settleMaxMs ?? 20_000);
   if (waited > 1500) ctx.log(`    (waited ${(waited / 1000).toFixed(1)} s for the server to finish the previous backlog)`);
@@ -122,7 +123,7 @@ export async function runCallStep(
     for (const [k, v] of Object.entries(r.answers)) countInto(answers, k, v);
   }
   if (push) for (const [k, v] of Object.entries(push.statuses)) if (!/ 200$| signal /.test(k)) countInto(errors, `push ${k}`, v);
-  const latency = mergeHists([...results.map((r) => r.hist), ...(push ? [push.hist] : [])], STEP_ORDER);
+  const latency = mergeHists([...results.map((r) => r.hist), ...(push ? [push.hist] : [])], p.order ?? STEP_ORDER);
   const started = results.reduce((a, r) => a + r.started, 0);
   const completed = results.reduce((a, r) => a + r.completed, 0);
   const spanMs = Math.max(...results.map((r) => r.spanMs), 1);
@@ -170,6 +171,48 @@ export async function runCallStep(
   };
   res.boundBy = describeBound(cpu, gen.bound, gen.maxShare);
   return res;
+}
+
+/**
+ * The highest rate a step passes at, then a sustained run there: grows the rate by `factor`
+ * until a step fails (or, when the first fails, halves it until one passes), bisects between the
+ * last pass and the first fail, then runs `sustainedMs` at the best rate; a long run sees rarer
+ * stalls than a search step, so it steps down by 20 % (at most 3 times) until one passes. No
+ * search step goes below `minRate`, no sustained run below half of it.
+ */
+export async function searchAndSustain(
+  z: RateSearch,
+  firstRate: number,
+  minRate: number,
+  step: (label: string, rate: number, durationMs: number) => Promise<StepResult>,
+): Promise<{ best: number; fail: number; sustained: StepResult }> {
+  let best = 0;
+  let fail = 0;
+  let rate = firstRate;
+  for (let i = 0; i < z.maxSteps; i++) {
+    const r = await step(`search ${i + 1}`, rate, z.stepMs);
+    if (r.pass) {
+      best = rate;
+      if (fail) break;
+      rate = Math.round(rate * z.factor);
+    } else {
+      fail = rate;
+      if (best) break;
+      rate = Math.max(minRate, Math.round(rate / 2));
+    }
+  }
+  for (let i = 0; i < z.bisections && fail > 0 && best > 0 && fail - best > best * 0.08; i++) {
+    const mid = Math.round((best + fail) / 2);
+    const r = await step(`bisect ${i + 1}`, mid, z.stepMs);
+    if (r.pass) best = mid;
+    else fail = mid;
+  }
+  if (best === 0) best = Math.max(minRate, Math.round(rate / 2));
+  let sustained = await step('sustained', best, z.sustainedMs);
+  for (let retry = 1; !sustained.pass && retry <= 3; retry++) {
+    sustained = await step(`sustained (retry ${retry} at ${Math.round(100 * 0.8 ** retry)}%)`, Math.max(minRate / 2, Math.round(best * 0.8 ** retry)), z.sustainedMs);
+  }
+  return { best, fail, sustained };
 }
 
 /** Per primary (--cluster): what a lifecycle cost on each, and how evenly the commands spread. */

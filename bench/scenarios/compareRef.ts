@@ -48,6 +48,8 @@ interface RunResult {
   held: boolean;
   errors: Record<string, number>;
   figures: Record<Figure, number>;
+  /** Redis commands per lifecycle by name (INFO commandstats, inside scripts too). */
+  byCommand: Record<string, number>;
   otherCores: number;
   disturbed: boolean;
 }
@@ -98,7 +100,7 @@ async function runOnce(ctx: BenchContext, build: Build, round: number, root: str
         await runCallStep(ctx, pool, { label: `${build} warm-up`, rate: z.rate, durationMs: z.warmupMs, p99LimitMs });
         const s = await runCallStep(ctx, pool, { label: `${build} round ${round + 1}`, rate: z.rate, durationMs: z.stepMs, p99LimitMs });
         const held = Object.keys(s.errors).length === 0 && s.achievedRate >= HELD_SHARE * z.rate;
-        return { build, round, achievedRate: s.achievedRate, held, errors: s.errors, figures: figuresOf(s), otherCores: s.cpu.otherCores, disturbed: s.cpu.otherCores > DISTURBED_CORES };
+        return { build, round, achievedRate: s.achievedRate, held, errors: s.errors, figures: figuresOf(s), byCommand: s.cost.redisCommandsPerLifecycle, otherCores: s.cpu.otherCores, disturbed: s.cpu.otherCores > DISTURBED_CORES };
       } finally {
         await pool.close();
       }
@@ -117,6 +119,17 @@ function figuresOf(s: StepResult): Record<Figure, number> {
     redis: cpu('redis'),
     commands: s.cost.redisCallsPerLifecycle,
   };
+}
+
+/** Each command's median per lifecycle for both builds, the largest (of either) first; those under 0.5 in both left out. */
+function commandRows(runs: RunResult[]): string[][] {
+  const names = new Set(runs.flatMap((r) => Object.keys(r.byCommand)));
+  const median = (build: Build, name: string) => spreadOf(runs.filter((r) => r.build === build).map((r) => r.byCommand[name] ?? 0)).median;
+  return [...names]
+    .map((name) => [name, median('this', name), median('ref', name)] as const)
+    .filter(([, a, b]) => Math.max(a, b) >= 0.5)
+    .sort((x, y) => Math.max(y[1], y[2]) - Math.max(x[1], x[2]))
+    .map(([name, a, b]) => [name, a.toFixed(1), b.toFixed(1)]);
 }
 
 function report(runs: RunResult[], m: { ref: string; refCommit: string; commit: string; dirty: boolean; rate: number; stepMs: number }): ScenarioResult {
@@ -154,6 +167,10 @@ function report(runs: RunResult[], m: { ref: string; refCommit: string; commit: 
         `${fmtPct(r.otherCores)} of a core${r.disturbed ? ' DISTURBED' : ''}`,
       ]),
     ),
+    '',
+    'Redis commands per lifecycle by name, median of the runs (the largest first):',
+    '',
+    mdTable(['command', thisName, refName], commandRows(runs)),
     '',
     disturbed.length > 0
       ? `**DISTURBED**: in ${disturbed.length} of ${runs.length} runs processes this bench did not start used up to ${fmtPct(Math.max(...disturbed.map((r) => r.otherCores)))} of a core; their figures are not a reference.`

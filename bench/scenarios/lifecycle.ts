@@ -1,7 +1,7 @@
 import { cpus } from 'node:os';
 import type { BenchContext } from '../lib/context.js';
 import { errorList, fmtMs, fmtNum, fmtPct, fmtRate, latencyTable, mdTable, ratio, type Goal, type ScenarioResult } from '../lib/report.js';
-import { costSummary, measureRest, restSummary, runCallStep, startCallsPool, type RestCost, type StepResult } from './callSteps.js';
+import { costSummary, measureRest, restSummary, runCallStep, searchAndSustain, startCallsPool, type RestCost, type StepResult } from './callSteps.js';
 
 /**
  * Full lifecycles at target arrival rates (open loop): a search for the highest rate with zero
@@ -61,41 +61,15 @@ async function measure(ctx: BenchContext, over: 'http' | 'socket'): Promise<Meas
     await runCallStep(ctx, pool, { label: 'warm-up', rate: warmRate, durationMs: z.warmupMs, p99LimitMs: limit, timeoutMs: z.timeoutMs });
     const rest = await measureRest(ctx, REST_MS);
     ctx.log(`  at rest: ${fmtNum(rest.roundTripsPerSecond)} Redis round trips/s, ${fmtNum(rest.commandsPerSecond)} commands/s`);
-    // Search: grow the rate until a step fails (or, when the first fails, halve it until one
-    // passes), then bisect between the last pass and the first fail.
-    let best = 0;
-    let fail = 0;
-    let rate = z.startRate || Math.round(Math.min(2000, Math.max(100, (ctx.ceilings.redis?.lifecycle ?? 1000) * 0.15)));
-    for (let i = 0; i < z.maxSteps; i++) {
-      const r = await step(`search ${i + 1}`, rate, z.stepMs);
-      if (r.pass) {
-        best = rate;
-        if (fail) break;
-        rate = Math.round(rate * z.factor);
-      } else {
-        fail = rate;
-        if (best) break;
-        rate = Math.max(10, Math.round(rate / 2));
-      }
-    }
-    for (let i = 0; i < z.bisections && fail > 0 && best > 0 && fail - best > best * 0.08; i++) {
-      const mid = Math.round((best + fail) / 2);
-      const r = await step(`bisect ${i + 1}`, mid, z.stepMs);
-      if (r.pass) best = mid;
-      else fail = mid;
-    }
-    if (best === 0) best = Math.max(10, Math.round(rate / 2));
-
+    const firstRate = z.startRate || Math.round(Math.min(2000, Math.max(100, (ctx.ceilings.redis?.lifecycle ?? 1000) * 0.15)));
+    const { best, fail, sustained } = await searchAndSustain(z, firstRate, 10, step);
     const full = ctx.opts.sizes.mode === 'full';
-    // A long run sees rarer stalls than a search step: step down by 20 % (at most 3 times) until
-    // one passes.
-    let sustained = await step('sustained', best, z.sustainedMs);
-    for (let retry = 1; !sustained.pass && retry <= 3; retry++) {
-      sustained = await step(`sustained (retry ${retry} at ${Math.round(100 * 0.8 ** retry)}%)`, Math.max(5, Math.round(best * 0.8 ** retry)), z.sustainedMs);
-    }
     // What later scenarios size themselves by: the sustained rate, or the best search step's
     // (of the HTTP mode, which every deployment has).
-    if (over === 'http' || ctx.opts.over === 'socket') ctx.findings.sustainedLifecycleRate = sustained.pass ? sustained.achievedRate : Math.min(best, sustained.targetRate);
+    if (over === 'http' || ctx.opts.over === 'socket') {
+      ctx.findings.sustainedLifecycleRate = sustained.pass ? sustained.achievedRate : Math.min(best, sustained.targetRate);
+      ctx.findings.oneToOneCost = { ...sustained.cost, rate: sustained.achievedRate, rest };
+    }
     // Latency with headroom: the answer-to-accepted goal of the socket mode is taken here.
     const halfSustained = await step('half the sustained rate', Math.max(5, Math.round(sustained.targetRate / 2)), z.halfGoalMs);
     // Beyond what it sustains, the system only piles up a backlog: a quick run reports the goal

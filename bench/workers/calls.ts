@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import type { Socket as UdpSocket } from 'node:dgram';
 import type { EventPayload } from '../../src/events/payloads.js';
-import { CallingClient } from '@calling-backend/client';
-import { nowMs, sleep } from '../lib/clock.js';
-import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
+import { nowMs } from '../lib/clock.js';
 import { JsonHttp } from '../lib/http.js';
-import { openLoop } from '../lib/openLoop.js';
+import { listenForPushes, registerPushTokens } from '../lib/pushDevices.js';
+import { InFlight, Rota, runRecorded, startRecord, type RecordedRun } from '../lib/lifecycleRun.js';
 import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter, type LifecycleCounts } from '../lib/waiter.js';
@@ -60,30 +59,16 @@ export interface CallCounts extends LifecycleCounts {
   answers: Record<string, number>;
 }
 
-export interface CallsResult extends CallCounts {
-  label: string;
-  hist: Record<string, SerializedHistogram>;
-  /** From the first scheduled start to the last lifecycle finished. */
-  spanMs: number;
-  maxLagMs: number;
-}
+export interface CallsResult extends CallCounts, RecordedRun {}
 
 interface Pair {
   caller: Device;
   calleeUserId: string;
   devices: Device[];
-  /** In a lifecycle now. */
-  busy: boolean;
-  /** When its last lifecycle finished (ms). */
-  freedAt: number;
 }
 
-/**
- * Pairs are taken first-in first-out, so each pair rests as long as possible between two calls:
- * the server marks a callee busy until the relay has processed the previous call's end, and a
- * new call to a busy callee would (rightly) not ring.
- */
-const PAIR_REST_MS = 250;
+/** How long a pair rests between two calls (lib/lifecycleRun.ts). */
+export const PAIR_REST_MS = 250;
 
 /** The in-flight state of one call, fed by the socket handlers. */
 class CallState {
@@ -121,10 +106,11 @@ export function createTask(): Task {
   let s: CallsSetup;
   let http: JsonHttp;
   const pairs: Pair[] = [];
+  const rota = new Rota(pairs, PAIR_REST_MS, 'generator: pair reused without rest (raise pairsPerGenerator)');
   const sockets: DeviceSocket[] = [];
   /** Each device's socket, by installationId (commands over the socket). */
   const socketOf = new Map<string, DeviceSocket>();
-  const active = new Map<string, CallState>();
+  const active = new InFlight<CallState>();
   let anomalies: Record<string, number> = {};
   let pushSignals: Record<string, number> = {};
   let closes = 0;
@@ -172,8 +158,6 @@ export function createTask(): Task {
           caller: device(s.secret, `${base}-caller`, `${base}-caller-phone`, 'Bench Caller'),
           calleeUserId,
           devices: Array.from({ length: s.devices }, (_, k) => device(s.secret, calleeUserId, `${calleeUserId}-d${k}`)),
-          busy: false,
-          freedAt: 0,
         });
       }
       const conns: { d: Device; onEvent: (ev: EventPayload, at: number) => void }[] = [];
@@ -197,9 +181,7 @@ export function createTask(): Task {
       let registered = 0;
       let udpPort = 0;
       if (s.push) {
-        udp = createSocket('udp4');
-        udp.on('message', (msg) => {
-          const [callId = '', token = '', type = ''] = msg.toString().split('\n');
+        udp = await listenForPushes((callId, token, type) => {
           const st = active.get(callId);
           const k = deviceOfToken.get(token);
           if (!st || k === undefined) return countInto(anomalies, 'push:unknown-call');
@@ -208,52 +190,29 @@ export function createTask(): Task {
           if (type !== 'call.invited') return countInto(pushSignals, type);
           if (!st.pushed[k]!.fire(nowMs())) countInto(anomalies, 'push:duplicate');
         });
-        await new Promise<void>((res) => udp!.bind(0, '127.0.0.1', () => res()));
         udpPort = udp.address().port;
-        const push = s.push;
         const regs = pairs.flatMap((p, pi) => p.devices.map((d, k) => ({ d, ios: (pi + k) % 2 === 0 })));
-        await mapLimit(regs, 32, async ({ d, ios }) => {
-          const kind = ios ? 'iosVoip' : 'androidPush';
-          const token = ios ? Buffer.from(d.installationId).toString('hex').padEnd(64, '0') : `fcm-${d.installationId}`;
-          deviceOfToken.set(token, Number(/-d(\d+)$/.exec(d.installationId)![1]));
-          // Set-up goes through the project's typed client (the measured traffic uses a raw
-          // undici pool so the figures are the server's, not the client's).
-          const client = new CallingClient({ baseUrl: s.baseUrl, token: d.token });
-          const body = ios
-            ? { token, appId: push.bundleId, iosEnvironment: 'production' as const }
-            : { token, appId: push.androidAppId };
-          await client.putPushToken(d.installationId, kind, body).catch((err: unknown) => {
-            throw new Error(`push token registration failed: ${(err as Error).message}`);
-          });
-          registered++;
-        });
+        for (const [token, d] of await registerPushTokens(s.baseUrl, regs, s.push)) deviceOfToken.set(token, Number(/-d(\d+)$/.exec(d.installationId)![1]));
+        registered = deviceOfToken.size;
       }
       return { sockets: sockets.length, pushTokens: registered, udpPort, route: `${s.tag}.${s.gen}` };
     },
 
     async run(raw, progress) {
       const r = raw as CallsRun;
-      const hist = new HistogramSet();
-      const errors: Record<string, number> = {};
       const answers: Record<string, number> = {};
       anomalies = {};
       pushSignals = {};
+      const rec = startRecord(r.startAtMs, anomalies);
+      const { hist } = rec;
       const closesBefore = closes;
-      let started = 0;
-      let completed = 0;
-      let lastDone = r.startAtMs;
-      const running = new Set<Promise<void>>();
-      const queue = [...pairs];
+      rota.restart();
 
-      const lifecycle = async (seq: number, sched: number): Promise<void> => {
-        const pair = queue.shift() ?? pairs[seq % pairs.length]!;
-        if (pair.busy || sched - pair.freedAt < PAIR_REST_MS) countInto(anomalies, 'generator: pair reused without rest (raise pairsPerGenerator)');
-        pair.busy = true;
+      const lifecycle = (seq: number, sched: number) => rota.run(seq, sched, rec, async (pair) => {
         // The scheduled time rides in the callId so the push fakes can time the push leg.
         const callId = `${s.tag}.${s.gen}.${seq}.${Math.round(sched * 1000)}`;
         const st = new CallState(callId, sched, pair.devices.length);
-        active.set(callId, st);
-        try {
+        await active.during(callId, st, async () => {
           const created = await http.post('/v1/calls', pair.caller.token, { callId, calleeUserId: pair.calleeUserId, operationId: randomUUID(), video: false });
           if (created.status !== 201) throw new BenchFailure(`create: HTTP ${created.status}`);
           hist.get('create').recordMs(nowMs() - sched);
@@ -298,57 +257,11 @@ export function createTask(): Task {
           hist.get('end').recordMs(nowMs() - tEnd);
           const endedAt = await st.ended[winner]!.wait();
           hist.get('end → ended (ws)').recordMs(endedAt - tEnd);
-
-          const done = nowMs();
-          hist.get('lifecycle').recordMs(done - sched);
-          lastDone = Math.max(lastDone, done);
-          completed++;
-        } catch (err) {
-          countInto(errors, err instanceof BenchFailure ? err.key : `exception: ${(err as Error).message.slice(0, 80)}`);
-        } finally {
-          if (pair.busy) queue.push(pair);
-          pair.busy = false;
-          pair.freedAt = nowMs();
-          // Let late duplicates (or missing-event checks) be seen for a moment before forgetting the call.
-          setTimeout(() => active.delete(callId), 2000).unref();
-        }
-      };
-
-      // One sweeper instead of a timer per lifecycle: fail whatever is too old.
-      const sweeper = setInterval(() => {
-        const limit = nowMs() - r.timeoutMs;
-        for (const st of active.values()) if (st.startedAt < limit) st.fail(r.timeoutMs);
-      }, 250);
-      const ticker = setInterval(() => progress({ label: r.label, started, completed, errors: sum(errors), inflight: running.size }), 1000);
-
-      const { maxLagMs } = await openLoop(r.rate, r.durationMs, r.startAtMs, (seq, sched) => {
-        started++;
-        const p = lifecycle(seq, sched);
-        running.add(p);
-        void p.finally(() => running.delete(p));
+        }, () => http.post(`/v1/calls/${callId}/end`, pair.caller.token, { reason: 'localHangup', operationId: randomUUID() }));
       });
-      // Drain, but not for ever: whatever is still running after the timeout (plus a margin)
-      // counts as an error and is left behind.
-      const drainDeadline = nowMs() + r.timeoutMs + 2000;
-      while (running.size > 0 && nowMs() < drainDeadline) await Promise.race([...running, sleep(100)]);
-      if (running.size > 0) countInto(errors, 'timeout: still running after the drain deadline', running.size);
-      clearInterval(sweeper);
-      clearInterval(ticker);
-      await sleep(200); // late duplicates
-      const closed = closes - closesBefore;
-      if (closed > 0) countInto(errors, 'signaling socket closed', closed);
-      return {
-        label: r.label,
-        started,
-        completed,
-        errors,
-        anomalies,
-        pushSignals,
-        hist: hist.serialize(),
-        spanMs: lastDone - r.startAtMs,
-        maxLagMs,
-        answers,
-      } satisfies CallsResult;
+
+      const run = await runRecorded(r, rec, progress, active, lifecycle, () => closes - closesBefore);
+      return { ...run, pushSignals, answers } satisfies CallsResult;
     },
 
     async teardown() {
@@ -357,8 +270,4 @@ export function createTask(): Task {
       await http?.close();
     },
   };
-}
-
-function sum(m: Record<string, number>): number {
-  return Object.values(m).reduce((a, b) => a + b, 0);
 }

@@ -4,6 +4,7 @@ import type { Task } from './task.js';
 
 export const TASKS: Record<string, () => Promise<Task>> = {
   calls: async () => (await import('./calls.js')).createTask(),
+  group: async () => (await import('./group.js')).createTask(),
   idle: async () => (await import('./idle.js')).createTask(),
   timers: async () => (await import('./timers.js')).createTask(),
   delivery: async () => (await import('./delivery.js')).createTask(),

@@ -15,7 +15,7 @@ local function joinGroup(callKey, call, outboxKey, ringingKey, now, userId, inst
   end
   -- `joinedFrom`: a member that was ringing has other installations to stop (docs/group-calls.md).
   m.joinedFrom, m.state, m.installationId, m.joinedAtMs = m.state, 'joined', installationId, now
-  m.leftAtMs, m.endedAtMs = nil, nil
+  m.leftAtMs, m.endedAtMs, m.removedFrom = nil, nil, nil
   local accept = {}
   if call.values.state == 'ringing' then accept = { 'state', 'accepted', 'acceptedAtMs', fmtInt(now) } end
   saveMembers(callKey, call, unpack(accept))

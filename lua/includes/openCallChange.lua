@@ -18,8 +18,10 @@ local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, rol
   if replay then return nil, nil, replay end
   local call = loadCall(callKey)
   if not isParty(call, userId) then return nil, nil, refuse('not_found') end
-  -- A group call's scripts decide by the member's state instead (lua/includes/groupMembers.lua).
-  if role and not isGroup(call) and userId ~= call.values[role .. 'UserId'] then return nil, nil, refuse('forbidden') end
+  -- A group call has no calleeUserId: its scripts decide by the member's state instead
+  -- (lua/includes/groupMembers.lua).
+  local roleUserId = role and not (role == 'callee' and isGroup(call)) and call.values[role .. 'UserId']
+  if roleUserId and userId ~= roleUserId then return nil, nil, refuse('forbidden') end
   call.trace, call.live = traceparent, live
   local now = nowMs()
   expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)

@@ -21,6 +21,8 @@ export interface Member {
   byInstallationId?: string;
   /** How the invitation reached the installation that sent the member's first ringing receipt. */
   via?: string;
+  /** The state a member removed by the app's backend was in (docs/server-api.md "Remove a participant"). */
+  removedFrom?: MemberState;
   /** The state a joined member joined from. */
   joinedFrom?: MemberState;
   /** When the call ended: what the member was doing then (ringing or in the call). */
@@ -135,6 +137,7 @@ function parseMembers(json: string | undefined): Member[] {
     if (typeof r.byInstallationId === 'string') m.byInstallationId = r.byInstallationId;
     if (typeof r.via === 'string') m.via = r.via;
     if (MEMBER_STATE_SET.has(r.joinedFrom as string)) m.joinedFrom = r.joinedFrom as MemberState;
+    if (MEMBER_STATE_SET.has(r.removedFrom as string)) m.removedFrom = r.removedFrom as MemberState;
     if (r.endedIn === 'invited' || r.endedIn === 'ringing' || r.endedIn === 'joined') m.endedIn = r.endedIn;
     return m;
   });

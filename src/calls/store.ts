@@ -1,44 +1,42 @@
 import { createHash } from 'node:crypto';
 import type { Redis, Cluster } from 'ioredis';
-import { keys, type KeySpace } from '../redis/keys.js';
+import { keys } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { topologyOf, type Topology } from '../redis/connection.js';
 import { callFromHash, parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
-import type { EndReason, RequestEndReason } from './reasons.js';
-import { retentionArg, type Retention } from './retention.js';
-import { GROUP_CALL_MAX_MEMBERS_DEFAULT } from '../config/config.js';
+import type { EndReason } from './reasons.js';
+import { retentionArg } from './retention.js';
+import {
+  answerCallKeysArgs,
+  createCallKeysArgs,
+  createGroupCallKeysArgs,
+  endCallKeysArgs,
+  inviteKeysArgs,
+  liveChannelArg,
+  readCallKeysArgs,
+  readMessagesKeysArgs,
+  renameCallKeysArgs,
+  ringingKeysArgs,
+  sendMessageKeysArgs,
+  type AnswerInput,
+  type CreateGroupInput,
+  type CreateInput,
+  type EndInput,
+  type InviteInput,
+  type MessageInput,
+  type MessageOutcome,
+  type RenameInput,
+  type RingingInput,
+  type ScriptCall,
+  type StoreSettings,
+} from './scriptArgs.js';
 
 /**
  * The call store: every change of a call is one Lua script (lua/*.lua). Each script call is a
- * pure `xxxKeysArgs(input) → { keys, args }` plus one execution, and `parseOutcome` maps every
- * reply to a typed outcome.
+ * pure `xxxKeysArgs(input) → { keys, args }` (./scriptArgs.ts, re-exported here) plus one
+ * execution, and `parseOutcome` maps every reply to a typed outcome.
  */
-
-export interface StoreSettings extends KeySpace, Retention {
-  ringTimeoutMs: number;
-  operationTtlMs: number;
-  /** When false, a call to a callee in an accepted call ends at once as `busy`. */
-  callWaiting: boolean;
-  /** Members besides the caller a group call may hold (GROUP_CALL_MAX_MEMBERS; its default when unset). */
-  maxGroupInvitees?: number;
-  /** Renames one call may have (RENAMES_PER_CALL). */
-  maxRenamesPerCall: number;
-  /** In-call messages kept per call for recovery (default MESSAGES_KEPT_PER_CALL). */
-  messagesKeptPerCall?: number;
-  /** In-call messages per call and sender per MESSAGE_LIMIT_WINDOW_MS (RATE_CALL_MESSAGES_PER_10S); 0 or unset: no limit. */
-  messagesPerWindow?: number;
-}
-
-/** docs/api.md "In-call messages": what a call keeps of its messages, and how long after the last one. */
-export const MESSAGES_KEPT_PER_CALL = 256;
-export const MESSAGES_TTL_MS = 3_600_000;
-/** The window of the per-call-and-sender message limit (RATE_CALL_MESSAGES_PER_10S). */
-export const MESSAGE_LIMIT_WINDOW_MS = 10_000;
-
-export interface ScriptCall {
-  keys: string[];
-  args: string[];
-}
+export * from './scriptArgs.js';
 
 /** 'ringing': a ringing receipt that was the invitee's first (lua/noteRinging.lua). */
 export type OutcomeCode = 'ok' | 'ringing' | 'answer_conflict' | 'revision_conflict';
@@ -51,255 +49,6 @@ export type Outcome =
 /** The request fingerprint: what makes a retry "the same request". */
 export function fingerprint(action: string, parts: readonly (string | number | boolean | null)[]): string {
   return createHash('sha256').update(JSON.stringify([action, ...parts])).digest('base64url');
-}
-
-/** What a create request stores of the call (the rest the script sets), and its operation. */
-export type CreateInput = Pick<
-  CallRecord,
-  'callId' | 'callerUserId' | 'callerInstallationId' | 'callerDisplayName' | 'callerHandle' | 'calleeUserId' | 'video'
-> & { operationId: string; fingerprint: string };
-
-/** The keys of every call-changing script: the call, the operation's record, the shard's outbox and ring index. */
-function changeKeys(s: StoreSettings, callId: string, userId: string, operationId: string): string[] {
-  return [keys.call(s, callId), keys.operation(s, callId, userId, operationId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)];
-}
-
-/**
- * A request's keys, and on a single Redis the user's operationId binding after them: the script takes the binding itself (lua/includes/operationRecord.lua bindOperation), so
- * the request costs one round trip. On a cluster the binding lives in the user's slot, apart from
- * the call's keys, and CallStore binds first.
- */
-function requestKeys(s: StoreSettings, callKeys: string[], userId: string, operationId: string, topology: Topology): string[] {
-  return topology === 'single' ? [...callKeys, keys.operationBinding(s, userId, operationId)] : callKeys;
-}
-
-/**
- * On a single Redis: the users' live channel template, with a NUL where the userId
- * goes, so the script publishes on the parties' channels itself: a change's early notice
- * (lua/includes/appendOutbox.lua), an in-call message (lua/sendMessage.lua). On a cluster those
- * channels live in other slots, and the relay publishes.
- */
-export function liveChannelArg(s: KeySpace, topology: Topology): string {
-  return topology === 'single' ? keys.liveChannel(s, '\0') : '';
-}
-
-/**
- * `firstUse` (create, answer, end, on a cluster): the user's operationId binding was new, so the
- * script need not look for a stored outcome first; it looks only on the paths a concurrent replay
- * could have taken (lua/includes/operationRecord.lua). On a single Redis the
- * script binds and finds that out itself (requestKeys).
- */
-export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
-  return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, topology),
-    args: [
-      i.callId,
-      i.callerUserId,
-      i.callerInstallationId,
-      i.callerDisplayName,
-      i.callerHandle,
-      i.calleeUserId,
-      i.video ? '1' : '0',
-      String(s.ringTimeoutMs),
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      calleeBusy ? '1' : '0',
-      firstUse ? '1' : '0',
-      liveChannelArg(s, topology),
-    ],
-  };
-}
-
-export interface RenameInput {
-  callId: string;
-  userId: string;
-  displayName: string;
-  operationId: string;
-  fingerprint: string;
-}
-
-export function renameCallKeysArgs(s: StoreSettings, i: RenameInput, topology: Topology = 'cluster'): ScriptCall {
-  return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
-    args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall), liveChannelArg(s, topology)],
-  };
-}
-
-export interface MessageInput {
-  callId: string;
-  userId: string;
-  installationId: string;
-  /** The event ID this operation gets if it is new (a replay keeps the first one). */
-  eventId: string;
-  /** The payload's JSON text (an object, already bounded). */
-  payloadJson: string;
-  operationId: string;
-  fingerprint: string;
-}
-
-export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, topology: Topology): ScriptCall {
-  const callKeys = [
-    ...changeKeys(s, i.callId, i.userId, i.operationId),
-    keys.callMessages(s, i.callId),
-    keys.callMessageSeqs(s, i.callId),
-    keys.callMessageLimit(s, i.callId, i.userId),
-  ];
-  return {
-    keys: requestKeys(s, callKeys, i.userId, i.operationId, topology),
-    args: [
-      i.userId,
-      i.installationId,
-      i.eventId,
-      i.payloadJson,
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      String(s.messagesKeptPerCall ?? MESSAGES_KEPT_PER_CALL),
-      String(MESSAGES_TTL_MS),
-      liveChannelArg(s, topology),
-      String(s.messagesPerWindow ?? 0),
-      String(MESSAGE_LIMIT_WINDOW_MS),
-    ],
-  };
-}
-
-export function readMessagesKeysArgs(s: StoreSettings, callId: string, userId: string, installationId: string, afterSeq: number): ScriptCall {
-  return { keys: [keys.call(s, callId), keys.callMessages(s, callId)], args: [userId, installationId, String(afterSeq)] };
-}
-
-export type MessageOutcome =
-  | { kind: 'sent'; eventId: string; seq: number; occurredAtMs: number; replayed: boolean }
-  | { kind: 'failure'; code: 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' }
-  | { kind: 'limited'; retryAfterMs: number };
-
-export interface AnswerInput {
-  callId: string;
-  userId: string;
-  installationId: string;
-  expectedRevision: string | undefined;
-  operationId: string;
-  fingerprint: string;
-}
-
-export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
-  return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
-    args: [
-      i.userId,
-      i.installationId,
-      i.expectedRevision ?? '',
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      firstUse ? '1' : '0',
-      liveChannelArg(s, topology),
-    ],
-  };
-}
-
-export interface EndInput {
-  callId: string;
-  userId: string;
-  installationId: string;
-  reason: RequestEndReason;
-  /** A group call's caller ends it for everyone instead of leaving (docs/group-calls.md). */
-  forAll?: boolean;
-  operationId: string;
-  fingerprint: string;
-}
-
-export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
-  return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
-    args: [
-      i.userId,
-      i.installationId,
-      i.reason,
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      firstUse ? '1' : '0',
-      liveChannelArg(s, topology),
-      i.forAll ? '1' : '0',
-    ],
-  };
-}
-
-/** A group call's create (lua/createGroupCall.lua): the caller's fields, its invitees and title. */
-export type CreateGroupInput = Omit<CreateInput, 'calleeUserId'> & { inviteeUserIds: string[]; title: string };
-
-export function createGroupCallKeysArgs(s: StoreSettings, i: CreateGroupInput, busy: string[], firstUse = false, topology: Topology = 'cluster'): ScriptCall {
-  return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, topology),
-    args: [
-      i.callId,
-      i.callerUserId,
-      i.callerInstallationId,
-      i.callerDisplayName,
-      i.callerHandle,
-      JSON.stringify(i.inviteeUserIds),
-      i.video ? '1' : '0',
-      String(s.ringTimeoutMs),
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      JSON.stringify(busy),
-      firstUse ? '1' : '0',
-      liveChannelArg(s, topology),
-      i.title,
-    ],
-  };
-}
-
-export interface InviteInput {
-  callId: string;
-  userId: string;
-  installationId: string;
-  inviteeUserIds: string[];
-  operationId: string;
-  fingerprint: string;
-}
-
-export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[], topology: Topology = 'cluster'): ScriptCall {
-  return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
-    args: [
-      i.userId,
-      i.installationId,
-      JSON.stringify(i.inviteeUserIds),
-      JSON.stringify(busy),
-      String(s.ringTimeoutMs),
-      String(s.maxGroupInvitees ?? GROUP_CALL_MAX_MEMBERS_DEFAULT),
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      liveChannelArg(s, topology),
-    ],
-  };
-}
-
-export interface RingingInput {
-  callId: string;
-  userId: string;
-  /** How the invitation reached the installation (the invitation-to-receipt metric's path). */
-  via: 'socket' | 'apns' | 'fcm';
-  operationId: string;
-  fingerprint: string;
-}
-
-export function ringingKeysArgs(s: StoreSettings, i: RingingInput, topology: Topology = 'cluster'): ScriptCall {
-  return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
-    args: [i.userId, retentionArg(s), String(s.operationTtlMs), i.fingerprint, liveChannelArg(s, topology), i.via],
-  };
-}
-
-export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string, topology: Topology = 'cluster'): ScriptCall {
-  return {
-    keys: [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)],
-    args: [userId, retentionArg(s), liveChannelArg(s, topology)],
-  };
 }
 
 const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists', 'rename_limit', 'not_group', 'call_not_active', 'too_many_members']);
@@ -468,7 +217,7 @@ export class CallStore {
       await this.unbind(binding, i.userId, i.operationId);
       return { kind: 'limited', retryAfterMs: Number(code) };
     }
-    if (kind === 'error' && (code === 'not_found' || code === 'forbidden' || code === 'idempotency_conflict' || code === 'call_not_active')) {
+    if (kind === 'error' && (code === 'not_found' || code === 'forbidden' || code === 'idempotency_conflict' || code === 'call_not_active' || code === 'not_group')) {
       if (code !== 'idempotency_conflict') await this.unbind(binding, i.userId, i.operationId);
       return { kind: 'failure', code };
     }
@@ -505,6 +254,18 @@ export class CallStore {
     )) as unknown[];
     if (reply[0] === 'error') return undefined;
     return { ended: reply[0] === 'ended', call: parseCallFields(reply[1]) };
+  }
+
+  /**
+   * Removes a member from a group call for the app's backend (lua/removeMember.lua). `removed`
+   * false: it was already out, or the call has ended. A failure code: no such call, a one-to-one
+   * call, or not a member.
+   */
+  async removeMember(callId: string, userId: string): Promise<{ removed: boolean; call: CallRecord } | { failure: 'not_found' | 'not_group' | 'not_member' }> {
+    const s = this.settings;
+    const reply = (await runScript(this.redis, 'removeMember', [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], [userId, retentionArg(s), liveChannelArg(s, this.topology)])) as unknown[];
+    if (reply[0] === 'error') return { failure: reply[1] as 'not_found' | 'not_group' | 'not_member' };
+    return { removed: reply[0] === 'removed', call: parseCallFields(reply[1]) };
   }
 
   /**

@@ -90,6 +90,8 @@ export const errors = {
   unavailable: (detail = 'the call store is unreachable; retry later') => new ApiError('unavailable', detail, {}, { 'retry-after': '1' }),
   /** The call's SFU is down or refused: the call itself goes on (docs/api.md "Media session"). */
   sfuUnavailable: () => new ApiError('sfu_unavailable', "the call's media server is unreachable; the call goes on, retry media-session later", {}, { 'retry-after': '2' }),
+  /** A group call on a server with no SFU configured: retrying does not help (docs/group-calls.md "Media"). */
+  noSfu: () => new ApiError('sfu_unavailable', 'group calls need an SFU and this server has none configured (docs/operations.md "SFU media"); the call goes on'),
 } as const;
 
 /** The refusal of a session token the guard did not accept (auth/guard.ts), the same on both transports. */

@@ -165,9 +165,14 @@ export const mediaSession = z.object({
       url: z.string().describe('where the client connects (Janus: its WebSocket or HTTP transport; LiveKit: the server URL)'),
       room: z.union([z.number().int(), z.string()]).describe('Janus: the VideoRoom room number; LiveKit: the room name (the callId)'),
       token: z.string().describe('this installation\'s credential for this room only, valid until `expiresAtMs` (Janus: the session `token` and the VideoRoom join `token`; LiveKit: the access token)'),
+      participantId: z
+        .number()
+        .int()
+        .optional()
+        .describe('Janus: the publisher `id` to join with; the server kicks it from the room when the installation leaves the call'),
     })
     .optional()
-    .describe('present with MEDIA_MODE=sfu (docs/api.md "Media session")'),
+    .describe('present for a group call whenever an SFU is configured, and for a one-to-one call with MEDIA_MODE=sfu (docs/api.md "Media session")'),
 });
 
 export const problem = z.object({
@@ -227,10 +232,24 @@ export const serverCall = z.object({
   endReason: z.enum(END_REASONS).optional(),
   endedBy: z.enum(['caller', 'callee', 'system']).optional(),
   endedByInstallationId: z.string().optional(),
+  ringingAtMs: z.number().int().optional().describe("a one-to-one call: the callee's first ringing receipt"),
+  ringingVia: z.string().optional(),
+  group: z
+    .object({
+      title: z.string(),
+      members: z.array(z.object({ userId: z.string(), state: z.enum(MEMBER_STATES) }).catchall(z.unknown())).describe('the caller first, then each member invited, as stored'),
+    })
+    .optional()
+    .describe('a group call (docs/group-calls.md)'),
 });
 
 export const serverEndCallResult = z.object({
   ended: z.boolean().describe('true: this request ended it; false: it had already ended'),
+  call: serverCall,
+});
+
+export const serverRemoveParticipantResult = z.object({
+  removed: z.boolean().describe('true: this request removed the member; false: it was already out, or the call has ended'),
   call: serverCall,
 });
 

@@ -139,7 +139,7 @@ export const configSchema = z
     MEDIA_CREDENTIAL_TTL_S: int(600, 30, 86_400).describe('Lifetime of TURN credentials, in seconds.'),
     MEDIA_SESSION_ANSWERS: bool(false).describe("The callee's media-session request on a ringing call is its answer claim."),
     MEDIA_MODE: z.enum(['p2p', 'sfu']).default('p2p').describe('Media of one-to-one calls: `p2p` (one peer connection between the two devices, over `TURN_URLS`) or `sfu` (each device connects to the call\'s room on the SFU named by `SFU`; docs/operations.md "SFU media").'),
-    SFU: z.enum(['janus', 'livekit']).default('janus').describe('The SFU of `sfu` media: `janus` (its VideoRoom plugin; `JANUS_*`) or `livekit` (access tokens; `LIVEKIT_*`).'),
+    SFU: z.enum(['janus', 'livekit']).default('janus').describe('The SFU of group calls (when its settings are given) and of `sfu` media: `janus` (its VideoRoom plugin; `JANUS_*`) or `livekit` (access tokens; `LIVEKIT_*`).'),
     JANUS_URLS: urlList(/^https?$/).describe('Janus HTTP API URLs the backend manages rooms through, comma-separated (e.g. `http://10.0.0.5:8088/janus`); a call\'s room is placed on one by a rendezvous hash of its callId (docs/operations.md "SFU media").'),
     JANUS_CLIENT_URLS: urlList(/^(https?|wss?)$/).describe('The URL clients reach each of `JANUS_URLS` at (its WebSocket or HTTP transport), in the same order; empty: the `JANUS_URLS` themselves.'),
     JANUS_API_SECRET: optionalString.describe('Janus `api_secret` (janus.jcfg): the backend\'s own requests carry it.'),
@@ -174,7 +174,7 @@ export const configSchema = z
     WEBHOOKS: optionalString.describe('Webhook endpoints (docs/webhooks.md): a JSON array of `{ "id", "url", "secret", "events"? }`; `secret` is a Standard Webhooks `whsec_…` secret, or two of them while it rotates.'),
     WEBHOOKS_FILE: optionalString.describe("A file holding WEBHOOKS's JSON; set at most one of the two."),
     WEBHOOK_TIMEOUT_MS: int(10_000, 100, 120_000).describe('How long a webhook receiver may take to answer before the attempt counts as failed.'),
-    WEBHOOK_CONCURRENCY: int(16, 1, 1000).describe('Webhook delivery jobs run at once per queue partition and worker process (each job sends its events in parallel).'),
+    WEBHOOK_CONCURRENCY: int(16, 1, 1000).describe('Webhook stream entries (first attempts) and retry jobs each run at once per queue partition and worker process (each sends its events in parallel).'),
     WEBHOOK_RETRY_SCHEDULE: z
       .string()
       .default('5s,5m,30m,2h,5h,10h,10h')
@@ -216,20 +216,19 @@ export const configSchema = z
     if (c.TURN_URLS.some((u) => /^turns?:/.test(u)) && !c.TURN_SECRET) {
       ctx.addIssue({ code: 'custom', path: ['TURN_SECRET'], message: 'required when TURN_URLS lists turn: or turns: servers' });
     }
-    if (c.MEDIA_MODE === 'sfu' && c.SFU === 'janus') {
-      for (const name of ['JANUS_API_SECRET', 'JANUS_TOKEN_SECRET', 'JANUS_ADMIN_KEY'] as const) {
-        if (!c[name]) ctx.addIssue({ code: 'custom', path: [name], message: 'required with MEDIA_MODE=sfu and SFU=janus' });
-      }
-      if (c.JANUS_URLS.length === 0) ctx.addIssue({ code: 'custom', path: ['JANUS_URLS'], message: 'required with MEDIA_MODE=sfu and SFU=janus' });
-    }
+    // An SFU is configured when all its settings are given (group calls then use it, whatever
+    // MEDIA_MODE says): some of them alone is a mistake, not a choice of TURN only.
+    const sfuSettings = (names: readonly (keyof typeof c)[], sfu: string) => {
+      const given = names.filter((n) => (Array.isArray(c[n]) ? (c[n] as unknown[]).length > 0 : Boolean(c[n])));
+      if (c.MEDIA_MODE !== 'sfu' && given.length === 0) return;
+      const why = c.MEDIA_MODE === 'sfu' ? `with MEDIA_MODE=sfu and SFU=${sfu}` : `with SFU=${sfu} once any of ${names.join(', ')} is given`;
+      for (const name of names) if (!given.includes(name)) ctx.addIssue({ code: 'custom', path: [name], message: `required ${why}` });
+    };
+    if (c.SFU === 'janus') sfuSettings(['JANUS_URLS', 'JANUS_API_SECRET', 'JANUS_TOKEN_SECRET', 'JANUS_ADMIN_KEY'], 'janus');
     if (c.JANUS_CLIENT_URLS.length > 0 && c.JANUS_CLIENT_URLS.length !== c.JANUS_URLS.length) {
       ctx.addIssue({ code: 'custom', path: ['JANUS_CLIENT_URLS'], message: 'needs one URL per JANUS_URLS entry, in the same order' });
     }
-    if (c.MEDIA_MODE === 'sfu' && c.SFU === 'livekit') {
-      for (const name of ['LIVEKIT_URL', 'LIVEKIT_API_KEY', 'LIVEKIT_API_SECRET'] as const) {
-        if (!c[name]) ctx.addIssue({ code: 'custom', path: [name], message: 'required with MEDIA_MODE=sfu and SFU=livekit' });
-      }
-    }
+    if (c.SFU === 'livekit') sfuSettings(['LIVEKIT_URL', 'LIVEKIT_API_KEY', 'LIVEKIT_API_SECRET'], 'livekit');
     if (c.WS_CHECK_ORIGIN && !c.CORS_ORIGINS) {
       ctx.addIssue({ code: 'custom', path: ['WS_CHECK_ORIGIN'], message: 'needs CORS_ORIGINS (the list of allowed origins)' });
     }

@@ -1,10 +1,9 @@
-import { z } from 'zod';
 import * as s from '../commands/schemas.js';
 import { historyOperation, serverPaths, serverSchemas, serverSecurityScheme, serverTags, webhooksSection } from './openapiServer.js';
 import { ACCEPTED, CALL_ID, COMMON, CURSOR, ENDED, ENDED_EVENT, INVITED_EVENT, RINGING, T0, callIdParam, json, problems, ref, schema, snapshotExamples } from './openapiParts.js';
-import { acceptedSchema, endedSchema, invitationSchema, renamedSchema } from '../events/payloadSchemas.js';
+import { eventComponents } from './openapiEvents.js';
 import { packageVersion } from '../util/packageInfo.js';
-import { groupCallPaths, groupCreateExample, groupEventSchemas, groupRequestSchemas } from './openapiGroup.js';
+import { groupCallPaths, groupCreateExample, groupRequestSchemas } from './openapiGroup.js';
 
 /**
  * The OpenAPI 3.1 document, generated from the same zod schemas that validate requests, with the
@@ -21,7 +20,6 @@ export function openApiDocument(): Record<string, unknown> {
   };
   const problem = schema(s.problem);
   (problem['properties'] as Record<string, unknown>)['snapshot'] = ref('CallSnapshot');
-  const eventSchema = (t: z.ZodType) => schema(t);
 
   return {
     openapi: '3.1.0',
@@ -66,27 +64,8 @@ export function openApiDocument(): Record<string, unknown> {
         CallSnapshot: schema(s.callSnapshot),
         MediaSession: schema(s.mediaSession),
         CallEventsPage: callEventsPage,
-        CallInvited: eventSchema(invitationSchema),
-        CallAccepted: eventSchema(acceptedSchema),
-        CallEnded: eventSchema(endedSchema),
-        CallRenamed: eventSchema(renamedSchema),
-        ...groupEventSchemas,
+        ...eventComponents(),
         ...groupRequestSchemas,
-        CallEvent: {
-          description: 'One event of the log, told apart by `type`.',
-          oneOf: [ref('CallInvited'), ref('CallAccepted'), ref('CallEnded'), ref('CallRenamed'), ref('CallRinging'), ref('CallParticipant')],
-          discriminator: {
-            propertyName: 'type',
-            mapping: {
-              'call.invited': '#/components/schemas/CallInvited',
-              'call.accepted': '#/components/schemas/CallAccepted',
-              'call.ended': '#/components/schemas/CallEnded',
-              'call.renamed': '#/components/schemas/CallRenamed',
-              'call.ringing': '#/components/schemas/CallRinging',
-              'call.participant': '#/components/schemas/CallParticipant',
-            },
-          },
-        },
         Problem: problem,
         ...serverSchemas(),
       },

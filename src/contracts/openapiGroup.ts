@@ -1,5 +1,4 @@
 import * as s from '../commands/schemas.js';
-import { participantSchema, ringingSchema } from '../events/payloadSchemas.js';
 import { CALL_ID, COMMON, RINGING, T0, callIdParam, json, problems, schema, snapshotExamples } from './openapiParts.js';
 
 /** The group call and ringing receipt parts of the OpenAPI document (docs/group-calls.md). */
@@ -17,11 +16,6 @@ const GROUP = {
     { userId: 'bob', state: 'joined', installationId: 'bob-phone', invitedAtMs: T0, joinedAtMs: T0 + 4_000 },
     { userId: 'carol', state: 'ringing', invitedAtMs: T0, ringUntilMs: T0 + 30_000 },
   ],
-};
-
-export const groupEventSchemas = {
-  CallRinging: schema(ringingSchema),
-  CallParticipant: schema(participantSchema),
 };
 
 export const groupCreateExample = {

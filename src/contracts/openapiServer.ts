@@ -63,6 +63,7 @@ export function serverSchemas(): Record<string, unknown> {
     ServerEndCall: schema(s.serverEndCallBody, 'input'),
     ServerCall: schema(s.serverCall),
     ServerEndCallResult: schema(s.serverEndCallResult),
+    ServerRemoveParticipantResult: schema(s.serverRemoveParticipantResult),
     ActiveCalls: schema(s.activeCalls),
     SignOutResult: schema(s.signOutResult),
     ErasureResult: schema(s.erasureResult),
@@ -119,6 +120,23 @@ export function serverPaths(): Record<string, unknown> {
         responses: {
           '200': { description: 'The call after the request', content: json('ServerEndCallResult', { ended: { summary: 'Ended now', value: { ended: true, call: SERVER_CALL } } }) },
           ...problems('invalid_request', 'not_found', 'payload_too_large', 'unsupported_media_type', ...SERVER_PROBLEMS),
+        },
+      },
+    },
+    '/v1/server/calls/{id}/participants/{userId}': {
+      parameters: [callIdParam, userIdParam],
+      delete: {
+        operationId: 'serverRemoveParticipant',
+        tags: ['Server API'],
+        security: SERVER,
+        summary: 'Remove a member from a group call',
+        description:
+          'A member in the group call or still ringing is out (`left`): its installations get `call.ended` `remoteEnded`, the members in the ' +
+          'call `call.participant`; a call left with fewer than two in it ends. A member already out, or an ended call, answers ' +
+          '`removed: false`, so a retry is safe (docs/server-api.md "Remove a participant").',
+        responses: {
+          '200': { description: 'The call after the request', content: json('ServerRemoveParticipantResult', { removed: { summary: 'Removed now', value: { removed: true, call: SERVER_CALL } } }) },
+          ...problems('invalid_request', 'not_found', ...SERVER_PROBLEMS),
         },
       },
     },

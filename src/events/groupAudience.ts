@@ -24,6 +24,12 @@ export function groupDeliveriesFor(change: CallChange): Delivery[] {
     ...(except ? { except } : {}),
     stopsRinging: true,
   });
+  /** What a `member` change tells the member itself: its other installations stop ringing (stopsRinging); one removed is told it is out. */
+  const toMember = (m: Member): Delivery[] => {
+    if (m.state === 'left' && m.removedFrom === 'joined') return [{ userId: m.userId, only: m.installationId, payload: endedPayload(call, atMs, 'remoteEnded', `ended.${m.userId}`) }];
+    if (m.state === 'left' && m.removedFrom) return [stop(m, 'remoteEnded')];
+    return stopsRinging(m, stop);
+  };
   switch (change.kind) {
     case 'created':
       return members.filter((m) => m.state === 'invited').map((m) => ({ userId: m.userId, payload: invitationPayload(call, atMs, m) }));
@@ -36,7 +42,7 @@ export function groupDeliveriesFor(change: CallChange): Delivery[] {
         ...tellInCall(m),
       ]);
     case 'member':
-      return subjects.flatMap((m) => [...stopsRinging(m, stop), ...tellInCall(m)]);
+      return subjects.flatMap((m) => [...toMember(m), ...tellInCall(m)]);
     case 'ringing':
       return subjects.flatMap((m) => [
         { userId: call.callerUserId, payload: ringingPayload(call, atMs, m.userId) },

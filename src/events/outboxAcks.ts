@@ -40,6 +40,8 @@ export class OutboxAcks {
     private readonly onAcked: (ids: readonly string[]) => void,
     /** A flush on its own (an idle shard) failed: it is tried again with the next read or flush. */
     private readonly onFlushError: (err: unknown) => void,
+    /** The consumer group (the webhook stream has its own, src/webhooks/streamReader.ts). */
+    private readonly group = RELAY_GROUP,
   ) {}
 
   /** Notes entries whose events and side effects are done. */
@@ -76,7 +78,7 @@ export class OutboxAcks {
     const ids = this.take();
     if (ids.length === 0) return;
     try {
-      await this.redis.xack(this.key, RELAY_GROUP, ...ids);
+      await this.redis.xack(this.key, this.group, ...ids);
     } catch (err) {
       this.putBack(ids);
       throw err;
@@ -108,7 +110,7 @@ export class OutboxAcks {
   async trim(): Promise<void> {
     this.trimmedAt = Date.now();
     this.untrimmed = false;
-    const [count, oldestPending] = (await this.redis.xpending(this.key, RELAY_GROUP)) as [number, string | null];
+    const [count, oldestPending] = (await this.redis.xpending(this.key, this.group)) as [number, string | null];
     // MINID keeps its own ID: the oldest pending entry stays, the newest acknowledged goes.
     const keepFrom = count > 0 && oldestPending && compareStreamIds(oldestPending, this.highestAcked) <= 0 ? oldestPending : nextStreamId(this.highestAcked);
     if (this.highestAcked !== '0-0') await this.redis.xtrim(this.key, 'MINID', keepFrom);

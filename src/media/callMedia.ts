@@ -1,4 +1,5 @@
 import type { Config } from '../config/config.js';
+import type { CallRecord } from '../calls/model.js';
 import type { Metrics } from '../observability/metrics.js';
 import { JanusSfu } from './janus.js';
 import { LiveKitSfu } from './livekit.js';
@@ -6,12 +7,13 @@ import type { Sfu, SfuObserver } from './sfu.js';
 
 /**
  * The SFU the configuration names (`SFU`), when its settings are given (config.ts checks they are
- * with MEDIA_MODE=sfu); undefined otherwise.
+ * with MEDIA_MODE=sfu); undefined otherwise. Group calls use it whatever MEDIA_MODE says.
  */
 export function createSfu(config: Config, metrics: Metrics): Sfu | undefined {
   const observe: SfuObserver = {
     room: (op) => metrics.sfuRooms.inc({ sfu: config.SFU, op }),
     join: () => metrics.sfuJoins.inc({ sfu: config.SFU }),
+    kick: () => metrics.sfuKicks.inc({ sfu: config.SFU }),
     error: (op) => metrics.sfuErrors.inc({ sfu: config.SFU, op }),
   };
   if (config.SFU === 'janus' && config.JANUS_URLS.length > 0 && config.JANUS_API_SECRET && config.JANUS_TOKEN_SECRET && config.JANUS_ADMIN_KEY) {
@@ -34,13 +36,18 @@ export function createSfu(config: Config, metrics: Metrics): Sfu | undefined {
   return undefined;
 }
 
-/** What a call's media goes through (docs/api.md "Media session"); one-to-one calls: MEDIA_MODE. */
+/** What a call's media goes through (docs/api.md "Media session"): one-to-one calls as MEDIA_MODE says. */
 export interface CallMedia {
   mode: Config['MEDIA_MODE'];
+  /** The configured SFU, if any. */
   sfu: Sfu | undefined;
 }
 
-/** The SFU a one-to-one call's media goes through, or undefined for `p2p`. */
-export function sfuOf(media: CallMedia): Sfu | undefined {
-  return media.mode === 'sfu' ? media.sfu : undefined;
+/**
+ * The SFU a call's media goes through, or undefined for TURN only: a group call always goes
+ * through the configured SFU (none configured: TURN only, docs/group-calls.md "Media"), a
+ * one-to-one call only with MEDIA_MODE=sfu.
+ */
+export function sfuOf(media: CallMedia, call: Pick<CallRecord, 'group'>): Sfu | undefined {
+  return call.group || media.mode === 'sfu' ? media.sfu : undefined;
 }

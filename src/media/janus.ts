@@ -7,6 +7,7 @@ import type { Sfu, SfuAccess, SfuObserver, SfuParticipant } from './sfu.js';
 /** VideoRoom error codes (Janus's janus_videoroom.c). */
 const NO_SUCH_ROOM = 426;
 const ROOM_EXISTS = 427;
+const NO_SUCH_FEED = 428;
 
 export interface JanusInstance {
   /** The backend's HTTP API URL (JANUS_URLS). */
@@ -37,7 +38,9 @@ export function janusRoomId(callId: string): number {
  * nothing stored to find it again). The room checks VideoRoom `allowed` tokens from its creation:
  * a participant's credential is a Janus signed token that is at once its session token (Janus
  * checks its signature and expiry on every request) and, added to the room's `allowed` list, its
- * only way into that room.
+ * only way into that room. A participant joins as the publisher id `participantId` gives it, so
+ * the backend can kick it; the room requires subscribers to name their publisher's `private_id`,
+ * so a kick ends the participant's subscriptions too.
  */
 export class JanusSfu implements Sfu {
   readonly kind = 'janus';
@@ -63,6 +66,8 @@ export class JanusSfu implements Sfu {
         publishers: this.opts.maxPublishers,
         // Janus checks tokens only when the list is not empty: it starts with one no client holds.
         allowed: [this.secret('allowed', callId)],
+        // Subscriptions belong to a publisher of the room, and go with it when it is kicked.
+        require_pvtid: true,
       });
       this.observe.room('created');
       return 'created';
@@ -86,8 +91,7 @@ export class JanusSfu implements Sfu {
 
   async admit(p: SfuParticipant, expiresAtMs: number): Promise<SfuAccess> {
     const { api, instance } = this.placed(p.callId);
-    const tag = this.secret('participant', `${p.callId}\n${p.userId}\n${p.installationId}`).slice(0, 22);
-    const token = janusToken(this.opts.tokenSecret, Math.floor(expiresAtMs / 1000), tag);
+    const token = janusToken(this.opts.tokenSecret, Math.floor(expiresAtMs / 1000), this.tag(p));
     const allow = () =>
       this.request(api, 'allow', { request: 'allowed', room: janusRoomId(p.callId), secret: this.secret('secret', p.callId), action: 'add', allowed: [token] });
     try {
@@ -100,7 +104,33 @@ export class JanusSfu implements Sfu {
       await allow();
     }
     this.observe.join();
-    return { kind: 'janus', url: instance.clientUrl, room: janusRoomId(p.callId), token };
+    return { kind: 'janus', url: instance.clientUrl, room: janusRoomId(p.callId), token, participantId: this.participantId(p) };
+  }
+
+  async evict(callId: string, gone: readonly SfuParticipant[]): Promise<void> {
+    if (gone.length === 0) return;
+    const { api } = this.placed(callId);
+    const room = janusRoomId(callId);
+    const secret = this.secret('secret', callId);
+    try {
+      // First their tokens leave the `allowed` list, so none of them can join again; the reply to
+      // any `allowed` request lists the room's tokens, and adding the placeholder again reads it.
+      const listed = await this.request(api, 'allow', { request: 'allowed', room, secret, action: 'add', allowed: [this.secret('allowed', callId)] });
+      const tags = gone.map((p) => `,${this.tag(p)}:`);
+      const revoked = ((listed.allowed ?? []) as string[]).filter((t) => tags.some((tag) => t.includes(tag)));
+      if (revoked.length > 0) await this.request(api, 'revoke', { request: 'allowed', room, secret, action: 'remove', allowed: revoked });
+      for (const p of gone) {
+        try {
+          await this.request(api, 'kick', { request: 'kick', room, secret, id: this.participantId(p) });
+          this.observe.kick();
+        } catch (err) {
+          // Not in the room (never connected, already kicked): nothing to do.
+          if (!(err instanceof JanusRefusal && err.code === NO_SUCH_FEED)) throw err;
+        }
+      }
+    } catch (err) {
+      if (!(err instanceof JanusRefusal && err.code === NO_SUCH_ROOM)) throw err;
+    }
   }
 
   async ready(): Promise<boolean> {
@@ -115,14 +145,28 @@ export class JanusSfu implements Sfu {
 
   /** Room secrets and tokens derived from the admin key: the same in every process, never stored. */
   private secret(purpose: string, of: string): string {
-    return createHmac('sha256', this.opts.adminKey).update(`${purpose}\n${of}`).digest('base64url');
+    return this.mac(purpose, of).toString('base64url');
+  }
+
+  private mac(purpose: string, of: string): Buffer {
+    return createHmac('sha256', this.opts.adminKey).update(`${purpose}\n${of}`).digest();
+  }
+
+  /** What makes a participant's tokens its own: the same for every token of its installation in the call. */
+  private tag(p: SfuParticipant): string {
+    return this.secret('participant', `${p.callId}\n${p.userId}\n${p.installationId}`).slice(0, 22);
+  }
+
+  /** The participant's VideoRoom publisher id: 48 bits (a safe integer, not 0) derived from call, user and installation. */
+  private participantId(p: SfuParticipant): number {
+    return this.mac('feed', `${p.callId}\n${p.userId}\n${p.installationId}`).readUIntBE(0, 6) || 1;
   }
 
   private async request(api: JanusApi, op: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
     try {
       return await api.videoroom(body);
     } catch (err) {
-      if (!(err instanceof JanusRefusal && (err.code === ROOM_EXISTS || err.code === NO_SUCH_ROOM))) this.observe.error(op);
+      if (!(err instanceof JanusRefusal && [ROOM_EXISTS, NO_SUCH_ROOM, NO_SUCH_FEED].includes(err.code))) this.observe.error(op);
       throw err;
     }
   }

@@ -20,6 +20,11 @@ export interface SfuAccess {
   room: number | string;
   /** Opens `room` for this participant only, until the media session's `expiresAtMs`. */
   token: string;
+  /**
+   * Janus: the VideoRoom publisher id the participant joins with (`id` of its `join`), which the
+   * backend kicks when the participant leaves the call (docs/api.md "Media session").
+   */
+  participantId?: number;
 }
 
 export type SfuKind = 'janus' | 'livekit';
@@ -33,6 +38,12 @@ export interface Sfu {
   openRoom?(callId: string): Promise<'created' | 'existed'>;
   /** Removes the call's room and everyone in it; 'absent' when there was none. */
   closeRoom?(callId: string): Promise<'destroyed' | 'absent'>;
+  /**
+   * Takes participants who left the call out of its room: their credentials stop opening it and
+   * those in it are kicked (idempotent; nothing when the room is gone). Absent where the backend
+   * does not reach the SFU (LiveKit: the credential expires with the media session).
+   */
+  evict?(callId: string, gone: readonly SfuParticipant[]): Promise<void>;
   /** A credential for this participant and this room only, expiring at `expiresAtMs`. */
   admit(participant: SfuParticipant, expiresAtMs: number): Promise<SfuAccess>;
   /** Whether every instance answers (readiness; docs/operations.md "SFU media"). */
@@ -43,10 +54,11 @@ export interface Sfu {
 export interface SfuObserver {
   room(op: 'created' | 'destroyed'): void;
   join(): void;
+  kick(): void;
   error(op: string): void;
 }
 
-/** An SFU whose rooms the backend makes and removes (Janus; not LiveKit). */
-export type RoomKeepingSfu = Sfu & Required<Pick<Sfu, 'openRoom' | 'closeRoom'>>;
+/** An SFU whose rooms the backend makes, empties and removes (Janus; not LiveKit). */
+export type RoomKeepingSfu = Sfu & Required<Pick<Sfu, 'openRoom' | 'closeRoom' | 'evict'>>;
 
-export const keepsRooms = (sfu: Sfu | undefined): sfu is RoomKeepingSfu => sfu?.openRoom !== undefined && sfu.closeRoom !== undefined;
+export const keepsRooms = (sfu: Sfu | undefined): sfu is RoomKeepingSfu => sfu?.openRoom !== undefined && sfu.closeRoom !== undefined && sfu.evict !== undefined;

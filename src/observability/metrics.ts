@@ -72,6 +72,7 @@ export class Metrics {
 
   readonly sfuRooms = this.counter('sfu_rooms_total', 'SFU rooms made and removed, by SFU and op (created, destroyed)', ['sfu', 'op']);
   readonly sfuJoins = this.counter('sfu_joins_total', 'SFU credentials issued to call participants (media-session in sfu mode), by SFU', ['sfu']);
+  readonly sfuKicks = this.counter('sfu_kicks_total', 'Participants taken out of an SFU room because they left the call or were removed from it, by SFU', ['sfu']);
   readonly sfuErrors = this.counter('sfu_errors_total', 'SFU requests that failed (unreachable, timed out or refused), by SFU and op', ['sfu', 'op']);
 
   constructor() {

@@ -82,6 +82,11 @@ export const keys = {
   /** Webhook dead letters (hash: id -> JSON) and their order by time (docs/webhooks.md "Dead letters"). */
   webhookDeadLetters: (ks: KeySpace) => `${ks.prefix}:{wh}:dead`,
   webhookDeadLetterOrder: (ks: KeySpace) => `${ks.prefix}:{wh}:dead:order`,
+  /**
+   * Webhook deliveries waiting for their first attempt, per queue partition (a stream read by the
+   * workers' consumer group, src/webhooks/streamReader.ts; docs/webhooks.md "Delivery").
+   */
+  webhookStream: (ks: KeySpace, partition: number) => `${ks.prefix}:{webhook-${partition}}:first`,
   /** Webhook endpoints disabled by a 410 answer (hash: endpoint id -> JSON). */
   webhookDisabled: (ks: KeySpace) => `${ks.prefix}:{wh}:disabled`,
   eventLog: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:log`,
@@ -105,5 +110,6 @@ export const LONG_LIVED_KEYS: readonly { pattern: RegExp; bound: string }[] = [
   { pattern: /:\{u:[^}]*\}:calls:active$/, bound: "a user's calls in progress: each leaves at its end, and the empty set is gone" },
   { pattern: /:\{wh\}:dead(:order)?$/, bound: 'webhook dead letters: at most WEBHOOK_DEAD_LETTERS_MAX, oldest removed first' },
   { pattern: /:\{wh\}:disabled$/, bound: 'one field per configured webhook endpoint a 410 disabled' },
+  { pattern: /:\{webhook-\d+\}:first$/, bound: 'per queue partition; trimmed by the webhook workers behind what they acknowledged' },
   { pattern: /:q:/, bound: "BullMQ's per-queue keys: fixed per partition; jobs removed on completion, failed ones by age and count" },
 ];

@@ -21,40 +21,44 @@ import { primaries, topologyOf } from './connection.js';
 export const LUA_DIR = packageDir(import.meta.url, 'lua', 'createCall.lua');
 
 /**
- * Every script and how many keys it takes (`variable`: as many as the call passes). `traced`: a
+ * Every script (lua/<name>.lua) and how many keys it takes (`variable`: as many as the call passes). `traced`: a
  * call change whose outbox entry carries the request's trace context, passed as one more last
  * argument while tracing is on (docs/operations.md "Tracing").
  */
 export const scriptDefinitions = {
-  createCall: { file: 'createCall.lua', numberOfKeys: 'variable', traced: true },
-  createGroupCall: { file: 'createGroupCall.lua', numberOfKeys: 'variable', traced: true },
-  inviteToCall: { file: 'inviteToCall.lua', numberOfKeys: 'variable', traced: true },
-  noteRinging: { file: 'noteRinging.lua', numberOfKeys: 'variable', traced: true },
-  answerCall: { file: 'answerCall.lua', numberOfKeys: 'variable', traced: true },
-  endCall: { file: 'endCall.lua', numberOfKeys: 'variable', traced: true },
-  endCallByServer: { file: 'endCallByServer.lua', numberOfKeys: 3 },
-  readCall: { file: 'readCall.lua', numberOfKeys: 3 },
-  expireDue: { file: 'expireDue.lua', numberOfKeys: 'variable' },
-  registerPushToken: { file: 'registerPushToken.lua', numberOfKeys: 1 },
-  removePushToken: { file: 'removePushToken.lua', numberOfKeys: 1 },
-  releaseTokenOwner: { file: 'releaseTokenOwner.lua', numberOfKeys: 1 },
-  keepTokenOwner: { file: 'keepTokenOwner.lua', numberOfKeys: 1 },
-  touchPushRegistrations: { file: 'touchPushRegistrations.lua', numberOfKeys: 1 },
-  migrateLegacyRegistration: { file: 'migrateLegacyRegistration.lua', numberOfKeys: 3 },
-  appendEvents: { file: 'appendEvents.lua', numberOfKeys: 6 },
-  readEvents: { file: 'readEvents.lua', numberOfKeys: 2 },
-  renameCall: { file: 'renameCall.lua', numberOfKeys: 'variable', traced: true },
-  sendMessage: { file: 'sendMessage.lua', numberOfKeys: 'variable' },
-  readMessages: { file: 'readMessages.lua', numberOfKeys: 2 },
-  publishMessages: { file: 'publishMessages.lua', numberOfKeys: 1 },
-  holdShardLease: { file: 'holdShardLease.lua', numberOfKeys: 1 },
-  relayHeartbeat: { file: 'relayHeartbeat.lua', numberOfKeys: 1 },
-  addDeadLetters: { file: 'addDeadLetters.lua', numberOfKeys: 2 },
-  readIndexedRecords: { file: 'readIndexedRecords.lua', numberOfKeys: 1 },
-  hitRateLimit: { file: 'hitRateLimit.lua', numberOfKeys: 1 },
-} as const satisfies Record<string, { file: string; numberOfKeys: number | 'variable'; traced?: boolean }>;
+  createCall: { numberOfKeys: 'variable', traced: true },
+  createGroupCall: { numberOfKeys: 'variable', traced: true },
+  inviteToCall: { numberOfKeys: 'variable', traced: true },
+  noteRinging: { numberOfKeys: 'variable', traced: true },
+  answerCall: { numberOfKeys: 'variable', traced: true },
+  endCall: { numberOfKeys: 'variable', traced: true },
+  endCallByServer: { numberOfKeys: 3 },
+  removeMember: { numberOfKeys: 3 },
+  readCall: { numberOfKeys: 3 },
+  expireDue: { numberOfKeys: 'variable' },
+  registerPushToken: { numberOfKeys: 1 },
+  removePushToken: { numberOfKeys: 1 },
+  releaseTokenOwner: { numberOfKeys: 1 },
+  keepTokenOwner: { numberOfKeys: 1 },
+  touchPushRegistrations: { numberOfKeys: 1 },
+  migrateLegacyRegistration: { numberOfKeys: 3 },
+  appendEvents: { numberOfKeys: 6 },
+  readEvents: { numberOfKeys: 2 },
+  renameCall: { numberOfKeys: 'variable', traced: true },
+  sendMessage: { numberOfKeys: 'variable' },
+  readMessages: { numberOfKeys: 2 },
+  publishMessages: { numberOfKeys: 1 },
+  holdShardLease: { numberOfKeys: 1 },
+  relayHeartbeat: { numberOfKeys: 1 },
+  addDeadLetters: { numberOfKeys: 2 },
+  readIndexedRecords: { numberOfKeys: 1 },
+  hitRateLimit: { numberOfKeys: 1 },
+} as const satisfies Record<string, { numberOfKeys: number | 'variable'; traced?: boolean }>;
 
 export type ScriptName = keyof typeof scriptDefinitions;
+
+/** Each script is `lua/<its name>.lua`. */
+export const scriptFile = (name: ScriptName): string => `${name}.lua`;
 
 export function loadScriptSource(file: string, dir = LUA_DIR): string {
   const included = new Set<string>();
@@ -72,8 +76,8 @@ let sources: Map<ScriptName, { lua: string; sha: string }> | undefined;
 function compiled(): Map<ScriptName, { lua: string; sha: string }> {
   if (!sources) {
     sources = new Map();
-    for (const [name, def] of Object.entries(scriptDefinitions) as [ScriptName, { file: string }][]) {
-      const lua = loadScriptSource(def.file);
+    for (const name of Object.keys(scriptDefinitions) as ScriptName[]) {
+      const lua = loadScriptSource(scriptFile(name));
       sources.set(name, { lua, sha: createHash('sha1').update(lua).digest('hex') });
     }
   }

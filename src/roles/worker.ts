@@ -14,7 +14,6 @@ import { createPushSenders, enabledKinds } from '../push/providers.js';
 import { RingSweeper } from '../timers/ringSweeper.js';
 import { startWebhooks } from '../webhooks/webhookWorkers.js';
 import type { Logger } from '../util/logger.js';
-import { sfuOf } from '../media/callMedia.js';
 import { roomKeeper } from '../media/roomKeeper.js';
 import { keepsRooms } from '../media/sfu.js';
 import { daysMs, type RoleContext, type StartedRole } from './context.js';
@@ -48,7 +47,25 @@ export async function startWorker(
       (err: unknown) => logger.warn({ err: (err as Error).message }, 'giving the push registrations written before idle expiry their TTL failed; the next start tries again'),
     );
   const pushOutcomes: PushOutcomes = new Map();
-  const webhooks = startWebhooks(deps.webhooks, { redis, connection: queueConnection, partitioning, config, metrics, logger, registry: deps.pushRegistry });
+  // Connections for blocking reads: one per relay shard and per webhook stream partition.
+  const blockingConnections = new Set<RedisClient>();
+  const blockingConnection = async (name: string): Promise<RedisClient> => {
+    const c = connectRedis(ctx.redisTarget, 'blocking', name);
+    await c.connect();
+    blockingConnections.add(c);
+    c.once('end', () => blockingConnections.delete(c));
+    return c;
+  };
+  const webhooks = await startWebhooks(deps.webhooks, {
+    redis,
+    connection: queueConnection,
+    blockingConnection: () => blockingConnection('calling-backend-webhooks'),
+    partitioning,
+    config,
+    metrics,
+    logger,
+    registry: deps.pushRegistry,
+  });
   const dispatcher = new PushDispatcher({
     registry: deps.pushRegistry,
     peekCall: (callId) => deps.calls.peek(callId),
@@ -82,25 +99,19 @@ export async function startWorker(
     const counts = await Promise.all(Array.from({ length: ks.shards }, (_, i) => redis.zcard(keys.ringingForShard(ks, i))));
     return counts.reduce((a, b) => a + b, 0);
   });
-  const sfu = sfuOf(deps.media);
+  const sfu = deps.media.sfu;
   const handlers: ChangeHandler[] = [
     callChangeObserver(metrics, logger),
     pushHandler(dispatcher, enabled),
     ...webhooks.handlers,
-    // The SFU's rooms follow the calls (docs/operations.md "SFU media"), where the SFU has rooms to keep.
-    ...(keepsRooms(sfu) ? [roomKeeper(sfu, logger)] : []),
+    // The SFU's rooms follow the calls (docs/operations.md "SFU media"), where the SFU has rooms to
+    // keep: group calls use a configured SFU whatever MEDIA_MODE says.
+    ...(keepsRooms(sfu) ? [roomKeeper(sfu, deps.media.mode, logger)] : []),
     ...extraHandlers,
   ];
-  const blockingConnections = new Set<RedisClient>();
   const relay = new OutboxRelay(
     redis,
-    async () => {
-      const c = connectRedis(ctx.redisTarget, 'blocking', 'calling-backend-relay');
-      await c.connect();
-      blockingConnections.add(c);
-      c.once('end', () => blockingConnections.delete(c));
-      return c;
-    },
+    () => blockingConnection('calling-backend-relay'),
     deps.eventLog,
     handlers,
     logger,
@@ -114,8 +125,8 @@ export async function startWorker(
     // The relay feeds the queues: stop it first, then let the workers finish their active jobs.
     async close() {
       await relay.stop();
-      for (const c of blockingConnections) c.disconnect();
       await Promise.all([sweeper.close(), ...retryWorkers.map((w) => w.close()), webhooks.close()]);
+      for (const c of blockingConnections) c.disconnect();
       await Promise.all(retryQueues.map((q) => q.close()));
       await senders.close?.();
       queueConnection.disconnect();

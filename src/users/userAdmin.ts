@@ -1,7 +1,7 @@
 import { primaries, type RedisClient } from '../redis/connection.js';
 import { keys, type KeySpace } from '../redis/keys.js';
 import type { CallStore } from '../calls/store.js';
-import type { CallRecord } from '../calls/model.js';
+import { sideOf, type CallRecord } from '../calls/model.js';
 import type { EndReason } from '../calls/reasons.js';
 import type { CallHistory } from '../history/callHistory.js';
 import type { PushRegistry } from '../push/registry.js';
@@ -38,7 +38,7 @@ export class UserAdmin {
   async activeCalls(userId: string): Promise<CallRecord[]> {
     const ids = await this.history.activeCallIds(userId);
     const calls = await Promise.all(ids.map((id) => this.calls.peek(id)));
-    return calls.filter((c): c is CallRecord => c !== undefined && c.state !== 'ended' && (c.callerUserId === userId || c.calleeUserId === userId));
+    return calls.filter((c): c is CallRecord => c !== undefined && c.state !== 'ended' && sideOf(c, userId) !== undefined);
   }
 
   /** Deletes the installation's push tokens and closes its sockets on every gateway (4010). */
@@ -63,7 +63,9 @@ export class UserAdmin {
     const toFile: string[] = [];
     for (const callId of current) {
       const call = await this.calls.peek(callId);
-      if (!call || (call.callerUserId !== userId && call.calleeUserId !== userId)) continue;
+      // A group call ends for everyone too: once it is filed, nothing more is written for the user
+      // (a call going on would file the user's record at its end, after the erasure).
+      if (!call || sideOf(call, userId) === undefined) continue;
       const r = await this.calls.endByServer(callId, SERVER_END_REASON);
       if (r?.ended) callsEnded++;
       if (r) toFile.push(callId);

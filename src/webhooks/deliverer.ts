@@ -1,4 +1,3 @@
-import { Webhook } from 'standardwebhooks';
 import { Worker, type ConnectionOptions, type Job, type Queue } from 'bullmq';
 import { partitionQueueName, queuePrefix, type Partitioning } from '../redis/partitions.js';
 import type { Logger } from '../util/logger.js';
@@ -7,6 +6,7 @@ import type { EndpointStates } from './endpointStates.js';
 import type { DeadLetter, DeadLetters } from './deadLetters.js';
 import { WEBHOOK_QUEUE, type WebhookDelivery, type WebhookJob } from './queue.js';
 import { post } from './post.js';
+import { webhookSigner, type WebhookSigner } from './signature.js';
 import type { TokenRemoval } from '../push/registry.js';
 
 /**
@@ -40,16 +40,25 @@ type AttemptResult = { ok: true; skipped?: boolean } | { ok: false; gone: boolea
 type Attempt = AttemptResult & { seconds: number };
 
 export class WebhookDeliverer {
-  private readonly endpoints: Map<string, { url: URL; signers: Webhook[] }>;
+  private readonly endpoints: Map<string, { url: URL; signers: WebhookSigner[] }>;
 
   constructor(private readonly opts: DelivererOptions) {
-    this.endpoints = new Map(opts.endpoints.map((e) => [e.id, { url: new URL(e.url), signers: e.secrets.map((s) => new Webhook(s)) }]));
+    this.endpoints = new Map(opts.endpoints.map((e) => [e.id, { url: new URL(e.url), signers: e.secrets.map(webhookSigner) }]));
   }
 
-  /** Runs one job: every delivery once; the failures go on as new delayed jobs of the same queue. */
-  async run(job: Job<WebhookJob>, queue: Queue<WebhookJob>): Promise<void> {
-    const attempts = job.data.attempts + 1;
-    const results = await Promise.all(job.data.deliveries.map(async (d) => ({ d, result: await this.attempt(d) })));
+  /** Runs one job (a retry): every delivery once; the failures go on as new delayed jobs of the same queue. */
+  run(job: Job<WebhookJob>, queue: Queue<WebhookJob>): Promise<void> {
+    return this.deliver(job.data.deliveries, job.data.attempts, queue, String(job.id));
+  }
+
+  /**
+   * Attempts each delivery once (after `before` attempts each); the failures go on as delayed jobs
+   * of `queue` whose IDs derive from `runId`, so a run cut short and run again adds the same jobs,
+   * not more. Resolves once they are queued and the exhausted ones are dead letters.
+   */
+  async deliver(deliveries: readonly WebhookDelivery[], before: number, queue: Queue<WebhookJob>, runId: string): Promise<void> {
+    const attempts = before + 1;
+    const results = await Promise.all(deliveries.map(async (d) => ({ d, result: await this.attempt(d) })));
     const retries = new Map<number, WebhookDelivery[]>();
     const dead: DeadLetter[] = [];
     const observe = (d: WebhookDelivery, outcome: WebhookOutcome, seconds: number) => this.opts.observe?.(d.endpointId, outcome, seconds);
@@ -77,9 +86,8 @@ export class WebhookDeliverer {
       if (!list) retries.set(at, (list = []));
       list.push(d);
     }
-    // Derived job IDs: a run cut short and run again adds the same jobs, not more.
     let n = 0;
-    await Promise.all([...retries].map(([delay, deliveries]) => queue.add('retry', { attempts, deliveries }, { delay, jobId: `${job.id}.r${attempts}.${n++}` })));
+    await Promise.all([...retries].map(([delay, list]) => queue.add('retry', { attempts, deliveries: list }, { delay, jobId: `${runId}.r${attempts}.${n++}` })));
     await this.opts.deadLetters.add(dead);
     if (dead.length > 0) this.opts.logger.warn({ deadLetters: dead.length, endpoints: [...new Set(dead.map((d) => d.endpointId))] }, 'webhook deliveries exhausted their retries');
   }
@@ -90,8 +98,8 @@ export class WebhookDeliverer {
     if (!target || this.opts.states.isDisabled(d.endpointId)) return { ok: true, skipped: true, seconds: 0 };
     if (d.tokenRemoval && this.opts.ensureRemoved && !(await this.opts.ensureRemoved(d.tokenRemoval))) return { ok: true, skipped: true, seconds: 0 };
     const startedAt = performance.now();
-    const timestamp = new Date();
-    const signature = target.signers.map((s) => s.sign(d.webhookId, timestamp, d.body)).join(' ');
+    const seconds = Math.floor(Date.now() / 1000);
+    const signature = target.signers.map((sign) => sign(d.webhookId, seconds, d.body)).join(' ');
     let result: AttemptResult;
     try {
       const res = await post(
@@ -99,7 +107,7 @@ export class WebhookDeliverer {
         {
           'content-type': 'application/json',
           'webhook-id': d.webhookId,
-          'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+          'webhook-timestamp': String(seconds),
           'webhook-signature': signature,
           'user-agent': 'calling-backend-webhooks',
         },

@@ -8,8 +8,15 @@ import { isPrivateNetworkHost } from './privateNetwork.js';
  * validated at start; an error names the endpoint and the field.
  */
 
-export const WEBHOOK_EVENT_TYPES = ['call.created', 'call.accepted', 'call.ended', 'push.token_removed'] as const;
+export const WEBHOOK_EVENT_TYPES = ['call.created', 'call.accepted', 'call.ended', 'call.participant', 'push.token_removed'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/**
+ * What an endpoint that names no events gets: every type but `call.participant`, which came with
+ * group calls and goes only to endpoints that name it, so a receiver written for the first four
+ * never sees a type it does not know (docs/webhooks.md "Configuration").
+ */
+export const DEFAULT_WEBHOOK_EVENTS: readonly WebhookEventType[] = WEBHOOK_EVENT_TYPES.filter((t) => t !== 'call.participant');
 
 /** A Standard Webhooks secret: `whsec_` and the base64 of 24 to 64 random bytes. */
 const secretSchema = z.string().refine((s) => {
@@ -33,7 +40,7 @@ const endpointSchema = z
     }),
     /** One secret, or two while it rotates (every request is then signed with both). */
     secret: z.union([secretSchema, z.tuple([secretSchema, secretSchema])]),
-    /** The event types to send (default: all of them). */
+    /** The event types to send (default: DEFAULT_WEBHOOK_EVENTS). */
     events: z.array(z.enum(WEBHOOK_EVENT_TYPES)).min(1).optional(),
   })
   .strict();
@@ -51,7 +58,7 @@ export function parseWebhookEndpoints(json: string, source = 'WEBHOOKS'): Webhoo
     id: e.id,
     url: e.url,
     secrets: typeof e.secret === 'string' ? [e.secret] : [...e.secret],
-    events: new Set(e.events ?? WEBHOOK_EVENT_TYPES),
+    events: new Set(e.events ?? DEFAULT_WEBHOOK_EVENTS),
   }));
 }
 

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { CallChange } from '../calls/change.js';
+import { memberOf } from '../calls/model.js';
 import { callOutcome, reasonSeenBy } from '../history/callHistory.js';
 import type { PushTokenKind } from '../push/kinds.js';
 import type { WebhookEventType } from './endpoints.js';
@@ -22,44 +23,71 @@ export type WebhookEvent = {
   };
 }[WebhookEventType];
 
-/** The webhook event of one call change, if it has one (renames have none). */
-export function callEventOf(change: CallChange): WebhookEvent | undefined {
+/**
+ * The webhook events of one call change: call.created, call.accepted (a group call's first join)
+ * and call.ended, and a group call's `call.participant` per member it changed; renames and
+ * one-to-one ringing receipts have none.
+ */
+export function callEventsOf(change: CallChange): WebhookEvent[] {
   const { call, atMs } = change;
   const key = `${call.callId}.${call.revision}`;
   const parties = { callId: call.callId, callerUserId: call.callerUserId, callerInstallationId: call.callerInstallationId, calleeUserId: call.calleeUserId, video: call.video };
+  const group = call.group && { group: { title: call.group.title, members: call.group.members.map((m) => ({ userId: m.userId, state: m.state })) } };
+  const participants = (change.subjects ?? []).flatMap((u): WebhookEvent[] => {
+    const m = memberOf(call, u);
+    if (!m) return [];
+    const data = { callId: call.callId, callerUserId: call.callerUserId, userId: m.userId, state: m.state, installationId: m.state === 'joined' ? (m.installationId ?? null) : null, occurredAtMs: atMs };
+    return [{ type: 'call.participant', key: `${key}.p.${m.userId}`, atMs, data }];
+  });
   switch (change.kind) {
     case 'created':
-      return { type: 'call.created', key, atMs, data: { ...parties, createdAtMs: call.createdAtMs, expiresAtMs: call.expiresAtMs } };
+      return [{ type: 'call.created', key, atMs, data: { ...parties, createdAtMs: call.createdAtMs, expiresAtMs: call.expiresAtMs, ...group } }];
     case 'answered':
-      return {
-        type: 'call.accepted',
-        key,
-        atMs,
-        data: { ...parties, createdAtMs: call.createdAtMs, acceptedAtMs: call.acceptedAtMs ?? atMs, answeredByInstallationId: call.answeredByInstallationId ?? null },
-      };
+      return [
+        {
+          type: 'call.accepted',
+          key,
+          atMs,
+          data: { ...parties, createdAtMs: call.createdAtMs, acceptedAtMs: call.acceptedAtMs ?? atMs, answeredByInstallationId: call.answeredByInstallationId ?? null },
+        },
+      ];
+    case 'joined': {
+      // The first join accepts a group call.
+      const accepted: WebhookEvent[] =
+        call.acceptedAtMs === atMs ? [{ type: 'call.accepted', key: `${key}.a`, atMs, data: { ...parties, createdAtMs: call.createdAtMs, acceptedAtMs: atMs, answeredByInstallationId: null, ...group } }] : [];
+      return [...accepted, ...participants];
+    }
+    case 'member':
+    case 'invited':
+      return participants;
+    case 'ringing':
+      return call.group ? participants : [];
     case 'ended': {
       const o = callOutcome(call);
-      return {
-        type: 'call.ended',
-        key,
-        atMs,
-        data: {
-          ...parties,
-          createdAtMs: call.createdAtMs,
-          acceptedAtMs: call.acceptedAtMs ?? null,
-          answeredByInstallationId: call.answeredByInstallationId ?? null,
-          endedAtMs: o.endedAtMs,
-          endedBy: call.endedBy ?? 'system',
-          endedByInstallationId: call.endedByInstallationId || null,
-          reasons: { caller: reasonSeenBy(call, 'caller'), callee: reasonSeenBy(call, 'callee') },
-          ringingMs: o.ringingMs,
-          talkMs: o.talkMs,
-          missed: o.missed,
+      return [
+        {
+          type: 'call.ended',
+          key,
+          atMs,
+          data: {
+            ...parties,
+            createdAtMs: call.createdAtMs,
+            acceptedAtMs: call.acceptedAtMs ?? null,
+            answeredByInstallationId: call.answeredByInstallationId ?? null,
+            endedAtMs: o.endedAtMs,
+            endedBy: call.endedBy ?? 'system',
+            endedByInstallationId: call.endedByInstallationId || null,
+            reasons: { caller: reasonSeenBy(call, 'caller'), callee: reasonSeenBy(call, 'callee') },
+            ringingMs: o.ringingMs,
+            talkMs: o.talkMs,
+            missed: o.missed,
+            ...group,
+          },
         },
-      };
+      ];
     }
     default:
-      return undefined;
+      return [];
   }
 }
 

@@ -1,40 +1,39 @@
-import { createHash } from 'node:crypto';
-import type { Queue } from 'bullmq';
 import type { ChangeHandler } from '../calls/change.js';
-import { shardOf } from '../redis/keys.js';
+import type { RedisClient } from '../redis/connection.js';
+import { keys, shardOf } from '../redis/keys.js';
 import { partitionOfShard, type Partitioning } from '../redis/partitions.js';
 import type { WebhookEndpoint } from './endpoints.js';
 import type { EndpointStates } from './endpointStates.js';
-import { callEventOf, webhookBody, webhookId, type WebhookEvent } from './events.js';
-import type { WebhookDelivery, WebhookJob } from './queue.js';
+import { callEventsOf, webhookBody, webhookId, type WebhookEvent } from './events.js';
+import type { WebhookDelivery } from './queue.js';
 import type { TokenRemoval } from '../push/registry.js';
 
 /**
- * How long deliveries wait to share a job with those of other relay batches, and how many make a
- * job full. A job is BullMQ work of its own: 44 Redis commands to add, take and finish it
- * (docs/performance.md "Command budget"), more than a lifecycle's own at a moderate rate if every
- * relay batch had one. 50 ms makes at most 20 jobs a second per partition; the relay acknowledges
- * a batch once its job is queued, so its batches wait that long for their acknowledgement (never
- * for their events: those are stored and sent first).
+ * How long deliveries wait to share a stream entry with those of other relay batches, and how
+ * many make an entry full. An entry costs Redis its add, its read and a share of an
+ * acknowledgement (src/webhooks/streamReader.ts): at a rate, one entry per 50 ms and partition
+ * makes that a fraction of a command per lifecycle (docs/performance.md "Command budget"). The
+ * relay acknowledges a batch once its entry is added, so its batches wait that long for their
+ * acknowledgement (never for their events: those are stored and sent first).
  */
 const COALESCE_MS = 50;
 const COALESCE_MAX = 200;
 
 /**
- * Turns webhook events into delivery jobs (docs/webhooks.md "Delivery"): one delivery per event and
- * endpoint that wants its type and is not disabled, gathered per partition for COALESCE_MS into
- * one job. `publish` resolves once the job holding its deliveries is in the queue, so the relay
- * acknowledges a change only after its webhooks are queued. A job's ID is derived from its
- * deliveries' webhook-ids, so adding the same job again adds nothing (and a receiver deduplicates
- * by webhook-id anyway).
+ * Turns webhook events into deliveries (docs/webhooks.md "Delivery"): one per event and endpoint
+ * that wants its type and is not disabled, gathered per partition for COALESCE_MS into one entry
+ * of the partition's webhook stream, which the workers read and send (streamReader.ts).
+ * `publish` resolves once the entry holding its deliveries is added, so the relay acknowledges a
+ * change only after its webhooks are stored. A batch handed over again adds its deliveries again,
+ * with the same webhook-ids: receivers deduplicate by them.
  */
 export class WebhookPublisher {
-  /** Per partition: deliveries gathered for the next job, and who waits for it. */
+  /** Per partition: deliveries gathered for the next stream entry, and who waits for it. */
   private readonly pending = new Map<number, { deliveries: WebhookDelivery[]; flushed: Promise<void>; flush: () => void }>();
 
   constructor(
     private readonly endpoints: readonly WebhookEndpoint[],
-    private readonly queues: readonly Queue<WebhookJob>[],
+    private readonly redis: RedisClient,
     private readonly partitioning: Partitioning,
     private readonly states: EndpointStates,
   ) {}
@@ -56,7 +55,7 @@ export class WebhookPublisher {
     await Promise.all(waits);
   }
 
-  /** The partition's job being gathered (a new one, flushed in COALESCE_MS, when none is). */
+  /** The partition's entry being gathered (a new one, added in COALESCE_MS, when none is). */
   private gather(p: number): { deliveries: WebhookDelivery[]; flushed: Promise<void>; flush: () => void } {
     const open = this.pending.get(p);
     if (open) return open;
@@ -67,8 +66,7 @@ export class WebhookPublisher {
         if (this.pending.get(p)?.deliveries !== deliveries) return;
         this.pending.delete(p);
         clearTimeout(timer);
-        const jobId = `wh.${createHash('sha256').update(deliveries.map((d) => d.webhookId).join(',')).digest('base64url').slice(0, 22)}`;
-        this.queues[p]!.add('deliver', { attempts: 0, deliveries }, { jobId }).then(() => resolve(), reject);
+        this.redis.xadd(keys.webhookStream(this.partitioning, p), '*', 'd', JSON.stringify(deliveries)).then(() => resolve(), reject);
       };
     });
     // Each waiter sees the failure through its own await; none goes unhandled meanwhile.
@@ -82,8 +80,9 @@ export class WebhookPublisher {
 
 /**
  * Relay handler: the webhook events of the relayed call changes (call.created, call.accepted,
- * call.ended), queued once the changes' events are stored. Batches run concurrently: receivers
- * deduplicate and order by the body's timestamp, and a retry reorders anyway.
+ * call.ended, call.participant), added to the webhook stream once the changes' events are stored.
+ * Batches run concurrently: receivers deduplicate and order by the body's timestamp, and a retry
+ * reorders anyway.
  */
 export function webhookHandler(publisher: WebhookPublisher): ChangeHandler {
   return {
@@ -91,10 +90,7 @@ export function webhookHandler(publisher: WebhookPublisher): ChangeHandler {
     concurrent: true,
     handle: (changes) =>
       publisher.publish(
-        changes.flatMap((c) => {
-          const event = callEventOf(c);
-          return event ? [{ event, callId: c.call.callId }] : [];
-        }),
+        changes.flatMap((c) => callEventsOf(c).map((event) => ({ event, callId: c.call.callId }))),
       ),
   };
 }

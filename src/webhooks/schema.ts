@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { END_REASONS } from '../calls/reasons.js';
+import { MEMBER_STATES } from '../calls/model.js';
 import { PUSH_TOKEN_KINDS } from '../push/kinds.js';
 
 /**
@@ -19,12 +20,31 @@ const parties = {
 const envelope = <T extends string, D extends z.ZodType>(type: T, data: D) =>
   z.object({ type: z.literal(type), timestamp: z.string().describe('when it happened, ISO 8601 (UTC)'), data });
 
-export const callCreatedData = z.object({ ...parties, expiresAtMs: z.number().int().describe('when it stops ringing unless answered') });
+/** A group call's part of its call events (docs/group-calls.md): calleeUserId is then "". */
+const group = z
+  .object({
+    title: z.string(),
+    members: z.array(z.object({ userId: z.string(), state: z.enum(MEMBER_STATES) })).describe('the caller first, then each member invited, with its state after the change'),
+  })
+  .optional()
+  .describe('a group call only');
+
+export const callCreatedData = z.object({ ...parties, expiresAtMs: z.number().int().describe('when it stops ringing unless answered'), group });
+
+export const callParticipantData = z.object({
+  callId: z.string(),
+  callerUserId: z.string(),
+  userId: z.string().describe('the member whose state changed'),
+  state: z.enum(MEMBER_STATES),
+  installationId: z.string().nullable().describe('its installation in the call, once joined'),
+  occurredAtMs: z.number().int(),
+});
 
 export const callAcceptedData = z.object({
   ...parties,
   acceptedAtMs: z.number().int(),
-  answeredByInstallationId: z.string().nullable().describe('the installation that answered'),
+  answeredByInstallationId: z.string().nullable().describe('the installation that answered (a group call: null; its first join is a call.participant)'),
+  group,
 });
 
 export const callEndedData = z.object({
@@ -38,6 +58,7 @@ export const callEndedData = z.object({
   ringingMs: z.number().int().describe('from the invitation to the answer, or to the end when never answered'),
   talkMs: z.number().int().describe('from the answer to the end; 0 when never answered'),
   missed: z.boolean().describe('a missed call for the callee: it rang out, or the caller cancelled it, before any answer'),
+  group,
 });
 
 export const tokenRemovedData = z.object({
@@ -54,5 +75,6 @@ export const webhookBodies = {
   'call.created': envelope('call.created', callCreatedData),
   'call.accepted': envelope('call.accepted', callAcceptedData),
   'call.ended': envelope('call.ended', callEndedData),
+  'call.participant': envelope('call.participant', callParticipantData),
   'push.token_removed': envelope('push.token_removed', tokenRemovedData),
 } as const;

@@ -15,9 +15,8 @@ import { janusPeerInPage } from './janusPeer.js';
  * fake camera and microphone to the call's VideoRoom room and subscribes to the other's feed.
  * Each page's getStats shows inbound RTP bytes growing: Janus admitted both tokens and forwarded
  * each side's media to the other. When the call ends, Janus lists no room for it.
- * ICE runs between the pages' and Janus's host candidates: relay-only ICE through the test
- * coturn does not connect here, as that coturn relays from 127.0.0.1 and Janus (libnice) offers
- * no loopback candidates.
+ * ICE runs between the pages' and Janus's host candidates (relay-only ICE through coturn, relaying
+ * on the host's address, is in janus-group.test.ts).
  */
 
 declare const globalThis: { janusPeer: { inboundBytes(): Promise<number>; feeds: number[]; errors: string[]; states(): string[] } };

@@ -14,7 +14,8 @@ import { startCoturn, type Coturn } from '../support/coturn.js';
  * coturn: alice and bob, each in a browser context of their own, call, ring, answer, connect
  * WebRTC media through the TURN relay only (iceTransportPolicy 'relay', so a connection proves
  * coturn accepted the media-session credentials), hang up, decline, cancel and ring out, and each
- * side shows its end reason. Every step is screenshotted into test-artifacts/ (path printed).
+ * side shows its end reason; and a group call among three pages. Every step is screenshotted into
+ * test-artifacts/ (path printed).
  */
 
 // Browser globals inside page.evaluate callbacks (the project compiles without the DOM library).
@@ -66,6 +67,8 @@ async function shot(page: Page, name: string): Promise<void> {
 
 /** The HTTP requests each page made, by method and path. */
 const requestsOf = new Map<Page, string[]>();
+/** The uncaught errors of each page's scripts. */
+const errorsOf = new Map<Page, string[]>();
 
 /** A fresh browser context (its own storage, camera and microphone allowed) signed in as `userId`. */
 async function signedIn(baseUrl: string, userId: string, name: string): Promise<Page> {
@@ -74,6 +77,7 @@ async function signedIn(baseUrl: string, userId: string, name: string): Promise<
   const page = await context.newPage();
   page.setDefaultTimeout(STEP_TIMEOUT_MS);
   const errors: string[] = [];
+  errorsOf.set(page, errors);
   page.on('pageerror', (e) => errors.push(e.message));
   const requests: string[] = [];
   requestsOf.set(page, requests);
@@ -259,4 +263,76 @@ describe('browser softphone', () => {
     await bob.click('#decline-btn');
     await endReason(alice, 'declined');
   }, 90_000);
+
+  it('group call among three pages: ring two, receipts, join, decline, a late invite rings the decliner again, join, leave, end for all', async () => {
+    const suffix = randomUUID().slice(0, 8);
+    const [aliceId, bobId, carolId] = ['alice', 'bob', 'carol'].map((n) => `${n}-${suffix}`) as [string, string, string];
+    const [alice, bob, carol] = await Promise.all([
+      signedIn(server.url, aliceId, 'Alice'),
+      signedIn(server.url, bobId, 'Bob'),
+      signedIn(server.url, carolId, 'Carol'),
+    ]);
+    /** The page's participants list shows `userId` in `state`. */
+    const member = (page: Page, userId: string, state: string) => page.waitForSelector(`#participants li[data-user-id="${userId}"][data-state="${state}"]`);
+    const shots = async (label: string) => {
+      for (const [name, page] of [['alice', alice], ['bob', bob], ['carol', carol]] as const) await shot(page, `group-${label}-${name}`);
+    };
+
+    // Alice picks bob and carol; both pages ring with the title and send their ringing receipts.
+    await alice.fill('#group-users', `${bobId}, ${carolId}`);
+    await alice.fill('#group-title', 'Standup');
+    await alice.click('#group-call-btn');
+    await alice.waitForSelector('#call-state[data-state="outgoing"]');
+    for (const page of [bob, carol]) {
+      await page.waitForSelector('#call-state[data-state="incoming"]');
+      await expect.poll(() => page.textContent('#call-peer')).toContain('from Standup · group call');
+      await member(page, aliceId, 'joined');
+    }
+    await member(alice, bobId, 'ringing');
+    await member(alice, carolId, 'ringing');
+    expect(await alice.textContent('#call-state')).toBe('Ringing…');
+    expect(await alice.isVisible('#invite-form')).toBe(true);
+    await shots('ringing');
+
+    // Bob joins: the call is on for alice and bob, who see each other in it.
+    await bob.click('#answer-btn');
+    await Promise.all([alice, bob].map((page) => page.waitForSelector('#call-state[data-state="connected"]')));
+    for (const page of [alice, bob]) await member(page, bobId, 'joined');
+    expect(await bob.textContent('#hangup-btn')).toBe('Leave');
+    expect(await alice.isVisible('#end-all-btn')).toBe(true);
+    expect(await bob.isVisible('#end-all-btn')).toBe(false);
+
+    // Carol declines: only she is out; the others see it.
+    await carol.click('#decline-btn');
+    await endReason(carol, 'declined');
+    expect(await carol.textContent('#end-reason')).toContain('You declined');
+    for (const page of [alice, bob]) await member(page, carolId, 'declined');
+    await shots('declined');
+
+    // Bob rings carol again; her page rings, she joins.
+    await bob.fill('#invite-users', carolId);
+    await bob.click('#invite-btn');
+    await carol.waitForSelector('#call-state[data-state="incoming"]');
+    for (const page of [alice, bob]) await member(page, carolId, 'ringing');
+    await carol.click('#answer-btn');
+    await carol.waitForSelector('#call-state[data-state="connected"]');
+    for (const page of [alice, bob, carol]) for (const userId of [aliceId, bobId, carolId]) await member(page, userId, 'joined');
+    await shots('three-in-call');
+
+    // Carol leaves: the call goes on for alice and bob.
+    await carol.click('#hangup-btn');
+    await endReason(carol, 'localHangup');
+    expect(await carol.textContent('#end-reason')).toContain('You left the call');
+    for (const page of [alice, bob]) await member(page, carolId, 'left');
+    for (const page of [alice, bob]) expect(await page.getAttribute('#call-state', 'data-state')).toBe('connected');
+
+    // Alice ends it for everyone.
+    await alice.click('#end-all-btn');
+    await expectEnds('group-end-for-all', [alice, 'localHangup', 'You ended the call for everyone'], [bob, 'remoteEnded', 'The call ended']);
+    for (const page of [alice, bob]) for (const userId of [aliceId, bobId, carolId]) await member(page, userId, 'left');
+    // Answer, end, invite and the receipts went over the socket as command frames.
+    const commandRequests = [alice, bob, carol].flatMap((p) => requestsOf.get(p)!.filter((r) => /^POST \/v1\/calls\/[^/]+\//.test(r)));
+    expect(commandRequests).toEqual([]);
+    for (const page of [alice, bob, carol]) expect(errorsOf.get(page)).toEqual([]);
+  }, 120_000);
 });

@@ -2,7 +2,17 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CallingClient, ProblemError, SignalingAuthError, SignalingClient, type AuthFailure, type CallEventsPage, type EventPayload, type SignalingOptions } from '@calling-backend/client';
+import {
+  CallingClient,
+  ProblemError,
+  SignalingAuthError,
+  SignalingClient,
+  type AuthFailure,
+  type CallEventsPage,
+  type CallSnapshot,
+  type EventPayload,
+  type SignalingOptions,
+} from '@calling-backend/client';
 import { eventSchema } from '../../src/events/payloadSchemas.js';
 import { mintToken } from '../../src/auth/devTokens.js';
 import { startStack, type Stack } from '../support/stack.js';
@@ -77,6 +87,29 @@ interface Party extends Identity {
 function party(userId: string, installationId: string, name?: string): Party {
   const id: Identity = { userId, installationId, ...(name !== undefined ? { name } : {}) };
   return { ...id, token: tokenFor(id) };
+}
+
+/** A new user with two installations, its phone and its tablet. */
+function phoneAndTablet(name: string): [userId: string, phone: Party, tablet: Party] {
+  const userId = uid(name);
+  return [userId, party(userId, `${userId}-phone`), party(userId, `${userId}-tablet`)];
+}
+
+/**
+ * A CallingClient (its commands over `signaling` when given) that records each HTTP request it
+ * makes in `sent`, as `METHOD /path`, with ` <body>` after it when `bodies` is set.
+ */
+function recordingClient(server: { url: string }, p: Party, sent: string[], opts: { signaling?: SignalingClient; bodies?: boolean } = {}): CallingClient {
+  return new CallingClient({
+    baseUrl: server.url,
+    token: p.token,
+    ...(opts.signaling ? { signaling: opts.signaling } : {}),
+    fetch: (url: string, init: { method?: string; body?: string }) => {
+      const body = opts.bodies && init.body !== undefined ? ` ${init.body}` : '';
+      sent.push(`${init.method ?? 'GET'} ${new URL(url).pathname}${body}`);
+      return fetch(url, init as RequestInit);
+    },
+  });
 }
 
 function http(server: { url: string }, p: Party): CallingClient {
@@ -222,9 +255,7 @@ function problemOf(err: unknown): ProblemError {
 describe('a whole call through CallingClient and SignalingClient', () => {
   it('create, invite, answer (one winner), media session, rename, hang-up', async () => {
     const alice = party(uid('alice'), uid('alice-phone'), 'Alice');
-    const bobId = uid('bob');
-    const bobPhone = party(bobId, `${bobId}-phone`);
-    const bobTablet = party(bobId, `${bobId}-tablet`);
+    const [bobId, bobPhone, bobTablet] = phoneAndTablet('bob');
     const aliceApi = http(A, alice);
     const phoneApi = http(B, bobPhone);
     const tabletApi = http(A, bobTablet);
@@ -370,17 +401,7 @@ describe('a whole call through CallingClient and SignalingClient', () => {
     );
     /** The HTTP requests each client made, by method and path. */
     const requests: string[] = [];
-    const counting = (p: Party, signaling: SignalingClient) =>
-      new CallingClient({
-        baseUrl: A.url,
-        token: p.token,
-        signaling,
-        fetch: (url: string, init: { method?: string }) => {
-          requests.push(`${init.method ?? 'GET'} ${new URL(url).pathname}`);
-          return fetch(url, init as RequestInit);
-        },
-      });
-    const [aliceApi, bobApi] = [counting(alice, aliceWs!), counting(bob, bobWs!)];
+    const [aliceApi, bobApi] = [recordingClient(A, alice, requests, { signaling: aliceWs! }), recordingClient(A, bob, requests, { signaling: bobWs! })];
     const call = await aliceApi.createCall({ calleeUserId: bob.userId });
     expect(requests).toEqual(['POST /v1/calls']);
     const answered = await bobApi.answer(call.callId, { installationId: bob.installationId });
@@ -419,6 +440,142 @@ describe('a whole call through CallingClient and SignalingClient', () => {
     expect(problemOf(await api.putPushToken(uid('other'), 'iosVoip', { token, appId: 'x', iosEnvironment: 'production' }).catch((e: unknown) => e)).code).toBe(
       'forbidden',
     );
+  });
+});
+
+describe('a group call through CallingClient and SignalingClient', () => {
+  it('create with a title, ringing receipts, joins from two members (one winner per member), a late invite, a leave, an end for all: each installation sees its events', async () => {
+    const alice = party(uid('alice'), uid('alice-phone'), 'Alice');
+    const [bobId, bobPhone, bobTablet] = phoneAndTablet('bob');
+    const carol = party(uid('carol'), uid('carol-phone'));
+    const dave = party(uid('dave'), uid('dave-phone'));
+    const names = new Map([alice, bobPhone, carol, dave].map((p, i) => [p.userId, ['alice', 'bob', 'carol', 'dave'][i]!]));
+    /** An event as `type[/who][/state or reason]`, users by name. */
+    const shapeOf = (e: EventPayload) => {
+      const who = 'userId' in e ? `/${names.get(e.userId)}` : '';
+      const what = 'state' in e ? `/${e.state}` : 'reason' in e ? `/${e.reason}` : '';
+      return `${e.type}${who}${what}`;
+    };
+    // Each installation online (alice and bob's phone on the other process); commands over the
+    // socket, but carol's client has no socket and sends hers over HTTP.
+    const a = await online(A, alice);
+    const phone = await online(B, bobPhone);
+    const tablet = await online(A, bobTablet);
+    const c = await online(A, carol);
+    const d = await online(B, dave);
+    /** The HTTP requests of the clients with a socket. */
+    const requests: string[] = [];
+    const aliceApi = recordingClient(A, alice, requests, { signaling: a.client });
+    const phoneApi = recordingClient(B, bobPhone, requests, { signaling: phone.client });
+    const tabletApi = recordingClient(A, bobTablet, requests, { signaling: tablet.client });
+    const carolApi = http(A, carol);
+    const daveApi = recordingClient(B, dave, requests, { signaling: d.client });
+    const statesOf = (s: CallSnapshot) => s.participants!.map((p) => `${names.get(p.userId)}:${p.state}`);
+
+    // Create: bob and carol ring, with the title as the invitation's displayName.
+    const created = await aliceApi.createGroupCall({ calleeUserIds: [bobId, carol.userId], title: 'Standup' });
+    expect(created).toMatchObject({ state: 'ringing', calleeUserId: '', title: 'Standup', revision: '1' });
+    expect(statesOf(created)).toEqual(['alice:joined', 'bob:invited', 'carol:invited']);
+    expect(created.participants![0]!.installationId).toBe(alice.installationId);
+    const { callId } = created;
+    await Promise.all([phone.rec.waitForEvents(1), tablet.rec.waitForEvents(1), c.rec.waitForEvents(1)]);
+    for (const s of [phone, tablet, c]) expect(s.rec.payloads()[0]).toMatchObject({ type: 'call.invited', callId, displayName: 'Standup', revision: '1' });
+
+    // Ringing receipts: the first per member moves it to ringing; bob's tablet's changes nothing.
+    const bobRinging = await phoneApi.ringing(callId, { via: 'socket' });
+    expect(statesOf(bobRinging)).toEqual(['alice:joined', 'bob:ringing', 'carol:invited']);
+    expect((await tabletApi.ringing(callId, { via: 'apns' })).revision).toBe(bobRinging.revision);
+    const carolRinging = await carolApi.ringing(callId, { via: 'fcm' });
+    expect(statesOf(carolRinging)).toEqual(['alice:joined', 'bob:ringing', 'carol:ringing']);
+    await a.rec.until('both receipts', () => a.rec.payloads().filter((e) => e.type === 'call.ringing').length === 2);
+
+    // Bob joins from his phone; his tablet, answering too, loses with the winner in the snapshot.
+    const bobJoined = await phoneApi.answer(callId, { installationId: bobPhone.installationId });
+    expect(bobJoined.state).toBe('accepted');
+    expect(bobJoined.participants![1]).toMatchObject({ userId: bobId, state: 'joined', installationId: bobPhone.installationId });
+    const lost = problemOf(await tabletApi.answer(callId, { installationId: bobTablet.installationId }).catch((e: unknown) => e));
+    expect([lost.status, lost.code]).toEqual([409, 'answer_conflict']);
+    expect(lost.problem.snapshot!.participants![1]).toMatchObject({ userId: bobId, installationId: bobPhone.installationId });
+    // Carol joins over HTTP.
+    expect(statesOf(await carolApi.answer(callId, { installationId: carol.installationId }))).toEqual(['alice:joined', 'bob:joined', 'carol:joined']);
+
+    // Bob rings dave into the live call; carol leaves; alice ends it for everyone.
+    const invited = await phoneApi.invite(callId, { userIds: [dave.userId] });
+    expect(statesOf(invited)).toEqual(['alice:joined', 'bob:joined', 'carol:joined', 'dave:invited']);
+    await d.rec.waitForEvents(1);
+    expect(d.rec.payloads()[0]).toMatchObject({ type: 'call.invited', callId, displayName: 'Standup', revision: invited.revision });
+    // Only a member in the call may invite: dave, still ringing, may not.
+    const refused = problemOf(await daveApi.invite(callId, { userIds: [uid('erin')] }).catch((e: unknown) => e));
+    expect([refused.status, refused.code]).toEqual([403, 'forbidden']);
+    const carolLeft = await carolApi.end(callId, { reason: 'localHangup' });
+    expect(carolLeft.state).toBe('accepted');
+    expect(statesOf(carolLeft)).toEqual(['alice:joined', 'bob:joined', 'carol:left', 'dave:invited']);
+    const ended = await aliceApi.end(callId, { reason: 'localHangup', forAll: true });
+    expect(ended.state).toBe('ended');
+    expect(statesOf(ended)).toEqual(['alice:left', 'bob:left', 'carol:left', 'dave:missed']);
+    // Ended, the call takes no more invitations.
+    const late = problemOf(await phoneApi.invite(callId, { userIds: [uid('erin')] }).catch((e: unknown) => e));
+    expect([late.status, late.code]).toEqual([409, 'call_not_active']);
+
+    // What each installation saw, once each, and nothing more.
+    const barriers = await barrier([callId], [
+      [alice.userId, [a.rec]],
+      [bobId, [phone.rec, tablet.rec]],
+      [carol.userId, [c.rec]],
+      [dave.userId, [d.rec]],
+    ]);
+    const seen = (r: Recorder) => r.payloads(barriers).map(shapeOf);
+    expect(seen(a.rec)).toEqual([
+      'call.ringing/bob',
+      'call.ringing/carol',
+      'call.participant/bob/joined',
+      'call.participant/carol/joined',
+      'call.participant/dave/invited',
+      'call.participant/carol/left',
+    ]);
+    expect(seen(phone.rec)).toEqual(['call.invited', 'call.participant/carol/joined', 'call.participant/dave/invited', 'call.participant/carol/left', 'call.ended/remoteEnded']);
+    expect(seen(tablet.rec)).toEqual(['call.invited', 'call.ended/answeredElsewhere']);
+    expect(seen(c.rec)).toEqual(['call.invited', 'call.participant/dave/invited']);
+    expect(seen(d.rec)).toEqual(['call.invited', 'call.ended/remoteEnded']);
+    for (const s of [a, phone, tablet, c, d]) {
+      s.rec.expectClean();
+      expect(s.rec.payloads(barriers).every((e) => e.callId === callId)).toBe(true);
+      expect(s.client.cursor).toBe(s.rec.cursor);
+    }
+    // The events carry what the app shows: who joined on which installation, in revision order.
+    const joined = a.rec.payloads().find((e) => e.type === 'call.participant' && e.userId === bobId);
+    expect(joined).toMatchObject({ state: 'joined', installationId: bobPhone.installationId, revision: bobJoined.revision });
+    const revisions = a.rec.payloads(barriers).map((e) => BigInt(e.revision));
+    expect(revisions).toEqual([...revisions].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)));
+    expect(await carolApi.getCall(callId)).toMatchObject({ state: 'ended', title: 'Standup', participants: ended.participants });
+    // Receipts, joins, invitations and ends went over the sockets as frames, refusals included.
+    expect(requests).toEqual(['POST /v1/calls']);
+  });
+
+  it('a one-to-one call sends the same request bodies as before (no title, no forAll, no calleeUserIds); its ringing receipt reaches the caller as call.ringing', async () => {
+    const alice = party(uid('alice'), uid('alice-phone'));
+    const bob = party(uid('bob'), uid('bob-phone'));
+    const a = await online(A, alice);
+    const sent: string[] = [];
+    const callId = uid('call');
+    const call = await recordingClient(A, alice, sent, { bodies: true }).createCall({ calleeUserId: bob.userId, callId, operationId: 'op-1' });
+    expect(call).not.toHaveProperty('participants');
+    expect(call).not.toHaveProperty('title');
+    const bobApi = recordingClient(A, bob, sent, { bodies: true });
+    await bobApi.ringing(callId, { via: 'socket', operationId: 'op-2' });
+    await bobApi.end(callId, { reason: 'declined', operationId: 'op-3' });
+    expect(sent).toEqual([
+      `POST /v1/calls {"callId":"${callId}","calleeUserId":"${bob.userId}","video":false,"operationId":"op-1"}`,
+      `POST /v1/calls/${callId}/ringing {"via":"socket","operationId":"op-2"}`,
+      `POST /v1/calls/${callId}/end {"reason":"declined","operationId":"op-3"}`,
+    ]);
+    // The receipt keeps the revision (the invitation's); the caller's app gets it, then the decline.
+    await a.rec.waitForEvents(2);
+    expect(a.rec.payloads()).toMatchObject([
+      { type: 'call.ringing', callId, userId: bob.userId, revision: '1' },
+      { type: 'call.ended', callId, reason: 'declined', revision: '2' },
+    ]);
+    a.rec.expectClean();
   });
 });
 

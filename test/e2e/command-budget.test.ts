@@ -13,7 +13,7 @@ import { BUDGETS, SLACK } from './command-budgets.js';
 import { configSchema } from '../../src/config/config.js';
 import { keys, shardOf } from '../../src/redis/keys.js';
 import { partitionQueueName, queuePrefix } from '../../src/redis/partitions.js';
-import { loadScriptSource, scriptDefinitions } from '../../src/redis/scripts.js';
+import { loadScriptSource, scriptDefinitions, scriptFile, type ScriptName } from '../../src/redis/scripts.js';
 import { WEBHOOK_QUEUE } from '../../src/webhooks/queue.js';
 import { PUSH_QUEUE } from '../../src/push/queues.js';
 
@@ -140,6 +140,7 @@ async function settle(callId: string, ...seen: (() => boolean)[]): Promise<void>
   await relayDone(ps.stack.redis, KS, [callId]);
   const outbox = keys.outboxForShard(KS, shardOf(callId, KS.shards));
   await waitUntil('the outbox trimmed', async () => (await ps.stack.redis.xlen(outbox)) === 0, 10_000);
+  await waitUntil('the webhook stream trimmed', async () => (await ps.stack.redis.xlen(keys.webhookStream(KS, 0))) === 0, 10_000);
   const queue = (name: string) => `${queuePrefix(PREFIX)}:${partitionQueueName(name, 0)}`;
   await waitUntil('the webhook and push queues empty', async () => {
     const lengths = await Promise.all(
@@ -219,12 +220,16 @@ const queueKey = /:q:\{([^}]+)\}:([^:]*)/;
  *     that ends a due call (expireDue) counts;
  *   - BullMQ's waiting: a worker's BZPOPMIN and every queue command that touches no job (a look
  *     that found nothing, the stalled-job check); adding, taking and finishing a job count;
+ *   - the webhook streams' waiting: their readers' blocking reads and their look for entries to
+ *     take over (XAUTOCLAIM); one read is counted for each entry added (`count`: the read that
+ *     returns it), and the entries' acknowledgements and trims count;
  *   - the webhook endpoints' state, read into a cache at most every 2 s.
  */
 function isPeriodic(u: Unit, sentSinceRead: Map<string, boolean>): boolean {
   const { top } = u;
   const args = [...top.args, ...u.inner.flatMap((c) => c.args)];
   if (args.some((a) => a.endsWith(':relays') || a.endsWith(':relay-lease'))) return true;
+  if (top.name === 'xreadgroup' && isWebhookStream(top.args)) return true;
   if (top.name === 'xreadgroup') {
     const delivered = sentSinceRead.get(top.client) === true;
     sentSinceRead.set(top.client, false);
@@ -233,7 +238,7 @@ function isPeriodic(u: Unit, sentSinceRead: Map<string, boolean>): boolean {
   if (top.name !== 'xack') sentSinceRead.set(top.client, true);
   if (top.name === 'time') return true;
   if (top.name === 'zrange' && top.args[0]?.endsWith(':ringing')) return true;
-  if (top.name === 'bzpopmin') return true;
+  if (top.name === 'bzpopmin' || top.name === 'xautoclaim') return true;
   const queues = args.map((a) => queueKey.exec(a)).filter((m): m is RegExpExecArray => m !== null);
   if (queues.some((m) => m[1]!.startsWith('timers-'))) return true;
   if (queues.length > 0 && !queues.some((m) => !QUEUE_KEYS.has(m[2]!))) return true;
@@ -241,8 +246,11 @@ function isPeriodic(u: Unit, sentSinceRead: Map<string, boolean>): boolean {
   return false;
 }
 
+const webhookStream = keys.webhookStream(KS, 0);
+const isWebhookStream = (args: readonly string[]) => args.includes(webhookStream);
+
 const scriptBySha = new Map(
-  Object.entries(scriptDefinitions).map(([name, def]) => [createHash('sha1').update(loadScriptSource(def.file)).digest('hex'), name]),
+  (Object.keys(scriptDefinitions) as ScriptName[]).map((name) => [createHash('sha1').update(loadScriptSource(scriptFile(name))).digest('hex'), name]),
 );
 
 /** What a lifecycle made Redis run, by source: `<script> (+n inside)` or the command's name. */
@@ -261,6 +269,11 @@ function count(commands: MonitoredCommand[]): Count {
     const source = script ? `script ${script}` : u.top.name === 'evalsha' || u.top.name === 'eval' ? 'BullMQ script' : u.top.name;
     bySource.set(source, (bySource.get(source) ?? 0) + 1 + u.inner.length);
     total += 1 + u.inner.length;
+    // The webhook stream reader's read that returns this entry (isPeriodic).
+    if (u.top.name === 'xadd' && isWebhookStream(u.top.args)) {
+      bySource.set('xreadgroup', (bySource.get('xreadgroup') ?? 0) + 1);
+      total += 1;
+    }
   }
   return { total, bySource };
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { answer, DEFAULT_CALL_SHARDS, end, expectProblem, getCall, uid } from '../support/fixtures.js';
 import { Sockets, createCall, expectInvited, online, settleByBarrier, user, waitUntil, type OnlineDevice } from './helpers.js';
 import { keys } from '../../src/redis/keys.js';
@@ -16,13 +16,9 @@ let stack: Stack;
 let url: string;
 const sockets = Sockets.closedAfterEachTest();
 
-beforeAll(async () => {
-  stack = await startStack({ GROUP_CALL_MAX_MEMBERS: '4' });
-  url = stack.url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
+stackForFile({ GROUP_CALL_MAX_MEMBERS: '4' }, (s) => {
+  stack = s;
+  url = s.url;
 });
 
 /** Alice (two installations, the first calls), and `n` invitees with two installations each, all online. */
@@ -226,6 +222,19 @@ describe('group calls', () => {
       expect(events[0]).toMatchObject({ type: 'call.ringing', userId: b1.userId, revision: '1' });
       expect(events[1]).toMatchObject({ type: 'call.accepted', revision: answered.revision });
     }
+  });
+
+  it('rename: only the caller renames; the members ringing and in the call are told; in-call messages are refused', async () => {
+    const g = await ringingGroup(2);
+    const [[b1, b2], [c1, c2]] = g.invitees as [[OnlineDevice, OnlineDevice], [OnlineDevice, OnlineDevice]];
+    ok(await answer(b1, g.callId));
+    expectProblem(await b1.api.post(`/v1/calls/${g.callId}/rename`, { operationId: uid('op'), displayName: 'Bob' }), 'forbidden', /caller/);
+    const renamed = ok(await g.a1.api.post(`/v1/calls/${g.callId}/rename`, { operationId: uid('op'), displayName: 'Alice (work)' }));
+    expectProblem(await b1.api.post(`/v1/calls/${g.callId}/messages`, { operationId: uid('op'), payload: { x: 1 } }), 'invalid_request', /one-to-one calls/);
+    const got = await settleByBarrier(url, g.callId, [[g.a1, 1], [b1, 2], [b2, 2], [c1, 2], [c2, 2]]);
+    // b2 stopped ringing when b1 joined: it is told nothing more.
+    expect(got[2]!.at(-1)).toMatchObject({ type: 'call.ended', reason: 'answeredElsewhere' });
+    for (const i of [1, 3, 4]) expect(got[i]!.at(-1)).toMatchObject({ type: 'call.renamed', displayName: 'Alice (work)', revision: renamed.revision });
   });
 
   it('members in another accepted call are busy and not rung; with every invitee busy the call is born ended as busy', async () => {

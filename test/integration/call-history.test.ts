@@ -15,10 +15,13 @@ const ks = { prefix: 'cb', shards: 8 };
 // 4 s of retention, so the last test can wait it out.
 const RETENTION_DAYS = 4 / 86_400;
 let url: string;
+/** An api-only process on the same Redis whose calls ring for 1 s (the others ring the default 30 s, so a loaded machine's slow answer is not a ring-out). */
+let shortUrl: string;
 let redis: Redis;
-stackForFile({ RING_TIMEOUT_MS: '1000', CALL_RECORD_RETENTION_DAYS: String(RETENTION_DAYS) }, (s) => {
+stackForFile({ CALL_RECORD_RETENTION_DAYS: String(RETENTION_DAYS) }, async (s) => {
   url = s.url;
   redis = s.redis;
+  shortUrl = (await s.addServer({ ROLES: 'api', RING_TIMEOUT_MS: '1000' })).url;
 });
 
 async function history(d: Device, query = ''): Promise<any> {
@@ -76,7 +79,7 @@ describe('every ended call leaves a record', () => {
     await end(cancelled.caller, cancelled.callId, 'localHangup');
     const declined = await ringingCall(url, device(url), callee);
     await end(callee, declined.callId, 'declined');
-    const rungOut = await ringingCall(url, device(url), callee);
+    const rungOut = await ringingCall(shortUrl, device(shortUrl), callee);
     const ids = [cancelled.callId, declined.callId, rungOut.callId];
     await waitUntil('the unanswered call ended', async () => (await redis.hget(keys.call(ks, rungOut.callId), 'state')) === 'ended');
     await relayed(ids);

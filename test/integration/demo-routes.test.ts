@@ -41,7 +41,7 @@ describe('softphone routes', () => {
     expect(page.headers.get('content-type')).toMatch(/^text\/html/);
     expect(page.headers.get('content-security-policy')).toMatch(/default-src 'self'/);
     expect(page.text).toContain('<script type="module" src="/demo/app.js">');
-    for (const file of ['app.js', 'api.js', 'media.js']) {
+    for (const file of ['app.js', 'api.js', 'media.js', 'group.js']) {
       const js = await api(url).get(`/demo/${file}`);
       expect(js.status, file).toBe(200);
       expect(js.headers.get('content-type')).toMatch(/^text\/javascript/);

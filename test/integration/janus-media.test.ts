@@ -1,12 +1,11 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
-import { startJanus, type Janus } from '../support/janus.js';
+import { countingJanusSfu, startJanus, type Janus } from '../support/janus.js';
 import { janusRooms, joinRoom } from '../support/janusClient.js';
 import { acceptedCall, device, end, expectJson, expectProblem, getCall, relayDone, ringingCall, sibling, uid, type Device } from '../support/fixtures.js';
-import { JanusSfu, janusRoomId } from '../../src/media/janus.js';
+import { janusRoomId } from '../../src/media/janus.js';
 import { roomKeeper } from '../../src/media/roomKeeper.js';
-import type { SfuObserver } from '../../src/media/sfu.js';
 import type { CallChange } from '../../src/calls/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import { createLogger } from '../../src/util/logger.js';
@@ -62,18 +61,7 @@ async function relayedAcceptedCall() {
   return pair;
 }
 
-/** A JanusSfu like the server's, for the steps the relay and a second relay would take. */
-function directSfu(counts: Record<string, number>) {
-  const observe: SfuObserver = {
-    room: (op) => (counts[op] = (counts[op] ?? 0) + 1),
-    join: () => (counts.join = (counts.join ?? 0) + 1),
-    error: (op) => (counts[`error:${op}`] = (counts[`error:${op}`] ?? 0) + 1),
-  };
-  return new JanusSfu(
-    { instances: [{ url: janus.apiUrl, clientUrl: janus.wsUrl }], apiSecret: janus.apiSecret, tokenSecret: janus.tokenSecret, adminKey: janus.adminKey, maxPublishers: 16, timeoutMs: 1000 },
-    observe,
-  );
-}
+const directSfu = (counts: Record<string, number>) => countingJanusSfu(janus, counts);
 
 describe('the room follows the call', () => {
   it('is made once when the call is accepted, and both parties get credentials that open it in Janus', async () => {
@@ -88,7 +76,7 @@ describe('the room follows the call', () => {
     const forCaller = await mediaSession(caller, callId);
     expectJson(forCaller, 200);
     const body = forCaller.json as SfuReply;
-    expect(body.sfu).toEqual({ kind: 'janus', url: janus.wsUrl, room: janusRoomId(callId), token: expect.any(String) });
+    expect(body.sfu).toEqual({ kind: 'janus', url: janus.wsUrl, room: janusRoomId(callId), token: expect.any(String), participantId: expect.any(Number) });
     expect(body.iceServers[0]!.urls).toEqual(['turn:turn.example.org:3478?transport=udp']);
     expect(body.sfu.token.startsWith(`${body.expiresAtMs / 1000},janus,janus.plugin.videoroom,`)).toBe(true);
     const forCallee = (await mediaSession(callee, callId)).json as SfuReply;
@@ -104,7 +92,7 @@ describe('the room follows the call', () => {
     const { callId } = await relayedAcceptedCall();
     const counts: Record<string, number> = {};
     const sfu = directSfu(counts);
-    const handler = roomKeeper(sfu, silent);
+    const handler = roomKeeper(sfu, 'sfu', silent);
     const record = { callId, state: 'accepted', acceptedAtMs: Date.now() } as CallRecord;
     const change: CallChange = { entryId: '1-0', shard: 0, kind: 'answered', atMs: Date.now(), call: record };
     const reads = { pushRegistrations: new Map(), calls: new Map() };

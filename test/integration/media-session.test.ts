@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
 import { acceptedCall, answer, device, end, expectJson, expectProblem, getCall, ringingCall, sibling, type Device } from '../support/fixtures.js';
 import type { ApiResponse } from '../support/http.js';
+import { groupCall } from '../support/groupCall.js';
 
 /**
  * POST /v1/calls/{id}/media-session (docs/protocol.md "Media session",
@@ -157,5 +158,19 @@ describe('MEDIA_SESSION_ANSWERS=true: the callee’s media-session request on a 
     const other = await ringingCall(answeringUrl, device(answeringUrl), callee);
     expectProblem(await mediaSession(callee, other.callId, { operationId }), 'idempotency_conflict', 'this operationId was already used with a different request');
     expect((await getCall(other.caller, other.callId)).text).toBe(other.created.text);
+  });
+});
+
+describe('a group call on a server without an SFU', () => {
+  it('its joined installations get 503 sfu_unavailable without retry-after (TURN alone cannot carry a group); the others are refused as ever; the call goes on', async () => {
+    const { callId, caller, members } = await groupCall(url, 2, { joined: 1 });
+    for (const d of [caller, members[0]!]) {
+      const res = await mediaSession(d, callId);
+      expectProblem(res, 'sfu_unavailable', /group calls need an SFU and this server has none configured/);
+      expect(res.headers.get('retry-after')).toBeNull();
+    }
+    expectProblem(await mediaSession(members[1]!, callId), 'forbidden', /this call is accepted/);
+    expectProblem(await mediaSession(device(url), callId), 'not_found', /call not found/);
+    expect((await getCall(caller, callId)).json.state).toBe('accepted');
   });
 });

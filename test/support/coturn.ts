@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes, randomInt } from 'node:crypto';
 import { waitUntil } from './wait.js';
@@ -12,7 +12,8 @@ import { terminate } from './processes.js';
  * A real coturn (`turnserver`, apt `coturn`) for tests: `use-auth-secret` with the secret the
  * server under test signs media-session credentials with (docs/api.md "Media session"), on a free
  * loopback port, relaying on loopback (allow-loopback-peers: both peers of a test are on this
- * machine). Ready once it answers a STUN binding request.
+ * machine), or on `relayIp` (the host's address, to reach Janus, whose media has no loopback
+ * candidates). Ready once it answers a STUN binding request.
  */
 
 export interface Coturn {
@@ -70,7 +71,16 @@ function stunAnswers(port: number, timeoutMs = 300): Promise<boolean> {
   });
 }
 
-export async function startCoturn(secret: string): Promise<Coturn> {
+/** This machine's first non-loopback IPv4 address (where Janus's media candidates are). */
+export function hostAddress(): string {
+  const address = Object.values(networkInterfaces())
+    .flat()
+    .find((i) => i?.family === 'IPv4' && !i.internal)?.address;
+  if (!address) throw new Error('no non-loopback IPv4 address on this machine');
+  return address;
+}
+
+export async function startCoturn(secret: string, opts: { relayIp?: string } = {}): Promise<Coturn> {
   const port = await freeUdpTcpPort();
   const dir = mkdtempSync(join(tmpdir(), 'coturn-'));
   // A window of relay ports; coturn skips any that happen to be taken.
@@ -78,7 +88,7 @@ export async function startCoturn(secret: string): Promise<Coturn> {
   const args = [
     '-n',
     `--listening-ip=${HOST}`,
-    `--relay-ip=${HOST}`,
+    `--relay-ip=${opts.relayIp ?? HOST}`,
     `--listening-port=${port}`,
     `--min-port=${minPort}`,
     `--max-port=${minPort + 199}`,

@@ -6,6 +6,8 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { freePort } from './redis-server.js';
 import { waitUntil } from './wait.js';
 import { terminate } from './processes.js';
+import { JanusSfu } from '../../src/media/janus.js';
+import type { SfuObserver } from '../../src/media/sfu.js';
 
 /**
  * A real Janus (apt `janus`, 1.1.x) for tests, configured as docs/operations.md "SFU media"
@@ -194,4 +196,14 @@ export async function startJanus(shared: Partial<Pick<Janus, 'apiSecret' | 'toke
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A JanusSfu like the server's on `janus`, for the steps a relay would take; counts what it observes by op. */
+export function countingJanusSfu(janus: Janus, counts: Record<string, number>): JanusSfu {
+  const count = (k: string) => (counts[k] = (counts[k] ?? 0) + 1);
+  const observe: SfuObserver = { room: count, join: () => count('join'), kick: () => count('kick'), error: (op) => count(`error:${op}`) };
+  return new JanusSfu(
+    { instances: [{ url: janus.apiUrl, clientUrl: janus.wsUrl }], apiSecret: janus.apiSecret, tokenSecret: janus.tokenSecret, adminKey: janus.adminKey, maxPublishers: 16, timeoutMs: 1000 },
+    observe,
+  );
 }

@@ -23,29 +23,41 @@ async function post(url: string, body: Record<string, unknown>): Promise<Reply> 
 /** How a join went: `joined`, or the error code of Janus (403: token refused) or of VideoRoom (433: not allowed, 426: no such room). */
 export type JoinOutcome = { joined: true } | { joined: false; code: number; stage: 'session' | 'attach' | 'join' };
 
-/** Joins `room` as a publisher with `token` as the session token and the VideoRoom join token. */
-export async function joinRoom(apiUrl: string, room: number, token: string): Promise<JoinOutcome> {
+/** Joins `room` as a publisher with `token` as the session token and the VideoRoom join token, then leaves. */
+export async function joinRoom(apiUrl: string, room: number, token: string, id?: number): Promise<JoinOutcome> {
+  const { outcome, leave } = await stayInRoom(apiUrl, room, token, id);
+  await leave();
+  return outcome;
+}
+
+/** Joins as `joinRoom` does (as publisher `id`, when given) and stays until `leave()`. */
+export async function stayInRoom(apiUrl: string, room: number, token: string, id?: number): Promise<{ outcome: JoinOutcome; leave: () => Promise<void> }> {
   const session = await post(apiUrl, { janus: 'create', token });
-  if (session.janus !== 'success') return { joined: false, code: session.error!.code, stage: 'session' };
+  if (session.janus !== 'success') return { outcome: { joined: false, code: session.error!.code, stage: 'session' }, leave: async () => {} };
   const sessionUrl = `${apiUrl}/${session.data!.id}`;
-  try {
-    const handle = await post(sessionUrl, { janus: 'attach', plugin: 'janus.plugin.videoroom', token });
-    if (handle.janus !== 'success') return { joined: false, code: handle.error!.code, stage: 'attach' };
-    const ack = await post(`${sessionUrl}/${handle.data!.id}`, { janus: 'message', token, body: { request: 'join', ptype: 'publisher', room, token, display: 'test' } });
-    if (ack.janus === 'error') return { joined: false, code: ack.error!.code, stage: 'join' };
-    // The join is answered asynchronously: long-poll the session for the plugin's event.
-    for (;;) {
-      const res = await fetch(`${sessionUrl}?maxev=1&token=${encodeURIComponent(token)}`);
-      const ev = (await res.json()) as Reply;
-      if (ev.janus === 'keepalive') continue;
-      if (ev.janus === 'error') return { joined: false, code: ev.error!.code, stage: 'join' };
-      const data = ev.plugindata?.data;
-      if (!data) continue;
-      if (data.videoroom === 'joined') return { joined: true };
-      if (typeof data.error_code === 'number') return { joined: false, code: data.error_code, stage: 'join' };
-    }
-  } finally {
-    await post(sessionUrl, { janus: 'destroy', token }).catch(() => {});
+  const leave = async () => void (await post(sessionUrl, { janus: 'destroy', token }).catch(() => {}));
+  const outcome = await joined(sessionUrl, room, token, id).catch(async (err: unknown) => {
+    await leave();
+    throw err;
+  });
+  return { outcome, leave };
+}
+
+async function joined(sessionUrl: string, room: number, token: string, id: number | undefined): Promise<JoinOutcome> {
+  const handle = await post(sessionUrl, { janus: 'attach', plugin: 'janus.plugin.videoroom', token });
+  if (handle.janus !== 'success') return { joined: false, code: handle.error!.code, stage: 'attach' };
+  const ack = await post(`${sessionUrl}/${handle.data!.id}`, { janus: 'message', token, body: { request: 'join', ptype: 'publisher', room, token, display: 'test', ...(id === undefined ? {} : { id }) } });
+  if (ack.janus === 'error') return { joined: false, code: ack.error!.code, stage: 'join' };
+  // The join is answered asynchronously: long-poll the session for the plugin's event.
+  for (;;) {
+    const res = await fetch(`${sessionUrl}?maxev=1&token=${encodeURIComponent(token)}`);
+    const ev = (await res.json()) as Reply;
+    if (ev.janus === 'keepalive') continue;
+    if (ev.janus === 'error') return { joined: false, code: ev.error!.code, stage: 'join' };
+    const data = ev.plugindata?.data;
+    if (!data) continue;
+    if (data.videoroom === 'joined') return { joined: true };
+    if (typeof data.error_code === 'number') return { joined: false, code: data.error_code, stage: 'join' };
   }
 }
 

@@ -44,7 +44,7 @@ describe('CPU profile by stage', () => {
   });
 
   it('names the stages by folder and file', () => {
-    expect(stageOf('src/http/router.ts')).toBe('HTTP parse and auth');
+    expect(stageOf('src/http/router.ts')).toBe('HTTP parse, auth and response');
     expect(stageOf('src/calls/store.ts')).toBe('script call');
     expect(stageOf('src/gateway/gateway.ts')).toBe('live publish (gateway)');
     expect(stageOf('src/webhooks/publisher.ts')).toBe('webhook enqueue and delivery');

@@ -46,7 +46,7 @@ describe('code samples', () => {
     expect(count('shell', 'docs/api.md')).toBeGreaterThanOrEqual(2);
     expect(count('shell', 'docs/server-api.md')).toBeGreaterThanOrEqual(5);
     expect(count('program', 'docs/api.md')).toBe(1);
-    expect(count('program', 'packages/client/README.md')).toBe(1);
+    expect(count('program', 'packages/client/README.md')).toBe(2);
     expect(count('webhook-receiver', 'docs/webhooks.md')).toBe(1);
     expect(count('config')).toBe(2);
   });

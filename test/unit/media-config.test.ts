@@ -29,7 +29,24 @@ describe('media configuration', () => {
   it('p2p by default: no SFU for one-to-one calls', () => {
     const c = loadConfig(base);
     expect(c.MEDIA_MODE).toBe('p2p');
-    expect(sfuOf({ mode: c.MEDIA_MODE, sfu: createSfu(c, new Metrics()) })).toBeUndefined();
+    expect(sfuOf({ mode: c.MEDIA_MODE, sfu: createSfu(c, new Metrics()) }, {})).toBeUndefined();
+  });
+
+  it('group calls go through the configured SFU whatever MEDIA_MODE says, and get TURN only when none is configured', () => {
+    const group = { group: { title: '', members: [] } };
+    const p2pWithJanus = loadConfig({ ...janus, MEDIA_MODE: 'p2p' });
+    const media = { mode: p2pWithJanus.MEDIA_MODE, sfu: createSfu(p2pWithJanus, new Metrics()) };
+    expect(sfuOf(media, group)?.kind).toBe('janus');
+    expect(sfuOf(media, {})).toBeUndefined();
+    const sfuMode = loadConfig(janus);
+    expect(sfuOf({ mode: sfuMode.MEDIA_MODE, sfu: createSfu(sfuMode, new Metrics()) }, {})?.kind).toBe('janus');
+    expect(sfuOf({ mode: 'p2p', sfu: createSfu(loadConfig(base), new Metrics()) }, group)).toBeUndefined();
+  });
+
+  it('with MEDIA_MODE=p2p, some SFU settings without the others are a start error, not TURN only for group calls', () => {
+    expect(() => loadConfig({ ...janus, MEDIA_MODE: 'p2p', JANUS_ADMIN_KEY: '' })).toThrow(/JANUS_ADMIN_KEY: required with SFU=janus once any of JANUS_URLS, JANUS_API_SECRET, JANUS_TOKEN_SECRET, JANUS_ADMIN_KEY is given/);
+    expect(() => loadConfig({ ...base, SFU: 'livekit', LIVEKIT_URL: 'wss://lk.example.org' })).toThrow(/LIVEKIT_API_KEY: required with SFU=livekit once any of/);
+    expect(createSfu(loadConfig({ ...base, SFU: 'livekit' }), new Metrics())).toBeUndefined();
   });
 
   it('sfu with Janus needs its URLs and three secrets, and one client URL per instance', () => {

@@ -8,6 +8,7 @@ import { retryAfterMs } from '../../src/webhooks/deliverer.js';
 import { PRIVATE_RANGES } from '../../src/webhooks/privateNetwork.js';
 import { webhookBody, webhookId } from '../../src/webhooks/events.js';
 import { newSecret } from '../support/webhook-receiver.js';
+import { webhookSigner } from '../../src/webhooks/signature.js';
 import { Webhook as Signer } from 'standardwebhooks';
 
 /** WEBHOOKS and its neighbours (docs/webhooks.md "Configuration"), and the pieces of a delivery that need no server. */
@@ -151,6 +152,17 @@ describe('a delivery', () => {
     const headers = { 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(now.getTime() / 1000)), 'webhook-signature': new Signer(secret).sign('msg_1', now, body) };
     expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(body));
     expect(() => new Webhook(secret).verify(body.replace('abcdef', 'abcdeg'), headers)).toThrow();
+  });
+
+  it("the server's signature is the standardwebhooks package's, and svix verifies it", () => {
+    for (const s of [secret, newSecret(), newSecret()]) {
+      const now = new Date();
+      const seconds = Math.floor(now.getTime() / 1000);
+      const body = JSON.stringify({ type: 'call.ended', timestamp: now.toISOString(), data: { callId: `c-${s.slice(-6)}`, note: 'ünïcode ✓' } });
+      const signature = webhookSigner(s)('msg_2', seconds, body);
+      expect(signature).toBe(new Signer(s).sign('msg_2', now, body));
+      expect(new Webhook(s).verify(body, { 'webhook-id': 'msg_2', 'webhook-timestamp': String(seconds), 'webhook-signature': signature })).toEqual(JSON.parse(body));
+    }
   });
 
   it('retry-after: seconds or an HTTP date; anything else counts as none', () => {

@@ -12,6 +12,7 @@ import type {
   PushTokenKind,
   PushTokenRegistration,
   RequestEndReason,
+  RingingVia,
 } from './types.js';
 import { EventFilter } from './eventFilter.js';
 import { SignalingUnavailableError, type SignalingClient } from './signaling.js';
@@ -19,8 +20,8 @@ import { SignalingUnavailableError, type SignalingClient } from './signaling.js'
 /**
  * A typed client for the HTTP API (docs/api.md "API"). Every mutating call carries an operationId
  * (generated unless given), so retrying the same call after a timeout is safe. With `signaling`,
- * the call commands (answer, end, rename, sendMessage) go over its socket while it is open, and
- * over HTTP otherwise (docs/signaling.md "Commands").
+ * the call commands (answer, end, rename, sendMessage, invite, ringing) go over its socket while
+ * it is open, and over HTTP otherwise (docs/signaling.md "Commands").
  */
 
 export class ProblemError extends Error {
@@ -44,7 +45,7 @@ export interface ClientOptions {
   /** Defaults to the global fetch (browsers, Node 20+). */
   fetch?: FetchLike | ((url: string, init: never) => Promise<unknown>);
   /**
-   * Sends answer, end, rename and sendMessage as frames while this client's socket is open (no
+   * Sends answer, end, rename, sendMessage, invite and ringing as frames while this client's socket is open (no
    * HTTP round trip). A command the socket could not carry (closed before the reply) is retried
    * over HTTP with the same operationId, which returns its original outcome if it had run.
    */
@@ -73,6 +74,33 @@ export class CallingClient {
     });
   }
 
+  /**
+   * Rings several users into one call (docs/group-calls.md "Creating one"): 1 to the server's
+   * GROUP_CALL_MAX_MEMBERS distinct users, not yourself. `title` is the invitation's displayName.
+   */
+  createGroupCall(input: { calleeUserIds: string[]; title?: string; callId?: string; video?: boolean; operationId?: string }): Promise<CallSnapshot> {
+    return this.request('POST', '/v1/calls', {
+      callId: input.callId ?? randomId(),
+      calleeUserIds: input.calleeUserIds,
+      ...(input.title !== undefined ? { title: input.title } : {}),
+      video: input.video ?? false,
+      operationId: input.operationId ?? randomId(),
+    });
+  }
+
+  /** Rings more users into a live group call, from this installation in it (docs/group-calls.md "Inviting more"). */
+  invite(callId: string, input: { userIds: string[]; operationId?: string }): Promise<CallSnapshot> {
+    return this.command('invite', 'invite', callId, { userIds: input.userIds, operationId: input.operationId ?? randomId() });
+  }
+
+  /**
+   * A ringing receipt: this installation shows the incoming call, which reached it by `via`
+   * (docs/group-calls.md "Ringing receipts"). The caller's installations get `call.ringing`.
+   */
+  ringing(callId: string, input: { via: RingingVia; operationId?: string }): Promise<CallSnapshot> {
+    return this.command('ringing', 'ringing', callId, { via: input.via, operationId: input.operationId ?? randomId() });
+  }
+
   answer(callId: string, input: { installationId: string; expectedRevision?: string; operationId?: string }): Promise<CallSnapshot> {
     return this.command('answer', 'answer', callId, {
       installationId: input.installationId,
@@ -81,8 +109,17 @@ export class CallingClient {
     });
   }
 
-  end(callId: string, input: { reason: RequestEndReason; operationId?: string }): Promise<CallSnapshot> {
-    return this.command('end', 'end', callId, { reason: input.reason, operationId: input.operationId ?? randomId() });
+  /**
+   * Hangs up, declines or cancels. In a group call a member leaves with it; the caller, from its
+   * installation in the call, ends it for everyone with `forAll` (docs/group-calls.md "Leaving,
+   * declining, cancelling").
+   */
+  end(callId: string, input: { reason: RequestEndReason; forAll?: boolean; operationId?: string }): Promise<CallSnapshot> {
+    return this.command('end', 'end', callId, {
+      reason: input.reason,
+      operationId: input.operationId ?? randomId(),
+      ...(input.forAll !== undefined ? { forAll: input.forAll } : {}),
+    });
   }
 
   rename(callId: string, input: { displayName: string; operationId?: string }): Promise<CallSnapshot> {

@@ -176,9 +176,9 @@ export class SignalingClient {
 
   /**
    * Sends a call command as a frame (docs/signaling.md "Commands": `answer`, `end`, `rename`,
-   * `message`; `body` is its HTTP route's body) and resolves with the reply: its route's status
-   * and body, a problem included. Rejects with SignalingUnavailableError when the socket is not
-   * open, closes before the reply, or no reply comes within `timeoutMs`.
+   * `message`, `invite`, `ringing`; `body` is its HTTP route's body) and resolves with the reply:
+   * its route's status and body, a problem included. Rejects with SignalingUnavailableError when
+   * the socket is not open, closes before the reply, or no reply comes within `timeoutMs`.
    */
   command(type: string, callId: string, body: { operationId: string } & Record<string, unknown>, timeoutMs = 10_000): Promise<CommandReply> {
     const ws = this.ws;

@@ -19,6 +19,25 @@ export type RequestEndReason = EndReason;
 
 export type CallState = 'ringing' | 'accepted' | 'ended';
 
+/** A group call member's state (docs/group-calls.md "Member states"). */
+export type MemberState = 'invited' | 'ringing' | 'joined' | 'declined' | 'missed' | 'busy' | 'left';
+
+/** One member of a group call, as its snapshot lists it (docs/group-calls.md "Snapshot"). */
+export interface CallParticipant {
+  userId: string;
+  state: MemberState;
+  /** The installation in the call (joined), or that was (left). */
+  installationId?: string;
+  invitedAtMs?: number;
+  /** While invited or ringing: when its ring window closes. */
+  ringUntilMs?: number;
+  joinedAtMs?: number;
+  leftAtMs?: number;
+}
+
+/** How an invitation reached the installation that sends a ringing receipt. */
+export type RingingVia = 'socket' | 'apns' | 'fcm';
+
 export interface CallSnapshot {
   schemaVersion: 1;
   callId: string;
@@ -34,6 +53,13 @@ export interface CallSnapshot {
   acceptedAtMs?: number;
   endedAtMs?: number;
   endReason?: EndReason;
+  /** A group call only: its title, `""` when it has none. A one-to-one snapshot has no title. */
+  title?: string;
+  /**
+   * A group call only: the caller first, then every member in invitation order (`calleeUserId`
+   * is then `""`). A one-to-one snapshot has no participants.
+   */
+  participants?: CallParticipant[];
 }
 
 interface EventCommon {
@@ -71,7 +97,25 @@ export interface RenamedPayload extends EventCommon {
   displayName: string;
 }
 
-export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload;
+/** An invitee's phone shows the call: its first ringing receipt (one-to-one calls too), sent to the caller's installations. */
+export interface RingingPayload extends EventCommon {
+  type: 'call.ringing';
+  occurredAtMs: number;
+  /** The invitee whose phone rings. */
+  userId: string;
+}
+
+/** A group call member's state changed (docs/group-calls.md "Events"). */
+export interface ParticipantPayload extends EventCommon {
+  type: 'call.participant';
+  occurredAtMs: number;
+  userId: string;
+  state: MemberState;
+  /** The member's installation in the call, once joined. */
+  installationId?: string;
+}
+
+export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload;
 
 export interface IceServer {
   urls: string[];
@@ -79,7 +123,7 @@ export interface IceServer {
   credential?: string;
 }
 
-/** The call's room on its SFU and this installation's credential for it (server with MEDIA_MODE=sfu). */
+/** The call's room on its SFU and this installation's credential for it (a group call, or a one-to-one call with MEDIA_MODE=sfu). */
 export interface SfuAccess {
   /** `janus`: Janus's VideoRoom over its WebSocket API; `livekit`: a LiveKit server. */
   kind: 'janus' | 'livekit';
@@ -88,6 +132,8 @@ export interface SfuAccess {
   room: number | string;
   /** For this installation and this room only, until `expiresAtMs`. */
   token: string;
+  /** Janus: the publisher `id` to join with (the server kicks it when the installation leaves the call). */
+  participantId?: number;
 }
 
 /** POST /v1/calls/{id}/media-session; `iceServers` is empty when the server has no TURN_URLS. */

@@ -16,9 +16,11 @@ import type { SfuAccess } from '../../media/sfu.js';
  * POST /v1/calls/{id}/media-session: short-lived TURN credentials for a participant of an
  * accepted call: the caller's calling installation or the answering installation. With
  * MEDIA_SESSION_ANSWERS, the callee's request on a ringing call is its answer claim (docs/protocol.md "Media session").
- * In `sfu` mode (MEDIA_MODE) also the `sfu` member: the call's room and a credential for this
- * installation only (docs/api.md "Media session"); an SFU that fails answers 503
- * `sfu_unavailable` and leaves the call as it is.
+ * A group call (always, when an SFU is configured) and a one-to-one call in `sfu` mode
+ * (MEDIA_MODE) also get the `sfu` member: the call's room and a credential for this installation
+ * only (docs/api.md "Media session"); an SFU that fails answers 503 `sfu_unavailable` and leaves
+ * the call as it is. In a group call only a member's joined installation gets credentials, and
+ * without a configured SFU it gets 503 `sfu_unavailable` (docs/group-calls.md "Media").
  */
 export function mediaSessionRoute(deps: ApiDeps): Route {
   const { config } = deps;
@@ -58,22 +60,32 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
       urls: config.TURN_URLS,
       secret: config.TURN_SECRET,
     });
-    const sfu = sfuOf(deps.media);
-    if (!sfu) return { status: 200, body: JSON.stringify(creds) };
+    const sfu = sfuOf(deps.media, call);
+    if (!sfu) {
+      // TURN alone cannot carry a group's media: nothing relays offers among its devices.
+      if (call.group) throw errors.noSfu();
+      return { status: 200, body: JSON.stringify(creds) };
+    }
+    const participant = { callId, userId: me.userId, installationId: me.installationId };
     let access: SfuAccess;
     try {
-      access = await sfu.admit({ callId, userId: me.userId, installationId: me.installationId }, creds.expiresAtMs);
+      access = await sfu.admit(participant, creds.expiresAtMs);
     } catch {
       // Counted by the adapter (sfu_errors_total); the 503 is logged as a failed request.
       throw errors.sfuUnavailable();
     }
-    // The call may have ended while the room was being opened, and the relay removed the room
-    // before this request made it again: then this request removes it and admits no one.
+    // The call may have ended, or this member left it, while the credential was being issued, and
+    // the relay emptied or removed the room before this request added to it: then this request
+    // takes back what it did and admits no one. Best effort: should it fail, the credential
+    // expires with the media session, and an ended call's room is private and empty.
     const after = await deps.calls.read(callId, me.userId);
     if (after.kind !== 'failure' && after.call.state === 'ended') {
-      // Best effort: should it fail, the room is empty, private, and gone with Janus's next restart.
       await sfu.closeRoom?.(callId).catch(() => {});
       throw notInCall('ended');
+    }
+    if (after.kind !== 'failure' && inCallInstallation(after.call, me.userId) !== me.installationId) {
+      await sfu.evict?.(callId, [participant]).catch(() => {});
+      throw notInCall(after.call.state);
     }
     return { status: 200, body: JSON.stringify({ ...creds, sfu: access }) };
   });

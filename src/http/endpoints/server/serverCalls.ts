@@ -20,6 +20,15 @@ export function serverCallRoutes(auth: ServerAuth, deps: { calls: CallStore; his
       if (!r) throw errors.notFound('no call with this callId');
       return { status: 200, body: JSON.stringify(r) };
     }),
+    // Remove a member from a group call (docs/server-api.md "Remove a participant"); a retry is safe.
+    serverRoute(auth, 'del', '/v1/server/calls/:id/participants/:userId', async (ctx) => {
+      const r = await deps.calls.removeMember(parseParam('id', ctx.params[0]!, opaqueId), parseParam('userId', ctx.params[1]!, principalId));
+      if ('failure' in r) {
+        if (r.failure === 'not_group') throw errors.invalidRequest('this is a one-to-one call: end it instead');
+        throw errors.notFound(r.failure === 'not_found' ? 'no call with this callId' : 'this user is not a member of the call');
+      }
+      return { status: 200, body: JSON.stringify(r) };
+    }),
     serverRoute(auth, 'get', '/v1/server/calls/:id', async (ctx) => {
       const call = await deps.calls.peek(parseParam('id', ctx.params[0]!, opaqueId));
       if (!call) throw errors.notFound('no call with this callId (or it is past CALL_RETENTION_MS)');

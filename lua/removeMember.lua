@@ -1,0 +1,47 @@
+--[[
+  Removes a member from a group call on request of the app's backend (docs/server-api.md "Remove
+  a participant"): a member in the call or still ringing is out (`left`, `removedFrom` keeping
+  what it was doing), told `call.ended` `remoteEnded`, and the others get `call.participant`; a
+  call left with fewer than two in it ends (lua/includes/groupRules.lua). The caller removed before
+  anyone joined cancels the call, as its own end would.
+
+  KEYS[1] callKey
+  KEYS[2] outboxKey
+  KEYS[3] ringingKey
+
+  ARGV[1] userId       the member to remove
+  ARGV[2] retention    "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[3] liveChannel  on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster
+
+  Returns
+    { 'removed', fields }    this request removed the member
+    { 'unchanged', fields }  the member was already out, or the call has ended
+    { 'error', 'not_found' | 'not_group' | 'not_member' }
+]]
+local callKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3]
+local userId = ARGV[1]
+
+--@include "retention"
+--@include "nowMs"
+--@include "callRecord"
+--@include "expireIfDue"
+--@include "groupRules"
+
+local retention = parseRetention(ARGV[2])
+local call = loadCall(callKey)
+if not call then return { 'error', 'not_found' } end
+if not isGroup(call) then return { 'error', 'not_group' } end
+local m = memberOf(call, userId)
+if not m then return { 'error', 'not_member' } end
+call.live = ARGV[3]
+local now = nowMs()
+expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
+if call.values.state == 'ended' or not (m.state == 'joined' or isRinging(m)) then
+  return { 'unchanged', callFieldList(call) }
+end
+if m.userId == call.values.callerUserId and call.values.state == 'ringing' then
+  -- The caller removed before anyone joined: the call is cancelled, as by the caller.
+  return { 'removed', endCallNow(callKey, call, outboxKey, ringingKey, now, 'localHangup', 'caller', '', retention) }
+end
+m.removedFrom, m.state, m.leftAtMs = m.state, 'left', now
+return { 'removed', memberChange(callKey, call, outboxKey, ringingKey, now, retention, { userId }) }
