@@ -38,9 +38,7 @@
     { 'error', 'idempotency_conflict' | 'call_exists' }
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local callId, callerUserId, callerInstallationId = ARGV[1], ARGV[2], ARGV[3]
-local callerDisplayName, callerHandle, calleeUserId = ARGV[4], ARGV[5], ARGV[6]
-local video = ARGV[7]
+local callId, calleeUserId = ARGV[1], ARGV[6]
 --@include "retention"
 local ringTimeoutMs, retention, operationTtlMs = tonumber(ARGV[8]), parseRetention(ARGV[9]), tonumber(ARGV[10])
 local fingerprint = ARGV[11]
@@ -52,24 +50,14 @@ local busy = ARGV[12] == '1'
 --@include "appendOutbox"
 --@include "endCallNow"
 --@include "openCreate"
+--@include "newCall"
 
 local opening = openCreate(callKey, opKey, fingerprint, operationTtlMs, KEYS[5], ARGV[13])
 if opening then return opening end
 
 local now = nowMs()
 local call = { names = {}, values = {}, trace = ARGV[15], live = ARGV[14] }
-setCallFields(callKey, call,
-  'callId', callId,
-  'state', 'ringing',
-  'revision', '1',
-  'callerUserId', callerUserId,
-  'callerInstallationId', callerInstallationId,
-  'callerDisplayName', callerDisplayName,
-  'callerHandle', callerHandle,
-  'calleeUserId', calleeUserId,
-  'video', video,
-  'createdAtMs', fmtInt(now),
-  'expiresAtMs', fmtInt(now + ringTimeoutMs))
+setNewCall(callKey, call, now, ringTimeoutMs, calleeUserId)
 local fields
 if busy then
   -- Born ended: revision 2, one `ended` change in the outbox and no `created` (nothing rings).

@@ -3,18 +3,11 @@
   with its idempotency record, its outbox entry (one `created` change: the relay invites every
   invitee not busy) and its ring timer.
 
-  KEYS[1] callKey     the call hash
-  KEYS[2] opKey       this operation's idempotency record
-  KEYS[3] outboxKey   the call shard's outbox stream
-  KEYS[4] ringingKey  the call shard's ring index (lua/expireDue.lua)
-  KEYS[5] bindingKey  on a single Redis, the caller's operationId binding, taken here
-                      (lua/includes/operationRecord.lua bindOperation); absent on a cluster
+  KEYS[1..5] as lua/createCall.lua: the call hash, this operation's idempotency record, the call
+  shard's outbox stream and ring index, and on a single Redis the caller's operationId binding
 
-  ARGV[1]  callId
-  ARGV[2]  callerUserId
-  ARGV[3]  callerInstallationId
-  ARGV[4]  callerDisplayName     (already cut to 256 UTF-8 bytes)
-  ARGV[5]  callerHandle
+  ARGV[1..5] as lua/createCall.lua: callId, callerUserId, callerInstallationId, callerDisplayName,
+           callerHandle
   ARGV[6]  invitees              JSON array of userIds (distinct, without the caller; checked by the API)
   ARGV[7]  video                 '1' or '0'
   ARGV[8]  ringTimeoutMs         each invitee's ring window
@@ -34,7 +27,7 @@
   When every invitee is busy, the call is created already ended (`busy`, by the system).
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local callId, callerUserId, callerInstallationId = ARGV[1], ARGV[2], ARGV[3]
+local callerUserId, callerInstallationId = ARGV[2], ARGV[3]
 --@include "retention"
 local ringTimeoutMs, retention, operationTtlMs = tonumber(ARGV[8]), parseRetention(ARGV[9]), tonumber(ARGV[10])
 local fingerprint = ARGV[11]
@@ -45,6 +38,7 @@ local fingerprint = ARGV[11]
 --@include "appendOutbox"
 --@include "groupRules"
 --@include "openCreate"
+--@include "newCall"
 
 local opening = openCreate(callKey, opKey, fingerprint, operationTtlMs, KEYS[5], ARGV[13])
 if opening then return opening end
@@ -61,21 +55,7 @@ for _, u in ipairs(cjson.decode(ARGV[6])) do
   end
 end
 local call = { names = {}, values = {}, trace = ARGV[16], live = ARGV[14], members = members }
-setCallFields(callKey, call,
-  'callId', callId,
-  'state', 'ringing',
-  'revision', '1',
-  'callerUserId', callerUserId,
-  'callerInstallationId', callerInstallationId,
-  'callerDisplayName', ARGV[4],
-  'callerHandle', ARGV[5],
-  'calleeUserId', '',
-  'video', ARGV[7],
-  'createdAtMs', fmtInt(now),
-  'expiresAtMs', fmtInt(now + ringTimeoutMs),
-  'kind', 'group',
-  'title', ARGV[15],
-  'members', cjson.encode(members))
+setNewCall(callKey, call, now, ringTimeoutMs, '', 'kind', 'group', 'title', ARGV[15], 'members', cjson.encode(members))
 local fields
 if countMembers(call, isRinging) == 0 then
   -- Everyone busy: born ended, as a one-to-one call to a busy callee is.

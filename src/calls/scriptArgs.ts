@@ -57,6 +57,11 @@ function requestKeys(s: StoreSettings, callKeys: string[], userId: string, opera
   return topology === 'single' ? [...callKeys, keys.operationBinding(s, userId, operationId)] : callKeys;
 }
 
+/** The keys of a request by a party of an existing call (answer, end, rename, invite, ringing). */
+function userRequestKeys(s: StoreSettings, i: { callId: string; userId: string; operationId: string }, topology: Topology): string[] {
+  return requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology);
+}
+
 /**
  * On a single Redis: the users' live channel template, with a NUL where the userId
  * goes, so the script publishes on the parties' channels itself: a change's early notice
@@ -74,6 +79,15 @@ export function liveChannelArg(s: KeySpace, topology: Topology): string {
  * script binds and finds that out itself (requestKeys).
  */
 export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
+  return createRequest(s, i, i.calleeUserId, calleeBusy ? '1' : '0', firstUse, topology);
+}
+
+/**
+ * The keys and ARGV createCall.lua and createGroupCall.lua share: the caller's fields, `callees`
+ * (the callee, the invitees' JSON), video, ring timeout, retention, op TTL, fingerprint, `busy`,
+ * firstUse, live channel, `more`.
+ */
+function createRequest(s: StoreSettings, i: Omit<CreateInput, 'calleeUserId'>, callees: string, busy: string, firstUse: boolean, topology: Topology, more: string[] = []): ScriptCall {
   return {
     keys: requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, topology),
     args: [
@@ -82,15 +96,16 @@ export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy 
       i.callerInstallationId,
       i.callerDisplayName,
       i.callerHandle,
-      i.calleeUserId,
+      callees,
       i.video ? '1' : '0',
       String(s.ringTimeoutMs),
       retentionArg(s),
       String(s.operationTtlMs),
       i.fingerprint,
-      calleeBusy ? '1' : '0',
+      busy,
       firstUse ? '1' : '0',
       liveChannelArg(s, topology),
+      ...more,
     ],
   };
 }
@@ -105,7 +120,7 @@ export interface RenameInput {
 
 export function renameCallKeysArgs(s: StoreSettings, i: RenameInput, topology: Topology = 'cluster'): ScriptCall {
   return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
+    keys: userRequestKeys(s, i, topology),
     args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall), liveChannelArg(s, topology)],
   };
 }
@@ -167,18 +182,24 @@ export interface AnswerInput {
 }
 
 export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
+  return installationRequest(s, i, i.expectedRevision ?? '', firstUse, topology);
+}
+
+/**
+ * The keys and ARGV answerCall.lua and endCall.lua share: userId, installationId, `what` (the
+ * expected revision, the reason), retention, op TTL, fingerprint, firstUse, live channel, `more`.
+ */
+function installationRequest(
+  s: StoreSettings,
+  i: Pick<AnswerInput, 'callId' | 'userId' | 'installationId' | 'operationId' | 'fingerprint'>,
+  what: string,
+  firstUse: boolean,
+  topology: Topology,
+  more: string[] = [],
+): ScriptCall {
   return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
-    args: [
-      i.userId,
-      i.installationId,
-      i.expectedRevision ?? '',
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      firstUse ? '1' : '0',
-      liveChannelArg(s, topology),
-    ],
+    keys: userRequestKeys(s, i, topology),
+    args: [i.userId, i.installationId, what, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0', liveChannelArg(s, topology), ...more],
   };
 }
 
@@ -194,46 +215,14 @@ export interface EndInput {
 }
 
 export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
-  return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
-    args: [
-      i.userId,
-      i.installationId,
-      i.reason,
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      firstUse ? '1' : '0',
-      liveChannelArg(s, topology),
-      i.forAll ? '1' : '0',
-    ],
-  };
+  return installationRequest(s, i, i.reason, firstUse, topology, [i.forAll ? '1' : '0']);
 }
 
 /** A group call's create (lua/createGroupCall.lua): the caller's fields, its invitees and title. */
 export type CreateGroupInput = Omit<CreateInput, 'calleeUserId'> & { inviteeUserIds: string[]; title: string };
 
 export function createGroupCallKeysArgs(s: StoreSettings, i: CreateGroupInput, busy: string[], firstUse = false, topology: Topology = 'cluster'): ScriptCall {
-  return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, topology),
-    args: [
-      i.callId,
-      i.callerUserId,
-      i.callerInstallationId,
-      i.callerDisplayName,
-      i.callerHandle,
-      JSON.stringify(i.inviteeUserIds),
-      i.video ? '1' : '0',
-      String(s.ringTimeoutMs),
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      JSON.stringify(busy),
-      firstUse ? '1' : '0',
-      liveChannelArg(s, topology),
-      i.title,
-    ],
-  };
+  return createRequest(s, i, JSON.stringify(i.inviteeUserIds), JSON.stringify(busy), firstUse, topology, [i.title]);
 }
 
 export interface InviteInput {
@@ -247,7 +236,7 @@ export interface InviteInput {
 
 export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[], topology: Topology = 'cluster'): ScriptCall {
   return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
+    keys: userRequestKeys(s, i, topology),
     args: [
       i.userId,
       i.installationId,
@@ -274,7 +263,7 @@ export interface RingingInput {
 
 export function ringingKeysArgs(s: StoreSettings, i: RingingInput, topology: Topology = 'cluster'): ScriptCall {
   return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.userId, i.operationId), i.userId, i.operationId, topology),
+    keys: userRequestKeys(s, i, topology),
     args: [i.userId, retentionArg(s), String(s.operationTtlMs), i.fingerprint, liveChannelArg(s, topology), i.via],
   };
 }

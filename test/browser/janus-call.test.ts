@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
-import { launchMediaBrowser } from './mediaBrowser.js';
-import { startStack, type Stack } from '../support/stack.js';
-import { startJanus, type Janus } from '../support/janus.js';
-import { startCoturn, type Coturn } from '../support/coturn.js';
+import { janusRigForFile } from './mediaBrowser.js';
+import type { Stack } from '../support/stack.js';
+import type { Janus } from '../support/janus.js';
 import { acceptedCall, end, expectJson, relayDone, type Device } from '../support/fixtures.js';
 import { janusRooms } from '../support/janusClient.js';
 import { waitUntil } from '../support/wait.js';
@@ -25,29 +24,11 @@ const TURN_SECRET = 'janus-browser-turn-secret-7c1d';
 const ks = { prefix: 'cb', shards: 8 };
 
 let janus: Janus;
-let coturn: Coturn;
 let stack: Stack;
 let browser: Browser;
 
-beforeAll(async () => {
-  [janus, coturn] = await Promise.all([startJanus(), startCoturn(TURN_SECRET)]);
-  stack = await startStack({
-    MEDIA_MODE: 'sfu',
-    JANUS_URLS: janus.apiUrl,
-    JANUS_CLIENT_URLS: janus.wsUrl,
-    JANUS_API_SECRET: janus.apiSecret,
-    JANUS_TOKEN_SECRET: janus.tokenSecret,
-    JANUS_ADMIN_KEY: janus.adminKey,
-    TURN_URLS: coturn.url,
-    TURN_SECRET,
-  });
-  browser = await launchMediaBrowser();
-}, 90_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await stack?.stop();
-  await Promise.all([janus?.stop(), coturn?.stop()]);
+janusRigForFile(TURN_SECRET, { env: { MEDIA_MODE: 'sfu' } }, (rig) => {
+  ({ janus, stack, browser } = rig);
 });
 
 /** A page on the server's origin (127.0.0.1: a secure context for getUserMedia) in the call through Janus. */

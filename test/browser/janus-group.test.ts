@@ -1,12 +1,12 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { launchMediaBrowser } from './mediaBrowser.js';
+import { janusRigForFile } from './mediaBrowser.js';
 import { janusPeerInPage, type JanusPeer } from './janusPeer.js';
-import { startStack, type Stack } from '../support/stack.js';
-import { startJanus, type Janus } from '../support/janus.js';
-import { hostAddress, startCoturn, type Coturn } from '../support/coturn.js';
+import type { Stack } from '../support/stack.js';
+import type { Janus } from '../support/janus.js';
+import { hostAddress } from '../support/coturn.js';
 import { answer, end, expectJson, relayDone, type Device } from '../support/fixtures.js';
 import { endForAll, groupCall } from '../support/groupCall.js';
 import { janusRooms, joinRoom } from '../support/janusClient.js';
@@ -36,28 +36,11 @@ const ks = { prefix: 'cb', shards: 8 };
 const REPO_ROOT = join(import.meta.dirname, '..', '..');
 
 let janus: Janus;
-let coturn: Coturn;
 let stack: Stack;
 let browser: Browser;
 
-beforeAll(async () => {
-  [janus, coturn] = await Promise.all([startJanus(), startCoturn(TURN_SECRET, { relayIp: hostAddress() })]);
-  stack = await startStack({
-    JANUS_URLS: janus.apiUrl,
-    JANUS_CLIENT_URLS: janus.wsUrl,
-    JANUS_API_SECRET: janus.apiSecret,
-    JANUS_TOKEN_SECRET: janus.tokenSecret,
-    JANUS_ADMIN_KEY: janus.adminKey,
-    TURN_URLS: coturn.url,
-    TURN_SECRET,
-  });
-  browser = await launchMediaBrowser();
-}, 90_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await stack?.stop();
-  await Promise.all([janus?.stop(), coturn?.stop()]);
+janusRigForFile(TURN_SECRET, { relayIp: hostAddress() }, (rig) => {
+  ({ janus, stack, browser } = rig);
 });
 
 interface Seat {

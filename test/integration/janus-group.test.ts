@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack } from '../support/stack.js';
-import { countingJanusSfu, startJanus, type Janus } from '../support/janus.js';
+import { countingJanusSfu, janusEnv, startJanus, type Janus } from '../support/janus.js';
 import { janusRooms, joinRoom, stayInRoom, videoroomAdmin } from '../support/janusClient.js';
 import { acceptedCall, answer, device, end, expectJson, expectProblem, getCall, relayDone, sibling, type Device } from '../support/fixtures.js';
 import { endForAll, groupCall } from '../support/groupCall.js';
@@ -32,11 +32,7 @@ const serverKey = newServerKey();
 beforeAll(async () => {
   janus = await startJanus();
   stack = await startStack({
-    JANUS_URLS: janus.apiUrl,
-    JANUS_CLIENT_URLS: janus.wsUrl,
-    JANUS_API_SECRET: janus.apiSecret,
-    JANUS_TOKEN_SECRET: janus.tokenSecret,
-    JANUS_ADMIN_KEY: janus.adminKey,
+    ...janusEnv(janus),
     JANUS_TIMEOUT_MS: '1000',
     TURN_URLS: 'turn:turn.example.org:3478?transport=udp',
     TURN_SECRET: 'turn-secret-for-janus-group-tests',

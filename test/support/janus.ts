@@ -129,6 +129,17 @@ cors: {}
 }
 
 /** Starts a Janus with fresh secrets, or with `shared` ones (several instances of one deployment). */
+/** A server's settings for this Janus (docs/operations.md "SFU media"): its API, its clients' WebSocket, and its secrets. */
+export function janusEnv(janus: Janus): Record<string, string> {
+  return {
+    JANUS_URLS: janus.apiUrl,
+    JANUS_CLIENT_URLS: janus.wsUrl,
+    JANUS_API_SECRET: janus.apiSecret,
+    JANUS_TOKEN_SECRET: janus.tokenSecret,
+    JANUS_ADMIN_KEY: janus.adminKey,
+  };
+}
+
 export async function startJanus(shared: Partial<Pick<Janus, 'apiSecret' | 'tokenSecret' | 'adminKey'>> = {}): Promise<Janus> {
   const dir = mkdtempSync(join(tmpdir(), 'janus-'));
   const secrets = {
