@@ -4,7 +4,7 @@ import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config
 /**
  * Two projects in one run:
  *  - `single`: every suite against a single redis-server per test file;
- *  - `cluster`: the lifecycle, signaling, push and timer suites again, each file against its own
+ *  - `cluster`: the lifecycle, signaling, push, timer and group call suites again, each file against its own
  *    local Redis Cluster of 3 primaries and 3 replicas (test/support/stack.ts, ON_CLUSTER), plus
  *    the cluster-only suites in test/cluster/ (failover, data spread).
  */
@@ -32,6 +32,9 @@ const CLUSTER_SUITES = [
   'test/integration/call-history.test.ts',
   'test/e2e/server-api.test.ts',
   'test/e2e/webhooks.test.ts',
+  'test/e2e/group-calls.test.ts',
+  'test/e2e/group-pushes.test.ts',
+  'test/e2e/group-model.test.ts',
   'test/cluster/**/*.test.ts',
 ];
 

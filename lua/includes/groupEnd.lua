@@ -11,12 +11,15 @@ local STATE_FOR_REASON = { busy = 'busy', unanswered = 'missed' }
 local function endForGroupMember(callKey, call, outboxKey, ringingKey, now, retention, userId, installationId, reason, forAll)
   local m = memberOf(call, userId)
   if m.userId == call.values.callerUserId then
+    -- The caller's own reason, as in a one-to-one call: `failed` when its side could not go on
+    -- (docs/protocol.md "End reasons"); any other end of its is a hang-up.
+    local callerReason = reason == 'failed' and 'failed' or 'localHangup'
     if call.values.state == 'ringing' then
-      return endCallNow(callKey, call, outboxKey, ringingKey, now, 'localHangup', 'caller', installationId, retention)
+      return endCallNow(callKey, call, outboxKey, ringingKey, now, callerReason, 'caller', installationId, retention)
     end
     if m.state ~= 'joined' or m.installationId ~= installationId then return nil end
     if forAll then
-      return endCallNow(callKey, call, outboxKey, ringingKey, now, 'localHangup', 'caller', installationId, retention)
+      return endCallNow(callKey, call, outboxKey, ringingKey, now, callerReason, 'caller', installationId, retention)
     end
   end
   if m.state == 'joined' then

@@ -1,5 +1,5 @@
 import { memberOf, wasAnswered, type CallRecord, type Member } from '../calls/model.js';
-import { reasonForSide } from '../calls/reasons.js';
+import { reasonForSide, type EndReason } from '../calls/reasons.js';
 import type { CallChange } from '../calls/change.js';
 import { endedPayload, invitationPayload, participantPayload, renamedPayload, ringingPayload } from './payloads.js';
 import type { Delivery } from './delivery.js';
@@ -24,13 +24,11 @@ export function groupDeliveriesFor(change: CallChange): Delivery[] {
     ...(except ? { except } : {}),
     stopsRinging: true,
   });
-  /** What a `member` change tells the member itself: its other installations stop ringing; one removed is told it is out. */
+  /** What a `member` change tells the member itself: its other installations stop ringing (stopsRinging); one removed is told it is out. */
   const toMember = (m: Member): Delivery[] => {
-    if (m.state === 'declined') return [stop(m, 'declined', m.byInstallationId)];
-    if (m.state === 'missed') return [stop(m, 'unanswered')];
     if (m.state === 'left' && m.removedFrom === 'joined') return [{ userId: m.userId, only: m.installationId, payload: endedPayload(call, atMs, 'remoteEnded', `ended.${m.userId}`) }];
     if (m.state === 'left' && m.removedFrom) return [stop(m, 'remoteEnded')];
-    return [];
+    return stopsRinging(m, stop);
   };
   switch (change.kind) {
     case 'created':
@@ -64,6 +62,20 @@ export function groupDeliveriesFor(change: CallChange): Delivery[] {
   }
 }
 
+/** What a member's phone reported when it ended its own ringing, by the state it left the member in. */
+const STOPPED_BY_PHONE = { declined: 'declined', busy: 'busy', missed: 'unanswered' } as const;
+
+/**
+ * A `member` change that stopped a member's ringing: its phone declined (or reported busy or
+ * unanswered), and its other installations are told that reason, as the callee's are in a
+ * one-to-one call (docs/protocol.md "End reasons"); or it rang out, and all are told `unanswered`.
+ */
+function stopsRinging(m: Member, stop: (m: Member, reason: EndReason, except?: string) => Delivery): Delivery[] {
+  if (m.state !== 'declined' && m.state !== 'busy' && m.state !== 'missed') return [];
+  if (m.byInstallationId) return [stop(m, STOPPED_BY_PHONE[m.state], m.byInstallationId)];
+  return m.state === 'missed' ? [stop(m, 'unanswered')] : [];
+}
+
 /** The end reaches every member that was ringing or in the call then, but the installation that ended it. */
 function endedDeliveries(call: CallRecord, atMs: number): Delivery[] {
   const by = call.endedBy ?? 'system';
@@ -71,7 +83,8 @@ function endedDeliveries(call: CallRecord, atMs: number): Delivery[] {
   return call.group!.members.flatMap((m): Delivery[] => {
     if (!m.endedIn) return [];
     const side = m.userId === call.callerUserId ? 'caller' : 'callee';
-    if (side === 'caller' && by === 'caller') return [];
+    // The caller's installation that ended it knows; its calling installation is told when another cancelled.
+    if (side === 'caller' && by === 'caller' && m.installationId === call.endedByInstallationId) return [];
     const payload = endedPayload(call, atMs, reasonForSide(reason, by, wasAnswered(call), side), `ended.${m.userId}`);
     if (m.endedIn === 'joined') return [{ userId: m.userId, only: m.installationId, payload }];
     return [{ userId: m.userId, payload, stopsRinging: true }];

@@ -5,7 +5,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { startServer, type TestServer } from '../support/server.js';
 import { connectTestRedis, keyspace } from '../support/fixtures.js';
 import { api } from '../support/http.js';
-import { ALLOWED_CLOSE_CODES, FUZZ_SERVER_ENV, checkRequest, frameArb, FUZZ_SHARDS, requestArb, seedCalls, sendFrames, trimOutboxes, type Distribution } from '../support/fuzz.js';
+import { ALLOWED_CLOSE_CODES, FUZZ_SERVER_ENV, checkRequest, frameArb, FUZZ_SHARDS, groupRoute, requestArb, seedCalls, sendFrames, trimOutboxes, type Distribution } from '../support/fuzz.js';
 
 /**
  * Fuzzing with fast-check (test/support/fuzz.ts has the generators and properties). In CI a few
@@ -47,18 +47,25 @@ async function settledKeyspace(redis: Redis): Promise<Record<string, string>> {
 describe('fuzz', () => {
   it(`HTTP: ${HTTP_RUNS} requests from every route with arbitrary and near-valid parts: no 5xx, problem+json errors, refusals change nothing`, async () => {
     const statuses: Distribution = new Map();
+    /** Group call requests that succeeded, by route (docs/group-calls.md). */
+    const groupDone = new Map<string, number>();
     const started = Date.now();
     const digest: { value?: string } = {};
     await fc.assert(
       fc.asyncProperty(requestArb, async (req) => {
         const status = await checkRequest(server.url, client, req, digest);
         statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        const group = groupRoute(req);
+        if (group && status < 300) groupDone.set(group, (groupDone.get(group) ?? 0) + 1);
       }),
       { numRuns: HTTP_RUNS, seed: process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : undefined },
     );
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     const table = [...statuses].sort(([a], [b]) => a - b).map(([s, n]) => `${s}: ${n}`).join(', ');
-    console.log(`fuzz HTTP: ${HTTP_RUNS} cases in ${seconds} s; statuses ${table}`);
+    console.log(`fuzz HTTP: ${HTTP_RUNS} cases in ${seconds} s; statuses ${table}; group calls done ${[...groupDone].map(([r, n]) => `${r}: ${n}`).join(', ')}`);
+    // Group calls were among them, past validation: created, and rung into or receipted.
+    expect(groupDone.get('create') ?? 0).toBeGreaterThan(0);
+    expect((groupDone.get('invite') ?? 0) + (groupDone.get('ringing') ?? 0)).toBeGreaterThan(0);
     // The generators reach past validation: some requests succeed, most are refused for many reasons.
     expect([...statuses.keys()].filter((s) => s < 300).length).toBeGreaterThanOrEqual(2);
     expect([...statuses.keys()].filter((s) => s >= 400).length).toBeGreaterThanOrEqual(5);

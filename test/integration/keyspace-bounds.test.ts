@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { answer, device, end, getCall, uid, type Device } from '../support/fixtures.js';
+import { answer, DEFAULT_CALL_SHARDS, device, end, getCall, relayDone, uid, type Device } from '../support/fixtures.js';
 import { stackForFile, type Stack } from '../support/stack.js';
 import { waitUntil } from '../support/wait.js';
-import { LONG_LIVED_KEYS } from '../../src/redis/keys.js';
+import { keys as keyNames, LONG_LIVED_KEYS } from '../../src/redis/keys.js';
 import { DAY_MS } from '../../src/calls/retention.js';
 
 /**
@@ -38,6 +38,27 @@ const kindOf = (key: string) =>
     .replace(/:(tok:[A-Za-z]+):.*/, ':$1:<hash>')
     .replace(/:(opb|rl:push|rl:msg):.*/, ':$1:*');
 
+/**
+ * A group call (docs/group-calls.md) through every member transition: created to the callee and
+ * two more, a receipt, a join, a decline, a late invite, a leave; it ends when the caller is left
+ * alone (the late invitee still ringing then misses it). Its keys live under the call's hash tag
+ * and in each member's own keys (history, busy markers).
+ */
+async function groupCallOfEveryTransition(caller: Device, callee: Device, url: string): Promise<{ callId: string; members: string[] }> {
+  const [decliner, late, ringing] = [device(url, uid('decliner')), uid('late'), uid('ringing')];
+  const callId = randomUUID();
+  const ok = (res: { status: number; text: string }, status = 200) => expect(res.status, res.text).toBe(status);
+  ok(await caller.api.post('/v1/calls', { callId, calleeUserIds: [callee.userId, decliner.userId, ringing], title: 'Group', operationId: uid('op') }), 201);
+  ok(await callee.api.post(`/v1/calls/${callId}/ringing`, { operationId: uid('op'), via: 'fcm' }));
+  ok(await answer(callee, callId));
+  ok(await end(decliner, callId, 'declined'));
+  ok(await caller.api.post(`/v1/calls/${callId}/invite`, { operationId: uid('op'), userIds: [late] }));
+  const left = await end(callee, callId, 'localHangup');
+  ok(left);
+  expect(left.json.state, left.text).toBe('ended');
+  return { callId, members: [caller.userId, callee.userId, decliner.userId, ringing, late] };
+}
+
 describe('keyspace bounds', () => {
   let stack: Stack;
   stackForFile({ ROLES: 'api,gateway,worker' }, (s) => (stack = s));
@@ -70,6 +91,11 @@ describe('keyspace bounds', () => {
         expect((await end(caller, callId, 'localHangup')).status).toBe(200);
       }
     }
+
+    const group = await groupCallOfEveryTransition(caller, calleePhone, stack.url);
+    // The relay writes each member's history and busy markers: wait for it, so they are checked too.
+    await relayDone(stack.redis, { prefix: 'cb', shards: DEFAULT_CALL_SHARDS }, [group.callId]);
+    for (const u of group.members) expect(await stack.redis.exists(keyNames.userHistoryIndex({ prefix: 'cb', shards: DEFAULT_CALL_SHARDS }, u)), `${u}'s history`).toBe(1);
 
     const keys = await allKeys(stack.redis);
     expect(keys.length).toBeGreaterThan(0);
@@ -109,7 +135,7 @@ const SHORT = {
 const LONGEST_MS = 7 * Number(SHORT.EVENT_LOG_MAX_AGE_MS);
 const LIFECYCLES = 240;
 const PAIRS = 16;
-const ENDINGS = ['answered', 'declined', 'rungOut', 'cancelled'] as const;
+const ENDINGS = ['answered', 'declined', 'rungOut', 'cancelled', 'group', 'groupRungOut'] as const;
 
 describe('keyspace after short retention', () => {
   let stack: Stack;
@@ -127,6 +153,7 @@ describe('keyspace after short retention', () => {
   /** One call between a pair, ended the `i`th way; every third is renamed, every other answered one carries messages. */
   async function lifecycle(caller: Device, callee: Device, i: number): Promise<void> {
     const how = ENDINGS[i % ENDINGS.length]!;
+    if (how === 'group' || how === 'groupRungOut') return groupLifecycle(caller, callee, how === 'groupRungOut');
     const callId = randomUUID();
     const creator = device(how === 'rungOut' ? stack.url : longRingUrl, caller.userId, caller.installationId);
     const created = await creator.api.post('/v1/calls', { callId, calleeUserId: callee.userId, operationId: uid('op') });
@@ -155,6 +182,26 @@ describe('keyspace after short retention', () => {
     } else {
       await waitUntil('the ring timeout to end the call', async () => (await getCall(caller, callId)).json?.state === 'ended', 10_000);
     }
+  }
+
+  /**
+   * A group call between the pair and a third user: through the 45 s server, joined, rung into
+   * late and left (it ends when the caller is alone); or through the 1 s server, rung out.
+   */
+  async function groupLifecycle(caller: Device, callee: Device, rungOut: boolean): Promise<void> {
+    const callId = randomUUID();
+    const creator = device(rungOut ? stack.url : longRingUrl, caller.userId, caller.installationId);
+    const created = await creator.api.post('/v1/calls', { callId, calleeUserIds: [callee.userId, uid('third')], operationId: uid('op') });
+    expect(created.status, created.text).toBe(201);
+    if (rungOut) {
+      await waitUntil('the ring sweep to ring every member out', async () => (await getCall(caller, callId)).json?.state === 'ended', 10_000);
+      return;
+    }
+    expect((await answer(callee, callId)).status).toBe(200);
+    const invited = await caller.api.post(`/v1/calls/${callId}/invite`, { operationId: uid('op'), userIds: [uid('late')] });
+    expect(invited.status, invited.text).toBe(200);
+    const left = await end(callee, callId, 'localHangup');
+    expect([left.status, left.json?.state], left.text).toEqual([200, 'ended']);
   }
 
   it('a few hundred lifecycles of every ending leave, once the longest retention is over, the keyspace of before plus long-lived keys', async () => {

@@ -36,18 +36,27 @@ const VALID_TOKEN = tokenFor({ userId: USER, installationId: INSTALLATION, name:
 /** The server API key of the fuzz server (FUZZ_SERVER_ENV): the valid credential of /v1/server/ routes. */
 const SERVER_KEY = newServerKey();
 export const FUZZ_SERVER_ENV = { SERVER_API_KEYS: SERVER_KEY.hash };
-/** Calls the fuzz user may act on: created by `seedCalls` before the run (as caller and as callee). */
-export const KNOWN_CALLS = Array.from({ length: 8 }, () => randomUUID());
+/** A third user, the fuzz user's fellow invitee in group calls (docs/group-calls.md). */
+const THIRD = `fuzz-third-${randomUUID().slice(0, 8)}`;
+
+/**
+ * Calls the fuzz user may act on: created by `seedCalls` before the run (as caller and as
+ * callee); every other pair of them a group call (with OTHER and THIRD), so joins, receipts,
+ * invites and ends for all reach real group calls too.
+ */
+export const KNOWN_CALLS = Array.from({ length: 12 }, () => randomUUID());
 
 /** Creates KNOWN_CALLS: half from the fuzz user, half to it (so answers, ends and renames can succeed). */
 export async function seedCalls(baseUrl: string): Promise<void> {
   for (const [i, callId] of KNOWN_CALLS.entries()) {
     const asCaller = i % 2 === 0;
+    const group = i % 4 >= 2;
     const token = asCaller ? VALID_TOKEN : tokenFor({ userId: OTHER, installationId: `${OTHER}-phone` });
+    const callee = asCaller ? OTHER : USER;
     const res = await fetch(`${baseUrl}/v1/calls`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ callId, calleeUserId: asCaller ? OTHER : USER, operationId: randomUUID() }),
+      body: JSON.stringify({ callId, ...(group ? { calleeUserIds: [callee, THIRD], title: 'Fuzz group' } : { calleeUserId: callee }), operationId: randomUUID() }),
     });
     if (res.status !== 201) throw new Error(`seed call: ${res.status} ${await res.text()}`);
   }
@@ -70,6 +79,11 @@ const validBodies = (callee: string) => [
   { operationId: randomUUID(), installationId: INSTALLATION },
   { operationId: randomUUID(), reason: 'localHangup' },
   { operationId: randomUUID(), displayName: 'Name' },
+  // Group calls (docs/group-calls.md): a create, a late invite, a ringing receipt, an end for all.
+  { callId: randomUUID(), calleeUserIds: [callee, THIRD], title: 'Standup', operationId: randomUUID() },
+  { operationId: randomUUID(), userIds: [callee, THIRD] },
+  { operationId: randomUUID(), via: 'socket' },
+  { operationId: randomUUID(), reason: 'localHangup', forAll: true },
   { operationId: randomUUID(), payload: { sdp: 'v=0' } },
   { token: 'a'.repeat(64), appId: 'com.example.app', iosEnvironment: 'production' },
   {},
@@ -96,7 +110,7 @@ const bodyArb = fc.oneof(
 );
 
 const pathArb = fc.oneof(
-  fc.tuple(idArb, fc.constantFrom('answer', 'end', 'rename', 'media-session', 'messages', '')).map(([id, op]) => `/v1/calls/${encodeURIComponent(id)}${op ? `/${op}` : ''}`),
+  fc.tuple(idArb, fc.constantFrom('answer', 'end', 'rename', 'media-session', 'messages', 'invite', 'ringing', '')).map(([id, op]) => `/v1/calls/${encodeURIComponent(id)}${op ? `/${op}` : ''}`),
   fc.tuple(idArb, idArb).map(([inst, kind]) => `/v1/installations/${encodeURIComponent(inst)}/push-tokens/${encodeURIComponent(kind)}`),
   fc.tuple(fc.string({ maxLength: 80 }), fc.integer({ min: -5, max: 1000 })).map(([cursor, limit]) => `/v1/call-events?cursor=${encodeURIComponent(cursor)}&limit=${limit}`),
   fc.constantFrom('/v1/calls', '/v1/call-events', '/v1/calls/x/messages?afterSeq=-1', '/v1/calls/x/messages?afterSeq=abc', '/v1/openapi.json', '/healthz', '/readyz', '/nope', '/v1/'),
@@ -115,6 +129,13 @@ const ROUTES: { method: string; path: (callId: string) => string; body: () => ob
   { method: 'POST', path: (id) => `/v1/calls/${id}/answer`, body: () => ({ operationId: randomUUID(), installationId: INSTALLATION }) },
   { method: 'POST', path: (id) => `/v1/calls/${id}/end`, body: () => ({ operationId: randomUUID(), reason: 'localHangup' }) },
   { method: 'POST', path: (id) => `/v1/calls/${id}/rename`, body: () => ({ operationId: randomUUID(), displayName: 'Name' }) },
+  { method: 'POST', path: () => '/v1/calls', body: () => ({ callId: randomUUID(), calleeUserIds: [OTHER, THIRD], title: 'Standup', operationId: randomUUID() }) },
+  // Twice each: only the known group calls take them (a third of those the fuzz user is in).
+  ...[1, 2].flatMap(() => [
+    { method: 'POST', path: (id: string) => `/v1/calls/${id}/invite`, body: () => ({ operationId: randomUUID(), userIds: [THIRD] }) },
+    { method: 'POST', path: (id: string) => `/v1/calls/${id}/ringing`, body: () => ({ operationId: randomUUID(), via: 'fcm' }) },
+  ]),
+  { method: 'POST', path: (id) => `/v1/calls/${id}/end`, body: () => ({ operationId: randomUUID(), reason: 'localHangup', forAll: true }) },
   { method: 'POST', path: (id) => `/v1/calls/${id}/media-session`, body: () => ({}) },
   { method: 'POST', path: (id) => `/v1/calls/${id}/messages`, body: () => ({ operationId: randomUUID(), payload: { sdp: 'v=0' } }) },
   { method: 'GET', path: (id) => `/v1/calls/${id}/messages?afterSeq=0`, body: () => undefined },
@@ -172,6 +193,14 @@ const routeRequestArb = fc
 
 export const requestArb: fc.Arbitrary<FuzzRequest> = routeRequestArb;
 
+/** Which group call route a request is (a group create, a late invite, a ringing receipt), if one. */
+export function groupRoute(req: FuzzRequest): 'create' | 'invite' | 'ringing' | undefined {
+  if (req.method !== 'POST') return undefined;
+  if (req.path === '/v1/calls') return req.body?.includes('"calleeUserIds"') ? 'create' : undefined;
+  const op = /^\/v1\/calls\/[^/]+\/(invite|ringing)$/.exec(req.path)?.[1];
+  return op as 'invite' | 'ringing' | undefined;
+}
+
 /** Status counts of a run, for the report. */
 export type Distribution = Map<number, number>;
 
@@ -217,6 +246,8 @@ const COMMAND_BODIES: Record<string, () => object> = {
   answer: () => ({ operationId: randomUUID(), installationId: INSTALLATION }),
   end: () => ({ operationId: randomUUID(), reason: 'localHangup' }),
   rename: () => ({ operationId: randomUUID(), displayName: 'Name' }),
+  invite: () => ({ operationId: randomUUID(), userIds: [THIRD] }),
+  ringing: () => ({ operationId: randomUUID(), via: 'apns' }),
   message: () => ({ operationId: randomUUID(), payload: { sdp: 'v=0' } }),
 };
 const commandFrameArb = fc
