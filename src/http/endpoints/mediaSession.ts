@@ -31,8 +31,13 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
     let call = outcome.call;
     const side = sideOf(call, me.userId);
     if (!side) throw errors.callNotFound();
+    const sfu = sfuOf(deps.media, call);
+    // TURN alone cannot carry a group's media: nothing relays offers among its devices.
+    const noSfu = call.group !== undefined && !sfu;
 
     if (call.state === 'ringing' && side === 'callee' && config.MEDIA_SESSION_ANSWERS) {
+      // Refused before the claim, so a refusal changes nothing.
+      if (noSfu) throw errors.noSfu();
       // The answer claim: idempotent per installation unless the client names an operation.
       const operationId = body.operationId ?? `media-session.${me.installationId}`;
       outcome = await deps.calls.answer({
@@ -53,6 +58,7 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
       }
       throw notInCall(call.state);
     }
+    if (noSfu) throw errors.noSfu();
     const creds = mediaCredentials({
       userId: me.userId,
       nowMs: Date.now(),
@@ -60,12 +66,7 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
       urls: config.TURN_URLS,
       secret: config.TURN_SECRET,
     });
-    const sfu = sfuOf(deps.media, call);
-    if (!sfu) {
-      // TURN alone cannot carry a group's media: nothing relays offers among its devices.
-      if (call.group) throw errors.noSfu();
-      return { status: 200, body: JSON.stringify(creds) };
-    }
+    if (!sfu) return { status: 200, body: JSON.stringify(creds) };
     const participant = { callId, userId: me.userId, installationId: me.installationId };
     let access: SfuAccess;
     try {
