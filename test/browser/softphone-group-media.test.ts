@@ -9,6 +9,8 @@ import type { Janus } from '../support/janus.js';
 import { janusRooms, videoroomAdmin } from '../support/janusClient.js';
 import { tokenFor } from '../support/tokens.js';
 import { REPO_ROOT } from '../support/server.js';
+import { api } from '../support/http.js';
+import { newServerKey } from '../../src/auth/serverKeys.js';
 import { janusRoomId } from '../../src/media/janus.js';
 
 /**
@@ -17,7 +19,8 @@ import { janusRoomId } from '../../src/media/janus.js';
  * signed in by pasting session tokens), a real Redis, coturn and a real Janus: alice calls bob and
  * carol; as each joins, every page in the call shows one playing video tile per other participant,
  * labelled with its userId; carol leaves, her page tears its media down and the other two drop her
- * tile; alice ends the call for all and every tile goes. The page's CSP allows the Janus WebSocket
+ * tile; she is rung again and rejoins, then the server API removes her (Janus kicks her) and her
+ * tile goes again; alice ends the call for all and every tile goes. The page's CSP allows the Janus WebSocket
  * and nothing else besides the page's own server. The three pages in the call are screenshotted
  * into test-artifacts/.
  */
@@ -34,7 +37,9 @@ let janus: Janus;
 let stack: Stack;
 let browser: Browser;
 
-janusRigForFile(TURN_SECRET, { env: { DEMO: 'true' } }, (rig) => {
+const serverKey = newServerKey();
+
+janusRigForFile(TURN_SECRET, { env: { DEMO: 'true', SERVER_API_KEYS: serverKey.hash } }, (rig) => {
   ({ janus, stack, browser } = rig);
 });
 
@@ -83,7 +88,7 @@ async function participantsInRoom(room: number): Promise<number> {
 }
 
 describe('softphone group media through Janus', () => {
-  it('three pages: a playing tile per remote participant, labelled; carol leaves and her tile goes; end for all tears it down', async () => {
+  it('three pages: a playing tile per remote participant, labelled; carol leaves, rejoins, is removed, and her tile goes each time; end for all tears it down', async () => {
     const suffix = randomUUID().slice(0, 8);
     const [aliceId, bobId, carolId] = ['alice', 'bob', 'carol'].map((n) => `${n}-${suffix}`) as [string, string, string];
     const [alice, bob, carol] = await Promise.all([signedIn(aliceId, 'Alice'), signedIn(bobId, 'Bob'), signedIn(carolId, 'Carol')]);
@@ -113,6 +118,24 @@ describe('softphone group media through Janus', () => {
     await carol.waitForSelector('#end-reason[data-reason="localHangup"]');
     expect(await tiles(carol)).toEqual([]);
     expect(await carol.evaluate(() => window.softphone.state.call!.groupMedia)).toBeUndefined();
+    await showsPlaying(alice, [bobId]);
+    await showsPlaying(bob, [aliceId]);
+    await expect.poll(() => participantsInRoom(room)).toBe(2);
+
+    // Bob rings carol again; she joins with a new credential and the tiles come back. Then the
+    // app's backend removes her (server API): Janus kicks her, the others drop her tile again.
+    await bob.fill('#invite-users', carolId);
+    await bob.click('#invite-btn');
+    await carol.waitForSelector('#call-state[data-state="incoming"]');
+    await carol.click('#answer-btn');
+    await showsPlaying(alice, [bobId, carolId]);
+    await showsPlaying(bob, [aliceId, carolId]);
+    await showsPlaying(carol, [aliceId, bobId]);
+    const callId = await alice.evaluate(() => window.softphone.state.call!.id);
+    const removed = await api(stack.url, serverKey.key).del(`/v1/server/calls/${callId}/participants/${encodeURIComponent(carolId)}`);
+    expect(removed.status).toBe(200);
+    await carol.waitForSelector('#end-reason[data-reason="remoteEnded"]');
+    expect(await tiles(carol)).toEqual([]);
     await showsPlaying(alice, [bobId]);
     await showsPlaying(bob, [aliceId]);
     await expect.poll(() => participantsInRoom(room)).toBe(2);
