@@ -1,11 +1,12 @@
 // The softphone page (README "Browser softphone"): sign in, call a user by ID, ring with
 // answer/decline, WebRTC media negotiated over in-call messages, end reasons from each side, and
 // a signaling socket that resumes by cursor. Group calls (docs/group-calls.md): ring several
-// users, join, invite more, leave or end for all, with each member's state; no media (a group's
-// media goes through an SFU: docs/api.md "Media session").
+// users, join, invite more, leave or end for all, with each member's state; their media through
+// the SFU the server names (Janus: groupMedia.js, a tile per remote participant).
 import { Api, ProblemError, Signaling } from './api.js';
 import { MediaCall } from './media.js';
 import { GROUP_END_TEXT, Members, renderMembers, userIdsOf } from './group.js';
+import { GroupMedia } from './groupMedia.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -172,6 +173,7 @@ function handleEvent(e) {
       call.group = true;
       call.members.applyEvent(e);
       if (call.status === 'outgoing' && call.members.joinedBesides(state.session.userId) > 0) inCall(call);
+      call.groupMedia?.relabel();
       render();
       return;
     case 'call.accepted':
@@ -238,11 +240,50 @@ function applyGroup(call, snapshot) {
   call.members.applySnapshot(snapshot);
 }
 
-/** A group call without media: in the call once joined (the caller: once someone else joined). */
+/** A group call: in the call once joined (the caller: once someone else joined); its media through the SFU. */
 function inCall(call) {
   call.status = 'connected';
   call.everJoined = true;
   call.connectedAt = Date.now();
+  startGroupMedia(call);
+}
+
+/**
+ * Enters the group call's SFU room (docs/group-calls.md "Media"). Without an SFU the server
+ * answers 503 sfu_unavailable and the call goes on with signaling only.
+ */
+async function startGroupMedia(call) {
+  const note = (text) => ($('group-media-note').textContent = text);
+  note('Joining the media room…');
+  try {
+    const { iceServers, sfu } = await state.api.mediaSession(call.id);
+    if (isOver(call)) return;
+    if (sfu?.kind !== 'janus') return note(`This page speaks only to Janus; the server's SFU is ${sfu?.kind ?? 'none'}: no media, signaling only.`);
+    note('');
+    call.groupMedia = new GroupMedia({
+      sfu,
+      iceServers,
+      relayOnly: $('relay-only').checked,
+      video: call.video,
+      display: state.session.userId,
+      tiles: $('tiles'),
+      localVideo: $('group-local'),
+      // A tile says whose it is when the participants list has that member in the call.
+      label: (userId) => (call.members.byUser.get(userId)?.state === 'joined' ? userId : `${userId || '?'} (not in the list)`),
+      onState: (s) => {
+        $('media-state').dataset.state = s;
+        $('media-state').textContent = s === 'connected' ? 'media connected' : `media ${s}`;
+      },
+      onError: (err) => !isOver(call) && showError(err),
+    });
+    render();
+    await call.groupMedia.start();
+  } catch (err) {
+    if (isOver(call)) return;
+    if (err instanceof ProblemError && err.problem.code === 'sfu_unavailable') {
+      note(`No media: ${err.problem.detail ?? 'the server has no SFU for group calls'}. The call's signaling goes on.`);
+    } else showError(err);
+  }
 }
 
 /** Tells the caller this page shows the call (docs/group-calls.md "Ringing receipts"), and learns whether it is a group call. */
@@ -386,6 +427,8 @@ function finish(call, reason) {
   call.endReason = reason;
   call.media?.close();
   call.media = undefined;
+  call.groupMedia?.close();
+  call.groupMedia = undefined;
   $('local-video').classList.remove('on');
   render();
 }
@@ -434,6 +477,7 @@ function render() {
   $('group-call-btn').disabled = !!call && !isOver(call);
   $('callback-btn').hidden = status !== 'ended' || !call.peerUserId || call.group;
   $('members').hidden = !call?.group;
+  $('tiles').hidden = !call?.groupMedia;
   $('invite-form').hidden = !call?.group || (status !== 'connected' && !(status === 'outgoing' && call.role === 'caller'));
   if (call?.group) renderMembers($('participants'), call, state.session.userId);
   $('call-timer').textContent = '';
@@ -447,7 +491,7 @@ function render() {
     code.textContent = call.endReason ?? '';
     reason.append(code);
   }
-  if ((status !== 'connecting' && status !== 'connected') || call.group) {
+  if ((status !== 'connecting' && status !== 'connected') || (call.group && !call.groupMedia)) {
     $('media-state').dataset.state = 'none';
     $('media-state').textContent = 'no media';
   }

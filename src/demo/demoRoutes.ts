@@ -23,13 +23,19 @@ const TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 
-/** The page loads only its own files, and talks only to this server (HTTP and WebSocket). */
-const SECURITY_HEADERS = {
-  'content-security-policy': "default-src 'self'; connect-src 'self' ws: wss:; media-src 'self' blob: mediastream:; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
-  'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
-  'cache-control': 'no-store',
-};
+/**
+ * The page loads only its own files, and talks only to this server (HTTP and WebSocket: 'self'
+ * covers ws: and wss: to the page's own host) and to the SFU's client URLs (`connectTo`).
+ */
+function securityHeaders(connectTo: readonly string[]): Record<string, string> {
+  const connect = ["'self'", ...new Set(connectTo.map((u) => new URL(u).origin))].join(' ');
+  return {
+    'content-security-policy': `default-src 'self'; connect-src ${connect}; media-src 'self' blob: mediastream:; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'`,
+    'x-content-type-options': 'nosniff',
+    'referrer-policy': 'no-referrer',
+    'cache-control': 'no-store',
+  };
+}
 
 const tokenRequest = z.object({
   userId: principalId,
@@ -42,6 +48,8 @@ export interface DemoOptions {
   dir: string;
   /** The dev signing secret; undefined: no token endpoint (sign in by pasting a token). */
   devTokenSecret: string | undefined;
+  /** URLs besides this server's the page connects to: the Janus client URLs (JANUS_CLIENT_URLS) its group calls' media goes through. */
+  connectTo: readonly string[];
 }
 
 export function demoRoutes(opts: DemoOptions): Route[] {
@@ -51,10 +59,11 @@ export function demoRoutes(opts: DemoOptions): Route[] {
     const type = TYPES[extname(name)];
     if (type) files.set(name, { body: readFileSync(join(opts.dir, name), 'utf8'), type });
   }
+  const headers = securityHeaders(opts.connectTo);
   const serve = (name: string) => {
     const f = files.get(name);
     if (!f) return { status: 404, body: 'not found', contentType: 'text/plain; charset=utf-8' };
-    return { status: 200, body: f.body, contentType: f.type, headers: SECURITY_HEADERS };
+    return { status: 200, body: f.body, contentType: f.type, headers };
   };
   const routes: Route[] = [
     { method: 'get', pattern: '/demo', handler: () => ({ status: 302, headers: { location: '/demo/' } }) },

@@ -17,7 +17,7 @@ export function createSfu(config: Config, metrics: Metrics): Sfu | undefined {
     error: (op) => metrics.sfuErrors.inc({ sfu: config.SFU, op }),
   };
   if (config.SFU === 'janus' && config.JANUS_URLS.length > 0 && config.JANUS_API_SECRET && config.JANUS_TOKEN_SECRET && config.JANUS_ADMIN_KEY) {
-    const clientUrls = config.JANUS_CLIENT_URLS.length > 0 ? config.JANUS_CLIENT_URLS : config.JANUS_URLS;
+    const clientUrls = janusClientUrls(config);
     return new JanusSfu(
       {
         instances: config.JANUS_URLS.map((url, i) => ({ url, clientUrl: clientUrls[i]! })),
@@ -34,6 +34,11 @@ export function createSfu(config: Config, metrics: Metrics): Sfu | undefined {
     return new LiveKitSfu({ url: config.LIVEKIT_URL, apiKey: config.LIVEKIT_API_KEY, apiSecret: config.LIVEKIT_API_SECRET }, observe);
   }
   return undefined;
+}
+
+/** The URLs clients reach the Janus instances at, in JANUS_URLS order. */
+export function janusClientUrls(config: Config): readonly string[] {
+  return config.JANUS_CLIENT_URLS.length > 0 ? config.JANUS_CLIENT_URLS : config.JANUS_URLS;
 }
 
 /** What a call's media goes through (docs/api.md "Media session"): one-to-one calls as MEDIA_MODE says. */

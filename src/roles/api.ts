@@ -17,6 +17,7 @@ import { serverUserRoutes } from '../http/endpoints/server/serverUsers.js';
 import { serverWebhookRoutes } from '../http/endpoints/server/serverWebhooks.js';
 import { CALL_COMMANDS } from '../commands/callCommands.js';
 import { DEMO_DIR, demoRoutes } from '../demo/demoRoutes.js';
+import { janusClientUrls } from '../media/callMedia.js';
 import { createWebhookQueues } from '../webhooks/queue.js';
 import { replayDeadLetter } from '../webhooks/deadLetters.js';
 import { UserAdmin } from '../users/userAdmin.js';
@@ -80,7 +81,9 @@ export function startApi(ctx: RoleContext, options: ApiOptions): StartedRole {
     ...serverWebhookRoutes(serverAuth, deps.webhooks, replay),
   );
   if (ctx.config.DEMO) {
-    routes.push(...demoRoutes({ dir: DEMO_DIR, devTokenSecret: options.devTokenSecret }));
+    // The page's group calls speak to Janus only (demo/groupMedia.js).
+    const connectTo = config.SFU === 'janus' ? janusClientUrls(config) : [];
+    routes.push(...demoRoutes({ dir: DEMO_DIR, devTokenSecret: options.devTokenSecret, connectTo }));
     ctx.logger.info({ devTokens: options.devTokenSecret !== undefined }, 'serving the browser softphone at /demo/');
   }
   return {

@@ -14,7 +14,8 @@ import { startCoturn, type Coturn } from '../support/coturn.js';
  * coturn: alice and bob, each in a browser context of their own, call, ring, answer, connect
  * WebRTC media through the TURN relay only (iceTransportPolicy 'relay', so a connection proves
  * coturn accepted the media-session credentials), hang up, decline, cancel and ring out, and each
- * side shows its end reason; and a group call among three pages. Every step is screenshotted into
+ * side shows its end reason; and a group call among three pages (signaling only: this server has no
+ * SFU; softphone-group-media.test.ts has the media through Janus). Every step is screenshotted into
  * test-artifacts/ (path printed).
  */
 
@@ -325,13 +326,18 @@ describe('browser softphone', () => {
     expect(await carol.textContent('#end-reason')).toContain('You left the call');
     for (const page of [alice, bob]) await member(page, carolId, 'left');
     for (const page of [alice, bob]) expect(await page.getAttribute('#call-state', 'data-state')).toBe('connected');
+    // This server has no SFU: the pages in the call say there is no media (media-session 503 sfu_unavailable), and show no tiles.
+    for (const page of [alice, bob]) {
+      await expect.poll(() => page.textContent('#group-media-note')).toMatch(/^No media: .*signaling goes on/);
+      expect(await page.isVisible('#tiles')).toBe(false);
+    }
 
     // Alice ends it for everyone.
     await alice.click('#end-all-btn');
     await expectEnds('group-end-for-all', [alice, 'localHangup', 'You ended the call for everyone'], [bob, 'remoteEnded', 'The call ended']);
     for (const page of [alice, bob]) for (const userId of [aliceId, bobId, carolId]) await member(page, userId, 'left');
-    // Answer, end, invite and the receipts went over the socket as command frames.
-    const commandRequests = [alice, bob, carol].flatMap((p) => requestsOf.get(p)!.filter((r) => /^POST \/v1\/calls\/[^/]+\//.test(r)));
+    // Answer, end, invite and the receipts went over the socket as command frames (media-session is HTTP only).
+    const commandRequests = [alice, bob, carol].flatMap((p) => requestsOf.get(p)!.filter((r) => /^POST \/v1\/calls\/[^/]+\/(?!media-session$)/.test(r)));
     expect(commandRequests).toEqual([]);
     for (const page of [alice, bob, carol]) expect(errorsOf.get(page)).toEqual([]);
   }, 120_000);

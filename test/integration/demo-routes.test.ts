@@ -40,8 +40,10 @@ describe('softphone routes', () => {
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toMatch(/^text\/html/);
     expect(page.headers.get('content-security-policy')).toMatch(/default-src 'self'/);
+    // No SFU configured: the page connects to this server only (its own WebSocket included).
+    expect(page.headers.get('content-security-policy')).toMatch(/connect-src 'self';/);
     expect(page.text).toContain('<script type="module" src="/demo/app.js">');
-    for (const file of ['app.js', 'api.js', 'media.js', 'group.js']) {
+    for (const file of ['app.js', 'api.js', 'media.js', 'group.js', 'groupMedia.js']) {
       const js = await api(url).get(`/demo/${file}`);
       expect(js.status, file).toBe(200);
       expect(js.headers.get('content-type')).toMatch(/^text\/javascript/);

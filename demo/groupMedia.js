@@ -1,0 +1,165 @@
+// A group call's media on the softphone page, through Janus's VideoRoom (docs/api.md "Media
+// session", `kind: "janus"`): Janus's WebSocket API with the media-session `sfu.token` as session
+// and join token, one publisher handle (joined as `sfu.participantId`, which the backend kicks when
+// this device leaves the call) sending the camera and microphone, and one subscriber handle per
+// other publisher, naming this publisher's `private_id` (the backend's rooms require it). Each
+// remote feed gets a tile; a feed that unpublishes, leaves or is kicked loses its tile. ICE is
+// gathered completely before each SDP goes out (no trickle).
+
+export class GroupMedia {
+  /**
+   * @param {object} o
+   * @param {{ url: string, room: number, token: string, participantId: number }} o.sfu
+   * @param {RTCIceServer[]} o.iceServers
+   * @param {boolean} o.relayOnly
+   * @param {boolean} o.video
+   * @param {string} o.display            what the others' tiles say (this page's userId)
+   * @param {HTMLElement} o.tiles         where the remote tiles go
+   * @param {HTMLVideoElement} o.localVideo
+   * @param {(display: string) => string} o.label   a tile's label, from the participants list
+   * @param {(state: string) => void} o.onState     the publisher connection's state
+   * @param {(err: Error) => void} o.onError
+   */
+  constructor(o) {
+    this.o = o;
+    this.ws = undefined;
+    this.session = undefined;
+    this.n = 0;
+    this.waiting = new Map();
+    /** feed id → { pc, tile } */
+    this.feeds = new Map();
+    this.pcs = [];
+    this.stream = undefined;
+    this.privateId = undefined;
+    this.closed = false;
+  }
+
+  async start() {
+    const { sfu, video, localVideo } = this.o;
+    this.ws = new WebSocket(sfu.url, 'janus-protocol');
+    await new Promise((res, rej) => {
+      this.ws.onopen = res;
+      this.ws.onerror = () => rej(new Error(`cannot reach the SFU at ${sfu.url}`));
+    });
+    this.ws.onmessage = (e) => this.onMessage(JSON.parse(e.data));
+    this.session = (await this.send({ janus: 'create' })).data.id;
+    this.keepalive = setInterval(() => this.ws.send(JSON.stringify({ janus: 'keepalive', session_id: this.session, transaction: `k${++this.n}`, token: sfu.token })), 15_000);
+    this.publisher = await this.attach();
+    const joined = await this.message(this.publisher, { request: 'join', ptype: 'publisher', room: sfu.room, token: sfu.token, id: sfu.participantId, display: this.o.display });
+    this.privateId = joined.plugindata.data.private_id;
+    this.stream = await navigator.mediaDevices.getUserMedia({ audio: true, video: video ? { width: 640, height: 360 } : false });
+    if (this.closed) return this.close();
+    localVideo.srcObject = this.stream;
+    const pc = this.newPc();
+    pc.onconnectionstatechange = () => this.o.onState(pc.connectionState);
+    for (const track of this.stream.getTracks()) pc.addTrack(track, this.stream);
+    await pc.setLocalDescription(await pc.createOffer());
+    await gathered(pc);
+    const configured = await this.message(this.publisher, { request: 'configure', audio: true, video }, pc.localDescription.toJSON());
+    await pc.setRemoteDescription(configured.jsep);
+    this.subscribeAll(joined);
+  }
+
+  onMessage(m) {
+    if (m.janus === 'ack' || m.janus === 'keepalive') return;
+    const wait = m.transaction && this.waiting.get(m.transaction);
+    if (wait) {
+      this.waiting.delete(m.transaction);
+      return wait(m);
+    }
+    const data = m.plugindata?.data ?? {};
+    this.subscribeAll(m);
+    for (const key of ['unpublished', 'leaving', 'kicked']) if (typeof data[key] === 'number') this.drop(data[key]);
+  }
+
+  send(msg) {
+    return new Promise((res, rej) => {
+      const transaction = `t${++this.n}`;
+      this.waiting.set(transaction, (m) => (m.janus === 'error' ? rej(new Error(`SFU: ${m.error?.reason ?? m.error?.code}`)) : res(m)));
+      this.ws.send(JSON.stringify({ ...msg, transaction, token: this.o.sfu.token, ...(this.session ? { session_id: this.session } : {}) }));
+    });
+  }
+
+  async attach() {
+    return (await this.send({ janus: 'attach', plugin: 'janus.plugin.videoroom' })).data.id;
+  }
+
+  async message(handle, body, jsep) {
+    const m = await this.send({ janus: 'message', handle_id: handle, body, ...(jsep ? { jsep } : {}) });
+    const data = m.plugindata?.data ?? {};
+    if (data.error_code) throw new Error(`SFU: ${data.error}`);
+    return m;
+  }
+
+  newPc() {
+    const pc = new RTCPeerConnection({ iceServers: this.o.iceServers, iceTransportPolicy: this.o.relayOnly ? 'relay' : 'all' });
+    this.pcs.push(pc);
+    return pc;
+  }
+
+  subscribeAll(m) {
+    for (const p of m.plugindata?.data?.publishers ?? []) this.subscribe(p.id, p.display).catch((err) => this.o.onError(err));
+  }
+
+  /** One subscriber handle and one tile for a remote feed. */
+  async subscribe(feed, display) {
+    if (this.closed || this.feeds.has(feed) || feed === this.o.sfu.participantId) return;
+    const tile = document.createElement('figure');
+    tile.className = 'tile';
+    tile.dataset.feed = String(feed);
+    tile.dataset.userId = display ?? '';
+    const v = document.createElement('video');
+    v.autoplay = true;
+    v.playsInline = true;
+    const caption = document.createElement('figcaption');
+    caption.textContent = this.o.label(display ?? '');
+    tile.append(v, caption);
+    const entry = { pc: undefined, tile };
+    this.feeds.set(feed, entry);
+    this.o.tiles.append(tile);
+    const handle = await this.attach();
+    const joined = await this.message(handle, { request: 'join', ptype: 'subscriber', room: this.o.sfu.room, token: this.o.sfu.token, private_id: this.privateId, streams: [{ feed }] });
+    if (!this.feeds.has(feed)) return;
+    const pc = (entry.pc = this.newPc());
+    pc.ontrack = (e) => {
+      if (v.srcObject !== e.streams[0]) v.srcObject = e.streams[0] ?? new MediaStream([e.track]);
+    };
+    await pc.setRemoteDescription(joined.jsep);
+    await pc.setLocalDescription(await pc.createAnswer());
+    await gathered(pc);
+    await this.message(handle, { request: 'start', room: this.o.sfu.room }, pc.localDescription.toJSON());
+  }
+
+  /** A feed left the room (unpublished, left, kicked): its tile goes. */
+  drop(feed) {
+    const entry = this.feeds.get(feed);
+    if (!entry) return;
+    this.feeds.delete(feed);
+    entry.pc?.close();
+    entry.tile.remove();
+  }
+
+  /** Relabels the tiles (the participants list changed). */
+  relabel() {
+    for (const { tile } of this.feeds.values()) tile.querySelector('figcaption').textContent = this.o.label(tile.dataset.userId);
+  }
+
+  /** Leaves the room: closing the Janus session ends its handles; the backend's kick follows the leave. */
+  close() {
+    this.closed = true;
+    clearInterval(this.keepalive);
+    for (const feed of [...this.feeds.keys()]) this.drop(feed);
+    for (const pc of this.pcs) pc.close();
+    for (const t of this.stream?.getTracks() ?? []) t.stop();
+    this.o.localVideo.srcObject = null;
+    if (this.ws?.readyState === WebSocket.OPEN && this.session) this.ws.send(JSON.stringify({ janus: 'destroy', session_id: this.session, transaction: `d${++this.n}`, token: this.o.sfu.token }));
+    this.ws?.close();
+  }
+}
+
+function gathered(pc) {
+  return new Promise((res) => {
+    if (pc.iceGatheringState === 'complete') return res();
+    pc.addEventListener('icegatheringstatechange', () => pc.iceGatheringState === 'complete' && res());
+  });
+}
