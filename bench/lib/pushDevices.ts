@@ -47,3 +47,31 @@ export async function registerPushTokens(baseUrl: string, regs: readonly { d: De
   });
   return byToken;
 }
+
+/** What a generator keeps of the fakes' announcements to its devices (registerAndListen). */
+export interface PushTally {
+  /** Whether `callId` is one of the generator's calls in flight. */
+  inFlight(callId: string): boolean;
+  /** Marks the device's invitation to the call; false when it already had one. */
+  invited(callId: string, d: Device): boolean;
+  /** Counts an anomaly (`push:unknown-call`, `push:duplicate`) or an Android signal by its type. */
+  count(into: 'anomalies' | 'signals', key: string): void;
+}
+
+/**
+ * A generator's push leg: listens for the fakes' announcements, then registers each device's
+ * token. An invitation marks its device (a second one for the same call is `push:duplicate`),
+ * any other push (an Android signal) is counted by type, and one for a call or token the
+ * generator does not know is `push:unknown-call`. Resolves with the socket and how many tokens.
+ */
+export async function registerAndListen(baseUrl: string, regs: readonly { d: Device; ios: boolean }[], push: PushApps, tally: PushTally): Promise<{ udp: UdpSocket; registered: number }> {
+  let deviceOfToken = new Map<string, Device>();
+  const udp = await listenForPushes((callId, token, type) => {
+    const d = deviceOfToken.get(token);
+    if (!tally.inFlight(callId) || !d) return tally.count('anomalies', 'push:unknown-call');
+    if (type !== 'call.invited') return tally.count('signals', type);
+    if (!tally.invited(callId, d)) tally.count('anomalies', 'push:duplicate');
+  });
+  deviceOfToken = await registerPushTokens(baseUrl, regs, push);
+  return { udp, registered: deviceOfToken.size };
+}

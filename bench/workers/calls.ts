@@ -3,7 +3,7 @@ import type { Socket as UdpSocket } from 'node:dgram';
 import type { EventPayload } from '../../src/events/payloads.js';
 import { nowMs } from '../lib/clock.js';
 import { JsonHttp } from '../lib/http.js';
-import { listenForPushes, registerPushTokens } from '../lib/pushDevices.js';
+import { registerAndListen } from '../lib/pushDevices.js';
 import { InFlight, Rota, runRecorded, startRecord, type RecordedRun } from '../lib/lifecycleRun.js';
 import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
 import { device, type Device } from '../lib/users.js';
@@ -115,8 +115,6 @@ export function createTask(): Task {
   let pushSignals: Record<string, number> = {};
   let closes = 0;
   let udp: UdpSocket | undefined;
-  /** Push token → device index within its pair. */
-  const deviceOfToken = new Map<string, number>();
 
   const onCallerEvent = (ev: EventPayload, at: number) => {
     const st = active.get(ev.callId);
@@ -181,19 +179,15 @@ export function createTask(): Task {
       let registered = 0;
       let udpPort = 0;
       if (s.push) {
-        udp = await listenForPushes((callId, token, type) => {
-          const st = active.get(callId);
-          const k = deviceOfToken.get(token);
-          if (!st || k === undefined) return countInto(anomalies, 'push:unknown-call');
-          // Android push signals (call.ended, call.accepted) are expected; only a second
-          // invitation to the same device is a duplicate.
-          if (type !== 'call.invited') return countInto(pushSignals, type);
-          if (!st.pushed[k]!.fire(nowMs())) countInto(anomalies, 'push:duplicate');
-        });
-        udpPort = udp.address().port;
         const regs = pairs.flatMap((p, pi) => p.devices.map((d, k) => ({ d, ios: (pi + k) % 2 === 0 })));
-        for (const [token, d] of await registerPushTokens(s.baseUrl, regs, s.push)) deviceOfToken.set(token, Number(/-d(\d+)$/.exec(d.installationId)![1]));
-        registered = deviceOfToken.size;
+        const leg = await registerAndListen(s.baseUrl, regs, s.push, {
+          inFlight: (callId) => active.get(callId) !== undefined,
+          invited: (callId, d) => active.get(callId)!.pushed[Number(/-d(\d+)$/.exec(d.installationId)![1])]!.fire(nowMs()),
+          count: (into, key) => countInto(into === 'signals' ? pushSignals : anomalies, key),
+        });
+        udp = leg.udp;
+        udpPort = udp.address().port;
+        registered = leg.registered;
       }
       return { sockets: sockets.length, pushTokens: registered, udpPort, route: `${s.tag}.${s.gen}` };
     },

@@ -4,7 +4,7 @@ import type { EventPayload } from '../../src/events/payloads.js';
 import { nowMs } from '../lib/clock.js';
 import { eventKey, groupPhases, type ExpectedEvent, type GroupPhase } from '../lib/groupPlan.js';
 import { JsonHttp } from '../lib/http.js';
-import { listenForPushes, registerPushTokens, type PushApps } from '../lib/pushDevices.js';
+import { registerAndListen, type PushApps } from '../lib/pushDevices.js';
 import { InFlight, Rota, runRecorded, startRecord } from '../lib/lifecycleRun.js';
 import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
 import { device, type Device } from '../lib/users.js';
@@ -108,8 +108,6 @@ export function createTask(): Task {
   let pushSignals: Record<string, number> = {};
   let closes = 0;
   let udp: UdpSocket | undefined;
-  /** Push token → installationId. */
-  const installationOfToken = new Map<string, string>();
   const callerInstallations = new Set<string>();
 
   const onEvent = (installationId: string) => (ev: EventPayload, at: number) => {
@@ -151,18 +149,15 @@ export function createTask(): Task {
       let registered = 0;
       let udpPort = 0;
       if (s.push) {
-        udp = await listenForPushes((callId, token, type) => {
-          const st = active.get(callId);
-          const installationId = installationOfToken.get(token);
-          if (!st || installationId === undefined) return countInto(anomalies, 'push:unknown-call');
-          // Android push signals (call.ended to members whose ringing stops) are expected.
-          if (type !== 'call.invited') return countInto(pushSignals, type);
-          if (!st.pushed.get(installationId)?.fire(nowMs())) countInto(anomalies, 'push:duplicate');
-        });
-        udpPort = udp.address().port;
         const regs = groups.flatMap((g, gi) => g.members.flatMap((ds, m) => ds.map((d, k) => ({ d, ios: (gi + m + k) % 2 === 0 }))));
-        for (const [token, d] of await registerPushTokens(s.baseUrl, regs, s.push)) installationOfToken.set(token, d.installationId);
-        registered = installationOfToken.size;
+        const leg = await registerAndListen(s.baseUrl, regs, s.push, {
+          inFlight: (callId) => active.get(callId) !== undefined,
+          invited: (callId, d) => active.get(callId)!.pushed.get(d.installationId)?.fire(nowMs()) === true,
+          count: (into, key) => countInto(into === 'signals' ? pushSignals : anomalies, key),
+        });
+        udp = leg.udp;
+        udpPort = udp.address().port;
+        registered = leg.registered;
       }
       return { sockets: sockets.length, pushTokens: registered, udpPort, route: `${s.tag}.${s.gen}` };
     },
