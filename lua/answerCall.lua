@@ -12,7 +12,7 @@
   ARGV[1] userId              the requesting user (from the session)
   ARGV[2] installationId      the answering installation (equals the session's)
   ARGV[3] expectedRevision    decimal string, or '' when not given
-  ARGV[4] retention          "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[4] retention          callMs (lua/includes/retention.lua)
   ARGV[5] operationTtlMs
   ARGV[6] fingerprint
   ARGV[7] firstUse           on a cluster, '1' when the user's operationId binding was new: no

@@ -18,8 +18,8 @@
   ARGV[6]  calleeUserId
   ARGV[7]  video                 '1' or '0'
   ARGV[8]  ringTimeoutMs         expiresAtMs = now + ringTimeoutMs
-  ARGV[9]  retention             "<callMs>:<historyMs>": how long the call is kept after it can no
-                                 longer change, and its history record (lua/includes/retention.lua)
+  ARGV[9]  retention             callMs: how long the call is kept after it can no
+                                 longer change (lua/includes/retention.lua)
   ARGV[10] operationTtlMs        how long the idempotency record is kept
   ARGV[11] fingerprint           hash of the request; a replay must carry the same
   ARGV[12] busy                  '1' when the callee is in an accepted call (and call waiting

@@ -11,7 +11,7 @@
   ARGV[6]  invitees              JSON array of userIds (distinct, without the caller; checked by the API)
   ARGV[7]  video                 '1' or '0'
   ARGV[8]  ringTimeoutMs         each invitee's ring window
-  ARGV[9]  retention             "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[9]  retention             callMs (lua/includes/retention.lua)
   ARGV[10] operationTtlMs
   ARGV[11] fingerprint
   ARGV[12] busy                  JSON array: the invitees in an accepted call (call waiting off);

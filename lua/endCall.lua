@@ -11,7 +11,7 @@
   ARGV[1] userId
   ARGV[2] installationId
   ARGV[3] reason             the end reason the requesting phone reports (validated by the API)
-  ARGV[4] retention          "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[4] retention          callMs (lua/includes/retention.lua)
   ARGV[5] operationTtlMs
   ARGV[6] fingerprint
   ARGV[7] firstUse           on a cluster, '1' when the user's operationId binding was new: no record of this

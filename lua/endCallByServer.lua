@@ -8,7 +8,7 @@
   KEYS[3] ringingKey   the shard's ring index
 
   ARGV[1] reason       the end reason both sides are told (validated by the API)
-  ARGV[2] retention    "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[2] retention    callMs (lua/includes/retention.lua)
   ARGV[3] liveChannel  on a single Redis, the users' live channel with a NUL where the userId goes:
                        the change's early notice is published there (lua/includes/appendOutbox.lua);
                        '' on a cluster

@@ -8,7 +8,7 @@
   KEYS[2]    outboxKey    the shard's outbox stream
   KEYS[3..]  callKeys     one per ARGV callId, same order (all in the shard)
 
-  ARGV[1]    retention    "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[1]    retention    callMs (lua/includes/retention.lua)
   ARGV[2]    liveChannel  on a single Redis, the users' live channel with a NUL where the userId
                           goes: the early notice of each call ended here is published there
                           (lua/includes/appendOutbox.lua); '' on a cluster

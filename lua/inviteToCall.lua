@@ -17,7 +17,7 @@
   ARGV[4]  busy              JSON array: those of them in an accepted call (call waiting off): made `busy`
   ARGV[5]  ringTimeoutMs
   ARGV[6]  maxInvitees       GROUP_CALL_MAX_MEMBERS: members besides the caller a call may hold
-  ARGV[7]  retention         "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[7]  retention         callMs (lua/includes/retention.lua)
   ARGV[8]  operationTtlMs
   ARGV[9]  fingerprint
   ARGV[10] liveChannel       on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster

@@ -13,7 +13,7 @@
   KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken here; absent on a cluster
 
   ARGV[1] userId
-  ARGV[2] retention        "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[2] retention        callMs (lua/includes/retention.lua)
   ARGV[3] operationTtlMs
   ARGV[4] fingerprint
   ARGV[5] liveChannel      on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster

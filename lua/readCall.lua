@@ -6,7 +6,7 @@
   KEYS[3] ringingKey  the shard's ring index (lazy expiry takes a due call out of it)
 
   ARGV[1] userId
-  ARGV[2] retention   "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[2] retention   callMs (lua/includes/retention.lua)
   ARGV[3] liveChannel on a single Redis, the users' live channel with a NUL where the userId goes:
                       the early notice of a lazy expiry is published there
                       (lua/includes/appendOutbox.lua); '' on a cluster

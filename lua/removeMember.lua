@@ -10,7 +10,7 @@
   KEYS[3] ringingKey
 
   ARGV[1] userId       the member to remove
-  ARGV[2] retention    "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[2] retention    callMs (lua/includes/retention.lua)
   ARGV[3] liveChannel  on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster
 
   Returns

@@ -11,7 +11,7 @@
 
   ARGV[1] userId
   ARGV[2] displayName        already cut to 256 UTF-8 bytes
-  ARGV[3] retention          "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[3] retention          callMs (lua/includes/retention.lua)
   ARGV[4] operationTtlMs
   ARGV[5] fingerprint
   ARGV[6] maxRenames         renames one call may have (each is an event in the callee's log)

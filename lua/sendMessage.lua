@@ -17,7 +17,7 @@
   ARGV[2] installationId
   ARGV[3] eventId          chosen by the server for this operation (a replay returns the first one)
   ARGV[4] payloadJson      the message's payload, a JSON object (already validated and bounded)
-  ARGV[5] retention          "<callMs>:<historyMs>" (lua/includes/retention.lua)
+  ARGV[5] retention          callMs (lua/includes/retention.lua)
   ARGV[6] operationTtlMs
   ARGV[7] fingerprint
   ARGV[8] maxKept          messages kept in the call's stream (older ones are trimmed)

@@ -23,7 +23,7 @@ interface VariantResult {
   sustained: StepResult;
   half: StepResult;
   received: number;
-  history?: { perRecordBytes: number; perCallRecordBytes: number };
+  history?: { perRecordBytes: number };
 }
 
 const LABEL: Record<Variant, string> = { off: 'webhooks off', on: 'webhooks on (receiver answers 204)', hang: 'webhooks on, receiver never answers' };
@@ -65,8 +65,7 @@ async function runVariant(ctx: BenchContext, variant: Variant, rate: number): Pr
         const result: VariantResult = { variant, sustained, half, received };
         if (variant === 'off') {
           const perUser = await ctx.keyMemory(`${prefix}:{u:*}:calls:history`);
-          const perCall = await ctx.keyMemory(`${prefix}:{c*}:call:*:history`);
-          result.history = { perRecordBytes: perUser.bytes / Math.max(1, perUser.fields), perCallRecordBytes: perCall.bytes / Math.max(1, perCall.keys) };
+          result.history = { perRecordBytes: perUser.bytes / Math.max(1, perUser.fields) };
         }
         return result;
       } finally {
@@ -133,7 +132,7 @@ function report(results: readonly VariantResult[], rate: number, rateSource: str
     '',
     history
       ? `Call history in Redis (docs/call-history.md), measured on the deployment without webhooks: ${fmtNum(history.perRecordBytes)} B per record in a user's history ` +
-        `(two per call, one per party; a missed call is in the missed set too), ${fmtNum(history.perCallRecordBytes)} B per call's own record: about ${fmtNum(2 * history.perRecordBytes + history.perCallRecordBytes)} B per ended call for CALL_RECORD_RETENTION_DAYS.`
+        `(two per call, one per party; a missed call is in the missed set too): about ${fmtNum(2 * history.perRecordBytes)} B per ended call for CALL_RECORD_RETENTION_DAYS.`
       : '',
   ].join('\n');
   return {
@@ -142,7 +141,7 @@ function report(results: readonly VariantResult[], rate: number, rateSource: str
     headlines: [
       { metric: 'lifecycles/s, webhooks on ÷ off: held, and what the cores allow', value: `${rateRatio.toFixed(2)}×, ${capacityRatio.toFixed(2)}×` },
       { metric: 'answer → accepted p99, hanging receiver ÷ none', value: `${hangRatio.toFixed(2)}×` },
-      ...(history ? [{ metric: 'call history per ended call (Redis)', value: `${fmtNum(2 * history.perRecordBytes + history.perCallRecordBytes)} B` }] : []),
+      ...(history ? [{ metric: 'call history per ended call (Redis)', value: `${fmtNum(2 * history.perRecordBytes)} B` }] : []),
     ],
     goals,
     markdown,

@@ -1,20 +1,10 @@
 -- Ends a call: state, end fields, revision, retention, outbox; takes it out of the shard's ring
--- index (a call that no longer rings needs no sweep), and writes the call's history record in
--- the same step. Returns the call's fields.
---
--- The history record (docs/call-history.md) is a hash at the call key + ':history' (same hash
--- tag, so the same slot; src/redis/keys.ts callHistory spells it too): what every ended call
--- leaves behind for `retention.history`, long after the call hash itself is gone. It is derived
--- here rather than declared by each of the scripts that can end a call.
+-- index (a call that no longer rings needs no sweep). Returns the call's fields. The parties'
+-- history records are filed by the relay from the `ended` outbox entry (docs/call-history.md).
 --@include "fmtInt"
 --@include "callRecord"
 --@include "appendOutbox"
 --@include "groupMembers"
-local HISTORY_FIELDS = {
-  'callId', 'callerUserId', 'callerInstallationId', 'calleeUserId', 'video', 'createdAtMs', 'acceptedAtMs',
-  'answeredByInstallationId', 'endedAtMs', 'endReason', 'endedBy', 'endedByInstallationId',
-  'kind', 'title', 'members',
-}
 -- A group call's members take their last state with it: one still ringing has missed it, one in
 -- it has left; `endedIn` keeps what each was doing, so the relay knows whom the end reaches.
 local function closeMembers(call, atMs)
@@ -45,15 +35,5 @@ local function endCallNow(callKey, call, outboxKey, ringingKey, atMs, reason, en
   setCallFields(callKey, call, unpack(fields))
   redis.call('PEXPIRE', callKey, retention.call)
   if wasRinging then redis.call('ZREM', ringingKey, call.values.callId) end
-  local historyKey, record = callKey .. ':history', {}
-  for _, name in ipairs(HISTORY_FIELDS) do
-    local v = call.values[name]
-    if v and v ~= '' then
-      record[#record + 1] = name
-      record[#record + 1] = v
-    end
-  end
-  redis.call('HSET', historyKey, unpack(record))
-  redis.call('PEXPIRE', historyKey, retention.history)
   return appendOutbox(outboxKey, call, 'ended', atMs)
 end

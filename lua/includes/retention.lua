@@ -1,8 +1,8 @@
--- How long a call's keys live once it can no longer change, as the call scripts take it:
--- "<callMs>:<historyMs>" (src/calls/store.ts retentionArg). `call`: the call hash (and what is
--- kept with it); `history`: the call's history record (docs/call-history.md).
+-- How long a call's keys live once it can no longer change, as the call scripts take it: callMs
+-- (src/calls/retention.ts retentionArg, CALL_RETENTION_MS). `call`: the call hash and what is
+-- kept with it. (Call history is kept per party, by the relay: docs/call-history.md.)
 local function parseRetention(arg)
-  local callMs, historyMs = string.match(arg or '', '^(%d+):(%d+)$')
-  if not callMs then error('retention must be "<callMs>:<historyMs>", got ' .. tostring(arg)) end
-  return { call = tonumber(callMs), history = tonumber(historyMs) }
+  local callMs = string.match(arg or '', '^(%d+)$')
+  if not callMs then error('retention must be "<callMs>", got ' .. tostring(arg)) end
+  return { call = tonumber(callMs) }
 end

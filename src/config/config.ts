@@ -97,7 +97,7 @@ export const configSchema = z
 
     RING_TIMEOUT_MS: int(45_000, 1_000, 45_000).describe('Ring window: a call nobody answers ends as `unanswered` after this long (1000–45000).'),
     CALL_RETENTION_MS: int(24 * 3600_000, 60_000).describe('How long an ended call is kept (its snapshot stays readable).'),
-    CALL_RECORD_RETENTION_DAYS: z.coerce.number().positive().max(3650).default(30).describe('How long call history is kept, in days (fractions allowed): each ended call\'s record and its copies in the parties\' histories (docs/call-history.md).'),
+    CALL_RECORD_RETENTION_DAYS: z.coerce.number().positive().max(3650).default(30).describe('How long call history is kept, in days (fractions allowed): each party\'s record of each ended call (docs/call-history.md).'),
     IDEMPOTENCY_TTL_MS: int(24 * 3600_000, 1000).describe('How long operation outcomes are kept for replays. Below 24 h a warning is logged at start: a client retry after this window is taken as a new request (docs/api.md "Idempotency").'),
     PUSH_REGISTRATION_IDLE_DAYS: z.coerce.number().positive().max(3650).default(270).describe('A user\'s push registrations expire this many days (fractions allowed) after their last registration write, FCM\'s own age for an inactive token; apps register at every launch, so only installations unused that long stop being rung (docs/keyspace.md "Push registrations").'),
     CALL_WAITING: bool(false).describe('Allow calling a user who is in an accepted call; otherwise the new call ends at once as `busy`.'),

@@ -36,8 +36,9 @@ export const keys = {
   ringingForShard: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:ringing`,
   /** One call's in-call messages (a stream) and its per-sender sequence counters (docs/api.md "In-call messages"). */
   /**
-   * The call's history record, written by the script that ends it (lua/includes/endCallNow.lua
-   * derives it from the call key: keep the two in step; docs/call-history.md).
+   * A per-call copy of the history record that versions before 2026-11-26 wrote at every end and
+   * nothing read (the parties' own copies are the history: docs/call-history.md). No longer
+   * written; erasure still removes it until the last one expires (CALL_RECORD_RETENTION_DAYS).
    */
   callHistory: (ks: KeySpace, callId: string) => `${keys.call(ks, callId)}:history`,
   callMessages: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:msgs:${callId}`,

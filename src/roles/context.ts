@@ -51,7 +51,6 @@ export function roleDeps(config: Config, redis: RedisClient, ks: { prefix: strin
       ...ks,
       ringTimeoutMs: config.RING_TIMEOUT_MS,
       retentionMs: config.CALL_RETENTION_MS,
-      historyRetentionMs: daysMs(config.CALL_RECORD_RETENTION_DAYS),
       operationTtlMs: config.IDEMPOTENCY_TTL_MS,
       callWaiting: config.CALL_WAITING,
       maxRenamesPerCall: config.RENAMES_PER_CALL,

@@ -82,7 +82,7 @@ export async function startWorker(
   const sweeper = await RingSweeper.start(
     redis,
     queueConnection,
-    { ...partitioning, retentionMs: config.CALL_RETENTION_MS, historyRetentionMs: daysMs(config.CALL_RECORD_RETENTION_DAYS), pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000, ringTimeoutMs: config.RING_TIMEOUT_MS },
+    { ...partitioning, retentionMs: config.CALL_RETENTION_MS, pageSize: 500, tickMs: config.RING_SWEEP_TICK_MS, slotMs: 1000, ringTimeoutMs: config.RING_TIMEOUT_MS },
     logger,
     (r) => {
       for (const ms of r.lateMs) metrics.ringSweepLateness.observe(ms / 1000);

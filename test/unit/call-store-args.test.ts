@@ -25,7 +25,7 @@ import { ringingCall } from '../support/callRecords.js';
  * (in the order the lua/*.lua headers document), and `parseOutcome` for every script reply.
  */
 
-const s: StoreSettings = { prefix: 'cb', shards: 8, ringTimeoutMs: 45_000, retentionMs: 86_400_000, historyRetentionMs: 864_000_000,
+const s: StoreSettings = { prefix: 'cb', shards: 8, ringTimeoutMs: 45_000, retentionMs: 86_400_000,
   callWaiting: false, maxRenamesPerCall: 10, operationTtlMs: 172_800_000 };
 const tagOf = (key: string) => /\{[^}]*\}/.exec(key)?.[0];
 
@@ -63,7 +63,7 @@ describe('*KeysArgs', () => {
       'alice-phone',
       'ev-1',
       '{"kind":"offer"}',
-      '86400000:864000000',
+      '86400000',
       '172800000',
       'fp',
       String(MESSAGES_KEPT_PER_CALL),
@@ -104,7 +104,7 @@ describe('*KeysArgs', () => {
     });
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'alice', 'op-1'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000:864000000', '172800000', 'fp', '0', '0', '']);
+    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp', '0', '0', '']);
     // On a single Redis the script publishes the change's early notice on the parties' channels.
     expect(createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, false, 'single').args[13]).toBe(keys.liveChannel(s, '\0'));
     const busy = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, true);
@@ -120,7 +120,7 @@ describe('*KeysArgs', () => {
     const c = answerCallKeysArgs(s, { ...base, expectedRevision: undefined });
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'bob', 'op-2'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000:864000000', '172800000', 'fp2', '0', '']);
+    expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000', '172800000', 'fp2', '0', '']);
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, false, 'single').args[7]).toBe(keys.liveChannel(s, '\0'));
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: '7' }).args[2]).toBe('7');
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, true).args[6]).toBe('1');
@@ -130,7 +130,7 @@ describe('*KeysArgs', () => {
     const c = endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' });
     expect(c.keys).toEqual([keys.call(s, 'call-9'), keys.operation(s, 'call-9', 'alice', 'op-3'), keys.outboxForCall(s, 'call-9'), keys.ringingForCall(s, 'call-9')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000:864000000', '172800000', 'fp3', '0', '', '0']);
+    expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000', '172800000', 'fp3', '0', '', '0']);
     expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' }, true).args[6]).toBe('1');
     expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', forAll: true, operationId: 'op-3', fingerprint: 'fp3' }).args[8]).toBe('1');
   });
@@ -155,7 +155,7 @@ describe('*KeysArgs', () => {
 
   it('readCallKeysArgs: the call, its outbox and ring index', () => {
     const r = readCallKeysArgs(s, 'call-5', 'bob');
-    expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5'), keys.ringingForCall(s, 'call-5')], args: ['bob', '86400000:864000000', ''] });
+    expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5'), keys.ringingForCall(s, 'call-5')], args: ['bob', '86400000', ''] });
     expect(readCallKeysArgs(s, 'call-5', 'bob', 'single').args[2]).toBe(keys.liveChannel(s, '\0'));
     expectOneHashTag(r.keys);
   });
