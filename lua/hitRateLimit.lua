@@ -1,11 +1,14 @@
 --[[
-  One hit on a fixed-window rate limit (src/limits/rateLimiter.ts).
-
-  KEYS[1] the subject's counter
-  ARGV[1] limit      hits allowed per window
-  ARGV[2] windowMs
-
-  Returns 0 when the hit is allowed, else the window's rest in ms.
+  One hit on each of one or more fixed-window rate limits (src/limits/rateLimiter.ts): the hits a
+  process makes in one turn share this call on a single Redis (on a cluster, one key a call).
+  KEYS[i]        a subject's counter
+  ARGV[2i-1]     its limit: hits allowed per window
+  ARGV[2i]       its windowMs
+  Returns, per key in order, 0 when the hit is allowed, else the window's rest in ms.
 ]]
 --@include "fixedWindow"
-return hitFixedWindow(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))
+local out = {}
+for i = 1, #KEYS do
+  out[i] = hitFixedWindow(KEYS[i], tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]))
+end
+return out

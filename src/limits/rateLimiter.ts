@@ -1,5 +1,6 @@
 import type { Redis, Cluster } from 'ioredis';
 import { runScript } from '../redis/scripts.js';
+import { topologyOf } from '../redis/connection.js';
 
 /**
  * Abuse limits. Shared limits (per user, per installation) are counted in Redis so they hold
@@ -20,22 +21,63 @@ export interface LimitRule {
 
 /**
  * A fixed-window counter in Redis per subject (a user, an installation): the limiter knows how its
- * counters are keyed, callers name only whom they count. A hit is one script
- * (lua/hitRateLimit.lua): the counter is incremented and, on the hit that opens a window, given
- * its expiry in one atomic step; only a hit over the limit reads the window's rest. The rule
- * itself lives in lua/includes/fixedWindow.lua, which the in-call message script counts with too.
+ * counters are keyed, callers name only whom they count. A hit is one step of lua/hitRateLimit.lua:
+ * the counter is incremented and, on the hit that opens a window, given its expiry atomically;
+ * only a hit over the limit reads the window's rest. The rule itself lives in
+ * lua/includes/fixedWindow.lua, which the in-call message script counts with too.
+ *
+ * On a single Redis the hits made in one turn of the event loop (a create's caller and callee
+ * limits, a group call's invitees) share one script call (HitBatch); on a cluster each counter
+ * lives in its own slot and gets a call of its own.
  */
 export class RedisRateLimiter<Subject> {
+  private readonly batch: HitBatch | undefined;
+
   constructor(
     private readonly redis: Redis | Cluster,
     private readonly rule: LimitRule,
     private readonly keyOf: (subject: Subject) => string,
-  ) {}
+  ) {
+    this.batch = topologyOf(redis) === 'single' ? hitBatchOf(redis) : undefined;
+  }
 
   async hit(subject: Subject): Promise<LimitDecision> {
-    const retryAfterMs = Number(await runScript(this.redis, 'hitRateLimit', [this.keyOf(subject)], [String(this.rule.limit), String(this.rule.windowMs)]));
+    const key = this.keyOf(subject);
+    const retryAfterMs = this.batch ? await this.batch.hit(key, this.rule) : Number(((await runScript(this.redis, 'hitRateLimit', [key], ruleArgs(this.rule))) as unknown[])[0]);
     return { allowed: retryAfterMs === 0, retryAfterMs };
   }
+}
+
+const ruleArgs = (rule: LimitRule): string[] => [String(rule.limit), String(rule.windowMs)];
+
+/** The hits queued on one Redis connection until the current turn's microtasks run. */
+class HitBatch {
+  private queued: { key: string; rule: LimitRule; done: (retryAfterMs: number) => void; failed: (err: unknown) => void }[] = [];
+
+  constructor(private readonly redis: Redis | Cluster) {}
+
+  hit(key: string, rule: LimitRule): Promise<number> {
+    return new Promise((done, failed) => {
+      if (this.queued.push({ key, rule, done, failed }) === 1) queueMicrotask(() => this.send());
+    });
+  }
+
+  private send(): void {
+    const hits = this.queued;
+    this.queued = [];
+    runScript(this.redis, 'hitRateLimit', hits.map((h) => h.key), hits.flatMap((h) => ruleArgs(h.rule))).then(
+      (reply) => hits.forEach((h, i) => h.done(Number((reply as unknown[])[i]))),
+      (err: unknown) => hits.forEach((h) => h.failed(err)),
+    );
+  }
+}
+
+const batches = new WeakMap<Redis | Cluster, HitBatch>();
+
+function hitBatchOf(redis: Redis | Cluster): HitBatch {
+  let b = batches.get(redis);
+  if (!b) batches.set(redis, (b = new HitBatch(redis)));
+  return b;
 }
 
 /** A token bucket in memory: `limit` tokens refilled evenly over `windowMs`. */

@@ -52,7 +52,7 @@ export const scriptDefinitions = {
   relayHeartbeat: { numberOfKeys: 1 },
   addDeadLetters: { numberOfKeys: 2 },
   readIndexedRecords: { numberOfKeys: 1 },
-  hitRateLimit: { numberOfKeys: 1 },
+  hitRateLimit: { numberOfKeys: 'variable' },
 } as const satisfies Record<string, { numberOfKeys: number | 'variable'; traced?: boolean }>;
 
 export type ScriptName = keyof typeof scriptDefinitions;

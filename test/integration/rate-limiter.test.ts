@@ -36,4 +36,17 @@ describe('Redis rate limiter', () => {
     const ttl = await db.redis.pttl('limit:d');
     expect(ttl).toBeGreaterThan(59_000);
   });
+
+  it('hits made in one turn share one script call on a single Redis, each counted under its own rule', async () => {
+    const evalshas = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await db.redis.info('commandstats'))?.[1] ?? 0);
+    const tight = limiter(1, 60_000);
+    const loose = limiter(5, 60_000);
+    await tight.hit({ userId: 'warm' }); // the script is loaded (a first EVALSHA may fall back to EVAL)
+    const before = await evalshas();
+    const decisions = await Promise.all([tight.hit({ userId: 'e' }), tight.hit({ userId: 'e' }), loose.hit({ userId: 'e2' }), loose.hit({ userId: 'e2' })]);
+    expect(await evalshas()).toBe(before + 1);
+    expect(decisions.map((d) => d.allowed)).toEqual([true, false, true, true]);
+    expect(decisions[1]!.retryAfterMs).toBeGreaterThan(59_000);
+    expect(await db.redis.get('limit:e2')).toBe('2');
+  });
 });
