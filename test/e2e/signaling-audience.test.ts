@@ -64,6 +64,36 @@ async function ringing() {
   return { a1, a2, b1, b2, call };
 }
 
+type Ringing = Awaited<ReturnType<typeof ringing>>;
+
+/** settle over the four installations of ringing(), each having received `counts` events by then; their events by name. */
+async function settleRinging({ a1, a2, b1, b2, call }: Ringing, counts: { a1: number; a2: number; b1: number; b2: number }) {
+  const [ea1, ea2, eb1, eb2] = await settle(call.callId, [
+    [a1, counts.a1],
+    [a2, counts.a2],
+    [b1, counts.b1],
+    [b2, counts.b2],
+  ]);
+  return { ea1: ea1!, ea2: ea2!, eb1: eb1!, eb2: eb2! };
+}
+
+/** ringing(), answered by `winner`, and settled: the caller's installations told of the answer, the other callee installation of answeredElsewhere. */
+async function answered(winner: 'b1' | 'b2') {
+  const r = await ringing();
+  const won = await answer(r[winner], r.call.callId);
+  expect(won.status, won.text).toBe(200);
+  await settleRinging(r, { a1: 1, a2: 1, b1: winner === 'b1' ? 1 : 2, b2: winner === 'b2' ? 1 : 2 });
+  return r;
+}
+
+/** `d` ends the call with `reason`, which must end it. */
+async function endsIt(d: OnlineDevice, callId: string, reason: string) {
+  const res = await end(d, callId, reason);
+  expect(res.status, res.text).toBe(200);
+  expect(res.json.state).toBe('ended');
+  return res;
+}
+
 describe('signaling audience per transition', () => {
   it('create: every callee installation gets call.invited; the caller’s installations get nothing', async () => {
     const { a1, a2, callees } = await parties(2);
@@ -120,169 +150,96 @@ describe('signaling audience per transition', () => {
   });
 
   it('caller cancels before the answer: every callee installation gets callerCancelled; the caller’s installations get nothing', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
+    const r = await ringing();
 
-    const cancelled = await end(a1, call.callId, 'localHangup');
-    expect(cancelled.status, cancelled.text).toBe(200);
-    expect(cancelled.json.state).toBe('ended');
+    const cancelled = await endsIt(r.a1, r.call.callId, 'localHangup');
 
-    const [eb1, eb2] = await settle(call.callId, [
-      [b1, 2],
-      [b2, 2],
-      [a1, 0],
-      [a2, 0],
-    ]);
-    expectEnded(eb1![1]!, 'callerCancelled', endedAt(cancelled.json));
-    expect(eb2![1]).toEqual(eb1![1]);
+    const { eb1, eb2 } = await settleRinging(r, { a1: 0, a2: 0, b1: 2, b2: 2 });
+    expectEnded(eb1[1]!, 'callerCancelled', endedAt(cancelled.json));
+    expect(eb2[1]).toEqual(eb1[1]);
   });
 
   it('callee declines: the caller’s installations and the callee’s other installations get declined; the declining installation gets nothing', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
+    const r = await ringing();
 
-    const declined = await end(b1, call.callId, 'declined');
-    expect(declined.status, declined.text).toBe(200);
+    const declined = await endsIt(r.b1, r.call.callId, 'declined');
 
-    const [ea1, ea2, eb1, eb2] = await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b1, 1],
-      [b2, 2],
-    ]);
-    expectEnded(ea1![0]!, 'declined', endedAt(declined.json));
-    expect(ea2![0]).toEqual(ea1![0]);
-    expect(eb1!.map((e) => e.type)).toEqual(['call.invited']);
-    expectEnded(eb2![1]!, 'declined', endedAt(declined.json));
-    expect(eb2![1]!.eventId).not.toBe(ea1![0]!.eventId);
+    const { ea1, ea2, eb1, eb2 } = await settleRinging(r, { a1: 1, a2: 1, b1: 1, b2: 2 });
+    expectEnded(ea1[0]!, 'declined', endedAt(declined.json));
+    expect(ea2[0]).toEqual(ea1[0]);
+    expect(eb1.map((e) => e.type)).toEqual(['call.invited']);
+    expectEnded(eb2[1]!, 'declined', endedAt(declined.json));
+    expect(eb2[1]!.eventId).not.toBe(ea1[0]!.eventId);
   });
 
   it('callee’s localHangup while ringing is a decline for everyone else', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
+    const r = await ringing();
 
-    const ended = await end(b2, call.callId, 'localHangup');
-    expect(ended.status, ended.text).toBe(200);
+    const ended = await endsIt(r.b2, r.call.callId, 'localHangup');
 
-    const [ea1, , , eb1] = await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b2, 1],
-      [b1, 2],
-    ]);
-    expectEnded(ea1![0]!, 'declined', endedAt(ended.json));
-    expectEnded(eb1![1]!, 'declined', endedAt(ended.json));
+    const { ea1, eb1 } = await settleRinging(r, { a1: 1, a2: 1, b1: 2, b2: 1 });
+    expectEnded(ea1[0]!, 'declined', endedAt(ended.json));
+    expectEnded(eb1[1]!, 'declined', endedAt(ended.json));
   });
 
   it('caller hangs up after the answer: only the answering installation gets remoteEnded', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
-    const won = await answer(b2, call.callId);
-    expect(won.status, won.text).toBe(200);
-    await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b1, 2],
-      [b2, 1],
-    ]);
+    const r = await answered('b2');
 
-    const hungUp = await end(a1, call.callId, 'localHangup');
-    expect(hungUp.status, hungUp.text).toBe(200);
-    expect(hungUp.json.state).toBe('ended');
+    const hungUp = await endsIt(r.a1, r.call.callId, 'localHangup');
 
-    const [eb2] = await settle(call.callId, [
-      [b2, 2],
-      [b1, 2],
-      [a1, 1],
-      [a2, 1],
-    ]);
-    expectEnded(eb2![1]!, 'remoteEnded', endedAt(hungUp.json));
+    const { eb2 } = await settleRinging(r, { a1: 1, a2: 1, b1: 2, b2: 2 });
+    expectEnded(eb2[1]!, 'remoteEnded', endedAt(hungUp.json));
     // b1 saw only its invitation and answeredElsewhere.
-    expect(callEvents(b1).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
+    expect(callEvents(r.b1).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
   });
 
   it('callee hangs up after the answer: the caller’s installations get remoteEnded; no callee installation gets anything', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
-    const won = await answer(b1, call.callId);
-    expect(won.status, won.text).toBe(200);
-    await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b1, 1],
-      [b2, 2],
-    ]);
+    const r = await answered('b1');
 
-    const hungUp = await end(b1, call.callId, 'localHangup');
-    expect(hungUp.status, hungUp.text).toBe(200);
-    expect(hungUp.json.state).toBe('ended');
+    const hungUp = await endsIt(r.b1, r.call.callId, 'localHangup');
 
-    const [ea1, ea2] = await settle(call.callId, [
-      [a1, 2],
-      [a2, 2],
-      [b1, 1],
-      [b2, 2],
-    ]);
-    expectEnded(ea1![1]!, 'remoteEnded', endedAt(hungUp.json));
-    expect(ea2![1]).toEqual(ea1![1]);
+    const { ea1, ea2 } = await settleRinging(r, { a1: 2, a2: 2, b1: 1, b2: 2 });
+    expectEnded(ea1[1]!, 'remoteEnded', endedAt(hungUp.json));
+    expect(ea2[1]).toEqual(ea1[1]);
   });
 
   it('an end request that changes nothing (echo reason, or a repeat) sends no event', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
+    const r = await ringing();
 
     // An echo of a backend-decided end never changes a call (docs/protocol.md "End reasons").
-    const echo = await end(b1, call.callId, 'answeredElsewhere');
+    const echo = await end(r.b1, r.call.callId, 'answeredElsewhere');
     expect(echo.status, echo.text).toBe(200);
     expect(echo.json.state).toBe('ringing');
-    const cancelled = await end(a1, call.callId, 'localHangup');
-    expect(cancelled.status).toBe(200);
-    const again = await end(a1, call.callId, 'localHangup');
+    await endsIt(r.a1, r.call.callId, 'localHangup');
+    const again = await end(r.a1, r.call.callId, 'localHangup');
     expect(again.status).toBe(200);
 
-    await settle(call.callId, [
-      [b1, 2],
-      [b2, 2],
-      [a1, 0],
-      [a2, 0],
-    ]);
+    await settleRinging(r, { a1: 0, a2: 0, b1: 2, b2: 2 });
   });
 
   it('server API end while ringing: every caller and every callee installation gets call.ended with the reason given', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
+    const r = await ringing();
 
-    const res = await api(url, serverKey.key).post(`/v1/server/calls/${call.callId}/end`, { reason: 'failed' });
+    const res = await api(url, serverKey.key).post(`/v1/server/calls/${r.call.callId}/end`, { reason: 'failed' });
     expect(res.status, res.text).toBe(200);
 
-    const [ea1, ea2, eb1, eb2] = await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b1, 2],
-      [b2, 2],
-    ]);
-    expectEnded(ea1![0]!, 'failed', endedAt(res.json.call));
-    expect(ea2![0]).toEqual(ea1![0]);
-    expectEnded(eb1![1]!, 'failed', endedAt(res.json.call));
-    expect(eb2![1]).toEqual(eb1![1]);
+    const { ea1, ea2, eb1, eb2 } = await settleRinging(r, { a1: 1, a2: 1, b1: 2, b2: 2 });
+    expectEnded(ea1[0]!, 'failed', endedAt(res.json.call));
+    expect(ea2[0]).toEqual(ea1[0]);
+    expectEnded(eb1[1]!, 'failed', endedAt(res.json.call));
+    expect(eb2[1]).toEqual(eb1[1]);
   });
 
   it('server API end after the answer: every caller installation and the answering installation get call.ended remoteEnded; the callee’s other installations nothing', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
-    const won = await answer(b1, call.callId);
-    expect(won.status, won.text).toBe(200);
-    await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b1, 1],
-      [b2, 2],
-    ]);
+    const r = await answered('b1');
 
-    const res = await api(url, serverKey.key).post(`/v1/server/calls/${call.callId}/end`);
+    const res = await api(url, serverKey.key).post(`/v1/server/calls/${r.call.callId}/end`);
     expect(res.status, res.text).toBe(200);
 
-    const [ea1, ea2, eb1] = await settle(call.callId, [
-      [a1, 2],
-      [a2, 2],
-      [b1, 2],
-      [b2, 2],
-    ]);
-    expectEnded(ea1![1]!, 'remoteEnded', endedAt(res.json.call));
-    expect(ea2![1]).toEqual(ea1![1]);
-    expectEnded(eb1![1]!, 'remoteEnded', endedAt(res.json.call));
-    expect(callEvents(b2).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
+    const { ea1, ea2, eb1 } = await settleRinging(r, { a1: 2, a2: 2, b1: 2, b2: 2 });
+    expectEnded(ea1[1]!, 'remoteEnded', endedAt(res.json.call));
+    expect(ea2[1]).toEqual(ea1[1]);
+    expectEnded(eb1[1]!, 'remoteEnded', endedAt(res.json.call));
+    expect(callEvents(r.b2).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
   });
 });
