@@ -65,16 +65,16 @@ async function ringing() {
 }
 
 type Ringing = Awaited<ReturnType<typeof ringing>>;
+type Who = 'a1' | 'a2' | 'b1' | 'b2';
+const EVERYONE: Who[] = ['a1', 'a2', 'b1', 'b2'];
 
-/** settle over the four installations of ringing(), each having received `counts` events by then; their events by name. */
-async function settleRinging({ a1, a2, b1, b2, call }: Ringing, counts: { a1: number; a2: number; b1: number; b2: number }) {
-  const [ea1, ea2, eb1, eb2] = await settle(call.callId, [
-    [a1, counts.a1],
-    [a2, counts.a2],
-    [b1, counts.b1],
-    [b2, counts.b2],
-  ]);
-  return { ea1: ea1!, ea2: ea2!, eb1: eb1!, eb2: eb2! };
+/** settle over the four installations of ringing(), each having received `count(it)` events by then; their events by name. */
+async function settleRinging(r: Ringing, count: (w: Who) => number): Promise<Record<Who, EventPayload[]>> {
+  const events = await settle(
+    r.call.callId,
+    EVERYONE.map((w) => [r[w], count(w)]),
+  );
+  return Object.fromEntries(EVERYONE.map((w, i) => [w, events[i]!])) as Record<Who, EventPayload[]>;
 }
 
 /** ringing(), answered by `winner`, and settled: the caller's installations told of the answer, the other callee installation of answeredElsewhere. */
@@ -82,7 +82,9 @@ async function answered(winner: 'b1' | 'b2') {
   const r = await ringing();
   const won = await answer(r[winner], r.call.callId);
   expect(won.status, won.text).toBe(200);
-  await settleRinging(r, { a1: 1, a2: 1, b1: winner === 'b1' ? 1 : 2, b2: winner === 'b2' ? 1 : 2 });
+  const other = winner === 'b1' ? 'b2' : 'b1';
+  const events = await settleRinging(r, (w) => (w === other ? 2 : 1));
+  expect(events[other].map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
   return r;
 }
 
@@ -92,6 +94,75 @@ async function endsIt(d: OnlineDevice, callId: string, reason: string) {
   expect(res.status, res.text).toBe(200);
   expect(res.json.state).toBe('ended');
   return res;
+}
+
+/**
+ * An end of the call ringing() places, Alice's a1 calling Bob's b1 and b2 (answered first by
+ * `answeredBy`, if given): `ender` ends it with `reported` (`server`: the server API, with
+ * `reported` as the reason if given), and then each installation in `told` gets call.ended with
+ * that reason, one event per user (the same at each of its installations), and nobody anything else.
+ */
+interface EndCase {
+  title: string;
+  answeredBy?: 'b1' | 'b2';
+  ender: Who | 'server';
+  reported?: string;
+  told: Partial<Record<Who, string>>;
+}
+
+const ENDS: EndCase[] = [
+  {
+    title: 'caller cancels before the answer: every callee installation gets callerCancelled; the caller’s installations get nothing',
+    ender: 'a1',
+    reported: 'localHangup',
+    told: { b1: 'callerCancelled', b2: 'callerCancelled' },
+  },
+  {
+    title: 'callee declines: the caller’s installations and the callee’s other installations get declined; the declining installation gets nothing',
+    ender: 'b1',
+    reported: 'declined',
+    told: { a1: 'declined', a2: 'declined', b2: 'declined' },
+  },
+  {
+    title: 'callee’s localHangup while ringing is a decline for everyone else',
+    ender: 'b2',
+    reported: 'localHangup',
+    told: { a1: 'declined', a2: 'declined', b1: 'declined' },
+  },
+  {
+    title: 'caller hangs up after the answer: only the answering installation gets remoteEnded',
+    answeredBy: 'b2',
+    ender: 'a1',
+    reported: 'localHangup',
+    told: { b2: 'remoteEnded' },
+  },
+  {
+    title: 'callee hangs up after the answer: the caller’s installations get remoteEnded; no callee installation gets anything',
+    answeredBy: 'b1',
+    ender: 'b1',
+    reported: 'localHangup',
+    told: { a1: 'remoteEnded', a2: 'remoteEnded' },
+  },
+  {
+    title: 'server API end while ringing: every caller and every callee installation gets call.ended with the reason given',
+    ender: 'server',
+    reported: 'failed',
+    told: { a1: 'failed', a2: 'failed', b1: 'failed', b2: 'failed' },
+  },
+  {
+    title: 'server API end after the answer: every caller installation and the answering installation get call.ended remoteEnded; the callee’s other installations nothing',
+    answeredBy: 'b1',
+    ender: 'server',
+    told: { a1: 'remoteEnded', a2: 'remoteEnded', b1: 'remoteEnded' },
+  },
+];
+
+/** The call's snapshot after `ender` ended it with `reported`. */
+async function endAs(r: Ringing, ender: EndCase['ender'], reported: string | undefined): Promise<Record<string, any>> {
+  if (ender !== 'server') return (await endsIt(r[ender], r.call.callId, reported!)).json;
+  const res = await api(url, serverKey.key).post(`/v1/server/calls/${r.call.callId}/end`, reported ? { reason: reported } : undefined);
+  expect(res.status, res.text).toBe(200);
+  return res.json.call;
 }
 
 describe('signaling audience per transition', () => {
@@ -149,59 +220,23 @@ describe('signaling audience per transition', () => {
     expect(ea1![0]!.eventId).not.toBe(eb2![1]!.eventId);
   });
 
-  it('caller cancels before the answer: every callee installation gets callerCancelled; the caller’s installations get nothing', async () => {
-    const r = await ringing();
+  for (const { title, answeredBy, ender, reported, told } of ENDS) {
+    it(title, async () => {
+      const r = answeredBy ? await answered(answeredBy) : await ringing();
 
-    const cancelled = await endsIt(r.a1, r.call.callId, 'localHangup');
+      const snapshot = await endAs(r, ender, reported);
 
-    const { eb1, eb2 } = await settleRinging(r, { a1: 0, a2: 0, b1: 2, b2: 2 });
-    expectEnded(eb1[1]!, 'callerCancelled', endedAt(cancelled.json));
-    expect(eb2[1]).toEqual(eb1[1]);
-  });
-
-  it('callee declines: the caller’s installations and the callee’s other installations get declined; the declining installation gets nothing', async () => {
-    const r = await ringing();
-
-    const declined = await endsIt(r.b1, r.call.callId, 'declined');
-
-    const { ea1, ea2, eb1, eb2 } = await settleRinging(r, { a1: 1, a2: 1, b1: 1, b2: 2 });
-    expectEnded(ea1[0]!, 'declined', endedAt(declined.json));
-    expect(ea2[0]).toEqual(ea1[0]);
-    expect(eb1.map((e) => e.type)).toEqual(['call.invited']);
-    expectEnded(eb2[1]!, 'declined', endedAt(declined.json));
-    expect(eb2[1]!.eventId).not.toBe(ea1[0]!.eventId);
-  });
-
-  it('callee’s localHangup while ringing is a decline for everyone else', async () => {
-    const r = await ringing();
-
-    const ended = await endsIt(r.b2, r.call.callId, 'localHangup');
-
-    const { ea1, eb1 } = await settleRinging(r, { a1: 1, a2: 1, b1: 2, b2: 1 });
-    expectEnded(ea1[0]!, 'declined', endedAt(ended.json));
-    expectEnded(eb1[1]!, 'declined', endedAt(ended.json));
-  });
-
-  it('caller hangs up after the answer: only the answering installation gets remoteEnded', async () => {
-    const r = await answered('b2');
-
-    const hungUp = await endsIt(r.a1, r.call.callId, 'localHangup');
-
-    const { eb2 } = await settleRinging(r, { a1: 1, a2: 1, b1: 2, b2: 2 });
-    expectEnded(eb2[1]!, 'remoteEnded', endedAt(hungUp.json));
-    // b1 saw only its invitation and answeredElsewhere.
-    expect(callEvents(r.b1).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
-  });
-
-  it('callee hangs up after the answer: the caller’s installations get remoteEnded; no callee installation gets anything', async () => {
-    const r = await answered('b1');
-
-    const hungUp = await endsIt(r.b1, r.call.callId, 'localHangup');
-
-    const { ea1, ea2 } = await settleRinging(r, { a1: 2, a2: 2, b1: 1, b2: 2 });
-    expectEnded(ea1[1]!, 'remoteEnded', endedAt(hungUp.json));
-    expect(ea2[1]).toEqual(ea1[1]);
-  });
+      // Before the end each callee installation had its invitation; after an answer, the caller's
+      // installations call.accepted too, and the callee's other one answeredElsewhere.
+      const before = (w: Who) => (w.startsWith('a') ? (answeredBy ? 1 : 0) : answeredBy && answeredBy !== w ? 2 : 1);
+      const events = await settleRinging(r, (w) => before(w) + (told[w] ? 1 : 0));
+      const lastOf = (user: 'a' | 'b') => EVERYONE.filter((w) => w.startsWith(user) && told[w]).map((w) => events[w].at(-1)!);
+      for (const w of EVERYONE) if (told[w]) expectEnded(events[w].at(-1)!, told[w], endedAt(snapshot));
+      for (const copies of [lastOf('a'), lastOf('b')]) for (const e of copies) expect(e).toEqual(copies[0]);
+      // Each audience's event has its own identity.
+      if (lastOf('a').length > 0 && lastOf('b').length > 0) expect(lastOf('a')[0]!.eventId).not.toBe(lastOf('b')[0]!.eventId);
+    });
+  }
 
   it('an end request that changes nothing (echo reason, or a repeat) sends no event', async () => {
     const r = await ringing();
@@ -214,32 +249,6 @@ describe('signaling audience per transition', () => {
     const again = await end(r.a1, r.call.callId, 'localHangup');
     expect(again.status).toBe(200);
 
-    await settleRinging(r, { a1: 0, a2: 0, b1: 2, b2: 2 });
-  });
-
-  it('server API end while ringing: every caller and every callee installation gets call.ended with the reason given', async () => {
-    const r = await ringing();
-
-    const res = await api(url, serverKey.key).post(`/v1/server/calls/${r.call.callId}/end`, { reason: 'failed' });
-    expect(res.status, res.text).toBe(200);
-
-    const { ea1, ea2, eb1, eb2 } = await settleRinging(r, { a1: 1, a2: 1, b1: 2, b2: 2 });
-    expectEnded(ea1[0]!, 'failed', endedAt(res.json.call));
-    expect(ea2[0]).toEqual(ea1[0]);
-    expectEnded(eb1[1]!, 'failed', endedAt(res.json.call));
-    expect(eb2[1]).toEqual(eb1[1]);
-  });
-
-  it('server API end after the answer: every caller installation and the answering installation get call.ended remoteEnded; the callee’s other installations nothing', async () => {
-    const r = await answered('b1');
-
-    const res = await api(url, serverKey.key).post(`/v1/server/calls/${r.call.callId}/end`);
-    expect(res.status, res.text).toBe(200);
-
-    const { ea1, ea2, eb1 } = await settleRinging(r, { a1: 2, a2: 2, b1: 2, b2: 2 });
-    expectEnded(ea1[1]!, 'remoteEnded', endedAt(res.json.call));
-    expect(ea2[1]).toEqual(ea1[1]);
-    expectEnded(eb1[1]!, 'remoteEnded', endedAt(res.json.call));
-    expect(callEvents(r.b2).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
+    await settleRinging(r, (w) => (w.startsWith('a') ? 0 : 2));
   });
 });
