@@ -77,25 +77,21 @@ export function groupPhases(plan: GroupPlan): GroupPhase[] {
   /** The participants in the call before member j acts: the caller and the earlier joiners, on their joined installations. */
   const inCall = (j: number) => [plan.callerInstallation, ...members.slice(0, Math.min(j, joins)).map((m) => m.installations[0]!)];
   const phases: GroupPhase[] = [{ kind: 'invite', actor: -1, expect: members.flatMap((m) => each(m, 0, 'call.invited', MEASURE.invite)) }];
-  for (let j = 0; j < joins; j++) {
+  /** What a member's join or decline tells its other installations (they stop ringing) and the participants in the call. */
+  const told = {
+    join: { reason: 'answeredElsewhere', state: 'joined', elsewhere: MEASURE.elsewhere, participants: MEASURE.participantJoined },
+    decline: { reason: 'declined', state: 'declined', elsewhere: MEASURE.declinedElsewhere, participants: MEASURE.participantDeclined },
+  } as const;
+  for (let j = 0; j < joins + declines; j++) {
     const m = members[j]!;
+    const kind = j < joins ? 'join' : 'decline';
+    const t = told[kind];
     phases.push({
-      kind: 'join',
+      kind,
       actor: j,
       expect: [
-        ...each(m, 1, eventKey({ type: 'call.ended', reason: 'answeredElsewhere' }), MEASURE.elsewhere),
-        ...inCall(j).map((installationId) => ({ installationId, key: eventKey({ type: 'call.participant', userId: m.userId, state: 'joined' }), measure: MEASURE.participantJoined })),
-      ],
-    });
-  }
-  for (let d = joins; d < joins + declines; d++) {
-    const m = members[d]!;
-    phases.push({
-      kind: 'decline',
-      actor: d,
-      expect: [
-        ...each(m, 1, eventKey({ type: 'call.ended', reason: 'declined' }), MEASURE.declinedElsewhere),
-        ...inCall(d).map((installationId) => ({ installationId, key: eventKey({ type: 'call.participant', userId: m.userId, state: 'declined' }), measure: MEASURE.participantDeclined })),
+        ...each(m, 1, eventKey({ type: 'call.ended', reason: t.reason }), t.elsewhere),
+        ...inCall(j).map((installationId) => ({ installationId, key: eventKey({ type: 'call.participant', userId: m.userId, state: t.state }), measure: t.participants })),
       ],
     });
   }

@@ -6,7 +6,8 @@ import { GeneratorPool, generatorCpu } from '../lib/generators.js';
 import type { HistogramSummary } from '../lib/histogram.js';
 import { nowMs } from '../lib/clock.js';
 import { fmtNum, fmtPct } from '../lib/report.js';
-import type { CallCounts, CallsResult, CallsSetup } from '../workers/calls.js';
+import type { CallCounts, CallsResult } from '../lib/callGenerator.js';
+import type { CallsSetup } from '../workers/calls.js';
 import { countInto } from '../lib/waiter.js';
 
 /** Starts the generators of call lifecycles and points the fake push providers at them. */

@@ -1,15 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import type { Socket as UdpSocket } from 'node:dgram';
 import type { EventPayload } from '../../src/events/payloads.js';
+import { CallGenerator, type CallsRun } from '../lib/callGenerator.js';
 import { nowMs } from '../lib/clock.js';
 import { eventKey, groupPhases, type ExpectedEvent, type GroupPhase } from '../lib/groupPlan.js';
-import { JsonHttp } from '../lib/http.js';
-import { registerAndListen, type PushApps } from '../lib/pushDevices.js';
-import { InFlight, Rota, runRecorded, startRecord } from '../lib/lifecycleRun.js';
-import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
+import type { HistogramSet } from '../lib/histogram.js';
+import type { PushApps } from '../lib/pushDevices.js';
+import { InFlight } from '../lib/lifecycleRun.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
-import { PAIR_REST_MS, type CallsResult, type CallsRun } from './calls.js';
 import type { Task } from './task.js';
 
 /**
@@ -98,34 +96,45 @@ const slot = (installationId: string, key: string) => `${installationId} ${key}`
 
 export function createTask(): Task {
   let s: GroupSetup;
-  let http: JsonHttp;
   const groups: Group[] = [];
   // A group rests between calls as a one-to-one pair does, so its joiners' busy markers are gone.
-  const rota = new Rota(groups, PAIR_REST_MS, 'generator: group reused without rest (raise group.groupsPerGenerator)');
-  const sockets: DeviceSocket[] = [];
+  const gen = new CallGenerator(groups, 'generator: group reused without rest (raise group.groupsPerGenerator)');
   const active = new InFlight<GroupCallState>();
-  let anomalies: Record<string, number> = {};
-  let pushSignals: Record<string, number> = {};
-  let closes = 0;
-  let udp: UdpSocket | undefined;
   const callerInstallations = new Set<string>();
 
   const onEvent = (installationId: string) => (ev: EventPayload, at: number) => {
     const st = active.get(ev.callId);
     const role = callerInstallations.has(installationId) ? 'caller' : 'member';
-    if (!st) return countInto(anomalies, `${role}:${ev.type}:unknown-call`);
+    if (!st) return countInto(gen.anomalies, `${role}:${ev.type}:unknown-call`);
     const key = eventKey(ev as { type: string; userId?: string; state?: string; reason?: string });
     const w = st.events.get(slot(installationId, key));
     // The caller is never told of its own end: a call.ended there ended the call on the server's side.
     if (!w && role === 'caller' && ev.type === 'call.ended') return st.failAll(new BenchFailure(`caller got ${key}`));
-    if (!w) return countInto(anomalies, `${role}:${key}:unexpected`);
-    if (!w.fire(at)) countInto(anomalies, `${role}:${key}:duplicate`);
+    if (!w) return countInto(gen.anomalies, `${role}:${key}:unexpected`);
+    if (!w.fire(at)) countInto(gen.anomalies, `${role}:${key}:duplicate`);
+  };
+
+  /** One request of a phase: a member's join or decline, or the caller's end for all. */
+  const act = async (hist: HistogramSet, g: Group, phase: GroupPhase, callId: string): Promise<number> => {
+    const d = phase.actor < 0 ? g.caller : g.members[phase.actor]![0]!;
+    const operationId = randomUUID();
+    const [path, body, name] =
+      phase.kind === 'join'
+        ? (['answer', { installationId: d.installationId, operationId }, 'join'] as const)
+        : phase.kind === 'decline'
+          ? (['end', { reason: 'declined', operationId }, 'decline'] as const)
+          : (['end', { reason: 'localHangup', forAll: true, operationId }, 'end for all'] as const);
+    const t0 = nowMs();
+    const res = await gen.http.post(`/v1/calls/${callId}/${path}`, d.token, body);
+    if (phase.kind === 'join') countInto(gen.answers, String(res.status));
+    if (res.status !== 200) throw new BenchFailure(`${name}: HTTP ${res.status}`);
+    hist.get(name).recordMs(nowMs() - t0);
+    return t0;
   };
 
   return {
     async setup(raw) {
       s = raw as GroupSetup;
-      http = new JsonHttp(s.baseUrl, { connections: 32, timeoutMs: 10_000 });
       for (let g = 0; g < s.groups; g++) {
         const base = `${s.tag}-g${s.gen}-grp${g}`;
         const caller = device(s.secret, `${base}-caller`, `${base}-caller-phone`, 'Bench Group Caller');
@@ -142,65 +151,23 @@ export function createTask(): Task {
         groups.push({ caller, members, calleeUserIds: members.map((ds) => ds[0]!.userId), phases });
         callerInstallations.add(caller.installationId);
       }
-      const all = groups.flatMap((g) => [g.caller, ...g.members.flat()]);
-      sockets.push(
-        ...(await mapLimit(all, 64, (d) => openDeviceSocket({ wsBase: s.wsBase, token: d.token, onEvent: onEvent(d.installationId), onClose: () => closes++ }))),
-      );
-      let registered = 0;
-      let udpPort = 0;
-      if (s.push) {
-        const regs = groups.flatMap((g, gi) => g.members.flatMap((ds, m) => ds.map((d, k) => ({ d, ios: (gi + m + k) % 2 === 0 }))));
-        const leg = await registerAndListen(s.baseUrl, regs, s.push, {
-          inFlight: (callId) => active.get(callId) !== undefined,
-          invited: (callId, d) => active.get(callId)!.pushed.get(d.installationId)?.fire(nowMs()) === true,
-          count: (into, key) => countInto(into === 'signals' ? pushSignals : anomalies, key),
-        });
-        udp = leg.udp;
-        udpPort = udp.address().port;
-        registered = leg.registered;
-      }
-      return { sockets: sockets.length, pushTokens: registered, udpPort, route: `${s.tag}.${s.gen}` };
+      const owners = groups.flatMap((g) => [g.caller, ...g.members.flat()]).map((d) => ({ d, onEvent: onEvent(d.installationId) }));
+      const regs = groups.flatMap((g, gi) => g.members.flatMap((ds, m) => ds.map((d, k) => ({ d, ios: (gi + m + k) % 2 === 0 }))));
+      return gen.connect(s, owners, regs, {
+        inFlight: (callId) => active.get(callId) !== undefined,
+        invited: (callId, d) => active.get(callId)!.pushed.get(d.installationId)?.fire(nowMs()) === true,
+      });
     },
 
-    async run(raw, progress) {
-      const r = raw as CallsRun;
-      const answers: Record<string, number> = {};
-      anomalies = {};
-      pushSignals = {};
-      const rec = startRecord(r.startAtMs, anomalies);
-      const { hist } = rec;
-      const closesBefore = closes;
-      rota.restart();
-
-      /** One request of a phase: a member's join or decline, or the caller's end for all. */
-      const act = async (g: Group, phase: GroupPhase, callId: string): Promise<number> => {
-        const d = phase.actor < 0 ? g.caller : g.members[phase.actor]![0]!;
-        const operationId = randomUUID();
-        const [path, body, name] =
-          phase.kind === 'join'
-            ? (['answer', { installationId: d.installationId, operationId }, 'join'] as const)
-            : phase.kind === 'decline'
-              ? (['end', { reason: 'declined', operationId }, 'decline'] as const)
-              : (['end', { reason: 'localHangup', forAll: true, operationId }, 'end for all'] as const);
-        const t0 = nowMs();
-        const res = await http.post(`/v1/calls/${callId}/${path}`, d.token, body);
-        if (phase.kind === 'join') countInto(answers, String(res.status));
-        if (res.status !== 200) throw new BenchFailure(`${name}: HTTP ${res.status}`);
-        hist.get(name).recordMs(nowMs() - t0);
-        return t0;
-      };
-
-      const lifecycle = (seq: number, sched: number) => rota.run(seq, sched, rec, async (g) => {
-        // The scheduled time rides in the callId so the push fakes can time the push leg.
-        const callId = `${s.tag}.${s.gen}.${seq}.${Math.round(sched * 1000)}`;
+    run: (raw, progress) =>
+      gen.run(raw as CallsRun, progress, active, async (g, seq, sched, { hist }) => {
+        const callId = gen.callId(seq, sched);
         const st = new GroupCallState(callId, sched, g.phases, s.push ? g.members.flat().map((d) => d.installationId) : []);
         await active.during(callId, st, async () => {
-          const created = await http.post('/v1/calls', g.caller.token, { callId, calleeUserIds: g.calleeUserIds, operationId: randomUUID(), video: false });
-          if (created.status !== 201) throw new BenchFailure(`create: HTTP ${created.status}`);
-          hist.get('create').recordMs(nowMs() - sched);
+          await gen.create(hist, g.caller.token, sched, { callId, calleeUserIds: g.calleeUserIds });
           for (const phase of g.phases) {
             // The invitations are timed from the scheduled start; every other phase from its request.
-            const t0 = phase.kind === 'invite' ? sched : await act(g, phase, callId);
+            const t0 = phase.kind === 'invite' ? sched : await act(hist, g, phase, callId);
             let last = t0;
             for (const e of phase.expect) {
               const at = await st.wait(e);
@@ -215,17 +182,9 @@ export function createTask(): Task {
             }
             if (phase.kind === 'end') hist.get('end for all → call.ended, last socket (ws)').recordMs(last - t0);
           }
-        }, () => http.post(`/v1/calls/${callId}/end`, g.caller.token, { reason: 'localHangup', forAll: true, operationId: randomUUID() }));
-      });
+        }, () => gen.http.post(`/v1/calls/${callId}/end`, g.caller.token, { reason: 'localHangup', forAll: true, operationId: randomUUID() }));
+      }),
 
-      const run = await runRecorded(r, rec, progress, active, lifecycle, () => closes - closesBefore);
-      return { ...run, pushSignals, answers } satisfies CallsResult;
-    },
-
-    async teardown() {
-      udp?.close();
-      for (const so of sockets) so.close();
-      await http?.close();
-    },
+    teardown: () => gen.close(),
   };
 }

@@ -4,6 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import WebSocket from 'ws';
 import { CallingClient, SignalingClient, type EventPayload } from '@calling-backend/client';
+import type { CallsRun } from '../lib/callGenerator.js';
 import { nowMs } from '../lib/clock.js';
 import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
 import { openLoop } from '../lib/openLoop.js';
@@ -11,7 +12,7 @@ import { maxOf, Sampler } from '../lib/sampler.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter, type LifecycleCounts } from '../lib/waiter.js';
 import type { Task } from './task.js';
-import type { CallsRun, CallsSetup } from './calls.js';
+import type { CallsSetup } from './calls.js';
 
 /**
  * The soak's load (bench/scenarios/soak.ts): pairs of users, each device on the client package's

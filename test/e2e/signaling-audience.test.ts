@@ -64,6 +64,107 @@ async function ringing() {
   return { a1, a2, b1, b2, call };
 }
 
+type Ringing = Awaited<ReturnType<typeof ringing>>;
+type Who = 'a1' | 'a2' | 'b1' | 'b2';
+const EVERYONE: Who[] = ['a1', 'a2', 'b1', 'b2'];
+
+/** settle over the four installations of ringing(), each having received `count(it)` events by then; their events by name. */
+async function settleRinging(r: Ringing, count: (w: Who) => number): Promise<Record<Who, EventPayload[]>> {
+  const events = await settle(
+    r.call.callId,
+    EVERYONE.map((w) => [r[w], count(w)]),
+  );
+  return Object.fromEntries(EVERYONE.map((w, i) => [w, events[i]!])) as Record<Who, EventPayload[]>;
+}
+
+/** ringing(), answered by `winner`, and settled: the caller's installations told of the answer, the other callee installation of answeredElsewhere. */
+async function answered(winner: 'b1' | 'b2') {
+  const r = await ringing();
+  const won = await answer(r[winner], r.call.callId);
+  expect(won.status, won.text).toBe(200);
+  const other = winner === 'b1' ? 'b2' : 'b1';
+  const events = await settleRinging(r, (w) => (w === other ? 2 : 1));
+  expect(events[other].map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
+  return r;
+}
+
+/** `d` ends the call with `reason`, which must end it. */
+async function endsIt(d: OnlineDevice, callId: string, reason: string) {
+  const res = await end(d, callId, reason);
+  expect(res.status, res.text).toBe(200);
+  expect(res.json.state).toBe('ended');
+  return res;
+}
+
+/**
+ * An end of the call ringing() places, Alice's a1 calling Bob's b1 and b2 (answered first by
+ * `answeredBy`, if given): `ender` ends it with `reported` (`server`: the server API, with
+ * `reported` as the reason if given), and then each installation in `told` gets call.ended with
+ * that reason, one event per user (the same at each of its installations), and nobody anything else.
+ */
+interface EndCase {
+  title: string;
+  answeredBy?: 'b1' | 'b2';
+  ender: Who | 'server';
+  reported?: string;
+  told: Partial<Record<Who, string>>;
+}
+
+const ENDS: EndCase[] = [
+  {
+    title: 'caller cancels before the answer: every callee installation gets callerCancelled; the caller’s installations get nothing',
+    ender: 'a1',
+    reported: 'localHangup',
+    told: { b1: 'callerCancelled', b2: 'callerCancelled' },
+  },
+  {
+    title: 'callee declines: the caller’s installations and the callee’s other installations get declined; the declining installation gets nothing',
+    ender: 'b1',
+    reported: 'declined',
+    told: { a1: 'declined', a2: 'declined', b2: 'declined' },
+  },
+  {
+    title: 'callee’s localHangup while ringing is a decline for everyone else',
+    ender: 'b2',
+    reported: 'localHangup',
+    told: { a1: 'declined', a2: 'declined', b1: 'declined' },
+  },
+  {
+    title: 'caller hangs up after the answer: only the answering installation gets remoteEnded',
+    answeredBy: 'b2',
+    ender: 'a1',
+    reported: 'localHangup',
+    told: { b2: 'remoteEnded' },
+  },
+  {
+    title: 'callee hangs up after the answer: the caller’s installations get remoteEnded; no callee installation gets anything',
+    answeredBy: 'b1',
+    ender: 'b1',
+    reported: 'localHangup',
+    told: { a1: 'remoteEnded', a2: 'remoteEnded' },
+  },
+  {
+    title: 'server API end while ringing: every caller and every callee installation gets call.ended with the reason given',
+    ender: 'server',
+    reported: 'failed',
+    told: { a1: 'failed', a2: 'failed', b1: 'failed', b2: 'failed' },
+  },
+  {
+    title: 'server API end after the answer: every caller installation and the answering installation get call.ended remoteEnded; the callee’s other installations nothing',
+    answeredBy: 'b1',
+    ender: 'server',
+    told: { a1: 'remoteEnded', a2: 'remoteEnded', b1: 'remoteEnded' },
+  },
+];
+
+/** The call's snapshot after `ender` ended it with `reported`. */
+async function endAs(r: Ringing, ender: EndCase['ender'], reported: string | undefined): Promise<Record<string, any>> {
+  if (ender !== 'server') return (await endsIt(r[ender], r.call.callId, reported!)).json;
+  const res = await api(url, serverKey.key).post(`/v1/server/calls/${r.call.callId}/end`, reported ? { reason: reported } : undefined);
+  expect(res.status, res.text).toBe(200);
+  return res.json.call;
+}
+
 describe('signaling audience per transition', () => {
   it('create: every callee installation gets call.invited; the caller’s installations get nothing', async () => {
     const { a1, a2, callees } = await parties(2);
@@ -119,170 +220,35 @@ describe('signaling audience per transition', () => {
     expect(ea1![0]!.eventId).not.toBe(eb2![1]!.eventId);
   });
 
-  it('caller cancels before the answer: every callee installation gets callerCancelled; the caller’s installations get nothing', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
+  for (const { title, answeredBy, ender, reported, told } of ENDS) {
+    it(title, async () => {
+      const r = answeredBy ? await answered(answeredBy) : await ringing();
 
-    const cancelled = await end(a1, call.callId, 'localHangup');
-    expect(cancelled.status, cancelled.text).toBe(200);
-    expect(cancelled.json.state).toBe('ended');
+      const snapshot = await endAs(r, ender, reported);
 
-    const [eb1, eb2] = await settle(call.callId, [
-      [b1, 2],
-      [b2, 2],
-      [a1, 0],
-      [a2, 0],
-    ]);
-    expectEnded(eb1![1]!, 'callerCancelled', endedAt(cancelled.json));
-    expect(eb2![1]).toEqual(eb1![1]);
-  });
-
-  it('callee declines: the caller’s installations and the callee’s other installations get declined; the declining installation gets nothing', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
-
-    const declined = await end(b1, call.callId, 'declined');
-    expect(declined.status, declined.text).toBe(200);
-
-    const [ea1, ea2, eb1, eb2] = await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b1, 1],
-      [b2, 2],
-    ]);
-    expectEnded(ea1![0]!, 'declined', endedAt(declined.json));
-    expect(ea2![0]).toEqual(ea1![0]);
-    expect(eb1!.map((e) => e.type)).toEqual(['call.invited']);
-    expectEnded(eb2![1]!, 'declined', endedAt(declined.json));
-    expect(eb2![1]!.eventId).not.toBe(ea1![0]!.eventId);
-  });
-
-  it('callee’s localHangup while ringing is a decline for everyone else', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
-
-    const ended = await end(b2, call.callId, 'localHangup');
-    expect(ended.status, ended.text).toBe(200);
-
-    const [ea1, , , eb1] = await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b2, 1],
-      [b1, 2],
-    ]);
-    expectEnded(ea1![0]!, 'declined', endedAt(ended.json));
-    expectEnded(eb1![1]!, 'declined', endedAt(ended.json));
-  });
-
-  it('caller hangs up after the answer: only the answering installation gets remoteEnded', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
-    const won = await answer(b2, call.callId);
-    expect(won.status, won.text).toBe(200);
-    await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b1, 2],
-      [b2, 1],
-    ]);
-
-    const hungUp = await end(a1, call.callId, 'localHangup');
-    expect(hungUp.status, hungUp.text).toBe(200);
-    expect(hungUp.json.state).toBe('ended');
-
-    const [eb2] = await settle(call.callId, [
-      [b2, 2],
-      [b1, 2],
-      [a1, 1],
-      [a2, 1],
-    ]);
-    expectEnded(eb2![1]!, 'remoteEnded', endedAt(hungUp.json));
-    // b1 saw only its invitation and answeredElsewhere.
-    expect(callEvents(b1).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
-  });
-
-  it('callee hangs up after the answer: the caller’s installations get remoteEnded; no callee installation gets anything', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
-    const won = await answer(b1, call.callId);
-    expect(won.status, won.text).toBe(200);
-    await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b1, 1],
-      [b2, 2],
-    ]);
-
-    const hungUp = await end(b1, call.callId, 'localHangup');
-    expect(hungUp.status, hungUp.text).toBe(200);
-    expect(hungUp.json.state).toBe('ended');
-
-    const [ea1, ea2] = await settle(call.callId, [
-      [a1, 2],
-      [a2, 2],
-      [b1, 1],
-      [b2, 2],
-    ]);
-    expectEnded(ea1![1]!, 'remoteEnded', endedAt(hungUp.json));
-    expect(ea2![1]).toEqual(ea1![1]);
-  });
+      // Before the end each callee installation had its invitation; after an answer, the caller's
+      // installations call.accepted too, and the callee's other one answeredElsewhere.
+      const before = (w: Who) => (w.startsWith('a') ? (answeredBy ? 1 : 0) : answeredBy && answeredBy !== w ? 2 : 1);
+      const events = await settleRinging(r, (w) => before(w) + (told[w] ? 1 : 0));
+      const lastOf = (user: 'a' | 'b') => EVERYONE.filter((w) => w.startsWith(user) && told[w]).map((w) => events[w].at(-1)!);
+      for (const w of EVERYONE) if (told[w]) expectEnded(events[w].at(-1)!, told[w], endedAt(snapshot));
+      for (const copies of [lastOf('a'), lastOf('b')]) for (const e of copies) expect(e).toEqual(copies[0]);
+      // Each audience's event has its own identity.
+      if (lastOf('a').length > 0 && lastOf('b').length > 0) expect(lastOf('a')[0]!.eventId).not.toBe(lastOf('b')[0]!.eventId);
+    });
+  }
 
   it('an end request that changes nothing (echo reason, or a repeat) sends no event', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
+    const r = await ringing();
 
     // An echo of a backend-decided end never changes a call (docs/protocol.md "End reasons").
-    const echo = await end(b1, call.callId, 'answeredElsewhere');
+    const echo = await end(r.b1, r.call.callId, 'answeredElsewhere');
     expect(echo.status, echo.text).toBe(200);
     expect(echo.json.state).toBe('ringing');
-    const cancelled = await end(a1, call.callId, 'localHangup');
-    expect(cancelled.status).toBe(200);
-    const again = await end(a1, call.callId, 'localHangup');
+    await endsIt(r.a1, r.call.callId, 'localHangup');
+    const again = await end(r.a1, r.call.callId, 'localHangup');
     expect(again.status).toBe(200);
 
-    await settle(call.callId, [
-      [b1, 2],
-      [b2, 2],
-      [a1, 0],
-      [a2, 0],
-    ]);
-  });
-
-  it('server API end while ringing: every caller and every callee installation gets call.ended with the reason given', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
-
-    const res = await api(url, serverKey.key).post(`/v1/server/calls/${call.callId}/end`, { reason: 'failed' });
-    expect(res.status, res.text).toBe(200);
-
-    const [ea1, ea2, eb1, eb2] = await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b1, 2],
-      [b2, 2],
-    ]);
-    expectEnded(ea1![0]!, 'failed', endedAt(res.json.call));
-    expect(ea2![0]).toEqual(ea1![0]);
-    expectEnded(eb1![1]!, 'failed', endedAt(res.json.call));
-    expect(eb2![1]).toEqual(eb1![1]);
-  });
-
-  it('server API end after the answer: every caller installation and the answering installation get call.ended remoteEnded; the callee’s other installations nothing', async () => {
-    const { a1, a2, b1, b2, call } = await ringing();
-    const won = await answer(b1, call.callId);
-    expect(won.status, won.text).toBe(200);
-    await settle(call.callId, [
-      [a1, 1],
-      [a2, 1],
-      [b1, 1],
-      [b2, 2],
-    ]);
-
-    const res = await api(url, serverKey.key).post(`/v1/server/calls/${call.callId}/end`);
-    expect(res.status, res.text).toBe(200);
-
-    const [ea1, ea2, eb1] = await settle(call.callId, [
-      [a1, 2],
-      [a2, 2],
-      [b1, 2],
-      [b2, 2],
-    ]);
-    expectEnded(ea1![1]!, 'remoteEnded', endedAt(res.json.call));
-    expect(ea2![1]).toEqual(ea1![1]);
-    expectEnded(eb1![1]!, 'remoteEnded', endedAt(res.json.call));
-    expect(callEvents(b2).map((e) => `${e.type}/${String(e.reason ?? '')}`)).toEqual(['call.invited/', 'call.ended/answeredElsewhere']);
+    await settleRinging(r, (w) => (w.startsWith('a') ? 0 : 2));
   });
 });

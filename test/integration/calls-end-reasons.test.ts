@@ -13,10 +13,21 @@ let url: string;
 stackForFile({ ROLES: 'api' }, (s) => (url = s.url));
 
 interface Row {
+  from: 'ringing' | 'accepted';
   ender: 'caller' | 'callee';
   reported: string;
   enderSees: string;
   otherSees: string;
+}
+
+/** A new call in `from`, with the snapshot its last change returned and the revision an end gives it. */
+async function callIn(from: Row['from']): Promise<{ pair: CallPair; last: ApiResponse; revision: string }> {
+  if (from === 'ringing') {
+    const pair = await ringingCall(url);
+    return { pair, last: pair.created, revision: '2' };
+  }
+  const pair = await acceptedCall(url);
+  return { pair, last: pair.answered, revision: '3' };
 }
 
 /**
@@ -44,38 +55,31 @@ async function expectEndsChangeNothing(pair: CallPair, last: ApiResponse, reason
   expect((await getCall(pair.caller, pair.callId)).text).toBe(last.text);
 }
 
-describe('ends of a ringing call', () => {
-  const rows: Row[] = [
+describe('ends of a ringing or accepted call', () => {
+  const ringing: Row[] = [
     // The caller hanging up before an answer is callerCancelled for the callee, whatever its own reason.
-    { ender: 'caller', reported: 'localHangup', enderSees: 'localHangup', otherSees: 'callerCancelled' },
-    { ender: 'caller', reported: 'failed', enderSees: 'failed', otherSees: 'callerCancelled' },
-    { ender: 'caller', reported: 'busy', enderSees: 'busy', otherSees: 'callerCancelled' },
-    { ender: 'caller', reported: 'unanswered', enderSees: 'unanswered', otherSees: 'callerCancelled' },
+    { from: 'ringing', ender: 'caller', reported: 'localHangup', enderSees: 'localHangup', otherSees: 'callerCancelled' },
+    { from: 'ringing', ender: 'caller', reported: 'failed', enderSees: 'failed', otherSees: 'callerCancelled' },
+    { from: 'ringing', ender: 'caller', reported: 'busy', enderSees: 'busy', otherSees: 'callerCancelled' },
+    { from: 'ringing', ender: 'caller', reported: 'unanswered', enderSees: 'unanswered', otherSees: 'callerCancelled' },
     // The callee's decline is declined for both; its local hang-up while ringing is a decline.
-    { ender: 'callee', reported: 'declined', enderSees: 'declined', otherSees: 'declined' },
-    { ender: 'callee', reported: 'localHangup', enderSees: 'declined', otherSees: 'declined' },
-    { ender: 'callee', reported: 'busy', enderSees: 'busy', otherSees: 'busy' },
-    { ender: 'callee', reported: 'unanswered', enderSees: 'unanswered', otherSees: 'unanswered' },
-    { ender: 'callee', reported: 'failed', enderSees: 'failed', otherSees: 'declined' },
+    { from: 'ringing', ender: 'callee', reported: 'declined', enderSees: 'declined', otherSees: 'declined' },
+    { from: 'ringing', ender: 'callee', reported: 'localHangup', enderSees: 'declined', otherSees: 'declined' },
+    { from: 'ringing', ender: 'callee', reported: 'busy', enderSees: 'busy', otherSees: 'busy' },
+    { from: 'ringing', ender: 'callee', reported: 'unanswered', enderSees: 'unanswered', otherSees: 'unanswered' },
+    { from: 'ringing', ender: 'callee', reported: 'failed', enderSees: 'failed', otherSees: 'declined' },
+  ];
+  // A hang-up after the answer is remoteEnded for the other side.
+  const accepted: Row[] = [
+    { from: 'accepted', ender: 'caller', reported: 'localHangup', enderSees: 'localHangup', otherSees: 'remoteEnded' },
+    { from: 'accepted', ender: 'callee', reported: 'localHangup', enderSees: 'localHangup', otherSees: 'remoteEnded' },
+    { from: 'accepted', ender: 'caller', reported: 'failed', enderSees: 'failed', otherSees: 'remoteEnded' },
+    { from: 'accepted', ender: 'callee', reported: 'failed', enderSees: 'failed', otherSees: 'remoteEnded' },
   ];
 
-  it.each(rows)('$ender reports $reported → $ender sees $enderSees, the other side sees $otherSees', async (row) => {
-    const pair = await ringingCall(url);
-    await expectEndAsRow(row, pair, pair.created, '2');
-  });
-});
-
-describe('ends of an accepted call', () => {
-  const rows: Row[] = [
-    { ender: 'caller', reported: 'localHangup', enderSees: 'localHangup', otherSees: 'remoteEnded' },
-    { ender: 'callee', reported: 'localHangup', enderSees: 'localHangup', otherSees: 'remoteEnded' },
-    { ender: 'caller', reported: 'failed', enderSees: 'failed', otherSees: 'remoteEnded' },
-    { ender: 'callee', reported: 'failed', enderSees: 'failed', otherSees: 'remoteEnded' },
-  ];
-
-  it.each(rows)('hang-up after accept: $ender reports $reported → $ender sees $enderSees, the other side sees $otherSees', async (row) => {
-    const pair = await acceptedCall(url);
-    await expectEndAsRow(row, pair, pair.answered, '3');
+  it.each([...ringing, ...accepted])('$from: $ender reports $reported → $ender sees $enderSees, the other side sees $otherSees', async (row) => {
+    const { pair, last, revision } = await callIn(row.from);
+    await expectEndAsRow(row, pair, last, revision);
   });
 });
 

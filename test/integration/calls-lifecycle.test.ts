@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { stackForFile } from '../support/stack.js';
 import {
   acceptedCall,
   answer,
@@ -29,20 +29,14 @@ import {
 const RING_TIMEOUT_MS = 45_000;
 const SHORT_RING_TIMEOUT_MS = 1_000;
 
-let stack: Stack;
 /** The default server (45 s ring timeout). */
 let url: string;
 /** A second server on the same Redis with the shortest ring timeout, for the expiry rows. */
 let shortUrl: string;
 
-beforeAll(async () => {
-  stack = await startStack();
-  url = stack.url;
-  shortUrl = (await stack.addServer({ RING_TIMEOUT_MS: String(SHORT_RING_TIMEOUT_MS) })).url;
-});
-
-afterAll(async () => {
-  await stack?.stop();
+stackForFile({}, async (s) => {
+  url = s.url;
+  shortUrl = (await s.addServer({ RING_TIMEOUT_MS: String(SHORT_RING_TIMEOUT_MS) })).url;
 });
 
 const byType = (events: { type: string }[], type: string) => events.filter((e) => e.type === type);
