@@ -28,9 +28,8 @@
   ARGV[13] firstUse              on a cluster, '1' when the caller's operationId binding was new:
                                  no record of this operation can exist unless a concurrent replay
                                  made it
-  ARGV[14] liveChannel           on a single Redis, the users' live channel with a NUL where the
-                                 userId goes: the change's early notice is published there
-                                 (appendOutbox.lua); '' on a cluster
+  ARGV[14] earlyNotice           '1' on a single Redis: the change's early notice is published
+                                 (lua/includes/appendOutbox.lua); '' on a cluster
   ARGV[15] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
@@ -56,7 +55,7 @@ local opening = openCreate(callKey, opKey, fingerprint, operationTtlMs, KEYS[5],
 if opening then return opening end
 
 local now = nowMs()
-local call = { names = {}, values = {}, trace = ARGV[15], live = ARGV[14] }
+local call = { names = {}, values = {}, trace = ARGV[15], early = ARGV[14] }
 setNewCall(callKey, call, now, ringTimeoutMs, calleeUserId)
 local fields
 if busy then

@@ -17,7 +17,8 @@
   ARGV[12] busy                  JSON array: the invitees in an accepted call (call waiting off);
                                  they start `busy` and are not rung
   ARGV[13] firstUse              on a cluster, '1' when the caller's operationId binding was new
-  ARGV[14] liveChannel           on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster
+  ARGV[14] earlyNotice           '1' on a single Redis: the change's early notice is published
+                                 (lua/includes/appendOutbox.lua); '' on a cluster
   ARGV[15] title                 '' or the call's title (already cut), shown as the invitation's displayName
   ARGV[16] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
 
@@ -54,7 +55,7 @@ for _, u in ipairs(cjson.decode(ARGV[6])) do
     members[#members + 1] = { userId = u, state = 'invited', invitedAtMs = now, ringUntilMs = now + ringTimeoutMs }
   end
 end
-local call = { names = {}, values = {}, trace = ARGV[16], live = ARGV[14], members = members }
+local call = { names = {}, values = {}, trace = ARGV[16], early = ARGV[14], members = members }
 setNewCall(callKey, call, now, ringTimeoutMs, '', 'kind', 'group', 'title', ARGV[15], 'members', cjson.encode(members))
 local fields
 if countMembers(call, isRinging) == 0 then

@@ -16,9 +16,8 @@
   ARGV[6] fingerprint
   ARGV[7] firstUse           on a cluster, '1' when the user's operationId binding was new: no record of this
                              operation exists unless a concurrent replay made it
-  ARGV[8] liveChannel        on a single Redis, the users' live channel with a NUL where the userId
-                             goes: the change's early notice is published there (appendOutbox.lua);
-                             '' on a cluster
+  ARGV[8] earlyNotice        '1' on a single Redis: the change's early notice is published
+                             (lua/includes/appendOutbox.lua); '' on a cluster
   ARGV[9] forAll             '1': the caller of a group call ends it for everyone (else it leaves)
   ARGV[10] traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
 

@@ -9,9 +9,8 @@
 
   ARGV[1] reason       the end reason both sides are told (validated by the API)
   ARGV[2] retention    callMs (lua/includes/retention.lua)
-  ARGV[3] liveChannel  on a single Redis, the users' live channel with a NUL where the userId goes:
-                       the change's early notice is published there (lua/includes/appendOutbox.lua);
-                       '' on a cluster
+  ARGV[3] earlyNotice  '1' on a single Redis: the change's early notice is published
+                       (lua/includes/appendOutbox.lua); '' on a cluster
 
   Returns
     { 'ended', fields }      this request ended it
@@ -29,7 +28,7 @@ local reason = ARGV[1]
 local retention = parseRetention(ARGV[2])
 local call = loadCall(callKey)
 if not call then return { 'error', 'not_found' } end
-call.live = ARGV[3]
+call.early = ARGV[3]
 local now = nowMs()
 -- A ringing call past its deadline ended as unanswered, before anyone asked.
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)

@@ -9,8 +9,7 @@
   KEYS[3..]  callKeys     one per ARGV callId, same order (all in the shard)
 
   ARGV[1]    retention    callMs (lua/includes/retention.lua)
-  ARGV[2]    liveChannel  on a single Redis, the users' live channel with a NUL where the userId
-                          goes: the early notice of each call ended here is published there
+  ARGV[2]    earlyNotice  '1' on a single Redis: the change's early notice is published
                           (lua/includes/appendOutbox.lua); '' on a cluster
   ARGV[3..]  callIds
 
@@ -22,7 +21,7 @@
 ]]
 local ringingKey, outboxKey = KEYS[1], KEYS[2]
 --@include "retention"
-local retention, liveChannel = parseRetention(ARGV[1]), ARGV[2]
+local retention, earlyNotice = parseRetention(ARGV[1]), ARGV[2]
 
 --@include "nowMs"
 --@include "callRecord"
@@ -35,7 +34,7 @@ for i = 3, #ARGV do
   local due = redis.call('ZSCORE', ringingKey, callId)
   if due and tonumber(due) <= now then
     local call = loadCall(callKey)
-    if call then call.live = liveChannel end
+    if call then call.early = earlyNotice end
     if call and expireIfDue(callKey, call, outboxKey, ringingKey, now, retention) then
       out[1] = out[1] + 1
       out[#out + 1] = now - tonumber(due)

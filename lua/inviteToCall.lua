@@ -20,7 +20,8 @@
   ARGV[7]  retention         callMs (lua/includes/retention.lua)
   ARGV[8]  operationTtlMs
   ARGV[9]  fingerprint
-  ARGV[10] liveChannel       on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster
+  ARGV[10] earlyNotice       '1' on a single Redis: the change's early notice is published
+                             (lua/includes/appendOutbox.lua); '' on a cluster
   ARGV[11] traceparent       optional (docs/operations.md "Tracing")
 
   Returns

@@ -16,7 +16,8 @@
   ARGV[2] retention        callMs (lua/includes/retention.lua)
   ARGV[3] operationTtlMs
   ARGV[4] fingerprint
-  ARGV[5] liveChannel      on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster
+  ARGV[5] earlyNotice      '1' on a single Redis: the change's early notice is published
+                           (lua/includes/appendOutbox.lua); '' on a cluster
   ARGV[6] via              how the invitation reached the installation: socket, apns or fcm (kept
                            with the receipt for the relay's invitation-to-receipt metric)
   ARGV[7] traceparent      optional (docs/operations.md "Tracing")

@@ -7,8 +7,7 @@
 
   ARGV[1] userId
   ARGV[2] retention   callMs (lua/includes/retention.lua)
-  ARGV[3] liveChannel on a single Redis, the users' live channel with a NUL where the userId goes:
-                      the early notice of a lazy expiry is published there
+  ARGV[3] earlyNotice '1' on a single Redis: the change's early notice is published
                       (lua/includes/appendOutbox.lua); '' on a cluster
 
   Returns { 'ok', fields } or { 'error', 'not_found' } (also for non-members).
@@ -24,6 +23,6 @@ local userId, retention = ARGV[1], parseRetention(ARGV[2])
 
 local call = loadCall(callKey)
 if not isParty(call, userId) then return { 'error', 'not_found' } end
-call.live = ARGV[3]
+call.early = ARGV[3]
 expireIfDue(callKey, call, outboxKey, ringingKey, nowMs(), retention)
 return { 'ok', callFieldList(call) }

@@ -11,7 +11,8 @@
 
   ARGV[1] userId       the member to remove
   ARGV[2] retention    callMs (lua/includes/retention.lua)
-  ARGV[3] liveChannel  on a single Redis, the live channel template (appendOutbox.lua); '' on a cluster
+  ARGV[3] earlyNotice  '1' on a single Redis: the change's early notice is published
+                       (lua/includes/appendOutbox.lua); '' on a cluster
 
   Returns
     { 'removed', fields }    this request removed the member
@@ -33,7 +34,7 @@ if not call then return { 'error', 'not_found' } end
 if not isGroup(call) then return { 'error', 'not_group' } end
 local m = memberOf(call, userId)
 if not m then return { 'error', 'not_member' } end
-call.live = ARGV[3]
+call.early = ARGV[3]
 local now = nowMs()
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
 if call.values.state == 'ended' or not (m.state == 'joined' or isRinging(m)) then

@@ -15,9 +15,8 @@
   ARGV[4] operationTtlMs
   ARGV[5] fingerprint
   ARGV[6] maxRenames         renames one call may have (each is an event in the callee's log)
-  ARGV[7] liveChannel        on a single Redis, the users' live channel with a NUL where the userId
-                             goes: the change's early notice is published there (appendOutbox.lua);
-                             '' on a cluster
+  ARGV[7] earlyNotice        '1' on a single Redis: the change's early notice is published
+                             (lua/includes/appendOutbox.lua); '' on a cluster
   ARGV[8] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   An ended call, or the same name again, is returned unchanged (no revision, no event). A call

@@ -76,7 +76,7 @@ if replay then return replay end
 local call = loadCall(callKey)
 if not isParty(call, userId) then return refuse('not_found') end
 -- A lazy expiry's early notice goes where the message would (lua/includes/appendOutbox.lua).
-call.live = liveChannel
+call.early = liveChannel ~= '' and '1' or ''
 local now = nowMs()
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
 local v = call.values

@@ -4,15 +4,15 @@
 -- its W3C `traceparent`; the entry then carries it as `tp` (after the call's fields), so the
 -- relay's and the push sender's spans join the request's trace (docs/operations.md "Tracing").
 --
--- Early notice: when `call.live` is a live channel template (a single Redis, and a change a
--- device asked for), the same entry is also published at once on both parties' live channels, in
--- the order the changes happen (scripts run one at a time). The gateways derive each socket's
--- events from it and send them ahead of the relay, without a cursor; the relay still appends the
--- events to the logs and publishes them with their cursors (docs/signaling.md "Early events").
--- On a cluster the parties' channels live in other slots, and only the relay publishes.
+-- Early notice: when `call.early` is '1' (a single Redis, and a change a device asked for), the
+-- same entry is also published at once, once, on the call shard's early channel (the outbox key
+-- with `early` for `outbox`: src/redis/keys.ts earlyChannel), in the order the changes happen
+-- (scripts run one at a time). Every gateway subscribes to it and derives the events of the
+-- parties it holds, sent ahead of the relay without a cursor; the relay still appends the events
+-- to the logs and publishes them with their cursors (docs/signaling.md "Early events"). On a
+-- cluster the gateways' subscriptions are per user only, and only the relay publishes.
 --@include "fmtInt"
 --@include "callRecord"
---@include "liveChannel"
 -- The live message's header for an early notice (src/events/eventLog.ts EARLY_EPOCH).
 local EARLY_NOTICE = '!early\n\n\n\n\n'
 local function appendOutbox(outboxKey, call, change, atMs, subjects)
@@ -28,16 +28,8 @@ local function appendOutbox(outboxKey, call, change, atMs, subjects)
     entry[#entry + 1] = call.trace
   end
   redis.call('XADD', outboxKey, '*', unpack(entry))
-  if call.live and call.live ~= '' then
-    local notice = EARLY_NOTICE .. cjson.encode(entry)
-    if call.values.kind == 'group' then
-      for _, m in ipairs(cjson.decode(call.values.members)) do
-        redis.call('SPUBLISH', liveChannelOf(call.live, m.userId), notice)
-      end
-    else
-      redis.call('SPUBLISH', liveChannelOf(call.live, call.values.callerUserId), notice)
-      redis.call('SPUBLISH', liveChannelOf(call.live, call.values.calleeUserId), notice)
-    end
+  if call.early == '1' then
+    redis.call('SPUBLISH', (string.gsub(outboxKey, 'outbox$', 'early')), EARLY_NOTICE .. cjson.encode(entry))
   end
   return fields
 end

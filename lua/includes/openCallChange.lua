@@ -5,7 +5,7 @@
 --      revealed); one of the wrong side (`role`: 'caller' or 'callee', nil for either) gets
 --      forbidden, before anything changes, and a binding the script made is undone (refuse);
 --   3. the request's trace context is noted for the outbox entry (docs/operations.md "Tracing"),
---      and the live channel template its early notices go to, '' for none (appendOutbox.lua);
+--      and whether its early notice is published ('1', else ''; appendOutbox.lua);
 --   4. a ringing call past its expiresAtMs is ended as unanswered first (lazy expiry).
 -- Returns `call, now`, or `nil, nil, reply` when the script must answer `reply` at once.
 --@include "nowMs"
@@ -13,7 +13,7 @@
 --@include "callParties"
 --@include "expireIfDue"
 --@include "operationRecord"
-local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, role, fingerprint, mayHaveRecord, retention, live, traceparent)
+local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, role, fingerprint, mayHaveRecord, retention, early, traceparent)
   local replay = replayOperation(opKey, fingerprint, mayHaveRecord)
   if replay then return nil, nil, replay end
   local call = loadCall(callKey)
@@ -22,7 +22,7 @@ local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, rol
   -- (lua/includes/groupMembers.lua).
   local roleUserId = role and not (role == 'callee' and isGroup(call)) and call.values[role .. 'UserId']
   if roleUserId and userId ~= roleUserId then return nil, nil, refuse('forbidden') end
-  call.trace, call.live = traceparent, live
+  call.trace, call.early = traceparent, early
   local now = nowMs()
   expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
   return call, now

@@ -63,13 +63,21 @@ function userRequestKeys(s: StoreSettings, i: { callId: string; userId: string; 
 }
 
 /**
- * On a single Redis: the users' live channel template, with a NUL where the userId
- * goes, so the script publishes on the parties' channels itself: a change's early notice
- * (lua/includes/appendOutbox.lua), an in-call message (lua/sendMessage.lua). On a cluster those
- * channels live in other slots, and the relay publishes.
+ * On a single Redis: the users' live channel template, with a NUL where the userId goes, so the
+ * in-call message script publishes to the recipient's channel itself (lua/sendMessage.lua). On a
+ * cluster that channel lives in another slot, and the relay publishes.
  */
 export function liveChannelArg(s: KeySpace, topology: Topology): string {
   return topology === 'single' ? keys.liveChannel(s, '\0') : '';
+}
+
+/**
+ * '1' on a single Redis: a change script publishes the change's early notice on its shard's early
+ * channel (lua/includes/appendOutbox.lua, docs/signaling.md "Early events"). On a cluster, '': the
+ * gateways subscribe per user there, and only the relay publishes.
+ */
+export function earlyNoticeArg(topology: Topology): string {
+  return topology === 'single' ? '1' : '';
 }
 
 /**
@@ -104,7 +112,7 @@ function createRequest(s: StoreSettings, i: Omit<CreateInput, 'calleeUserId'>, c
       i.fingerprint,
       busy,
       firstUse ? '1' : '0',
-      liveChannelArg(s, topology),
+      earlyNoticeArg(topology),
       ...more,
     ],
   };
@@ -121,7 +129,7 @@ export interface RenameInput {
 export function renameCallKeysArgs(s: StoreSettings, i: RenameInput, topology: Topology = 'cluster'): ScriptCall {
   return {
     keys: userRequestKeys(s, i, topology),
-    args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall), liveChannelArg(s, topology)],
+    args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall), earlyNoticeArg(topology)],
   };
 }
 
@@ -199,7 +207,7 @@ function installationRequest(
 ): ScriptCall {
   return {
     keys: userRequestKeys(s, i, topology),
-    args: [i.userId, i.installationId, what, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0', liveChannelArg(s, topology), ...more],
+    args: [i.userId, i.installationId, what, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0', earlyNoticeArg(topology), ...more],
   };
 }
 
@@ -247,7 +255,7 @@ export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[],
       retentionArg(s),
       String(s.operationTtlMs),
       i.fingerprint,
-      liveChannelArg(s, topology),
+      earlyNoticeArg(topology),
     ],
   };
 }
@@ -264,13 +272,13 @@ export interface RingingInput {
 export function ringingKeysArgs(s: StoreSettings, i: RingingInput, topology: Topology = 'cluster'): ScriptCall {
   return {
     keys: userRequestKeys(s, i, topology),
-    args: [i.userId, retentionArg(s), String(s.operationTtlMs), i.fingerprint, liveChannelArg(s, topology), i.via],
+    args: [i.userId, retentionArg(s), String(s.operationTtlMs), i.fingerprint, earlyNoticeArg(topology), i.via],
   };
 }
 
 export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string, topology: Topology = 'cluster'): ScriptCall {
   return {
     keys: [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)],
-    args: [userId, retentionArg(s), liveChannelArg(s, topology)],
+    args: [userId, retentionArg(s), earlyNoticeArg(topology)],
   };
 }

@@ -11,8 +11,8 @@ import {
   createCallKeysArgs,
   createGroupCallKeysArgs,
   endCallKeysArgs,
+  earlyNoticeArg,
   inviteKeysArgs,
-  liveChannelArg,
   readCallKeysArgs,
   readMessagesKeysArgs,
   renameCallKeysArgs,
@@ -72,7 +72,7 @@ export function parseOutcome(reply: unknown): Outcome {
 type Binding = 'new' | 'same' | 'conflict' | 'in-script';
 
 export class CallStore {
-  /** A single Redis: the scripts publish early notices and in-call messages themselves (liveChannelArg). */
+  /** A single Redis: the scripts publish early notices and in-call messages themselves (earlyNoticeArg; in-call messages: liveChannelArg). */
   private readonly topology: Topology;
 
   constructor(
@@ -250,7 +250,7 @@ export class CallStore {
       this.redis,
       'endCallByServer',
       [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)],
-      [reason, retentionArg(s), liveChannelArg(s, this.topology)],
+      [reason, retentionArg(s), earlyNoticeArg(this.topology)],
     )) as unknown[];
     if (reply[0] === 'error') return undefined;
     return { ended: reply[0] === 'ended', call: parseCallFields(reply[1]) };
@@ -263,7 +263,7 @@ export class CallStore {
    */
   async removeMember(callId: string, userId: string): Promise<{ removed: boolean; call: CallRecord } | { failure: 'not_found' | 'not_group' | 'not_member' }> {
     const s = this.settings;
-    const reply = (await runScript(this.redis, 'removeMember', [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], [userId, retentionArg(s), liveChannelArg(s, this.topology)])) as unknown[];
+    const reply = (await runScript(this.redis, 'removeMember', [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], [userId, retentionArg(s), earlyNoticeArg(this.topology)])) as unknown[];
     if (reply[0] === 'error') return { failure: reply[1] as 'not_found' | 'not_group' | 'not_member' };
     return { removed: reply[0] === 'removed', call: parseCallFields(reply[1]) };
   }

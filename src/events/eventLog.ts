@@ -168,8 +168,8 @@ export interface LiveMessage {
   only: string;
   except: string;
   json: string;
-  /** An early notice's events for the channel's user, once a gateway derived them (null: none). */
-  early?: EarlyEvents | null;
+  /** An early notice (epoch EARLY_EPOCH): the events of it for the user of the socket it is dispatched to. */
+  early?: EarlyEvents;
 }
 
 /**

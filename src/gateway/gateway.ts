@@ -2,7 +2,7 @@ import type { TemplatedApp } from 'uWebSockets.js';
 import type { RedisClient } from '../redis/connection.js';
 import type { EventLog } from '../events/eventLog.js';
 import { SIGN_OUT_EPOCH, type LiveMessage } from '../events/eventLog.js';
-import { EARLY_EPOCH, earlyEventsFor } from '../events/earlyNotice.js';
+import { EARLY_EPOCH } from '../events/earlyNotice.js';
 import { compareStreamIds, decodeCursor, encodeCursor, type Cursor } from '../events/cursor.js';
 import { isForInstallation } from '../events/delivery.js';
 import type { AuthGuard } from '../auth/guard.js';
@@ -272,8 +272,9 @@ export class Gateway {
   /**
    * A change's events ahead of the relay's copies (docs/signaling.md "Early events"). Each call's
    * events must still reach the socket in revision order, counting each eventId where it first
-   * arrives. Early notices come in change order on the user's channel, so the socket sends one
-   * only when it had the call's previous early notice (of revision - 1), from the call's creation
+   * arrives. A call's early notices come in change order (all on its shard's early channel, over
+   * the connection of the user's channel, so each before the relay's copy), so the socket sends
+   * one only when it had the call's previous early notice (of revision - 1), from the call's creation
    * on: then every earlier event of the call for this socket was sent before it, early or from the
    * log. A socket that joined during a call, lost notices (a resubscription, a hole) or was syncing
    * gets that call's events from the relay's copies alone.
@@ -281,8 +282,7 @@ export class Gateway {
   private onEarly(ws: Socket, msg: LiveMessage): void {
     const data = ws.getUserData();
     if (data.pending) return;
-    // Derived once per message, for every socket of the user.
-    const early = msg.early === undefined ? (msg.early = earlyEventsFor(msg.json, data.userId) ?? null) : msg.early;
+    const early = msg.early;
     if (!early) return;
     const calls = data.earlyCalls;
     if (early.revision === 1) {

@@ -1,6 +1,7 @@
-import type { RedisClient } from '../redis/connection.js';
+import { topologyOf, type RedisClient } from '../redis/connection.js';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { parseLiveMessage, type LiveMessage } from '../events/eventLog.js';
+import { EARLY_EPOCH, earlyEventsFor, parseEarlyNotice } from '../events/earlyNotice.js';
 
 /**
  * The gateway's sockets, by user, and one sharded Pub/Sub subscription (SSUBSCRIBE) per user with
@@ -11,6 +12,10 @@ import { parseLiveMessage, type LiveMessage } from '../events/eventLog.js';
  * Kept lean for idle sockets (docs/performance.md "Memory per socket"): a user with one device is
  * one map entry whose value is the socket itself (a Set only from the second socket on), and the
  * channel name is built when needed instead of being kept.
+ *
+ * On a single Redis it also subscribes to every call shard's early channel (keys.earlyChannel),
+ * where the call scripts publish each change once (docs/signaling.md "Early events"); a notice
+ * is parsed once and dispatched to the sockets of the call's parties held here.
  */
 export class LiveSubscriptions<S extends object> {
   private readonly byUser = new Map<string, S | Set<S>>();
@@ -20,6 +25,8 @@ export class LiveSubscriptions<S extends object> {
   /** Every live channel is `<head><userId><tail>` (keys.liveChannel). */
   private readonly head: string;
   private readonly tail: string;
+  /** The call shards' early channels (a single Redis; none on a cluster). */
+  private readonly earlyChannels: ReadonlySet<string>;
 
   constructor(
     private readonly subscriber: RedisClient,
@@ -29,7 +36,10 @@ export class LiveSubscriptions<S extends object> {
   ) {
     const probe = keys.liveChannel(ks, '\u0000');
     [this.head, this.tail] = probe.split('\u0000') as [string, string];
+    this.earlyChannels = new Set(topologyOf(subscriber) === 'single' ? Array.from({ length: ks.shards }, (_, shard) => keys.earlyChannel(ks, shard)) : []);
     subscriber.on('smessage', (channel: string, message: string) => this.onMessage(channel, message));
+    // A socket that comes before this subscription gets the calls in progress from the log alone.
+    if (this.earlyChannels.size > 0) subscriber.ssubscribe(...this.earlyChannels).catch(() => {});
     // Pub/Sub drops messages while disconnected: after ioredis re-subscribes (a reconnect, or on
     // a cluster the subscriptions of slots that moved after a failover or resharding), every
     // socket re-reads its log from its cursor.
@@ -101,6 +111,10 @@ export class LiveSubscriptions<S extends object> {
   }
 
   private onMessage(channel: string, message: string): void {
+    if (this.earlyChannels.has(channel)) {
+      this.onEarlyNotice(message);
+      return;
+    }
     if (!channel.startsWith(this.head) || !channel.endsWith(this.tail)) return;
     const entry = this.byUser.get(channel.slice(this.head.length, channel.length - this.tail.length));
     if (!entry) return;
@@ -108,5 +122,19 @@ export class LiveSubscriptions<S extends object> {
     if (!msg) return;
     if (entry instanceof Set) for (const socket of entry) this.dispatch(socket, msg);
     else this.dispatch(entry, msg);
+  }
+
+  private onEarlyNotice(message: string): void {
+    const msg = parseLiveMessage(message);
+    if (msg?.epoch !== EARLY_EPOCH) return;
+    const notice = parseEarlyNotice(msg.json);
+    if (!notice) return;
+    for (const userId of notice.parties) {
+      const entry = this.byUser.get(userId);
+      if (!entry) continue;
+      const forUser: LiveMessage = { ...msg, early: earlyEventsFor(notice, userId) };
+      if (entry instanceof Set) for (const socket of entry) this.dispatch(socket, forUser);
+      else this.dispatch(entry, forUser);
+    }
   }
 }

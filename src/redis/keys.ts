@@ -97,6 +97,12 @@ export const keys = {
    * hash tag, so appendEvents.lua publishes it from the user's slot (SPUBLISH).
    */
   liveChannel: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:live`,
+  /**
+   * Sharded Pub/Sub channel of a call shard's early notices (docs/signaling.md "Early events"),
+   * which every gateway subscribes to on a single Redis. lua/includes/appendOutbox.lua derives it
+   * from the shard's outbox key (`outbox` → `early`): keep the two in step.
+   */
+  earlyChannel: (ks: KeySpace, shard: number) => `${ks.prefix}:{c${shard}}:early`,
 } as const;
 
 /**

@@ -2,7 +2,7 @@ import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { CorruptRecordError } from '../calls/model.js';
-import { liveChannelArg } from '../calls/store.js';
+import { earlyNoticeArg } from '../calls/store.js';
 import { topologyOf } from '../redis/connection.js';
 import { retentionArg, type Retention } from '../calls/retention.js';
 
@@ -90,7 +90,7 @@ export async function sweepShards(
           redis,
           'expireDue',
           [keys.ringingForShard(s, shard), keys.outboxForShard(s, shard), ...callIds.map((id) => keys.call(s, id))],
-          [retentionArg(s), liveChannelArg(s, topologyOf(redis)), ...callIds],
+          [retentionArg(s), earlyNoticeArg(topologyOf(redis)), ...callIds],
         );
       }),
     );

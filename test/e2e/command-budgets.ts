@@ -22,10 +22,10 @@ export const BUDGETS = {
   // batches (appends, call indexes, read, acknowledgement, trim); one webhook stream entry per
   // batch (add, read, acknowledgement, and alone here a trim: XPENDING and XTRIM), where a BullMQ
   // job per batch cost 44 (add 10, take 10, finish 24).
-  answered: { redisCommands: 107, clientRoundTrips: 4, why: 'scripts 43 (end no longer writes the unread per-call history copy: 2) + limits (one script call for both) and busy check 4 + relay 3 batches 45 + 3 webhook stream entries 15 (was 3 BullMQ jobs 132)' },
-  declined: { redisCommands: 68, clientRoundTrips: 2, why: 'scripts 22 (no per-call history copy) + 4 + relay 2 batches 32 + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
-  cancelled: { redisCommands: 68, clientRoundTrips: 2, why: 'scripts 22 (no per-call history copy) + 4 + relay 2 batches 32 + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
-  unanswered: { redisCommands: 69, clientRoundTrips: 1, why: 'create 11 + expireDue 10 (no per-call history copy) + 4 + relay 2 batches 34 + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
+  answered: { redisCommands: 104, clientRoundTrips: 4, why: 'scripts 40 (end no longer writes the unread per-call history copy: 2; one early notice per change on its shard channel, not one per party: 3) + limits (one script call for both) and busy check 4 + relay 3 batches 45 + 3 webhook stream entries 15 (was 3 BullMQ jobs 132)' },
+  declined: { redisCommands: 66, clientRoundTrips: 2, why: 'scripts 20 (no per-call history copy; one early notice per change) + 4 + relay 2 batches 32 + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
+  cancelled: { redisCommands: 66, clientRoundTrips: 2, why: 'scripts 20 (no per-call history copy; one early notice per change) + 4 + relay 2 batches 32 + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
+  unanswered: { redisCommands: 67, clientRoundTrips: 1, why: 'create 10 + expireDue 9 (no per-call history copy; one early notice per change) + 4 + relay 2 batches 34 + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
 } as const satisfies Record<string, Budget>;
 
 /**

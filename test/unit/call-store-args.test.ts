@@ -105,8 +105,10 @@ describe('*KeysArgs', () => {
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'alice', 'op-1'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
     expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp', '0', '0', '']);
-    // On a single Redis the script publishes the change's early notice on the parties' channels.
-    expect(createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, false, 'single').args[13]).toBe(keys.liveChannel(s, '\0'));
+    // On a single Redis the script publishes the change's early notice (on its shard's early channel).
+    // appendOutbox.lua names that channel after the outbox key (`outbox` → `early`).
+    for (const shard of [0, 7]) expect(keys.outboxForShard(s, shard).replace(/outbox$/, 'early')).toBe(keys.earlyChannel(s, shard));
+    expect(createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, false, 'single').args[13]).toBe('1');
     const busy = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, true);
     expect(busy.args[11]).toBe('1');
     const firstUse = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, true);
@@ -121,7 +123,7 @@ describe('*KeysArgs', () => {
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'bob', 'op-2'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
     expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000', '172800000', 'fp2', '0', '']);
-    expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, false, 'single').args[7]).toBe(keys.liveChannel(s, '\0'));
+    expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, false, 'single').args[7]).toBe('1');
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: '7' }).args[2]).toBe('7');
     expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, true).args[6]).toBe('1');
   });
@@ -156,7 +158,7 @@ describe('*KeysArgs', () => {
   it('readCallKeysArgs: the call, its outbox and ring index', () => {
     const r = readCallKeysArgs(s, 'call-5', 'bob');
     expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5'), keys.ringingForCall(s, 'call-5')], args: ['bob', '86400000', ''] });
-    expect(readCallKeysArgs(s, 'call-5', 'bob', 'single').args[2]).toBe(keys.liveChannel(s, '\0'));
+    expect(readCallKeysArgs(s, 'call-5', 'bob', 'single').args[2]).toBe('1');
     expectOneHashTag(r.keys);
   });
 
