@@ -19,13 +19,13 @@ export interface Budget {
 export const BUDGETS = {
   // Round trips: create over HTTP, then command frames on the open socket (answer, message, end).
   // Commands: the call scripts, two rate limits (4) and the busy check (1) at create; the relay's
-  // batches (appends, call indexes, read, acknowledgement, trim); one webhook stream entry per
+  // batches (one append call for the batch's users, with their call indexes; read, acknowledgement, trim); one webhook stream entry per
   // batch (add, read, acknowledgement, and alone here a trim: XPENDING and XTRIM), where a BullMQ
   // job per batch cost 44 (add 10, take 10, finish 24).
-  answered: { redisCommands: 110, clientRoundTrips: 4, why: 'scripts 45 + limits and busy check 5 + relay 3 batches 45 + 3 webhook stream entries 15 (was 3 BullMQ jobs 132)' },
-  declined: { redisCommands: 71, clientRoundTrips: 2, why: 'scripts 24 + 5 + relay 2 batches 32 + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
-  cancelled: { redisCommands: 71, clientRoundTrips: 2, why: 'scripts 24 + 5 + relay 2 batches 32 + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
-  unanswered: { redisCommands: 72, clientRoundTrips: 1, why: 'create 11 + expireDue 12 + 5 + relay 2 batches 34 + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
+  answered: { redisCommands: 107, clientRoundTrips: 4, why: 'scripts 45 + limits and busy check 5 + relay 3 batches 42 (one appendEvents per batch for all its users, was one per user: 45) + 3 webhook stream entries 15 (was 3 BullMQ jobs 132)' },
+  declined: { redisCommands: 69, clientRoundTrips: 2, why: 'scripts 24 + 5 + relay 2 batches 30 (one appendEvents per batch, was 32) + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
+  cancelled: { redisCommands: 69, clientRoundTrips: 2, why: 'scripts 24 + 5 + relay 2 batches 30 (one appendEvents per batch, was 32) + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
+  unanswered: { redisCommands: 70, clientRoundTrips: 1, why: 'create 11 + expireDue 12 + 5 + relay 2 batches 32 (one appendEvents per batch, was 34) + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
 } as const satisfies Record<string, Budget>;
 
 /**
