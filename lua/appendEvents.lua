@@ -25,7 +25,8 @@
   ARGV[1] maxLen      maximum number of entries kept in a log
   ARGV[2] maxAgeMs    entries older than this are trimmed (checked every ageCheckMs)
   ARGV[3] metaTtlMs   how long the epoch outlives the last append
-  ARGV[4] newEpoch    the epoch to use for a log that has none yet
+  ARGV[4] newEpoch    the epoch to use for a log that has none yet (shared by the call's users:
+                      an epoch need only differ between the lives of one user's log)
   ARGV[5] ageCheckMs  how often age trimming and the keys' expiry are renewed
   ARGV[6] historyRetentionMs  how long call history is kept (CALL_RECORD_RETENTION_DAYS)
   ARGV[7..] one block per user, in the keys' order; a block at ARGV[b]:
@@ -34,12 +35,14 @@
     ARGV[b+2]   markerOp    '' | 'set' | 'clear': the busy marker change of this batch (the last one)
     ARGV[b+3]   markerCall  the callId it is about ('clear' only clears a marker naming this call)
     ARGV[b+4]   withPush    '1': also return the user's push registrations
-    ARGV[b+5]   n           how many call index quintets follow (may be 0)
-    ARGV[b+6]   m           how many event quads follow them (may be 0)
-    ARGV[b+7..b+6+5n]       the call index quintets (lua/includes/indexCalls.lua), in outbox order
-    ARGV[b+7+5n..b+6+5n+4m] the quads: outbox entry ID, payload JSON, only-installation ('' = any),
+    ARGV[b+5]   indexOps    i: how many call index quintets follow (may be 0)
+    ARGV[b+6]   quads       q: how many event quads follow them (may be 0: the user has no
+                            events in this batch, only a busy marker, calls to file or a read)
+    ARGV[b+7..b+6+5i]       the call index quintets (lua/includes/indexCalls.lua), in outbox order
+    ARGV[b+7+5i..b+6+5i+4q] the quads: outbox entry ID, payload JSON, only-installation ('' = any),
                             except-installation ('' = none); in outbox order
-    The next block starts at b+7+5n+4m; the last one ends with ARGV.
+    The next block starts at b+7+5i+4q; the last one ends with ARGV (else the call fails before
+    any write). The arguments are read in place, never unpacked (a batch may bring thousands).
 
   Exactly once per outbox entry: the relay may hand the same outbox entry over again (a retried
   batch, a crash between this append and its acknowledgement, a Redis restart). Each log entry
@@ -58,7 +61,7 @@
 
   Live message: "<epoch>\n<previous id>\n<id>\n<only>\n<except>\n<payload>".
   Returns one reply per user, in order: { epoch, lastId, appended, registrations } (epoch and
-  lastId '' and appended 0 for a user without events; registrations: HGETALL of pushKey as a
+  lastId '' and appended 0 for a user with no quads; registrations: HGETALL of pushKey as a
   flat list when asked, else empty).
 ]]
 --@include "appendUserEvents"

@@ -66,8 +66,8 @@ export class EventLog {
   ) {}
 
   /**
-   * The appendEvents.lua call for one or more users (their keys must share a node: on a cluster,
-   * one user per call), each with their deliveries from one outbox shard, in outbox order.
+   * The appendEvents.lua call for one or more users (on a cluster their keys must share a hash
+   * slot: one user per call), each with their deliveries from one outbox shard, in outbox order.
    * `historyRetentionMs`: how long the call index keeps history (docs/call-history.md).
    */
   appendUsersCall(users: readonly UserAppend[], historyRetentionMs = DEFAULT_HISTORY_RETENTION_MS): { keys: string[]; args: string[] } {

@@ -300,8 +300,8 @@ export class ShardReader {
    * Delivers a batch: appends its events to the audience's logs (appendEvents.lua, in outbox
    * order: one call for the batch's users on a single Redis, one per user on a cluster; it also
    * keeps the busy markers, files the calls that started or ended in each user's call index
-   * (active calls and call history) and returns the push registrations asked for), publishes its in-call messages on their recipients' live channels
-   * (never logged: a retried batch publishes them again with the same eventId, docs/api.md
+   * (active calls and call history) and returns the push registrations asked for), publishes
+   * its in-call messages on their recipients' live channels (never logged: a retried batch publishes them again with the same eventId, docs/api.md
    * "In-call messages"), and reads the calls its handlers name.
    *
    * With `next` (the pipeline of the shard's next read) the call reads share that write, as they
