@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { createInput, relayBlockingConnection, uid } from '../support/fixtures.js';
 import { monitorCommands, type CommandMonitor } from '../support/command-monitor.js';
-import { waitUntil } from '../e2e/helpers.js';
+import { waitUntil } from '../support/wait.js';
 import { connectRedis } from '../../src/redis/connection.js';
 import { loadScriptSource, loadScripts, runScript, scriptFile } from '../../src/redis/scripts.js';
 import { keys } from '../../src/redis/keys.js';
@@ -29,7 +29,6 @@ let server: RedisServer;
 let redis: Redis;
 let calls: CallStore;
 let eventLog: EventLog;
-let monitor: CommandMonitor;
 const logger = createLogger('fatal', new Writable({ write: (_c, _e, cb) => cb() }));
 const appendSha = createHash('sha1').update(loadScriptSource(scriptFile('appendEvents'))).digest('hex');
 
@@ -40,16 +39,14 @@ beforeAll(async () => {
   await loadScripts(redis);
   calls = new CallStore(redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: false, maxRenamesPerCall: 10 });
   eventLog = new EventLog(redis, { ...ks, maxLen: 100, maxAgeMs: 60_000, metaTtlMs: 600_000 });
-  monitor = await monitorCommands(Number(new URL(server.url).port));
 });
 afterAll(async () => {
-  monitor?.close();
   redis?.disconnect();
   await server?.stop();
 });
 
 /** The appendEvents calls Redis ran since the last take: each one's number of keys. */
-async function appendCalls(): Promise<number[]> {
+async function appendCalls(monitor: CommandMonitor): Promise<number[]> {
   await monitor.barrier();
   return monitor
     .take()
@@ -72,27 +69,55 @@ async function outboxSettled(): Promise<boolean> {
   return len === 0 && (pending as [number])[0] === 0;
 }
 
+/**
+ * `n` one-to-one calls, each declined by its callee, written before a relay starts, on the one
+ * outbox shard: its first read returns them all as one batch (2n users). Returns the callers
+ * (each callee is `<caller>-callee`) and the outbox entries, in order.
+ */
+async function declinedCalls(n: number): Promise<{ callers: string[]; entries: string[] }> {
+  const callers = Array.from({ length: n }, () => uid('caller'));
+  for (const caller of callers) {
+    const input = createInput(caller);
+    await calls.create(input);
+    const callee = input.calleeUserId;
+    await calls.end({
+      callId: input.callId,
+      userId: callee,
+      installationId: `${callee}-phone`,
+      reason: 'declined',
+      operationId: `e-${input.callId}`,
+      fingerprint: fingerprint('end', [input.callId, 'declined']),
+    });
+  }
+  const entries = (await redis.xrange(keys.outboxForShard(ks, 0), '-', '+')).map(([id]) => id);
+  expect(entries).toHaveLength(2 * n);
+  return { callers, entries };
+}
+
+/**
+ * Runs a relay with `handler` until `done` and the outbox is empty; returns the appendEvents
+ * calls Redis ran meanwhile, each as its number of keys.
+ */
+async function relayed(handler: ChangeHandler, done: () => boolean): Promise<number[]> {
+  const monitor = await monitorCommands(Number(new URL(server.url).port));
+  try {
+    const relay = new OutboxRelay(redis, () => relayBlockingConnection(server.url), eventLog, [handler], logger, { ...ks, batchSize: 256, blockMs: 100, leaseMs: 3000 });
+    await relay.start();
+    try {
+      await waitUntil('the batch handled', done, 10_000);
+      await waitUntil('the outbox acknowledged and emptied', outboxSettled, 10_000);
+    } finally {
+      await relay.stop();
+    }
+    return await appendCalls(monitor);
+  } finally {
+    monitor.close();
+  }
+}
+
 describe('one append per relay batch on a single Redis', () => {
   it('a batch of five declined calls (ten users) is one appendEvents call, and again one when it is handed over again; each event is logged once', async () => {
-    // Written before the relay starts, on the one outbox shard: its first read returns them all.
-    const callers = Array.from({ length: 5 }, () => uid('caller'));
-    for (const caller of callers) {
-      const input = createInput(caller);
-      await calls.create(input);
-      const callee = input.calleeUserId;
-      await calls.end({
-        callId: input.callId,
-        userId: callee,
-        installationId: `${callee}-phone`,
-        reason: 'declined',
-        operationId: `e-${input.callId}`,
-        fingerprint: fingerprint('end', [input.callId, 'declined']),
-      });
-    }
-    const entries = (await redis.xrange(keys.outboxForShard(ks, 0), '-', '+')).map(([id]) => id);
-    expect(entries).toHaveLength(10);
-    await appendCalls();
-
+    const { callers, entries } = await declinedCalls(5);
     // The first run of the batch fails in its handler: the batch is read again from the pending
     // entries and delivered a second time, on the command connection.
     let runs = 0;
@@ -102,17 +127,9 @@ describe('one append per relay batch on a single Redis', () => {
         if (++runs === 1) throw new Error('first run fails');
       },
     };
-    const relay = new OutboxRelay(redis, () => relayBlockingConnection(server.url), eventLog, [failsOnce], logger, { ...ks, batchSize: 64, blockMs: 100, leaseMs: 3000 });
-    await relay.start();
-    try {
-      await waitUntil('the batch handled on its second run', () => runs >= 2, 10_000);
-      await waitUntil('the outbox acknowledged and emptied', outboxSettled, 10_000);
-    } finally {
-      await relay.stop();
-    }
     // Two deliveries of the one batch, each a single call with the six keys of each of the ten users.
+    expect(await relayed(failsOnce, () => runs >= 2)).toEqual([60, 60]);
     expect(runs).toBe(2);
-    expect(await appendCalls()).toEqual([60, 60]);
 
     for (const [i, caller] of callers.entries()) {
       const shardTag = (n: number) => `0:${entries[n]!}`;
@@ -126,6 +143,22 @@ describe('one append per relay batch on a single Redis', () => {
       expect(await redis.zcard(keys.userHistoryIndex(ks, caller))).toBe(1);
       expect(await redis.zcard(keys.userHistoryIndex(ks, `${caller}-callee`))).toBe(1);
       expect(await redis.exists(keys.userActiveCalls(ks, caller))).toBe(0);
+    }
+  });
+
+  it('a batch of 70 users is split at 64 users a call', async () => {
+    const { callers } = await declinedCalls(35);
+    let handled = 0;
+    const counting: ChangeHandler = {
+      name: 'counting',
+      handle: async (changes) => {
+        handled += changes.length;
+      },
+    };
+    expect(await relayed(counting, () => handled >= 70)).toEqual([64 * 6, 6 * 6]);
+    for (const caller of callers) {
+      expect(await logOf(caller)).toHaveLength(1);
+      expect(await logOf(`${caller}-callee`)).toHaveLength(2);
     }
   });
 });
@@ -164,15 +197,15 @@ describe('lua/appendEvents.lua with several users', () => {
     expect((await logOf(c)).map((e) => e.origin)).toEqual(['3:5-1']);
   });
 
-  it('a user with thousands of events in one call (no unpack of the arguments), beside another', async () => {
+  it('a user with more arguments than Lua can unpack (8,000) in one call, beside another', async () => {
     const [a, b] = [uid('a'), uid('b')];
-    const ids = Array.from({ length: 9000 }, (_, i) => `${i + 1}-0`);
+    const ids = Array.from({ length: 2500 }, (_, i) => `${i + 1}-0`);
     const big = new EventLog(redis, { ...ks, maxLen: 10_000, maxAgeMs: 60_000, metaTtlMs: 600_000 });
     await big.appendUsers([
       { userId: a, shard: 0, deliveries: deliveries(a, ids) },
       { userId: b, shard: 0, deliveries: deliveries(b, ['1-0']) },
     ]);
-    expect(await redis.xlen(keys.eventLog(ks, a))).toBe(9000);
+    expect(await redis.xlen(keys.eventLog(ks, a))).toBe(2500);
     expect(await redis.xlen(keys.eventLog(ks, b))).toBe(1);
   });
 
