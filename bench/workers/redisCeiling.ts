@@ -28,8 +28,9 @@ import type { Task } from './task.js';
  *   per mutation (create, answer, end): the operation binding SET NX GET + the call script
  *   (whose ring index entry is the ring timer);
  *   per create: the callee's busy marker HGET (busy check, CALL_WAITING off);
- *   per change: the relay's appendEvents per user (XADD + SPUBLISH to subscribed channels, the
- *   busy markers and the push registrations the push handler needs in the same script), its
+ *   per change: the relay's appendEvents, one call for the change's users as on a single Redis
+ *   (XADD + SPUBLISH to subscribed channels, the busy markers and the push registrations the push
+ *   handler needs in the same script), its
  *   XREADGROUP of the outbox and XACK (acknowledged entries are trimmed in bulk once a second:
  *   left out here); per create: the invited call's HGETALL the push handler reads (in the
  *   relay's write).
@@ -84,7 +85,7 @@ export function createTask(): Task {
       redis = connectRedis(s.redisUrl, 'commands', 'bench-ceiling');
       await redis.connect();
       await loadScripts(redis);
-      // Only its appendCall (appendEvents with the project's arguments) is used here.
+      // Only its appendUsersCall (appendEvents with the project's arguments) is used here.
       eventLog = new EventLog(redis, { ...ks, maxLen: 1000, maxAgeMs: 24 * 3600_000, metaTtlMs: 7 * 24 * 3600_000 });
       sub = connectRedis(s.redisUrl, 'subscriber', 'bench-ceiling');
       await sub.connect();
@@ -189,11 +190,11 @@ export function createTask(): Task {
       // The push registrations the relay's push handler needs come back from the same append.
       const withPush = new Set(usersToLookUp(change));
       for (const u of withPush) of(u);
-      for (const [userId, u] of byUser) {
-        const c = eventLog.appendCall(userId, 0, u.deliveries, u.marker, withPush.has(userId));
-        pipelineScript(p, 'appendEvents', c.keys, c.args);
-        n++;
-      }
+      if (byUser.size === 0) return;
+      // One call for the change's users, as the relay makes one per batch on a single Redis.
+      const c = eventLog.appendUsersCall([...byUser].map(([userId, u]) => ({ userId, shard: 0, deliveries: u.deliveries, marker: u.marker, withPush: withPush.has(userId) })));
+      pipelineScript(p, 'appendEvents', c.keys, c.args);
+      n++;
     };
     const now = Date.now();
     // The change scripts publish their early notices, as on any single Redis (docs/signaling.md

@@ -6,7 +6,7 @@ import { isForInstallation, type Delivery } from './delivery.js';
 import type { EventPayload } from './payloads.js';
 import type { EarlyEvents } from './earlyNotice.js';
 import type { MarkerOp } from '../calls/activeCalls.js';
-import type { UserIndexOps } from '../history/callHistory.js';
+import type { IndexOps, UserIndexOps } from '../history/callHistory.js';
 import { DEFAULT_HISTORY_RETENTION_MS } from '../calls/retention.js';
 
 /**
@@ -24,6 +24,20 @@ export interface EventLogSettings extends KeySpace {
 export interface RelayedDelivery {
   entryId: string;
   delivery: Delivery;
+}
+
+/** One user's part of an appendEvents.lua call. */
+export interface UserAppend {
+  userId: string;
+  /** The outbox shard all `deliveries` come from. */
+  shard: number;
+  deliveries: readonly RelayedDelivery[];
+  /** The batch's (last) busy marker change for the user. */
+  marker?: MarkerOp | undefined;
+  /** Also return the user's push registrations. */
+  withPush?: boolean;
+  /** The batch's calls to file in the user's call index (docs/call-history.md). */
+  index?: IndexOps;
 }
 
 /** How often appends renew age trimming and the log's expiry (lua/appendEvents.lua). */
@@ -52,6 +66,41 @@ export class EventLog {
   ) {}
 
   /**
+   * The appendEvents.lua call for one or more users (on a cluster their keys must share a hash
+   * slot: one user per call), each with their deliveries from one outbox shard, in outbox order.
+   * `historyRetentionMs`: how long the call index keeps history (docs/call-history.md).
+   */
+  appendUsersCall(users: readonly UserAppend[], historyRetentionMs = DEFAULT_HISTORY_RETENTION_MS): { keys: string[]; args: string[] } {
+    const s = this.settings;
+    const keyList: string[] = [];
+    const args: string[] = [String(s.maxLen), String(s.maxAgeMs), String(s.metaTtlMs), newEpoch(), String(ageCheckMs(s.maxAgeMs)), String(historyRetentionMs)];
+    for (const u of users) {
+      keyList.push(
+        keys.eventLog(s, u.userId),
+        keys.eventLogMeta(s, u.userId),
+        keys.pushRegistrations(s, u.userId),
+        keys.userActiveCalls(s, u.userId),
+        keys.userHistoryIndex(s, u.userId),
+        keys.userMissedIndex(s, u.userId),
+      );
+      const ops = u.index ?? [];
+      args.push(
+        keys.liveChannel(s, u.userId),
+        `s${u.shard}`,
+        u.marker?.op ?? '',
+        u.marker?.callId ?? '',
+        u.withPush ? '1' : '',
+        String(ops.length),
+        String(u.deliveries.length),
+      );
+      // One push per item, not a spread: a batch's arguments may be many.
+      for (const op of ops) for (const a of op) args.push(a);
+      for (const { entryId, delivery: d } of u.deliveries) args.push(entryId, JSON.stringify(d.payload), d.only ?? '', d.except ?? '');
+    }
+    return { keys: keyList, args };
+  }
+
+  /**
    * The appendEvents.lua call for one user's deliveries from one outbox shard, in outbox order.
    * `withPush`: the script also returns the user's push registrations; `index`: the calls of the
    * batch it files in the user's call index (docs/call-history.md).
@@ -64,45 +113,26 @@ export class EventLog {
     withPush = false,
     index: UserIndexOps = { ops: [], retentionMs: DEFAULT_HISTORY_RETENTION_MS },
   ): { keys: string[]; args: string[] } {
-    const s = this.settings;
-    const args: string[] = [
-      keys.liveChannel(s, userId),
-      String(s.maxLen),
-      String(s.maxAgeMs),
-      String(s.metaTtlMs),
-      newEpoch(),
-      `s${shard}`,
-      String(ageCheckMs(s.maxAgeMs)),
-      marker?.op ?? '',
-      marker?.callId ?? '',
-      withPush ? '1' : '',
-      String(index.retentionMs),
-      String(index.ops.length),
-      ...index.ops.flat(),
-    ];
-    for (const { entryId, delivery: d } of deliveries) args.push(entryId, JSON.stringify(d.payload), d.only ?? '', d.except ?? '');
-    return {
-      keys: [
-        keys.eventLog(s, userId),
-        keys.eventLogMeta(s, userId),
-        keys.pushRegistrations(s, userId),
-        keys.userActiveCalls(s, userId),
-        keys.userHistoryIndex(s, userId),
-        keys.userMissedIndex(s, userId),
-      ],
-      args,
-    };
+    return this.appendUsersCall([{ userId, shard, deliveries, marker, withPush, index: index.ops }], index.retentionMs);
   }
 
   /**
    * Appends one user's deliveries from one outbox shard, and changes the user's busy marker in the
-   * same script; deliveries of outbox entries already appended are skipped. The relay appends a
-   * whole batch's users in one turn, so the client's auto-pipeline sends them in one write.
+   * same script; deliveries of outbox entries already appended are skipped.
    * Returns the user's push registrations as stored (a flat field/value list) when `withPush`.
    */
   async append(userId: string, shard: number, deliveries: readonly RelayedDelivery[], marker?: MarkerOp, withPush = false): Promise<string[]> {
     const c = this.appendCall(userId, shard, deliveries, marker, withPush);
-    return registrationsIn(await runScript(this.redis, 'appendEvents', c.keys, c.args));
+    return registrationsIn(userReplies(await runScript(this.redis, 'appendEvents', c.keys, c.args))[0]);
+  }
+
+  /**
+   * Appends several users' deliveries in one script call (on a cluster, the users must share a
+   * hash slot). Returns each user's push registrations, in order (empty unless `withPush`).
+   */
+  async appendUsers(users: readonly UserAppend[], historyRetentionMs?: number): Promise<string[][]> {
+    const c = this.appendUsersCall(users, historyRetentionMs);
+    return userReplies(await runScript(this.redis, 'appendEvents', c.keys, c.args)).map(registrationsIn);
   }
 
   /**
@@ -146,7 +176,12 @@ export class EventLog {
   }
 }
 
-/** The push registrations an appendEvents.lua reply carries (a flat field/value list; empty unless asked for). */
+/** An appendEvents.lua reply: one reply per user of the call, in order. */
+export function userReplies(appendReply: unknown): unknown[] {
+  return appendReply as unknown[];
+}
+
+/** The push registrations one user's appendEvents.lua reply carries (a flat field/value list; empty unless asked for). */
 export function registrationsIn(appendReply: unknown): string[] {
   return ((appendReply as unknown[])[3] as string[] | undefined) ?? [];
 }

@@ -11,7 +11,8 @@ import { ShardReader, type ReaderDeps, type RelayOptions } from './shardReader.j
 /**
  * The outbox relay (docs/architecture.md "Relays"): reads the call shards' outbox streams through a consumer
  * group, writes every change's events into the audience's event logs (which also notifies the
- * gateways) and keeps the users' busy markers in the same scripts, hands the changes to the
+ * gateways) and keeps the users' busy markers in the same script (one call per batch on a single
+ * Redis, one per user on a cluster: shardReader.ts deliver), hands the changes to the
  * side-effect handlers (pushes), then acknowledges the entries with a later read (removed in bulk
  * once a second). A batch's delivery rides in the write of the shard's next read (readNew).
  * On a Redis Cluster in-call messages share the outbox (so each sender's stay in order) and are

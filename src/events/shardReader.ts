@@ -2,10 +2,10 @@ import type { Span } from '@opentelemetry/api';
 import { openSpan, SpanKind, tracingEnabled } from '../observability/tracing.js';
 import type { Redis, Cluster, ChainableCommander } from 'ioredis';
 import { keys } from '../redis/keys.js';
-import { indexOpsOf, userIndexOps, type HistorySettings, type IndexOps } from '../history/callHistory.js';
+import { historyRetentionOf, indexOpsOf, type HistorySettings, type IndexOps } from '../history/callHistory.js';
 import { parseChange, parseMessageEntry, type BatchReads, type CallChange, type ChangeHandler, type MessageEntry } from '../calls/change.js';
 import { deliveriesFor } from './audience.js';
-import { registrationsIn, type EventLog, type RelayedDelivery } from './eventLog.js';
+import { registrationsIn, userReplies, type EventLog, type RelayedDelivery, type UserAppend } from './eventLog.js';
 import type { Logger } from '../util/logger.js';
 import { OutboxAcks, RELAY_GROUP } from './outboxAcks.js';
 import { busyMarkerOps, type MarkerOp } from '../calls/activeCalls.js';
@@ -34,6 +34,12 @@ export interface RelayOptions extends HistorySettings {
  * nor on the webhook deliveries' gathering into a job (src/webhooks/publisher.ts COALESCE_MS).
  */
 const MAX_BATCHES_IN_EFFECTS = 128;
+
+/**
+ * At most this many users per appendEvents.lua call on a single Redis (bigger batches are split):
+ * one call's run blocks Redis, and its arguments are held in memory at once.
+ */
+const USERS_PER_APPEND = 64;
 
 type Entry = [id: string, fields: string[] | null];
 
@@ -291,11 +297,11 @@ export class ShardReader {
   }
 
   /**
-   * Delivers a batch: appends its events to the audience's logs (one appendEvents.lua call per
-   * user, in outbox order, which also keeps the busy markers, files the calls that started or
-   * ended in the user's call index (active calls and call history) and returns the push
-   * registrations asked for), publishes its in-call messages on their recipients' live channels
-   * (never logged: a retried batch publishes them again with the same eventId, docs/api.md
+   * Delivers a batch: appends its events to the audience's logs (appendEvents.lua, in outbox
+   * order: one call for the batch's users on a single Redis, one per user on a cluster; it also
+   * keeps the busy markers, files the calls that started or ended in each user's call index
+   * (active calls and call history) and returns the push registrations asked for), publishes
+   * its in-call messages on their recipients' live channels (never logged: a retried batch publishes them again with the same eventId, docs/api.md
    * "In-call messages"), and reads the calls its handlers name.
    *
    * With `next` (the pipeline of the shard's next read) the call reads share that write, as they
@@ -325,12 +331,18 @@ export class ShardReader {
       indexOpsOf(change, (userId, op) => of(userId).index.push(op));
     }
     for (const userId of b.withPush) of(userId);
+    const users: UserAppend[] = [...byUser].map(([userId, u]) => ({ userId, shard: this.shard, deliveries: u.deliveries, marker: u.marker, withPush: b.withPush.has(userId), index: u.index }));
+    // On a single Redis every user's keys are on the one node: one call serves many users. On a
+    // cluster each user's keys live in their own hash slot: one call per user.
+    const perCall = this.topology === 'single' ? USERS_PER_APPEND : 1;
+    const retentionMs = historyRetentionOf(this.opts);
     const appended = Promise.all(
-      [...byUser].map(async ([userId, u]) => {
-        const c = eventLog.appendCall(userId, this.shard, u.deliveries, u.marker, b.withPush.has(userId), userIndexOps(this.opts, u.index));
-        return [userId, registrationsIn(await script('appendEvents', c.keys, c.args))] as const;
+      chunks(users, perCall).map(async (part) => {
+        const c = eventLog.appendUsersCall(part, retentionMs);
+        const replies = userReplies(await script('appendEvents', c.keys, c.args));
+        return part.map((u, i) => [u.userId, registrationsIn(replies[i])] as const);
       }),
-    );
+    ).then((parts) => parts.flat());
     const messagesTo = new Map<string, string[]>();
     for (const m of b.messages) {
       let args = messagesTo.get(m.toUserId);
@@ -386,6 +398,13 @@ export class ShardReader {
 function fieldsOf(flat: unknown[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) out[String(flat[i])] = flat[i + 1];
+  return out;
+}
+
+/** `items` in consecutive parts of at most `size`. */
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
 }
 

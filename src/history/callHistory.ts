@@ -91,8 +91,9 @@ export interface UserIndexOps {
   retentionMs: number;
 }
 
-export function userIndexOps(s: HistorySettings, ops: IndexOps): UserIndexOps {
-  return { ops, retentionMs: s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS };
+/** How long call history is kept. */
+export function historyRetentionOf(s: HistorySettings): number {
+  return s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS;
 }
 
 export class CallHistory {
@@ -105,7 +106,7 @@ export class CallHistory {
   read(userId: string, opts: { cursor?: IndexCursor | undefined; limit: number; missed: boolean }): Promise<RecordPage> {
     const s = this.settings;
     const index = opts.missed ? keys.userMissedIndex(s, userId) : keys.userHistoryIndex(s, userId);
-    return readIndexedPage(this.redis, index, { ...opts, minMs: Date.now() - (s.historyRetentionMs ?? DEFAULT_HISTORY_RETENTION_MS) });
+    return readIndexedPage(this.redis, index, { ...opts, minMs: Date.now() - historyRetentionOf(s) });
   }
 
   /** The user's calls that have not ended, by the relay's index (the caller re-reads each call). */

@@ -42,7 +42,7 @@ export const scriptDefinitions = {
   keepTokenOwner: { numberOfKeys: 1 },
   touchPushRegistrations: { numberOfKeys: 1 },
   migrateLegacyRegistration: { numberOfKeys: 3 },
-  appendEvents: { numberOfKeys: 6 },
+  appendEvents: { numberOfKeys: 'variable' },
   readEvents: { numberOfKeys: 2 },
   renameCall: { numberOfKeys: 'variable', traced: true },
   sendMessage: { numberOfKeys: 'variable' },
