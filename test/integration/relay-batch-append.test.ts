@@ -1,21 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { Writable } from 'node:stream';
-import type { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { relayBed, silentLogger as logger } from '../support/relayBed.js';
 import { createInput, relayBlockingConnection, uid } from '../support/fixtures.js';
 import { monitorCommands, type CommandMonitor } from '../support/command-monitor.js';
 import { waitUntil } from '../support/wait.js';
-import { connectRedis } from '../../src/redis/connection.js';
-import { loadScriptSource, loadScripts, runScript, scriptFile } from '../../src/redis/scripts.js';
+import { loadScriptSource, runScript, scriptFile } from '../../src/redis/scripts.js';
 import { keys } from '../../src/redis/keys.js';
-import { CallStore, fingerprint } from '../../src/calls/store.js';
+import { fingerprint } from '../../src/calls/store.js';
 import { EventLog, type UserAppend } from '../../src/events/eventLog.js';
 import { OutboxRelay } from '../../src/events/relay.js';
 import { RELAY_GROUP } from '../../src/events/outboxAcks.js';
 import type { ChangeHandler } from '../../src/calls/change.js';
 import type { EventPayload } from '../../src/events/payloads.js';
-import { createLogger } from '../../src/util/logger.js';
 
 /**
  * On a single Redis the relay appends a whole batch's events, for every user of the batch, with
@@ -25,25 +21,8 @@ import { createLogger } from '../../src/util/logger.js';
  */
 
 const ks = { prefix: 'rb', shards: 1 };
-let server: RedisServer;
-let redis: Redis;
-let calls: CallStore;
-let eventLog: EventLog;
-const logger = createLogger('fatal', new Writable({ write: (_c, _e, cb) => cb() }));
+const bed = relayBed(ks);
 const appendSha = createHash('sha1').update(loadScriptSource(scriptFile('appendEvents'))).digest('hex');
-
-beforeAll(async () => {
-  server = await startRedis();
-  redis = connectRedis(server.url, 'commands', 'test');
-  await redis.connect();
-  await loadScripts(redis);
-  calls = new CallStore(redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: false, maxRenamesPerCall: 10 });
-  eventLog = new EventLog(redis, { ...ks, maxLen: 100, maxAgeMs: 60_000, metaTtlMs: 600_000 });
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.stop();
-});
 
 /** The appendEvents calls Redis ran since the last take: each one's number of keys. */
 async function appendCalls(monitor: CommandMonitor): Promise<number[]> {
@@ -56,7 +35,7 @@ async function appendCalls(monitor: CommandMonitor): Promise<number[]> {
 
 /** A user's log: each entry's outbox origin (`e`) and event type. */
 async function logOf(userId: string): Promise<{ origin: string; type: string }[]> {
-  const entries = (await redis.xrange(keys.eventLog(ks, userId), '-', '+')) as [string, string[]][];
+  const entries = (await bed.redis.xrange(keys.eventLog(ks, userId), '-', '+')) as [string, string[]][];
   return entries.map(([, f]) => {
     const field = (name: string) => f[f.indexOf(name) + 1]!;
     return { origin: field('e'), type: (JSON.parse(field('p')) as EventPayload).type };
@@ -65,7 +44,7 @@ async function logOf(userId: string): Promise<{ origin: string; type: string }[]
 
 async function outboxSettled(): Promise<boolean> {
   const key = keys.outboxForShard(ks, 0);
-  const [len, pending] = await Promise.all([redis.xlen(key), redis.xpending(key, RELAY_GROUP)]);
+  const [len, pending] = await Promise.all([bed.redis.xlen(key), bed.redis.xpending(key, RELAY_GROUP)]);
   return len === 0 && (pending as [number])[0] === 0;
 }
 
@@ -78,9 +57,9 @@ async function declinedCalls(n: number): Promise<{ callers: string[]; entries: s
   const callers = Array.from({ length: n }, () => uid('caller'));
   for (const caller of callers) {
     const input = createInput(caller);
-    await calls.create(input);
+    await bed.calls.create(input);
     const callee = input.calleeUserId;
-    await calls.end({
+    await bed.calls.end({
       callId: input.callId,
       userId: callee,
       installationId: `${callee}-phone`,
@@ -89,7 +68,7 @@ async function declinedCalls(n: number): Promise<{ callers: string[]; entries: s
       fingerprint: fingerprint('end', [input.callId, 'declined']),
     });
   }
-  const entries = (await redis.xrange(keys.outboxForShard(ks, 0), '-', '+')).map(([id]) => id);
+  const entries = (await bed.redis.xrange(keys.outboxForShard(ks, 0), '-', '+')).map(([id]) => id);
   expect(entries).toHaveLength(2 * n);
   return { callers, entries };
 }
@@ -99,9 +78,9 @@ async function declinedCalls(n: number): Promise<{ callers: string[]; entries: s
  * calls Redis ran meanwhile, each as its number of keys.
  */
 async function relayed(handler: ChangeHandler, done: () => boolean): Promise<number[]> {
-  const monitor = await monitorCommands(Number(new URL(server.url).port));
+  const monitor = await monitorCommands(Number(new URL(bed.server.url).port));
   try {
-    const relay = new OutboxRelay(redis, () => relayBlockingConnection(server.url), eventLog, [handler], logger, { ...ks, batchSize: 256, blockMs: 100, leaseMs: 3000 });
+    const relay = new OutboxRelay(bed.redis, () => relayBlockingConnection(bed.server.url), bed.eventLog, [handler], logger, { ...ks, batchSize: 256, blockMs: 100, leaseMs: 3000 });
     await relay.start();
     try {
       await waitUntil('the batch handled', done, 10_000);
@@ -140,9 +119,9 @@ describe('one append per relay batch on a single Redis', () => {
         { origin: shardTag(2 * i + 1), type: 'call.ended' },
       ]);
       // Both filed the ended call in their history.
-      expect(await redis.zcard(keys.userHistoryIndex(ks, caller))).toBe(1);
-      expect(await redis.zcard(keys.userHistoryIndex(ks, `${caller}-callee`))).toBe(1);
-      expect(await redis.exists(keys.userActiveCalls(ks, caller))).toBe(0);
+      expect(await bed.redis.zcard(keys.userHistoryIndex(ks, caller))).toBe(1);
+      expect(await bed.redis.zcard(keys.userHistoryIndex(ks, `${caller}-callee`))).toBe(1);
+      expect(await bed.redis.exists(keys.userActiveCalls(ks, caller))).toBe(0);
     }
   });
 
@@ -169,30 +148,30 @@ describe('lua/appendEvents.lua with several users', () => {
 
   it('answers per user in order: a user without events keeps their busy marker and push registrations come back', async () => {
     const [a, b, c] = [uid('a'), uid('b'), uid('c')];
-    await redis.hset(keys.pushRegistrations(ks, b), 'b-phone', '{"kind":"apns"}');
+    await bed.redis.hset(keys.pushRegistrations(ks, b), 'b-phone', '{"kind":"apns"}');
     const users: UserAppend[] = [
       { userId: a, shard: 0, deliveries: deliveries(a, ['1-1', '2-1']) },
       { userId: b, shard: 0, deliveries: [], marker: { op: 'set', callId: 'call-b' }, withPush: true },
       { userId: c, shard: 3, deliveries: deliveries(c, ['5-1']), withPush: true },
     ];
-    const call = eventLog.appendUsersCall(users);
-    const replies = (await runScript(redis, 'appendEvents', call.keys, call.args)) as [string, string, number, string[]][];
+    const call = bed.eventLog.appendUsersCall(users);
+    const replies = (await runScript(bed.redis, 'appendEvents', call.keys, call.args)) as [string, string, number, string[]][];
     expect(replies).toHaveLength(3);
     expect(replies.map((r) => r[2])).toEqual([2, 0, 1]);
     expect(replies[1]).toEqual(['', '', 0, ['b-phone', '{"kind":"apns"}']]);
     expect(replies[2]![3]).toEqual([]);
     expect((await logOf(a)).map((e) => e.origin)).toEqual(['0:1-1', '0:2-1']);
-    expect(await redis.exists(keys.eventLog(ks, b))).toBe(0);
-    expect(await redis.hget(keys.eventLogMeta(ks, b), 'active')).toBe('call-b');
-    expect(await redis.pttl(keys.eventLogMeta(ks, b))).toBeGreaterThan(0);
+    expect(await bed.redis.exists(keys.eventLog(ks, b))).toBe(0);
+    expect(await bed.redis.hget(keys.eventLogMeta(ks, b), 'active')).toBe('call-b');
+    expect(await bed.redis.pttl(keys.eventLogMeta(ks, b))).toBeGreaterThan(0);
     expect((await logOf(c)).map((e) => e.origin)).toEqual(['3:5-1']);
     // The epoch and last entry ID a user's reply names are that user's log's.
-    expect(replies[0]![1]).toBe((await redis.xrevrange(keys.eventLog(ks, a), '+', '-', 'COUNT', 1))[0]![0]);
-    expect(replies[0]![0]).toBe(await redis.hget(keys.eventLogMeta(ks, a), 'epoch'));
+    expect(replies[0]![1]).toBe((await bed.redis.xrevrange(keys.eventLog(ks, a), '+', '-', 'COUNT', 1))[0]![0]);
+    expect(replies[0]![0]).toBe(await bed.redis.hget(keys.eventLogMeta(ks, a), 'epoch'));
 
     // The same call again, plus one new entry for a: only that one is appended.
     users[0] = { userId: a, shard: 0, deliveries: deliveries(a, ['1-1', '2-1', '3-1']) };
-    expect(await eventLog.appendUsers(users)).toEqual([[], ['b-phone', '{"kind":"apns"}'], []]);
+    expect(await bed.eventLog.appendUsers(users)).toEqual([[], ['b-phone', '{"kind":"apns"}'], []]);
     expect((await logOf(a)).map((e) => e.origin)).toEqual(['0:1-1', '0:2-1', '0:3-1']);
     expect((await logOf(c)).map((e) => e.origin)).toEqual(['3:5-1']);
   });
@@ -200,20 +179,20 @@ describe('lua/appendEvents.lua with several users', () => {
   it('a user with more arguments than Lua can unpack (8,000) in one call, beside another', async () => {
     const [a, b] = [uid('a'), uid('b')];
     const ids = Array.from({ length: 2500 }, (_, i) => `${i + 1}-0`);
-    const big = new EventLog(redis, { ...ks, maxLen: 10_000, maxAgeMs: 60_000, metaTtlMs: 600_000 });
+    const big = new EventLog(bed.redis, { ...ks, maxLen: 10_000, maxAgeMs: 60_000, metaTtlMs: 600_000 });
     await big.appendUsers([
       { userId: a, shard: 0, deliveries: deliveries(a, ids) },
       { userId: b, shard: 0, deliveries: deliveries(b, ['1-0']) },
     ]);
-    expect(await redis.xlen(keys.eventLog(ks, a))).toBe(2500);
-    expect(await redis.xlen(keys.eventLog(ks, b))).toBe(1);
+    expect(await bed.redis.xlen(keys.eventLog(ks, a))).toBe(2500);
+    expect(await bed.redis.xlen(keys.eventLog(ks, b))).toBe(1);
   });
 
   it('refuses arguments that do not end with the last user block, before writing anything', async () => {
     const a = uid('a');
-    const call = eventLog.appendUsersCall([{ userId: a, shard: 0, deliveries: deliveries(a, ['1-0']) }]);
-    await expect(runScript(redis, 'appendEvents', call.keys, [...call.args, 'extra'])).rejects.toThrow(/one argument block per user/);
-    await expect(runScript(redis, 'appendEvents', [...call.keys, 'k7'], call.args)).rejects.toThrow(/one argument block per user/);
-    expect(await redis.exists(keys.eventLog(ks, a), keys.eventLogMeta(ks, a))).toBe(0);
+    const call = bed.eventLog.appendUsersCall([{ userId: a, shard: 0, deliveries: deliveries(a, ['1-0']) }]);
+    await expect(runScript(bed.redis, 'appendEvents', call.keys, [...call.args, 'extra'])).rejects.toThrow(/one argument block per user/);
+    await expect(runScript(bed.redis, 'appendEvents', [...call.keys, 'k7'], call.args)).rejects.toThrow(/one argument block per user/);
+    expect(await bed.redis.exists(keys.eventLog(ks, a), keys.eventLogMeta(ks, a))).toBe(0);
   });
 });

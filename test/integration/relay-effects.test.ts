@@ -1,18 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { Writable } from 'node:stream';
-import type { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { relayBed, silentLogger as logger } from '../support/relayBed.js';
 import { createInput, relayBlockingConnection } from '../support/fixtures.js';
-import { connectRedis } from '../../src/redis/connection.js';
-import { loadScripts } from '../../src/redis/scripts.js';
 import { keys } from '../../src/redis/keys.js';
-import { CallStore } from '../../src/calls/store.js';
-import { EventLog } from '../../src/events/eventLog.js';
 import { OutboxRelay } from '../../src/events/relay.js';
 import { RELAY_GROUP } from '../../src/events/outboxAcks.js';
 import type { CallChange, ChangeHandler } from '../../src/calls/change.js';
-import { createLogger } from '../../src/util/logger.js';
 import { waitUntil } from '../e2e/helpers.js';
 
 /**
@@ -22,37 +15,20 @@ import { waitUntil } from '../e2e/helpers.js';
  */
 
 const ks = { prefix: 'rx', shards: 4 };
-let server: RedisServer;
-let redis: Redis;
-let calls: CallStore;
-let eventLog: EventLog;
-const logger = createLogger('fatal', new Writable({ write: (_c, _e, cb) => cb() }));
+const bed = relayBed(ks);
 
-beforeAll(async () => {
-  server = await startRedis();
-  redis = connectRedis(server.url, 'commands', 'test');
-  await redis.connect();
-  await loadScripts(redis);
-  calls = new CallStore(redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: false, maxRenamesPerCall: 10 });
-  eventLog = new EventLog(redis, { ...ks, maxLen: 100, maxAgeMs: 60_000, metaTtlMs: 600_000 });
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.stop();
-});
-
-const blockingConnection = () => relayBlockingConnection(server.url);
+const blockingConnection = () => relayBlockingConnection(bed.server.url);
 
 async function createCall(callerUserId: string): Promise<string> {
   const input = createInput(callerUserId);
-  await calls.create(input);
+  await bed.calls.create(input);
   return input.callId;
 }
 
 async function outboxSettled(): Promise<boolean> {
   for (let shard = 0; shard < ks.shards; shard++) {
     const key = keys.outboxForShard(ks, shard);
-    const [len, pending] = await Promise.all([redis.xlen(key), redis.xpending(key, RELAY_GROUP)]);
+    const [len, pending] = await Promise.all([bed.redis.xlen(key), bed.redis.xpending(key, RELAY_GROUP)]);
     if (len !== 0 || (pending as [number])[0] !== 0) return false;
   }
   return true;
@@ -73,7 +49,7 @@ describe('relay side effects', () => {
         for (const c of changes) seen.add(c.call.callId);
       },
     };
-    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [flaky], logger, { ...ks, batchSize: 64, blockMs: 100, leaseMs: 3000 });
+    const relay = new OutboxRelay(bed.redis, blockingConnection, bed.eventLog, [flaky], logger, { ...ks, batchSize: 64, blockMs: 100, leaseMs: 3000 });
     await relay.start();
     try {
       const user = `u${randomUUID().slice(0, 8)}`;
@@ -101,7 +77,7 @@ describe('relay side effects', () => {
         for (const c of changes) fast.push(c.call.callId);
       },
     };
-    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [slow, quick], logger, { ...ks, batchSize: 1, blockMs: 100, leaseMs: 3000 });
+    const relay = new OutboxRelay(bed.redis, blockingConnection, bed.eventLog, [slow, quick], logger, { ...ks, batchSize: 1, blockMs: 100, leaseMs: 3000 });
     await relay.start();
     try {
       const user = `u${randomUUID().slice(0, 8)}`;
@@ -110,7 +86,7 @@ describe('relay side effects', () => {
       // Both calls' events are in the callee's log and the quick handler saw both, while the
       // slow one still holds the first batch.
       await waitUntil('the quick handler saw both calls', () => fast.includes(first) && fast.includes(second), 10_000);
-      const log = await redis.xrange(keys.eventLog(ks, `${user}-callee`), '-', '+');
+      const log = await bed.redis.xrange(keys.eventLog(ks, `${user}-callee`), '-', '+');
       expect(log.map(([, fields]) => JSON.parse(fields[1]!).callId).sort()).toEqual([first, second].sort());
       expect(await outboxSettled()).toBe(false);
       release();
@@ -129,14 +105,14 @@ describe('relay side effects', () => {
         for (const c of changes) seen.push({ callId: c.call.callId, state: reads.calls.get(c.call.callId)?.state });
       },
     };
-    const relay = new OutboxRelay(redis, blockingConnection, eventLog, [reader], logger, { ...ks, batchSize: 1, blockMs: 100, leaseMs: 3000 });
+    const relay = new OutboxRelay(bed.redis, blockingConnection, bed.eventLog, [reader], logger, { ...ks, batchSize: 1, blockMs: 100, leaseMs: 3000 });
     await relay.start();
     try {
       const user = `u${randomUUID().slice(0, 8)}`;
       const first = await createCall(user);
       await waitUntil('the first call handled', () => seen.some((s) => s.callId === first), 10_000);
       // A restarted Redis (or SCRIPT FLUSH) forgets the scripts the relay runs by their hash.
-      await redis.script('FLUSH');
+      await bed.redis.script('FLUSH');
       const second = await createCall(user);
       await waitUntil('the second call handled', () => seen.some((s) => s.callId === second), 10_000);
       await waitUntil('the outbox acknowledged and emptied', outboxSettled, 10_000);
@@ -144,7 +120,7 @@ describe('relay side effects', () => {
         { callId: first, state: 'ringing' },
         { callId: second, state: 'ringing' },
       ]);
-      const log = await redis.xrange(keys.eventLog(ks, `${user}-callee`), '-', '+');
+      const log = await bed.redis.xrange(keys.eventLog(ks, `${user}-callee`), '-', '+');
       expect(log.map(([, fields]) => JSON.parse(fields[1]!).callId)).toEqual([first, second]);
     } finally {
       await relay.stop();
