@@ -2,13 +2,12 @@ import type { Span } from '@opentelemetry/api';
 import { openSpan, SpanKind, tracingEnabled } from '../observability/tracing.js';
 import type { Redis, Cluster, ChainableCommander } from 'ioredis';
 import { keys } from '../redis/keys.js';
-import { historyRetentionOf, indexOpsOf, type HistorySettings, type IndexOps } from '../history/callHistory.js';
+import { historyRetentionOf, type HistorySettings } from '../history/callHistory.js';
 import { parseChange, parseMessageEntry, type BatchReads, type CallChange, type ChangeHandler, type MessageEntry } from '../calls/change.js';
-import { deliveriesFor } from './audience.js';
-import { registrationsIn, userReplies, type EventLog, type RelayedDelivery, type UserAppend } from './eventLog.js';
+import { registrationsIn, userReplies, type EventLog } from './eventLog.js';
+import { appendCallsOf, userAppendsOf } from './batchAppends.js';
 import type { Logger } from '../util/logger.js';
 import { OutboxAcks, RELAY_GROUP } from './outboxAcks.js';
-import { busyMarkerOps, type MarkerOp } from '../calls/activeCalls.js';
 import { pipelineScript, runScript, type ScriptName } from '../redis/scripts.js';
 import { callFromHash } from '../calls/model.js';
 
@@ -34,12 +33,6 @@ export interface RelayOptions extends HistorySettings {
  * nor on the webhook deliveries' gathering into a job (src/webhooks/publisher.ts COALESCE_MS).
  */
 const MAX_BATCHES_IN_EFFECTS = 128;
-
-/**
- * At most this many users per appendEvents.lua call on a single Redis (bigger batches are split):
- * one call's run blocks Redis, and its arguments are held in memory at once.
- */
-const USERS_PER_APPEND = 64;
 
 type Entry = [id: string, fields: string[] | null];
 
@@ -318,26 +311,9 @@ export class ShardReader {
       return next ? new Promise((resolve, reject) => next.hgetall(key, (err, r) => (err ? reject(err) : resolve(r!)))) : redis.hgetall(key);
     };
 
-    const byUser = new Map<string, { deliveries: RelayedDelivery[]; marker?: MarkerOp; index: IndexOps }>();
-    const of = (userId: string) => {
-      let u = byUser.get(userId);
-      if (!u) byUser.set(userId, (u = { deliveries: [], index: [] }));
-      return u;
-    };
-    for (const change of b.changes) {
-      for (const delivery of deliveriesFor(change)) of(delivery.userId).deliveries.push({ entryId: change.entryId, delivery });
-      for (const [userId, marker] of busyMarkerOps(change)) of(userId).marker = marker;
-      // Each party's active calls and call history (docs/call-history.md), in the same script.
-      indexOpsOf(change, (userId, op) => of(userId).index.push(op));
-    }
-    for (const userId of b.withPush) of(userId);
-    const users: UserAppend[] = [...byUser].map(([userId, u]) => ({ userId, shard: this.shard, deliveries: u.deliveries, marker: u.marker, withPush: b.withPush.has(userId), index: u.index }));
-    // On a single Redis every user's keys are on the one node: one call serves many users. On a
-    // cluster each user's keys live in their own hash slot: one call per user.
-    const perCall = this.topology === 'single' ? USERS_PER_APPEND : 1;
     const retentionMs = historyRetentionOf(this.opts);
     const appended = Promise.all(
-      chunks(users, perCall).map(async (part) => {
+      appendCallsOf(userAppendsOf(b.changes, this.shard, b.withPush), this.topology).map(async (part) => {
         const c = eventLog.appendUsersCall(part, retentionMs);
         const replies = userReplies(await script('appendEvents', c.keys, c.args));
         return part.map((u, i) => [u.userId, registrationsIn(replies[i])] as const);
@@ -398,13 +374,6 @@ export class ShardReader {
 function fieldsOf(flat: unknown[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) out[String(flat[i])] = flat[i + 1];
-  return out;
-}
-
-/** `items` in consecutive parts of at most `size`. */
-function chunks<T>(items: readonly T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
 }
 

@@ -73,6 +73,13 @@ describe('dependency direction', () => {
     expect(violations).toEqual([]);
   });
 
+  it('no module of src/ is over 400 lines (one that grows past it does several jobs: split it)', () => {
+    const long = sourceFiles(SRC)
+      .map((f) => [relative(SRC, f), readFileSync(f, 'utf8').split('\n').length - 1] as const)
+      .filter(([, lines]) => lines > 400);
+    expect(long).toEqual([]);
+  });
+
   it('no import circle anywhere in the repository (src, bench, test, scripts, the client package)', () => {
     const roots = ['src', 'bench', 'test', 'scripts', 'packages/client/src'].map((r) => join(REPO_ROOT, r));
     const graph = new Map<string, string[]>();
