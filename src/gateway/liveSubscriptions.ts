@@ -119,7 +119,10 @@ export class LiveSubscriptions<S extends object> {
     const entry = this.byUser.get(channel.slice(this.head.length, channel.length - this.tail.length));
     if (!entry) return;
     const msg = parseLiveMessage(message);
-    if (!msg) return;
+    if (msg) this.dispatchTo(entry, msg);
+  }
+
+  private dispatchTo(entry: S | Set<S>, msg: LiveMessage): void {
     if (entry instanceof Set) for (const socket of entry) this.dispatch(socket, msg);
     else this.dispatch(entry, msg);
   }
@@ -131,10 +134,7 @@ export class LiveSubscriptions<S extends object> {
     if (!notice) return;
     for (const userId of notice.parties) {
       const entry = this.byUser.get(userId);
-      if (!entry) continue;
-      const forUser: LiveMessage = { ...msg, early: earlyEventsFor(notice, userId) };
-      if (entry instanceof Set) for (const socket of entry) this.dispatch(socket, forUser);
-      else this.dispatch(entry, forUser);
+      if (entry) this.dispatchTo(entry, { ...msg, early: earlyEventsFor(notice, userId) });
     }
   }
 }
