@@ -156,7 +156,7 @@ async function launch(extraArgs: (dir: string) => string[] | Promise<string[]>):
       return server.handle;
     } catch (err) {
       await server.handle.stop();
-      if (attempt < PORT_ATTEMPTS && /Address already in use/i.test(server.logTail())) continue;
+      if (attempt < PORT_ATTEMPTS && (err instanceof PortTakenError || /Address already in use/i.test(server.logTail()))) continue;
       throw err;
     }
   }
@@ -270,6 +270,13 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** Another process answered on the port a new server was to bind. */
+class PortTakenError extends Error {
+  constructor(port: number, pid: number) {
+    super(`port ${port} is answered by another redis-server (pid ${pid})`);
+  }
+}
+
 async function waitForPing(server: SpawnedServer): Promise<void> {
   const { child, handle } = server;
   const answers = async () => {
@@ -277,7 +284,12 @@ async function waitForPing(server: SpawnedServer): Promise<void> {
     if (child.exitCode !== null || child.signalCode !== null) {
       throw new Error(`redis-server exited (${child.exitCode ?? child.signalCode}):\n${server.logTail()}`);
     }
-    return (await redisCommand(handle.port, ['PING']).catch(() => '')) === '+PONG';
+    const pid = /process_id:(\d+)/.exec(await redisCommand(handle.port, ['INFO', 'server']).catch(() => ''))?.[1];
+    if (pid === undefined) return false;
+    // A port found free can be taken by another test's redis-server before this one binds it:
+    // that server then answers here while this one fails to bind. Only this process counts.
+    if (Number(pid) !== child.pid) throw new PortTakenError(handle.port, Number(pid));
+    return true;
   };
   await waitUntil(`redis-server on port ${handle.port} to answer PING`, answers, START_TIMEOUT_MS, { detail: () => server.logTail() });
 }
