@@ -25,7 +25,8 @@ let cluster: RedisCluster;
 let servers: TestServer[] = [];
 
 beforeAll(async () => {
-  cluster = await startRedisCluster(3, 1);
+  // Failover within a few seconds: the test kills a primary and waits for its replica.
+  cluster = await startRedisCluster(3, 1, { nodeTimeoutMs: 2_000 });
   const env = { REDIS_CLUSTER_NODES: cluster.seedList, RING_TIMEOUT_MS: String(RING_MS), RELAY_CLAIM_IDLE_MS: '1500', EVENT_LOG_MAX_LEN: '100000', CALL_WAITING: 'true' };
   servers = [await startServer({ ...env, ROLES: 'api,gateway,worker' }), await startServer({ ...env, ROLES: 'api,gateway,worker' })];
 }, 90_000);

@@ -80,14 +80,25 @@ export async function crashAndRestartRedis(server: RedisServer, opts: StartRedis
   return restarted.handle;
 }
 
+export interface StartClusterOptions {
+  /**
+   * cluster-node-timeout: how long a node may not answer before its replica takes over. Redis's
+   * default (15 s) unless a test kills a primary and waits for the failover: on a loaded machine a
+   * short timeout fails a primary over that was only starved of CPU for a moment, and a request
+   * in that window rightly answers 503, which a test not about failover takes for a bug.
+   */
+  nodeTimeoutMs?: number;
+}
+
 /**
  * A Redis Cluster of `nodes` masters, each with `replicas` replicas, whose 16384 slots are
  * spread by `redis-cli --cluster create`. Resolves once every node reports `cluster_state:ok`
  * (and every replica is attached to its master).
  */
-export async function startRedisCluster(nodes = 3, replicas = 0): Promise<RedisCluster> {
+export async function startRedisCluster(nodes = 3, replicas = 0, opts: StartClusterOptions = {}): Promise<RedisCluster> {
   if (nodes < 3) throw new Error('startRedisCluster: Redis Cluster needs at least 3 masters');
-  const started = await Promise.allSettled(Array.from({ length: nodes * (1 + replicas) }, () => launch(clusterArgs)));
+  const nodeTimeoutMs = opts.nodeTimeoutMs ?? 15_000;
+  const started = await Promise.allSettled(Array.from({ length: nodes * (1 + replicas) }, () => launch((dir) => clusterArgs(dir, nodeTimeoutMs))));
   const servers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   const stopAll = async (): Promise<void> => {
     await Promise.all(servers.map((s) => s.stop()));
@@ -132,13 +143,12 @@ async function waitForReplicas(port: number, count: number): Promise<void> {
  * Cluster mode needs a second, free port for the cluster bus. Redis defaults to port + 10000,
  * which can exceed 65535 for ports from the ephemeral range, so pick one explicitly.
  */
-async function clusterArgs(dir: string): Promise<string[]> {
+async function clusterArgs(dir: string, nodeTimeoutMs: number): Promise<string[]> {
   return [
     '--cluster-enabled', 'yes',
     '--cluster-config-file', join(dir, 'nodes.conf'),
     '--cluster-port', String(await freePort()),
-    // Failover within a few seconds (default 15 s): a test kills a primary and waits for it.
-    '--cluster-node-timeout', '2000',
+    '--cluster-node-timeout', String(nodeTimeoutMs),
     // A replica takes over however long it was out of touch (no data-age limit).
     '--cluster-replica-validity-factor', '0',
     '--appendonly', 'no',
