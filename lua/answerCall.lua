@@ -6,8 +6,8 @@
   KEYS[2] opKey
   KEYS[3] outboxKey
   KEYS[4] ringingKey  the shard's ring index (the answered call leaves it)
-  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken here
-                      (lua/includes/operationRecord.lua bindOperation); absent on a cluster
+  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end
+                      with the record in it (lua/includes/operationRecord.lua); absent on a cluster
 
   ARGV[1] userId              the requesting user (from the session)
   ARGV[2] installationId      the answering installation (equals the session's)
@@ -39,13 +39,12 @@ local fingerprint = ARGV[6]
 --@include "openCallChange"
 --@include "groupJoin"
 
-local conflict, firstUse = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[7])
-if conflict then return { 'error', 'idempotency_conflict' } end
--- A first use skips the record read, except with a revision precondition: that can fail for a
--- concurrent replay and then hold for this request (a rename in between), so it reads first.
-local skippedRead = firstUse and expectedRevision == ''
+-- On a cluster a first use skips the record read, except with a revision precondition: that can
+-- fail for a concurrent replay and then hold for this request (a rename in between), so it reads.
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, operationTtlMs, ARGV[7], expectedRevision ~= '')
+local skippedRead = not readRecord
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, not skippedRead, retention, ARGV[8], ARGV[9])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, readRecord, retention, ARGV[8], ARGV[9])
 if reply then return reply end
 
 local function unchanged(code, status)
@@ -73,6 +72,6 @@ setCallFields(callKey, call,
   'acceptedAtMs', fmtInt(now))
 -- Its expiry stays as the create set it (ring timeout + retention, later than retention from
 -- this answer); ending it sets the retention from the end.
-redis.call('ZREM', ringingKey, call.values.callId)
+write('ZREM', ringingKey, call.values.callId)
 local fields = appendOutbox(outboxKey, call, 'answered', now)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

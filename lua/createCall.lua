@@ -3,12 +3,13 @@
   timer (the shard's ring index).
 
   KEYS[1] callKey     the call hash
-  KEYS[2] opKey       this operation's idempotency record
+  KEYS[2] opKey       this operation's idempotency record on a cluster (and of bindings from
+                      earlier versions)
   KEYS[3] outboxKey   the call shard's outbox stream
   KEYS[4] ringingKey  the call shard's ring index (sorted set: callId by expiresAtMs), read by
                       the ring sweeps (lua/expireDue.lua)
-  KEYS[5] bindingKey  on a single Redis, the caller's operationId binding, taken here
-                      (lua/includes/operationRecord.lua bindOperation); absent on a cluster
+  KEYS[5] bindingKey  on a single Redis, the caller's operationId binding, taken at the end
+                      with the record in it (lua/includes/operationRecord.lua); absent on a cluster
 
   ARGV[1]  callId
   ARGV[2]  callerUserId
@@ -63,9 +64,9 @@ if busy then
   fields = endCallNow(callKey, call, outboxKey, ringingKey, now, 'busy', 'system', '', retention)
 else
   -- Kept through the ring window and then for the retention period, even if nothing ends it.
-  redis.call('PEXPIRE', callKey, ringTimeoutMs + retention.call)
+  write('PEXPIRE', callKey, ringTimeoutMs + retention.call)
   -- Its ring timer: the sweeps end it as `unanswered` once due, unless it stops ringing first.
-  redis.call('ZADD', ringingKey, now + ringTimeoutMs, callId)
+  write('ZADD', ringingKey, now + ringTimeoutMs, callId)
   fields = appendOutbox(outboxKey, call, 'created', now)
 end
 return recordOperation(opKey, fingerprint, 'ok', 201, fields, operationTtlMs)

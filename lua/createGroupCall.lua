@@ -62,7 +62,7 @@ if countMembers(call, isRinging) == 0 then
   -- Everyone busy: born ended, as a one-to-one call to a busy callee is.
   fields = endCallNow(callKey, call, outboxKey, ringingKey, now, 'busy', 'system', '', retention)
 else
-  redis.call('PEXPIRE', callKey, ringTimeoutMs + retention.call)
+  write('PEXPIRE', callKey, ringTimeoutMs + retention.call)
   scheduleRing(ringingKey, call)
   fields = appendOutbox(outboxKey, call, 'created', now)
 end

@@ -5,8 +5,8 @@
   KEYS[2] opKey
   KEYS[3] outboxKey
   KEYS[4] ringingKey  the shard's ring index (a call that stops ringing leaves it)
-  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken here
-                      (lua/includes/operationRecord.lua bindOperation); absent on a cluster
+  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end
+                      with the record in it (lua/includes/operationRecord.lua); absent on a cluster
 
   ARGV[1] userId
   ARGV[2] installationId
@@ -43,17 +43,16 @@ local fingerprint = ARGV[6]
 --@include "openCallChange"
 --@include "groupEnd"
 
-local conflict, firstUse = bindOperation(KEYS[5], fingerprint, operationTtlMs, ARGV[7])
-if conflict then return { 'error', 'idempotency_conflict' } end
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, operationTtlMs, ARGV[7])
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, not firstUse, retention, ARGV[8], ARGV[10])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, ARGV[8], ARGV[10])
 if reply then return reply end
 
 local state, callerInstallationId, winner = call.values.state, call.values.callerInstallationId, call.values.answeredByInstallationId
 local side = (userId == call.values.callerUserId) and 'caller' or 'callee'
 
 local function unchanged()
-  return recordUnchanged(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs, firstUse)
+  return recordUnchanged(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs, not readRecord)
 end
 
 if state == 'ended' then return unchanged() end

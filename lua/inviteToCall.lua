@@ -9,7 +9,8 @@
   KEYS[2] opKey
   KEYS[3] outboxKey
   KEYS[4] ringingKey
-  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken here; absent on a cluster
+  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end with the
+                      record in it (lua/includes/operationRecord.lua); absent on a cluster
 
   ARGV[1]  userId
   ARGV[2]  installationId
@@ -39,10 +40,11 @@ local retention, operationTtlMs, fingerprint = parseRetention(ARGV[7]), tonumber
 --@include "openCallChange"
 --@include "groupRules"
 
--- An invite always reads its record: a concurrent replay may have rung the same members first.
-if bindOperation(KEYS[5], fingerprint, operationTtlMs, nil) then return { 'error', 'idempotency_conflict' } end
+-- On a cluster an invite always reads its record: a concurrent replay may have rung the same
+-- members first.
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, operationTtlMs, nil, true)
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, true, retention, ARGV[10], ARGV[11])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, ARGV[10], ARGV[11])
 if reply then return reply end
 if not isGroup(call) then return refuse('not_group') end
 if call.values.state == 'ended' then return refuse('call_not_active') end
@@ -76,7 +78,7 @@ saveMembers(callKey, call)
 scheduleRing(ringingKey, call)
 -- Kept at least through the new ring windows and the retention after them.
 if redis.call('PTTL', callKey) < ringTimeoutMs + retention.call then
-  redis.call('PEXPIRE', callKey, ringTimeoutMs + retention.call)
+  write('PEXPIRE', callKey, ringTimeoutMs + retention.call)
 end
 local fields = appendOutbox(outboxKey, call, 'invited', now, subjects)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

@@ -10,7 +10,8 @@
   KEYS[2] opKey
   KEYS[3] outboxKey
   KEYS[4] ringingKey  the shard's ring index (lazy expiry)
-  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken here; absent on a cluster
+  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end with the
+                      record in it (lua/includes/operationRecord.lua); absent on a cluster
 
   ARGV[1] userId
   ARGV[2] retention        callMs (lua/includes/retention.lua)
@@ -36,9 +37,10 @@ local retention, operationTtlMs, fingerprint = parseRetention(ARGV[2]), tonumber
 --@include "openCallChange"
 --@include "groupMembers"
 
-if bindOperation(KEYS[5], fingerprint, operationTtlMs, nil) then return { 'error', 'idempotency_conflict' } end
+-- On a cluster a receipt always reads its record (a concurrent replay may have noted it first).
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, operationTtlMs, nil, true)
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, true, retention, ARGV[5], ARGV[7])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, readRecord, retention, ARGV[5], ARGV[7])
 if reply then return reply end
 
 local first = false

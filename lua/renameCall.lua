@@ -6,8 +6,8 @@
   KEYS[2] opKey
   KEYS[3] outboxKey
   KEYS[4] ringingKey  the shard's ring index (lazy expiry takes a due call out of it)
-  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken here
-                      (lua/includes/operationRecord.lua bindOperation); absent on a cluster
+  KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end
+                      with the record in it (lua/includes/operationRecord.lua); absent on a cluster
 
   ARGV[1] userId
   ARGV[2] displayName        already cut to 256 UTF-8 bytes
@@ -37,10 +37,10 @@ local fingerprint, maxRenames = ARGV[5], tonumber(ARGV[6])
 --@include "appendOutbox"
 --@include "openCallChange"
 
--- A rename always reads its record (a concurrent replay may have renamed first).
-if bindOperation(KEYS[5], fingerprint, operationTtlMs, nil) then return { 'error', 'idempotency_conflict' } end
+-- On a cluster a rename always reads its record (a concurrent replay may have renamed first).
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, operationTtlMs, nil, true)
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, true, retention, ARGV[7], ARGV[8])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, readRecord, retention, ARGV[7], ARGV[8])
 if reply then return reply end
 if call.values.state == 'ended' or call.values.callerDisplayName == displayName then
   return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)

@@ -27,9 +27,9 @@ local function appendOutbox(outboxKey, call, change, atMs, subjects)
     entry[#entry + 1] = 'tp'
     entry[#entry + 1] = call.trace
   end
-  redis.call('XADD', outboxKey, '*', unpack(entry))
+  write('XADD', outboxKey, '*', unpack(entry))
   if call.early == '1' then
-    redis.call('SPUBLISH', (string.gsub(outboxKey, 'outbox$', 'early')), EARLY_NOTICE .. cjson.encode(entry))
+    write('SPUBLISH', (string.gsub(outboxKey, 'outbox$', 'early')), EARLY_NOTICE .. cjson.encode(entry))
   end
   return fields
 end

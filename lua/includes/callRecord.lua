@@ -1,4 +1,5 @@
 --@include "fmtInt"
+--@include "heldWrites"
 
 -- A call hash read once per script and kept as a Lua table, so a script reads the call with one
 -- HGETALL and derives its outbox entry and reply from the table instead of reading it again.
@@ -24,7 +25,7 @@ local function setCallFields(callKey, call, ...)
     if call.values[name] == nil then call.names[#call.names + 1] = name end
     call.values[name] = kv[i + 1]
   end
-  redis.call('HSET', callKey, unpack(kv))
+  write('HSET', callKey, unpack(kv))
 end
 
 -- The call's fields as HGETALL would return them.

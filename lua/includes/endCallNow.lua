@@ -33,7 +33,7 @@ local function endCallNow(callKey, call, outboxKey, ringingKey, atMs, reason, en
     fields[#fields + 1], fields[#fields + 2] = closeMembers(call, atMs)
   end
   setCallFields(callKey, call, unpack(fields))
-  redis.call('PEXPIRE', callKey, retention.call)
-  if wasRinging then redis.call('ZREM', ringingKey, call.values.callId) end
+  write('PEXPIRE', callKey, retention.call)
+  if wasRinging then write('ZREM', ringingKey, call.values.callId) end
   return appendOutbox(outboxKey, call, 'ended', atMs)
 end

@@ -51,8 +51,8 @@ local function scheduleRing(ringingKey, call)
     if isRinging(m) and (not due or m.ringUntilMs < due) then due = m.ringUntilMs end
   end
   if due and call.values.state ~= 'ended' then
-    redis.call('ZADD', ringingKey, fmtInt(due), call.values.callId)
+    write('ZADD', ringingKey, fmtInt(due), call.values.callId)
   else
-    redis.call('ZREM', ringingKey, call.values.callId)
+    write('ZREM', ringingKey, call.values.callId)
   end
 end

@@ -23,10 +23,10 @@ export const BUDGETS = {
   // read, acknowledgement, trim); one webhook stream entry per batch (add, read, acknowledgement,
   // and alone here a trim: XPENDING and XTRIM), where a BullMQ job per batch cost 44 (add 10,
   // take 10, finish 24).
-  answered: { redisCommands: 101, clientRoundTrips: 4, why: 'scripts 40 (end no longer writes the unread per-call history copy: 2; one early notice per change on its shard channel, not one per party: 3) + limits (one script call for both) and busy check 4 + relay 3 batches 42 (one appendEvents per batch for all its users, was one per user: 45) + 3 webhook stream entries 15 (was 3 BullMQ jobs 132)' },
-  declined: { redisCommands: 64, clientRoundTrips: 2, why: 'scripts 20 (no per-call history copy; one early notice per change) + 4 + relay 2 batches 30 (one appendEvents per batch, was 32) + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
-  cancelled: { redisCommands: 64, clientRoundTrips: 2, why: 'scripts 20 (no per-call history copy; one early notice per change) + 4 + relay 2 batches 30 (one appendEvents per batch, was 32) + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
-  unanswered: { redisCommands: 65, clientRoundTrips: 1, why: 'create 10 + expireDue 9 (no per-call history copy; one early notice per change) + 4 + relay 2 batches 32 (one appendEvents per batch, was 34) + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
+  answered: { redisCommands: 98, clientRoundTrips: 4, why: 'scripts 37 (on a single Redis a request binds its operationId and stores its record with one SET … NX GET at its end, was two SETs: 3; end no longer writes the unread per-call history copy: 2; one early notice per change on its shard channel, not one per party: 3) + limits (one script call for both) and busy check 4 + relay 3 batches 42 (one appendEvents per batch for all its users, was one per user: 45) + 3 webhook stream entries 15 (was 3 BullMQ jobs 132)' },
+  declined: { redisCommands: 62, clientRoundTrips: 2, why: 'scripts 18 (binding and record one SET: 2; no per-call history copy; one early notice per change) + 4 + relay 2 batches 30 (one appendEvents per batch, was 32) + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
+  cancelled: { redisCommands: 62, clientRoundTrips: 2, why: 'scripts 18 (binding and record one SET: 2; no per-call history copy; one early notice per change) + 4 + relay 2 batches 30 (one appendEvents per batch, was 32) + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
+  unanswered: { redisCommands: 64, clientRoundTrips: 1, why: 'create 9 (binding and record one SET: 1) + expireDue 9 (no per-call history copy; one early notice per change) + 4 + relay 2 batches 32 (one appendEvents per batch, was 34) + 2 webhook stream entries 10 (was 2 BullMQ jobs 88)' },
 } as const satisfies Record<string, Budget>;
 
 /**

@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { CallStore, fingerprint, type EndInput, type RingingInput } from '../../src/calls/store.js';
+import { keys } from '../../src/redis/keys.js';
+import { aliceCallsBob } from '../support/fixtures.js';
+import { sleep } from '../support/wait.js';
+
+/**
+ * Where a request's idempotency record lives on a single Redis (docs/api.md "Idempotency",
+ * docs/keyspace.md): in the user's operationId binding, taken with the record by one SET … NX GET
+ * at the end of the request's script, its writes held until then (lua/includes/operationRecord.lua).
+ * A replay finds the record there and changes nothing, even where its own run would change the
+ * call; bindings of earlier versions (the bare fingerprint, the record under the call's tag) still
+ * answer their replays.
+ */
+const RING_MS = 300;
+const settings = { prefix: 'cb', shards: 8, ringTimeoutMs: RING_MS, retentionMs: 60_000, operationTtlMs: 86_400_000, callWaiting: false, maxRenamesPerCall: 10 };
+let server: RedisServer;
+let redis: Redis;
+let calls: CallStore;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = new Redis(server.url);
+  calls = new CallStore(redis, settings);
+});
+afterAll(async () => {
+  redis?.disconnect();
+  await server?.stop();
+});
+
+const setCalls = async () => Number(/cmdstat_set:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+const binding = (userId: string, operationId: string) => keys.operationBinding(settings, userId, operationId);
+const record = (callId: string, userId: string, operationId: string) => keys.operation(settings, callId, userId, operationId);
+const outboxLength = (callId: string) => redis.xlen(keys.outboxForCall(settings, callId));
+const hangUp = (callId: string): EndInput => ({ callId, userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: randomUUID(), fingerprint: fingerprint('end', [callId, 'localHangup']) });
+const receipt = (callId: string): RingingInput => ({ callId, userId: 'bob', via: 'socket', operationId: randomUUID(), fingerprint: fingerprint('ringing', [callId, 'socket']) });
+
+describe('operation records on a single Redis', () => {
+  it('a request binds its operationId and stores its record with one SET, in the binding; its replay changes nothing', async () => {
+    const callId = randomUUID();
+    const create = aliceCallsBob(callId, randomUUID());
+    const before = await setCalls();
+    const created = await calls.create(create);
+    expect(created).toMatchObject({ kind: 'outcome', status: 201, replayed: false });
+    expect(await setCalls()).toBe(before + 1);
+    expect(JSON.parse((await redis.get(binding('alice', create.operationId)))!)).toMatchObject({ fp: create.fingerprint, code: 'ok', status: 201 });
+    expect(await redis.exists(record(callId, 'alice', create.operationId))).toBe(0);
+
+    const end = hangUp(callId);
+    const ended = await calls.end(end);
+    expect(ended).toMatchObject({ kind: 'outcome', code: 'ok', call: { state: 'ended' } });
+    const outbox = await outboxLength(callId);
+    expect(await calls.create(create)).toEqual({ ...created, replayed: true });
+    expect(await calls.end(end)).toEqual({ ...ended, replayed: true });
+    expect(await outboxLength(callId)).toBe(outbox);
+    // The same operationId with another request.
+    expect(await calls.end({ ...end, reason: 'declined', fingerprint: fingerprint('end', [callId, 'declined']) })).toEqual({ kind: 'failure', code: 'idempotency_conflict' });
+  });
+
+  it('a replay whose own run would change the call (a lazy expiry) writes nothing: the call rings on until its sweep', async () => {
+    const callId = randomUUID();
+    await calls.create(aliceCallsBob(callId, randomUUID()));
+    const rang = receipt(callId);
+    const first = await calls.ringing(rang);
+    expect(first).toMatchObject({ kind: 'outcome', code: 'ringing', replayed: false });
+    await sleep(RING_MS + 50);
+    const outbox = await outboxLength(callId);
+    expect(await calls.ringing(rang)).toEqual({ ...first, replayed: true });
+    expect(await redis.hget(keys.call(settings, callId), 'state')).toBe('ringing');
+    expect(await outboxLength(callId)).toBe(outbox);
+    // A new request ends it lazily, as due.
+    expect(await calls.ringing(receipt(callId))).toMatchObject({ kind: 'outcome', call: { state: 'ended', endReason: 'unanswered' } });
+    expect(await outboxLength(callId)).toBe(outbox + 1);
+  });
+
+  it('a refused request writes nothing, and a replay of a request whose call is gone still gets its record', async () => {
+    const callId = randomUUID();
+    const end = hangUp(callId);
+    expect(await calls.end(end)).toEqual({ kind: 'failure', code: 'not_found' });
+    expect(await redis.exists(binding('alice', end.operationId))).toBe(0);
+
+    await calls.create(aliceCallsBob(callId, randomUUID()));
+    const ended = await calls.end(end);
+    expect(ended).toMatchObject({ kind: 'outcome', code: 'ok' });
+    await redis.del(keys.call(settings, callId));
+    expect(await calls.end(end)).toEqual({ ...ended, replayed: true });
+  });
+
+  it('bindings of earlier versions: the bare fingerprint with the record under the call tag replays it; one without a record lets its request go on', async () => {
+    // What an earlier version left: the binding holds the fingerprint, the record is apart.
+    const callId = randomUUID();
+    const create = aliceCallsBob(callId, randomUUID());
+    const created = await calls.create(create);
+    const stored = (await redis.get(binding('alice', create.operationId)))!;
+    await redis.set(binding('alice', create.operationId), create.fingerprint, 'PX', 60_000);
+    await redis.set(record(callId, 'alice', create.operationId), stored, 'PX', 60_000);
+    expect(await calls.create(create)).toEqual({ ...created, replayed: true });
+    expect(await calls.create({ ...create, fingerprint: fingerprint('create', [callId, 'carol', false]) })).toEqual({ kind: 'failure', code: 'idempotency_conflict' });
+
+    // A binding an earlier version left without a record (its create found the callId taken).
+    const end = hangUp(callId);
+    await redis.set(binding('alice', end.operationId), end.fingerprint, 'PX', 60_000);
+    const ended = await calls.end(end);
+    expect(ended).toMatchObject({ kind: 'outcome', code: 'ok', replayed: false, call: { state: 'ended' } });
+    expect(JSON.parse((await redis.get(binding('alice', end.operationId)))!)).toMatchObject({ fp: end.fingerprint, code: 'ok' });
+    expect(await calls.end(end)).toEqual({ ...ended, replayed: true });
+  });
+});
