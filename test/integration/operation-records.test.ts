@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { CallStore, fingerprint, type EndInput, type RingingInput } from '../../src/calls/store.js';
+import { relayBed } from '../support/relayBed.js';
+import { fingerprint, type EndInput, type RingingInput } from '../../src/calls/store.js';
 import { keys } from '../../src/redis/keys.js';
 import { aliceCallsBob } from '../support/fixtures.js';
 import { sleep } from '../support/wait.js';
@@ -16,25 +15,14 @@ import { sleep } from '../support/wait.js';
  * answer their replays.
  */
 const RING_MS = 300;
-const settings = { prefix: 'cb', shards: 8, ringTimeoutMs: RING_MS, retentionMs: 60_000, operationTtlMs: 86_400_000, callWaiting: false, maxRenamesPerCall: 10 };
-let server: RedisServer;
-let redis: Redis;
-let calls: CallStore;
+const settings = { prefix: 'cb', shards: 8 };
+// A call store on a Redis of the file's own (the relay's test bed; no relay runs here).
+const bed = relayBed(settings, { ringTimeoutMs: RING_MS, operationTtlMs: 86_400_000 });
 
-beforeAll(async () => {
-  server = await startRedis();
-  redis = new Redis(server.url);
-  calls = new CallStore(redis, settings);
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.stop();
-});
-
-const setCalls = async () => Number(/cmdstat_set:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+const setCalls = async () => Number(/cmdstat_set:calls=(\d+)/.exec(await bed.redis.info('commandstats'))?.[1] ?? 0);
 const binding = (userId: string, operationId: string) => keys.operationBinding(settings, userId, operationId);
 const record = (callId: string, userId: string, operationId: string) => keys.operation(settings, callId, userId, operationId);
-const outboxLength = (callId: string) => redis.xlen(keys.outboxForCall(settings, callId));
+const outboxLength = (callId: string) => bed.redis.xlen(keys.outboxForCall(settings, callId));
 const hangUp = (callId: string): EndInput => ({ callId, userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: randomUUID(), fingerprint: fingerprint('end', [callId, 'localHangup']) });
 const receipt = (callId: string): RingingInput => ({ callId, userId: 'bob', via: 'socket', operationId: randomUUID(), fingerprint: fingerprint('ringing', [callId, 'socket']) });
 
@@ -43,69 +31,69 @@ describe('operation records on a single Redis', () => {
     const callId = randomUUID();
     const create = aliceCallsBob(callId, randomUUID());
     const before = await setCalls();
-    const created = await calls.create(create);
+    const created = await bed.calls.create(create);
     expect(created).toMatchObject({ kind: 'outcome', status: 201, replayed: false });
     expect(await setCalls()).toBe(before + 1);
-    expect(JSON.parse((await redis.get(binding('alice', create.operationId)))!)).toMatchObject({ fp: create.fingerprint, code: 'ok', status: 201 });
-    expect(await redis.exists(record(callId, 'alice', create.operationId))).toBe(0);
+    expect(JSON.parse((await bed.redis.get(binding('alice', create.operationId)))!)).toMatchObject({ fp: create.fingerprint, code: 'ok', status: 201 });
+    expect(await bed.redis.exists(record(callId, 'alice', create.operationId))).toBe(0);
 
     const end = hangUp(callId);
-    const ended = await calls.end(end);
+    const ended = await bed.calls.end(end);
     expect(ended).toMatchObject({ kind: 'outcome', code: 'ok', call: { state: 'ended' } });
     const outbox = await outboxLength(callId);
-    expect(await calls.create(create)).toEqual({ ...created, replayed: true });
-    expect(await calls.end(end)).toEqual({ ...ended, replayed: true });
+    expect(await bed.calls.create(create)).toEqual({ ...created, replayed: true });
+    expect(await bed.calls.end(end)).toEqual({ ...ended, replayed: true });
     expect(await outboxLength(callId)).toBe(outbox);
     // The same operationId with another request.
-    expect(await calls.end({ ...end, reason: 'declined', fingerprint: fingerprint('end', [callId, 'declined']) })).toEqual({ kind: 'failure', code: 'idempotency_conflict' });
+    expect(await bed.calls.end({ ...end, reason: 'declined', fingerprint: fingerprint('end', [callId, 'declined']) })).toEqual({ kind: 'failure', code: 'idempotency_conflict' });
   });
 
   it('a replay whose own run would change the call (a lazy expiry) writes nothing: the call rings on until its sweep', async () => {
     const callId = randomUUID();
-    await calls.create(aliceCallsBob(callId, randomUUID()));
+    await bed.calls.create(aliceCallsBob(callId, randomUUID()));
     const rang = receipt(callId);
-    const first = await calls.ringing(rang);
+    const first = await bed.calls.ringing(rang);
     expect(first).toMatchObject({ kind: 'outcome', code: 'ringing', replayed: false });
     await sleep(RING_MS + 50);
     const outbox = await outboxLength(callId);
-    expect(await calls.ringing(rang)).toEqual({ ...first, replayed: true });
-    expect(await redis.hget(keys.call(settings, callId), 'state')).toBe('ringing');
+    expect(await bed.calls.ringing(rang)).toEqual({ ...first, replayed: true });
+    expect(await bed.redis.hget(keys.call(settings, callId), 'state')).toBe('ringing');
     expect(await outboxLength(callId)).toBe(outbox);
     // A new request ends it lazily, as due.
-    expect(await calls.ringing(receipt(callId))).toMatchObject({ kind: 'outcome', call: { state: 'ended', endReason: 'unanswered' } });
+    expect(await bed.calls.ringing(receipt(callId))).toMatchObject({ kind: 'outcome', call: { state: 'ended', endReason: 'unanswered' } });
     expect(await outboxLength(callId)).toBe(outbox + 1);
   });
 
   it('a refused request writes nothing, and a replay of a request whose call is gone still gets its record', async () => {
     const callId = randomUUID();
     const end = hangUp(callId);
-    expect(await calls.end(end)).toEqual({ kind: 'failure', code: 'not_found' });
-    expect(await redis.exists(binding('alice', end.operationId))).toBe(0);
+    expect(await bed.calls.end(end)).toEqual({ kind: 'failure', code: 'not_found' });
+    expect(await bed.redis.exists(binding('alice', end.operationId))).toBe(0);
 
-    await calls.create(aliceCallsBob(callId, randomUUID()));
-    const ended = await calls.end(end);
+    await bed.calls.create(aliceCallsBob(callId, randomUUID()));
+    const ended = await bed.calls.end(end);
     expect(ended).toMatchObject({ kind: 'outcome', code: 'ok' });
-    await redis.del(keys.call(settings, callId));
-    expect(await calls.end(end)).toEqual({ ...ended, replayed: true });
+    await bed.redis.del(keys.call(settings, callId));
+    expect(await bed.calls.end(end)).toEqual({ ...ended, replayed: true });
   });
 
   it('bindings of earlier versions: the bare fingerprint with the record under the call tag replays it; one without a record lets its request go on', async () => {
     // What an earlier version left: the binding holds the fingerprint, the record is apart.
     const callId = randomUUID();
     const create = aliceCallsBob(callId, randomUUID());
-    const created = await calls.create(create);
-    const stored = (await redis.get(binding('alice', create.operationId)))!;
-    await redis.set(binding('alice', create.operationId), create.fingerprint, 'PX', 60_000);
-    await redis.set(record(callId, 'alice', create.operationId), stored, 'PX', 60_000);
-    expect(await calls.create(create)).toEqual({ ...created, replayed: true });
-    expect(await calls.create({ ...create, fingerprint: fingerprint('create', [callId, 'carol', false]) })).toEqual({ kind: 'failure', code: 'idempotency_conflict' });
+    const created = await bed.calls.create(create);
+    const stored = (await bed.redis.get(binding('alice', create.operationId)))!;
+    await bed.redis.set(binding('alice', create.operationId), create.fingerprint, 'PX', 60_000);
+    await bed.redis.set(record(callId, 'alice', create.operationId), stored, 'PX', 60_000);
+    expect(await bed.calls.create(create)).toEqual({ ...created, replayed: true });
+    expect(await bed.calls.create({ ...create, fingerprint: fingerprint('create', [callId, 'carol', false]) })).toEqual({ kind: 'failure', code: 'idempotency_conflict' });
 
     // A binding an earlier version left without a record (its create found the callId taken).
     const end = hangUp(callId);
-    await redis.set(binding('alice', end.operationId), end.fingerprint, 'PX', 60_000);
-    const ended = await calls.end(end);
+    await bed.redis.set(binding('alice', end.operationId), end.fingerprint, 'PX', 60_000);
+    const ended = await bed.calls.end(end);
     expect(ended).toMatchObject({ kind: 'outcome', code: 'ok', replayed: false, call: { state: 'ended' } });
-    expect(JSON.parse((await redis.get(binding('alice', end.operationId)))!)).toMatchObject({ fp: end.fingerprint, code: 'ok' });
-    expect(await calls.end(end)).toEqual({ ...ended, replayed: true });
+    expect(JSON.parse((await bed.redis.get(binding('alice', end.operationId)))!)).toMatchObject({ fp: end.fingerprint, code: 'ok' });
+    expect(await bed.calls.end(end)).toEqual({ ...ended, replayed: true });
   });
 });
