@@ -25,6 +25,7 @@ const CLUSTER_SUITES = [
   'test/e2e/messages-chaos.test.ts',
   'test/e2e/push-invitations.test.ts',
   'test/e2e/push-signals.test.ts',
+  'test/e2e/push-handover.test.ts',
   'test/e2e/push-retries.test.ts',
   'test/e2e/push-upgrade.test.ts',
   'test/e2e/server-timers.test.ts',

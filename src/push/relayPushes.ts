@@ -2,9 +2,21 @@ import type { BatchReads, ChangeHandler, CallChange } from '../calls/change.js';
 import { parseRegistrations, type PushRegistration } from './registry.js';
 import { pushesFor, usersToLookUp, type ProvidersEnabled } from './planner.js';
 import { registrationKey, type PushDispatcher } from './dispatcher.js';
+import { RungRegistrations } from './rungRegistrations.js';
 
 /** How old (by the Redis clock that stamped it) a relayed invitation may be and still go out unread. */
 const READ_CALLS_AFTER_MS = 100;
+/** At most this many (call, invitee) registrations remembered from invitations (rungRegistrations.ts). */
+const MAX_RUNG = 100_000;
+/** How long past the ring window a remembered invitation is kept: a late ring sweep, a relay backlog. */
+const RUNG_MARGIN_MS = 30_000;
+
+export interface PushHandlerOptions {
+  /** RING_TIMEOUT_MS: how long an invitation's registrations are worth remembering (plus a margin). */
+  ringTimeoutMs: number;
+  /** The memory of rung registrations (a test's, with its own bounds and clock). */
+  rung?: RungRegistrations;
+}
 
 /**
  * Relay handler: plans the push messages of relayed changes (planner.ts) and sends their first
@@ -21,18 +33,56 @@ const READ_CALLS_AFTER_MS = 100;
  * Batches are sent concurrently, but the pushes of one call go out in the order of its changes:
  * a batch waits for the earlier batches that hold changes of the same calls (an invitation is
  * answered by the provider before that call's cancel signal is sent).
+ *
+ * The signals that stop a ringing (answered, declined, cancelled, unanswered; a group member
+ * joining, declining, missing) go to the Android devices the invitation rang: the registrations
+ * it was planned with are remembered in this process (rungRegistrations.ts), so those users are
+ * not read again. They are the right ones, not only the cheaper: a device registered mid-ring
+ * never rang. Whom the memory does not hold (another worker relayed the invitation, a restart,
+ * a shard taken over, evicted) is read as before (docs/architecture.md "Push").
  */
-export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnabled): ChangeHandler {
+export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnabled, opts: PushHandlerOptions): ChangeHandler {
   if (!enabled.iosVoip && !enabled.androidPush) return { name: 'push', handle: async () => {} };
-  const send = async (changes: readonly CallChange[], reads: BatchReads): Promise<void> => {
-    const regs = new Map<string, PushRegistration[]>();
-    for (const [userId, flat] of reads.pushRegistrations) regs.set(userId, parseRegistrations(userId, flat));
-    const messages = changes.flatMap((c) =>
-      pushesFor(c, (u) => regs.get(u) ?? [], enabled).map((p) => (c.traceparent ? { ...p.data, tp: c.traceparent } : p.data)),
-    );
+  const rung = opts.rung ?? new RungRegistrations({ maxEntries: MAX_RUNG, lifetimeMs: opts.ringTimeoutMs + RUNG_MARGIN_MS });
+  /**
+   * Per change: the users left out of the batch's read because the memory held them, with what
+   * it held when the batch was planned (an end handled meanwhile does not take it away).
+   */
+  const recalled = new WeakMap<CallChange, Map<string, readonly PushRegistration[]>>();
+  const usersToRead = (c: CallChange): string[] => {
+    const users = usersToLookUp(c);
+    if (isInvitation(c)) return users;
+    const held = new Map<string, readonly PushRegistration[]>();
+    const toRead = users.filter((u) => {
+      const regs = rung.recall(c.call.callId, u);
+      if (regs) held.set(u, regs);
+      return !regs;
+    });
+    if (held.size > 0) recalled.set(c, held);
+    return toRead;
+  };
+  /** Keeps what the batch's invitations were planned with; forgets the calls that ended. In outbox order. */
+  const keep = (changes: readonly CallChange[], regs: ReadonlyMap<string, PushRegistration[]>): void => {
+    for (const c of changes) {
+      if (c.kind === 'ended') rung.forgetCall(c.call.callId);
+      else if (isInvitation(c)) {
+        for (const u of usersToLookUp(c)) {
+          const read = regs.get(u);
+          // Signals go to Android only (planner.ts): nothing else is worth keeping.
+          if (read) rung.remember(c.call.callId, u, read.filter((r) => r.kind === 'androidPush'));
+        }
+      }
+    }
+  };
+  const send = async (changes: readonly CallChange[], reads: BatchReads, regs: ReadonlyMap<string, PushRegistration[]>): Promise<void> => {
+    const messages = changes.flatMap((c) => {
+      const held = recalled.get(c);
+      return pushesFor(c, (u) => held?.get(u) ?? regs.get(u) ?? [], enabled).map((p) => (c.traceparent ? { ...p.data, tp: c.traceparent } : p.data));
+    });
     if (messages.length === 0) return;
     const byKey = new Map<string, PushRegistration>();
-    for (const list of regs.values()) for (const r of list) byKey.set(registrationKey(r.userId, r.installationId, r.kind), r);
+    const lists = [...regs.values(), ...changes.flatMap((c) => [...(recalled.get(c)?.values() ?? [])])];
+    for (const list of lists) for (const r of list) byKey.set(registrationKey(r.userId, r.installationId, r.kind), r);
     const calls = new Map(reads.calls);
     for (const c of changes) if (!reads.calls.has(c.call.callId)) calls.set(c.call.callId, c.call);
     await dispatcher.send(messages, 0, { registrations: byKey, calls });
@@ -42,7 +92,7 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
   return {
     name: 'push',
     concurrent: true,
-    pushRegistrationsOf: (changes) => changes.flatMap(usersToLookUp),
+    pushRegistrationsOf: (changes) => changes.flatMap(usersToRead),
     callsOf: (changes) => {
       const now = Date.now();
       return changes.filter((c) => c.kind === 'created' && now - c.atMs >= READ_CALLS_AFTER_MS).map((c) => c.call.callId);
@@ -50,7 +100,11 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
     handle(changes, reads) {
       const callIds = [...new Set(changes.map((c) => c.call.callId))];
       const earlier = callIds.flatMap((id) => inFlight.get(id) ?? []);
-      const run = Promise.all(earlier).then(() => send(changes, reads));
+      const regs = new Map<string, PushRegistration[]>();
+      for (const [userId, flat] of reads.pushRegistrations) regs.set(userId, parseRegistrations(userId, flat));
+      // At once, not after the earlier batches: the next batch's read is planned meanwhile.
+      keep(changes, regs);
+      const run = Promise.all(earlier).then(() => send(changes, reads, regs));
       // A failed batch is retried by the relay; it does not hold back the call's later pushes.
       const settled = run.catch(() => {});
       for (const id of callIds) inFlight.set(id, settled);
@@ -61,3 +115,6 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
     },
   };
 }
+
+/** A change that rings someone: its invitees are always read (their devices now). */
+const isInvitation = (c: CallChange): boolean => c.kind === 'created' || c.kind === 'invited';

@@ -102,7 +102,7 @@ export async function startWorker(
   const sfu = deps.media.sfu;
   const handlers: ChangeHandler[] = [
     callChangeObserver(metrics, logger),
-    pushHandler(dispatcher, enabled),
+    pushHandler(dispatcher, enabled, { ringTimeoutMs: config.RING_TIMEOUT_MS }),
     ...webhooks.handlers,
     // The SFU's rooms follow the calls (docs/operations.md "SFU media"), where the SFU has rooms to
     // keep: group calls use a configured SFU whatever MEDIA_MODE says.

@@ -141,6 +141,26 @@ describe('answered on one device', () => {
   });
 });
 
+describe('a device registered mid-ring', () => {
+  it('was never rung, so it gets no stop-ringing signal; the devices the invitation rang do (docs/architecture.md "Push")', async () => {
+    const caller = installation(url, uid('caller'));
+    const calleeUserId = uid('callee');
+    const rung = await androidPhone(calleeUserId);
+    const call = await createCall(caller, calleeUserId);
+    await waitUntil('the invitation', () => fcmTo(ps.fcm, rung.token).length >= 1);
+    const late = await androidPhone(calleeUserId);
+
+    const ended = await end(caller, call.callId, 'localHangup');
+    expect(ended.status, ended.text).toBe(200);
+    await waitUntil('the cancel signal', () => fcmTo(ps.fcm, rung.token, 'call.ended').length >= 1);
+    await pushesSettled(ps, [call.callId]);
+    expect(fcmTo(ps.fcm, rung.token).map((m) => callpayloadOf(m).type)).toEqual(['call.invited', 'call.ended']);
+    expect(fcmTo(ps.fcm, late.token)).toHaveLength(0);
+    // Over signaling it is told like any device of the callee.
+    expect(await loggedEvent(late, 'call.ended')).toMatchObject({ callId: call.callId, reason: 'callerCancelled' });
+  });
+});
+
 describe('declined on one device', () => {
   it('the callee’s other Android installation gets the same call.ended as over signaling (NORMAL); the declining one gets none', async () => {
     const caller = installation(url, uid('caller'));

@@ -148,7 +148,7 @@ async function changesOf(callId: string): Promise<CallChange[]> {
 
 describe('relay pushes', () => {
   it('a batch with one failing device retries only that device, as a job of its own', async () => {
-    const relay = await startedRelay([pushHandler(dispatcher, IOS_ONLY)]);
+    const relay = await startedRelay([pushHandler(dispatcher, IOS_ONLY, { ringTimeoutMs: 45_000 })]);
     try {
       const callee = `u${randomUUID().slice(0, 8)}`;
       const tokens = await iPhones(callee, 3);
@@ -172,7 +172,7 @@ describe('relay pushes', () => {
   });
 
   it('a fresh invitation is sent from the batch without reading its call, and not at all when the batch also holds its cancel', async () => {
-    const handler = pushHandler(dispatcher, IOS_ONLY);
+    const handler = pushHandler(dispatcher, IOS_ONLY, { ringTimeoutMs: 45_000 });
     const callee = `u${randomUUID().slice(0, 8)}`;
     const [token] = await iPhones(callee, 1);
     const registrations = new Map([[callee, await redis.hgetall(keys.pushRegistrations(ks, callee)).then((h) => Object.entries(h).flat())]]);
@@ -211,7 +211,7 @@ describe('relay pushes', () => {
     const skipped = outcomes.get('apns:skipped-not-ringing') ?? 0;
     await new Promise((r) => setTimeout(r, 200));
     // One entry per batch: the invitation is relayed in a batch without its cancel.
-    const relay = await startedRelay([pushHandler(dispatcher, IOS_ONLY)], 1);
+    const relay = await startedRelay([pushHandler(dispatcher, IOS_ONLY, { ringTimeoutMs: 45_000 })], 1);
     try {
       await waitUntil('both changes relayed', () => outboxSettled(), 10_000);
       expect(requestsTo(token!)).toEqual([]);
@@ -233,7 +233,7 @@ describe('relay pushes', () => {
         }
       },
     };
-    const relay = await startedRelay([pushHandler(dispatcher, IOS_ONLY), flaky]);
+    const relay = await startedRelay([pushHandler(dispatcher, IOS_ONLY, { ringTimeoutMs: 45_000 }), flaky]);
     try {
       const callee = `u${randomUUID().slice(0, 8)}`;
       const tokens = await iPhones(callee, 2);
