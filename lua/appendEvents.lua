@@ -29,7 +29,11 @@
                       an epoch need only differ between the lives of one user's log)
   ARGV[5] ageCheckMs  how often age trimming and the keys' expiry are renewed
   ARGV[6] historyRetentionMs  how long call history is kept (CALL_RECORD_RETENTION_DAYS)
-  ARGV[7..] one block per user, in the keys' order; a block at ARGV[b]:
+  ARGV[7] noticeChannel  '' on a cluster: each new entry is published on its user's live channel.
+                      On a single Redis, the call shard's early channel (src/redis/keys.ts
+                      earlyChannel), which every gateway follows: the batch's new entries are
+                      published there once, together, as a log notice (src/events/logNotice.ts)
+  ARGV[8..] one block per user, in the keys' order; a block at ARGV[b]:
     ARGV[b]     channel     the user's live channel (shares the user's hash tag)
     ARGV[b+1]   shardField  `s<shard>`: the outbox shard all the user's events come from
     ARGV[b+2]   markerOp    '' | 'set' | 'clear': the busy marker change of this batch (the last one)
@@ -66,6 +70,9 @@
 ]]
 --@include "appendUserEvents"
 
+-- The live message header of a log notice (src/events/logNotice.ts LOG_NOTICE_EPOCH).
+local LOG_NOTICE = '!log\n\n\n\n\n'
+
 local s = {
   maxLen = tonumber(ARGV[1]),
   maxAgeMs = tonumber(ARGV[2]),
@@ -73,9 +80,11 @@ local s = {
   newEpoch = ARGV[4],
   ageCheckMs = tonumber(ARGV[5]),
   historyRetentionMs = tonumber(ARGV[6]),
+  -- A single Redis: the batch's live copies, gathered for one log notice on ARGV[7].
+  notice = ARGV[7] ~= '' and {} or nil,
 }
 -- Each user's block, checked before any write: a layout error fails the call as a whole.
-local blocks, at = {}, 7
+local blocks, at = {}, 8
 for _ = 1, #KEYS / 6 do
   blocks[#blocks + 1] = at
   at = at + 7 + 5 * tonumber(ARGV[at + 5]) + 4 * tonumber(ARGV[at + 6])
@@ -86,5 +95,8 @@ end
 local replies = {}
 for u, b in ipairs(blocks) do
   replies[u] = appendUserEvents(6 * u - 5, b, s)
+end
+if s.notice and #s.notice > 0 then
+  redis.call('SPUBLISH', ARGV[7], LOG_NOTICE .. table.concat(s.notice, '\n'))
 end
 return replies

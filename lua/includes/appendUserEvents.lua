@@ -7,7 +7,9 @@
 
 -- One user's part of lua/appendEvents.lua (its header describes the keys, the arguments and the
 -- guarantees): appends the user's events of one relay batch to their log, trims it, publishes
--- each new entry on the user's live channel, keeps the busy marker and files the call index.
+-- each new entry on the user's live channel (or, with `s.notice`, adds it to the batch's log
+-- notice: the entry's live message after its channel's name), keeps the busy marker and files
+-- the call index.
 -- `k`: the index of the user's first key (6 keys, in the header's order); `at`: the index of the
 -- user's block in ARGV; `s`: the settings common to every user of the call. Returns the user's
 -- reply { epoch, lastId, appended, registrations }.
@@ -78,7 +80,12 @@ local function appendUserEvents(k, at, s)
         created = true
         id = appendLogEntry(logKey, true, shardTag .. entryId, payload, only, except)
       end
-      redis.call('SPUBLISH', channel, epoch .. '\n' .. last .. '\n' .. id .. '\n' .. only .. '\n' .. except .. '\n' .. payload)
+      local live = epoch .. '\n' .. last .. '\n' .. id .. '\n' .. only .. '\n' .. except .. '\n' .. payload
+      if s.notice then
+        s.notice[#s.notice + 1] = channel .. '\n' .. live
+      else
+        redis.call('SPUBLISH', channel, live)
+      end
       firstNew = firstNew or id
       last = id
       if not mark or streamIdLess(mark, entryId) then mark = entryId end

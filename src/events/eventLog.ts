@@ -68,12 +68,14 @@ export class EventLog {
   /**
    * The appendEvents.lua call for one or more users (on a cluster their keys must share a hash
    * slot: one user per call), each with their deliveries from one outbox shard, in outbox order.
-   * `historyRetentionMs`: how long the call index keeps history (docs/call-history.md).
+   * `historyRetentionMs`: how long the call index keeps history (docs/call-history.md);
+   * `noticeChannel`: on a single Redis, where the new entries go out together as one log notice
+   * (logNotice.ts) instead of one publication each on their users' channels.
    */
-  appendUsersCall(users: readonly UserAppend[], historyRetentionMs = DEFAULT_HISTORY_RETENTION_MS): { keys: string[]; args: string[] } {
+  appendUsersCall(users: readonly UserAppend[], historyRetentionMs = DEFAULT_HISTORY_RETENTION_MS, noticeChannel = ''): { keys: string[]; args: string[] } {
     const s = this.settings;
     const keyList: string[] = [];
-    const args: string[] = [String(s.maxLen), String(s.maxAgeMs), String(s.metaTtlMs), newEpoch(), String(ageCheckMs(s.maxAgeMs)), String(historyRetentionMs)];
+    const args: string[] = [String(s.maxLen), String(s.maxAgeMs), String(s.metaTtlMs), newEpoch(), String(ageCheckMs(s.maxAgeMs)), String(historyRetentionMs), noticeChannel];
     for (const u of users) {
       keyList.push(
         keys.eventLog(s, u.userId),

@@ -312,9 +312,12 @@ export class ShardReader {
     };
 
     const retentionMs = historyRetentionOf(this.opts);
+    // On a single Redis every gateway follows the shard's early channel: the batch's log copies go
+    // there in one publication (src/events/logNotice.ts), not one per entry on each user's channel.
+    const noticeChannel = this.topology === 'single' ? keys.earlyChannel(this.opts, this.shard) : '';
     const appended = Promise.all(
       appendCallsOf(userAppendsOf(b.changes, this.shard, b.withPush), this.topology).map(async (part) => {
-        const c = eventLog.appendUsersCall(part, retentionMs);
+        const c = eventLog.appendUsersCall(part, retentionMs, noticeChannel);
         const replies = userReplies(await script('appendEvents', c.keys, c.args));
         return part.map((u, i) => [u.userId, registrationsIn(replies[i])] as const);
       }),

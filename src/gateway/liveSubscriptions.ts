@@ -2,6 +2,7 @@ import { topologyOf, type RedisClient } from '../redis/connection.js';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { parseLiveMessage, type LiveMessage } from '../events/eventLog.js';
 import { EARLY_EPOCH, earlyEventsFor, parseEarlyNotice } from '../events/earlyNotice.js';
+import { LOG_NOTICE_EPOCH, logNoticeEntries } from '../events/logNotice.js';
 
 /**
  * The gateway's sockets, by user, and one sharded Pub/Sub subscription (SSUBSCRIBE) per user with
@@ -15,7 +16,10 @@ import { EARLY_EPOCH, earlyEventsFor, parseEarlyNotice } from '../events/earlyNo
  *
  * On a single Redis it also subscribes to every call shard's early channel (keys.earlyChannel),
  * where the call scripts publish each change once (docs/signaling.md "Early events"); a notice
- * is parsed once and dispatched to the sockets of the call's parties held here.
+ * is parsed once and dispatched to the sockets of the call's parties held here. The relay
+ * publishes its log copies there too, a batch's together (src/events/logNotice.ts): each entry
+ * goes to the sockets of its user as if it had come on the user's channel, and behind the
+ * change's early notice, on the same channel.
  */
 export class LiveSubscriptions<S extends object> {
   private readonly byUser = new Map<string, S | Set<S>>();
@@ -112,14 +116,21 @@ export class LiveSubscriptions<S extends object> {
 
   private onMessage(channel: string, message: string): void {
     if (this.earlyChannels.has(channel)) {
-      this.onEarlyNotice(message);
+      const msg = parseLiveMessage(message);
+      if (msg?.epoch === EARLY_EPOCH) this.onEarlyNotice(msg);
+      else if (msg?.epoch === LOG_NOTICE_EPOCH) this.onLogNotice(msg.json);
       return;
     }
-    if (!channel.startsWith(this.head) || !channel.endsWith(this.tail)) return;
-    const entry = this.byUser.get(channel.slice(this.head.length, channel.length - this.tail.length));
+    const entry = this.entryOf(channel);
     if (!entry) return;
     const msg = parseLiveMessage(message);
     if (msg) this.dispatchTo(entry, msg);
+  }
+
+  /** The sockets of the user whose live channel this is, if any are held here. */
+  private entryOf(channel: string): S | Set<S> | undefined {
+    if (!channel.startsWith(this.head) || !channel.endsWith(this.tail)) return undefined;
+    return this.byUser.get(channel.slice(this.head.length, channel.length - this.tail.length));
   }
 
   private dispatchTo(entry: S | Set<S>, msg: LiveMessage): void {
@@ -127,9 +138,14 @@ export class LiveSubscriptions<S extends object> {
     else this.dispatch(entry, msg);
   }
 
-  private onEarlyNotice(message: string): void {
-    const msg = parseLiveMessage(message);
-    if (msg?.epoch !== EARLY_EPOCH) return;
+  private onLogNotice(body: string): void {
+    for (const { channel, message } of logNoticeEntries(body)) {
+      const entry = this.entryOf(channel);
+      if (entry) this.dispatchTo(entry, message);
+    }
+  }
+
+  private onEarlyNotice(msg: LiveMessage): void {
     const notice = parseEarlyNotice(msg.json);
     if (!notice) return;
     for (const userId of notice.parties) {

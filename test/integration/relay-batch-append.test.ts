@@ -7,7 +7,9 @@ import { waitUntil } from '../support/wait.js';
 import { loadScriptSource, runScript, scriptFile } from '../../src/redis/scripts.js';
 import { keys } from '../../src/redis/keys.js';
 import { fingerprint } from '../../src/calls/store.js';
-import { EventLog, type UserAppend } from '../../src/events/eventLog.js';
+import { Redis } from 'ioredis';
+import { EventLog, parseLiveMessage, type UserAppend } from '../../src/events/eventLog.js';
+import { LOG_NOTICE_EPOCH, logNoticeEntries } from '../../src/events/logNotice.js';
 import { OutboxRelay } from '../../src/events/relay.js';
 import { RELAY_GROUP } from '../../src/events/outboxAcks.js';
 import type { ChangeHandler } from '../../src/calls/change.js';
@@ -122,6 +124,43 @@ describe('one append per relay batch on a single Redis', () => {
       expect(await bed.redis.zcard(keys.userHistoryIndex(ks, caller))).toBe(1);
       expect(await bed.redis.zcard(keys.userHistoryIndex(ks, `${caller}-callee`))).toBe(1);
       expect(await bed.redis.exists(keys.userActiveCalls(ks, caller))).toBe(0);
+    }
+  });
+
+  it("the batch's new entries go out as one log notice on the shard's early channel, each as its user's channel would have carried it; a handed-over batch publishes none again", async () => {
+    const { callers } = await declinedCalls(3);
+    const users = callers.flatMap((c) => [c, `${c}-callee`]);
+    const earlyChannel = keys.earlyChannel(ks, 0);
+    const subscriber = new Redis(bed.server.url);
+    const heard: { channel: string; message: string }[] = [];
+    subscriber.on('smessage', (channel: string, message: string) => heard.push({ channel, message }));
+    await subscriber.ssubscribe(earlyChannel, ...users.map((u) => keys.liveChannel(ks, u)));
+    try {
+      let runs = 0;
+      const failsOnce: ChangeHandler = {
+        name: 'failsOnce',
+        handle: async () => {
+          if (++runs === 1) throw new Error('first run fails');
+        },
+      };
+      expect(await relayed(failsOnce, () => runs >= 2)).toEqual([36, 36]);
+      await waitUntil('the notice heard', () => heard.some((h) => parseLiveMessage(h.message)?.epoch === LOG_NOTICE_EPOCH), 5_000);
+      // Nothing on the users' own channels, and one notice (the second delivery appended nothing).
+      expect(heard.filter((h) => h.channel !== earlyChannel)).toEqual([]);
+      const notices = heard.map((h) => parseLiveMessage(h.message)!).filter((m) => m.epoch === LOG_NOTICE_EPOCH);
+      expect(notices).toHaveLength(1);
+      // Its entries are the logs' entries, in each user's order, chained by their previous IDs.
+      const entries = [...logNoticeEntries(notices[0]!.json)];
+      for (const user of users) {
+        const logged = (await bed.redis.xrange(keys.eventLog(ks, user), '-', '+')) as [string, string[]][];
+        const mine = entries.filter((e) => e.channel === keys.liveChannel(ks, user)).map((e) => e.message);
+        expect(mine.map((m) => m.id)).toEqual(logged.map(([id]) => id));
+        expect(mine.map((m) => JSON.parse(m.json) as EventPayload)).toEqual(logged.map(([, f]) => JSON.parse(f[f.indexOf('p') + 1]!) as EventPayload));
+        expect(mine.slice(1).map((m) => m.previousId)).toEqual(mine.slice(0, -1).map((m) => m.id));
+      }
+      expect(entries).toHaveLength(9);
+    } finally {
+      subscriber.disconnect();
     }
   });
 
