@@ -41,7 +41,7 @@ local fingerprint = ARGV[6]
 
 -- On a cluster a first use skips the record read, except with a revision precondition: that can
 -- fail for a concurrent replay and then hold for this request (a rename in between), so it reads.
-local readRecord = openOperation(KEYS[5], opKey, fingerprint, operationTtlMs, ARGV[7], expectedRevision ~= '')
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, ARGV[7], expectedRevision ~= '')
 local skippedRead = not readRecord
 
 local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, readRecord, retention, ARGV[8], ARGV[9])

@@ -52,7 +52,7 @@ local busy = ARGV[12] == '1'
 --@include "openCreate"
 --@include "newCall"
 
-local opening = openCreate(callKey, opKey, fingerprint, operationTtlMs, KEYS[5], ARGV[13])
+local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], ARGV[13])
 if opening then return opening end
 
 local now = nowMs()

@@ -41,7 +41,7 @@ local fingerprint = ARGV[11]
 --@include "openCreate"
 --@include "newCall"
 
-local opening = openCreate(callKey, opKey, fingerprint, operationTtlMs, KEYS[5], ARGV[13])
+local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], ARGV[13])
 if opening then return opening end
 
 local now = nowMs()

@@ -43,7 +43,7 @@ local fingerprint = ARGV[6]
 --@include "openCallChange"
 --@include "groupEnd"
 
-local readRecord = openOperation(KEYS[5], opKey, fingerprint, operationTtlMs, ARGV[7])
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, ARGV[7])
 
 local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, ARGV[8], ARGV[10])
 if reply then return reply end

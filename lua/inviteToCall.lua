@@ -42,7 +42,7 @@ local retention, operationTtlMs, fingerprint = parseRetention(ARGV[7]), tonumber
 
 -- On a cluster an invite always reads its record: a concurrent replay may have rung the same
 -- members first.
-local readRecord = openOperation(KEYS[5], opKey, fingerprint, operationTtlMs, nil, true)
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, nil, true)
 
 local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, ARGV[10], ARGV[11])
 if reply then return reply end

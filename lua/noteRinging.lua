@@ -38,7 +38,7 @@ local retention, operationTtlMs, fingerprint = parseRetention(ARGV[2]), tonumber
 --@include "groupMembers"
 
 -- On a cluster a receipt always reads its record (a concurrent replay may have noted it first).
-local readRecord = openOperation(KEYS[5], opKey, fingerprint, operationTtlMs, nil, true)
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, nil, true)
 
 local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, readRecord, retention, ARGV[5], ARGV[7])
 if reply then return reply end

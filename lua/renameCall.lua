@@ -38,7 +38,7 @@ local fingerprint, maxRenames = ARGV[5], tonumber(ARGV[6])
 --@include "openCallChange"
 
 -- On a cluster a rename always reads its record (a concurrent replay may have renamed first).
-local readRecord = openOperation(KEYS[5], opKey, fingerprint, operationTtlMs, nil, true)
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, nil, true)
 
 local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, readRecord, retention, ARGV[7], ARGV[8])
 if reply then return reply end

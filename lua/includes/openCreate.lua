@@ -3,8 +3,8 @@
 -- with its record at the end), a replayed request's recorded reply (a cluster's, read now), and a
 -- callId already used. Returns the reply to answer at once, or nil to go on and create the call.
 --@include "operationRecord"
-local function openCreate(callKey, opKey, fingerprint, operationTtlMs, bindingKey, firstUseArg)
-  local replay = replayOperation(opKey, fingerprint, openOperation(bindingKey, opKey, fingerprint, operationTtlMs, firstUseArg))
+local function openCreate(callKey, opKey, fingerprint, bindingKey, firstUseArg)
+  local replay = replayOperation(opKey, fingerprint, openOperation(bindingKey, opKey, fingerprint, firstUseArg))
   if replay then return replay end
   if redis.call('EXISTS', callKey) == 1 then
     -- This very request may have created it before (a replay, or a concurrent copy).

@@ -26,17 +26,16 @@ local function replayOperation(opKey, fingerprint, mayExist)
   return { 'replay', rec.code, rec.status, rec.fields }
 end
 
--- This request's operation on a single Redis, once opened: its binding, record key, fingerprint
--- and the record's lifetime.
+-- This request's operation on a single Redis, once opened: its binding, record key and fingerprint.
 local held = nil
 
 -- Opens a request's operation. On a single Redis (`bindingKey` given) the writes are held from
 -- here, and nothing is read: the binding's earlier value comes back with the closing SET. Returns
 -- whether the script reads a record at `opKey` now (a cluster only: when the store's binding was
 -- not new, `firstUseArg` not '1', or when the script must read it anyway, `alwaysRead`).
-local function openOperation(bindingKey, opKey, fingerprint, ttlMs, firstUseArg, alwaysRead)
+local function openOperation(bindingKey, opKey, fingerprint, firstUseArg, alwaysRead)
   if not bindingKey then return alwaysRead or firstUseArg ~= '1' end
-  held = { bindingKey = bindingKey, opKey = opKey, fingerprint = fingerprint, ttlMs = ttlMs }
+  held = { bindingKey = bindingKey, opKey = opKey, fingerprint = fingerprint }
   holdWrites()
   return false
 end
