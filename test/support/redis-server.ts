@@ -82,10 +82,12 @@ export async function crashAndRestartRedis(server: RedisServer, opts: StartRedis
 
 export interface StartClusterOptions {
   /**
-   * cluster-node-timeout: how long a node may not answer before its replica takes over. Redis's
-   * default (15 s) unless a test kills a primary and waits for the failover: on a loaded machine a
-   * short timeout fails a primary over that was only starved of CPU for a moment, and a request
-   * in that window rightly answers 503, which a test not about failover takes for a bug.
+   * cluster-node-timeout once the cluster is up: how long a node may not answer before its
+   * replica takes over. Redis's default (15 s) unless a test kills a primary and waits for the
+   * failover: on a loaded machine a short timeout fails a primary over that was only starved of
+   * CPU for a moment, and a request in that window rightly answers 503, which a test not about
+   * failover takes for a bug. (The cluster is formed with JOIN_NODE_TIMEOUT_MS: nodes ping the
+   * ones they have not heard from for half the timeout, so a long one makes joining slow.)
    */
   nodeTimeoutMs?: number;
 }
@@ -98,7 +100,7 @@ export interface StartClusterOptions {
 export async function startRedisCluster(nodes = 3, replicas = 0, opts: StartClusterOptions = {}): Promise<RedisCluster> {
   if (nodes < 3) throw new Error('startRedisCluster: Redis Cluster needs at least 3 masters');
   const nodeTimeoutMs = opts.nodeTimeoutMs ?? 15_000;
-  const started = await Promise.allSettled(Array.from({ length: nodes * (1 + replicas) }, () => launch((dir) => clusterArgs(dir, nodeTimeoutMs))));
+  const started = await Promise.allSettled(Array.from({ length: nodes * (1 + replicas) }, () => launch(clusterArgs)));
   const servers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   const stopAll = async (): Promise<void> => {
     await Promise.all(servers.map((s) => s.stop()));
@@ -109,6 +111,9 @@ export async function startRedisCluster(nodes = 3, replicas = 0, opts: StartClus
     await createCluster(servers.map((s) => s.port), replicas);
     await Promise.all(servers.map((s) => waitForClusterOk(s.port)));
     if (replicas > 0) await waitForReplicas(servers[0]!.port, nodes * replicas);
+    if (nodeTimeoutMs !== JOIN_NODE_TIMEOUT_MS) {
+      await Promise.all(servers.map((s) => redisCommand(s.port, ['CONFIG', 'SET', 'cluster-node-timeout', String(nodeTimeoutMs)])));
+    }
   } catch (err) {
     await stopAll();
     throw err;
@@ -143,12 +148,15 @@ async function waitForReplicas(port: number, count: number): Promise<void> {
  * Cluster mode needs a second, free port for the cluster bus. Redis defaults to port + 10000,
  * which can exceed 65535 for ports from the ephemeral range, so pick one explicitly.
  */
-async function clusterArgs(dir: string, nodeTimeoutMs: number): Promise<string[]> {
+/** The cluster-node-timeout a cluster is formed with (StartClusterOptions.nodeTimeoutMs). */
+const JOIN_NODE_TIMEOUT_MS = 2_000;
+
+async function clusterArgs(dir: string): Promise<string[]> {
   return [
     '--cluster-enabled', 'yes',
     '--cluster-config-file', join(dir, 'nodes.conf'),
     '--cluster-port', String(await freePort()),
-    '--cluster-node-timeout', String(nodeTimeoutMs),
+    '--cluster-node-timeout', String(JOIN_NODE_TIMEOUT_MS),
     // A replica takes over however long it was out of touch (no data-age limit).
     '--cluster-replica-validity-factor', '0',
     '--appendonly', 'no',
