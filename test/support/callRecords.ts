@@ -1,4 +1,5 @@
 import type { CallRecord } from '../../src/calls/model.js';
+import type { PushRegistration } from '../../src/push/registry.js';
 
 /** Who the tests' call is between: Alice (alice-phone) calls Bob, audio. */
 export const ALICE_CALLS_BOB = {
@@ -25,3 +26,14 @@ export function ringingCall(over: Partial<CallRecord> = {}): CallRecord {
     ...over,
   };
 }
+
+/** A push registration of `installationId` (an Android one unless `kind` says otherwise). */
+export const registration = (userId: string, installationId: string, kind: PushRegistration['kind'] = 'androidPush'): PushRegistration => ({
+  userId,
+  installationId,
+  kind,
+  token: `${installationId}-token`,
+  appId: 'com.example',
+  updatedAtMs: 1,
+  ...(kind === 'iosVoip' ? { iosEnvironment: 'production' as const } : {}),
+});

@@ -3,18 +3,10 @@ import { pushesFor, usersToLookUp, SIGNAL_TTL_MS } from '../../src/push/planner.
 import type { CallChange } from '../../src/calls/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import type { PushRegistration } from '../../src/push/registry.js';
-import { ringingCall } from '../support/callRecords.js';
+import { registration, ringingCall } from '../support/callRecords.js';
 
 const call = ringingCall({ callId: 'c:1', video: true, createdAtMs: 1000, expiresAtMs: 46_000 });
-const reg = (userId: string, installationId: string, kind: PushRegistration['kind']): PushRegistration => ({
-  userId,
-  installationId,
-  kind,
-  token: `${installationId}-token`,
-  appId: 'com.example',
-  updatedAtMs: 1,
-  ...(kind === 'iosVoip' ? { iosEnvironment: 'production' as const } : {}),
-});
+const reg = registration;
 const regs: Record<string, PushRegistration[]> = {
   bob: [reg('bob', 'bob-iphone', 'iosVoip'), reg('bob', 'bob-pixel', 'androidPush'), reg('bob', 'bob-tab', 'androidPush')],
   alice: [reg('alice', 'alice-phone', 'androidPush'), reg('alice', 'alice-ipad', 'iosVoip')],

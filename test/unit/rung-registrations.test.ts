@@ -6,7 +6,7 @@ import type { PushMessage } from '../../src/push/queues.js';
 import type { BatchReads, CallChange } from '../../src/calls/change.js';
 import type { CallRecord } from '../../src/calls/model.js';
 import type { PushRegistration } from '../../src/push/registry.js';
-import { ringingCall } from '../support/callRecords.js';
+import { registration, ringingCall } from '../support/callRecords.js';
 
 /**
  * The memory of what a call's invitation rang (src/push/rungRegistrations.ts, docs/architecture.md
@@ -14,14 +14,7 @@ import { ringingCall } from '../support/callRecords.js';
  * the relay's read while still reading everyone it does not remember.
  */
 
-const reg = (userId: string, installationId: string, kind: PushRegistration['kind'] = 'androidPush'): PushRegistration => ({
-  userId,
-  installationId,
-  kind,
-  token: `${installationId}-token`,
-  appId: 'com.example',
-  updatedAtMs: 1,
-});
+const reg = registration;
 
 function memory(maxEntries = 3, lifetimeMs = 1000) {
   let now = 0;
