@@ -167,7 +167,7 @@ async function clusterArgs(dir: string): Promise<string[]> {
 async function launch(extraArgs: (dir: string) => string[] | Promise<string[]>): Promise<RedisServer> {
   for (let attempt = 1; ; attempt++) {
     const dir = mkdtempSync(join(processRoot(), 'node-'));
-    const port = await freePort();
+    const port = await stablePort();
     const server = spawnServer(port, dir, [...baseArgs(port, dir), ...(await extraArgs(dir))]);
     try {
       await waitForPing(server);
@@ -285,6 +285,33 @@ export function freePort(): Promise<number> {
       const addr = srv.address();
       srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
     });
+  });
+}
+
+/** The range stablePort draws from: below the kernel's ephemeral ports (32768–60999 by default). */
+const STABLE_PORTS = { from: 20_000, count: 7_000 };
+
+/**
+ * A free port outside the kernel's ephemeral range, for redis-servers. A test that kills one and
+ * starts it again on its port (crashAndRestartRedis) needs the port to stay free in between; an
+ * ephemeral one can be taken meanwhile by any process's outgoing connection or another test's
+ * freePort() (a CI run saw "Address already in use" there). Launch still retries a port that is
+ * lost to a race.
+ */
+async function stablePort(): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = STABLE_PORTS.from + Math.floor(Math.random() * STABLE_PORTS.count);
+    if (await canListen(port)) return port;
+  }
+  return freePort();
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, HOST, () => srv.close(() => resolve(true)));
   });
 }
 
