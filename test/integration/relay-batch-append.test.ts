@@ -96,21 +96,27 @@ async function relayed(handler: ChangeHandler, done: () => boolean): Promise<num
   }
 }
 
+/** A handler whose first run fails, so the relay reads the batch again and delivers it a second time. */
+function handlerFailingOnce(): ChangeHandler & { runs: number } {
+  const h = {
+    name: 'failsOnce',
+    runs: 0,
+    handle: async () => {
+      if (++h.runs === 1) throw new Error('first run fails');
+    },
+  };
+  return h;
+}
+
 describe('one append per relay batch on a single Redis', () => {
   it('a batch of five declined calls (ten users) is one appendEvents call, and again one when it is handed over again; each event is logged once', async () => {
     const { callers, entries } = await declinedCalls(5);
     // The first run of the batch fails in its handler: the batch is read again from the pending
     // entries and delivered a second time, on the command connection.
-    let runs = 0;
-    const failsOnce: ChangeHandler = {
-      name: 'failsOnce',
-      handle: async () => {
-        if (++runs === 1) throw new Error('first run fails');
-      },
-    };
+    const failsOnce = handlerFailingOnce();
     // Two deliveries of the one batch, each a single call with the six keys of each of the ten users.
-    expect(await relayed(failsOnce, () => runs >= 2)).toEqual([60, 60]);
-    expect(runs).toBe(2);
+    expect(await relayed(failsOnce, () => failsOnce.runs >= 2)).toEqual([60, 60]);
+    expect(failsOnce.runs).toBe(2);
 
     for (const [i, caller] of callers.entries()) {
       const shardTag = (n: number) => `0:${entries[n]!}`;
@@ -136,14 +142,8 @@ describe('one append per relay batch on a single Redis', () => {
     subscriber.on('smessage', (channel: string, message: string) => heard.push({ channel, message }));
     await subscriber.ssubscribe(earlyChannel, ...users.map((u) => keys.liveChannel(ks, u)));
     try {
-      let runs = 0;
-      const failsOnce: ChangeHandler = {
-        name: 'failsOnce',
-        handle: async () => {
-          if (++runs === 1) throw new Error('first run fails');
-        },
-      };
-      expect(await relayed(failsOnce, () => runs >= 2)).toEqual([36, 36]);
+      const failsOnce = handlerFailingOnce();
+      expect(await relayed(failsOnce, () => failsOnce.runs >= 2)).toEqual([36, 36]);
       await waitUntil('the notice heard', () => heard.some((h) => parseLiveMessage(h.message)?.epoch === LOG_NOTICE_EPOCH), 5_000);
       // Nothing on the users' own channels, and one notice (the second delivery appended nothing).
       expect(heard.filter((h) => h.channel !== earlyChannel)).toEqual([]);
