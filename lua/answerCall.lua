@@ -65,7 +65,7 @@ if expectedRevision ~= '' and expectedRevision ~= call.values.revision then
   return unchanged('revision_conflict', 409)
 end
 
-setCallFields(callKey, call,
+setCallFields(callKey, call, nil,
   'state', 'accepted',
   'revision', nextRevision(call),
   'answeredByInstallationId', installationId,

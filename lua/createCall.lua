@@ -57,14 +57,13 @@ if opening then return opening end
 
 local now = nowMs()
 local call = { names = {}, values = {}, trace = ARGV[15], early = ARGV[14] }
-setNewCall(callKey, call, now, ringTimeoutMs, calleeUserId)
+-- Kept through the ring window and then for the retention period, even if nothing ends it.
+setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, calleeUserId)
 local fields
 if busy then
   -- Born ended: revision 2, one `ended` change in the outbox and no `created` (nothing rings).
   fields = endCallNow(callKey, call, outboxKey, ringingKey, now, 'busy', 'system', '', retention)
 else
-  -- Kept through the ring window and then for the retention period, even if nothing ends it.
-  write('PEXPIRE', callKey, ringTimeoutMs + retention.call)
   -- Its ring timer: the sweeps end it as `unanswered` once due, unless it stops ringing first.
   write('ZADD', ringingKey, now + ringTimeoutMs, callId)
   fields = appendOutbox(outboxKey, call, 'created', now)

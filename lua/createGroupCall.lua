@@ -56,13 +56,13 @@ for _, u in ipairs(cjson.decode(ARGV[6])) do
   end
 end
 local call = { names = {}, values = {}, trace = ARGV[16], early = ARGV[14], members = members }
-setNewCall(callKey, call, now, ringTimeoutMs, '', 'kind', 'group', 'title', ARGV[15], 'members', cjson.encode(members))
+-- Kept through the ring window and then for the retention period, even if nothing ends it.
+setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, '', 'kind', 'group', 'title', ARGV[15], 'members', cjson.encode(members))
 local fields
 if countMembers(call, isRinging) == 0 then
   -- Everyone busy: born ended, as a one-to-one call to a busy callee is.
   fields = endCallNow(callKey, call, outboxKey, ringingKey, now, 'busy', 'system', '', retention)
 else
-  write('PEXPIRE', callKey, ringTimeoutMs + retention.call)
   scheduleRing(ringingKey, call)
   fields = appendOutbox(outboxKey, call, 'created', now)
 end

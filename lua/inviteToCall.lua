@@ -74,11 +74,9 @@ end
 if #members - 1 > maxInvitees then return refuse('too_many_members') end
 if #subjects == 0 then return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs) end
 
-saveMembers(callKey, call)
-scheduleRing(ringingKey, call)
 -- Kept at least through the new ring windows and the retention after them.
-if redis.call('PTTL', callKey) < ringTimeoutMs + retention.call then
-  write('PEXPIRE', callKey, ringTimeoutMs + retention.call)
-end
+local keepMs = ringTimeoutMs + retention.call
+saveMembers(callKey, call, redis.call('PTTL', callKey) < keepMs and keepMs or nil)
+scheduleRing(ringingKey, call)
 local fields = appendOutbox(outboxKey, call, 'invited', now, subjects)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

@@ -49,11 +49,11 @@ if isGroup(call) then
   if m.userId == call.values.callerUserId then return refuse('forbidden') end
   if m.state == 'invited' then
     m.state, m.ringingAtMs, m.via = 'ringing', now, ARGV[6]
-    saveMembers(callKey, call)
+    saveMembers(callKey, call, nil)
     first = true
   end
 elseif call.values.state == 'ringing' and not call.values.ringingAtMs then
-  setCallFields(callKey, call, 'ringingAtMs', fmtInt(now), 'ringingVia', ARGV[6])
+  setCallFields(callKey, call, nil, 'ringingAtMs', fmtInt(now), 'ringingVia', ARGV[6])
   first = true
 end
 if not first then return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs) end

@@ -47,6 +47,6 @@ if call.values.state == 'ended' or call.values.callerDisplayName == displayName 
 end
 local renames = tonumber(call.values.renames or '0')
 if renames >= maxRenames then return { 'error', 'rename_limit' } end
-setCallFields(callKey, call, 'callerDisplayName', displayName, 'revision', nextRevision(call), 'renames', fmtInt(renames + 1))
+setCallFields(callKey, call, nil, 'callerDisplayName', displayName, 'revision', nextRevision(call), 'renames', fmtInt(renames + 1))
 local fields = appendOutbox(outboxKey, call, 'renamed', now)
 return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)

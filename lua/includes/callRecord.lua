@@ -1,14 +1,28 @@
 --@include "fmtInt"
 --@include "heldWrites"
 
--- A call hash read once per script and kept as a Lua table, so a script reads the call with one
--- HGETALL and derives its outbox entry and reply from the table instead of reading it again.
--- `names` keeps the field order (as HGETALL returned it, new fields last); `values` maps them.
+-- A call's record, read once per script and kept as a Lua table, so a script reads the call with
+-- one GET and derives its outbox entry and reply from the table instead of reading it again.
+-- `names` keeps the field order (as stored, new fields last); `values` maps them.
+--
+-- The record is one string key: the JSON list of its fields and values, in order (name, value,
+-- name, value, …, all strings; src/calls/model.ts callFromStored reads it), so a write and the
+-- key's lifetime are one SET (`PX` or `KEEPTTL`) where a hash needed an HSET and a PEXPIRE, and a
+-- create's first SET is also its "callId unused" check (`NX`). Calls stored as a hash by an
+-- earlier version are read as such (GET fails WRONGTYPE), and their next write turns them into
+-- the string.
 
 -- The call, or nil when it does not exist.
 local function loadCall(callKey)
-  local flat = redis.call('HGETALL', callKey)
-  if #flat == 0 then return nil end
+  local stored = redis.pcall('GET', callKey)
+  local flat
+  if type(stored) == 'table' and stored.err then
+    flat = redis.call('HGETALL', callKey)
+  elseif stored then
+    flat = cjson.decode(stored)
+  else
+    return nil
+  end
   local call = { names = {}, values = {} }
   for i = 1, #flat, 2 do
     call.names[#call.names + 1] = flat[i]
@@ -17,18 +31,41 @@ local function loadCall(callKey)
   return call
 end
 
--- Writes field/value pairs to the hash and to the table.
-local function setCallFields(callKey, call, ...)
-  local kv = { ... }
+-- Sets field/value pairs in the table and returns the whole call as its key stores it.
+local function encodeCall(call, kv)
   for i = 1, #kv, 2 do
     local name = kv[i]
     if call.values[name] == nil then call.names[#call.names + 1] = name end
     call.values[name] = kv[i + 1]
   end
-  write('HSET', callKey, unpack(kv))
+  local flat = {}
+  for _, name in ipairs(call.names) do
+    flat[#flat + 1] = name
+    flat[#flat + 1] = call.values[name]
+  end
+  return cjson.encode(flat)
 end
 
--- The call's fields as HGETALL would return them.
+-- Writes field/value pairs to the table and the whole call to its key. `ttlMs`: the key's new
+-- lifetime, or nil to keep the one it has.
+local function setCallFields(callKey, call, ttlMs, ...)
+  if ttlMs then
+    write('SET', callKey, encodeCall(call, { ... }), 'PX', ttlMs)
+  else
+    write('SET', callKey, encodeCall(call, { ... }), 'KEEPTTL')
+  end
+end
+
+-- Writes a new call with these fields, living `ttlMs`. Its SET … NX is also the check that the
+-- callId is unused: held (a single Redis), it guards the request's other writes, which run only
+-- when it took the key, and the request is refused `call_exists` otherwise
+-- (lua/includes/heldWrites.lua). Written at once (a cluster), the script checked first
+-- (lua/includes/openCreate.lua).
+local function createCallRecord(callKey, call, ttlMs, ...)
+  guardedWrite({ 'error', 'call_exists' }, 'SET', callKey, encodeCall(call, { ... }), 'PX', ttlMs, 'NX')
+end
+
+-- The call's fields as a flat list (name, value, …), in order.
 local function callFieldList(call)
   local flat = {}
   for _, name in ipairs(call.names) do

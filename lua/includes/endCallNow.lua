@@ -32,8 +32,7 @@ local function endCallNow(callKey, call, outboxKey, ringingKey, atMs, reason, en
   if group then
     fields[#fields + 1], fields[#fields + 2] = closeMembers(call, atMs)
   end
-  setCallFields(callKey, call, unpack(fields))
-  write('PEXPIRE', callKey, retention.call)
+  setCallFields(callKey, call, retention.call, unpack(fields))
   if wasRinging then write('ZREM', ringingKey, call.values.callId) end
   return appendOutbox(outboxKey, call, 'ended', atMs)
 end

@@ -18,7 +18,7 @@ local function joinGroup(callKey, call, outboxKey, ringingKey, now, userId, inst
   m.leftAtMs, m.endedAtMs, m.removedFrom = nil, nil, nil
   local accept = {}
   if call.values.state == 'ringing' then accept = { 'state', 'accepted', 'acceptedAtMs', fmtInt(now) } end
-  saveMembers(callKey, call, unpack(accept))
+  saveMembers(callKey, call, nil, unpack(accept))
   scheduleRing(ringingKey, call)
   return 'ok', 200, appendOutbox(outboxKey, call, 'joined', now, { userId })
 end

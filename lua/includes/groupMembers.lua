@@ -38,9 +38,10 @@ local function countMembers(call, pred)
   return n
 end
 
--- Writes the members back with the given call fields, and the next revision.
-local function saveMembers(callKey, call, ...)
-  setCallFields(callKey, call, 'members', cjson.encode(call.members), 'revision', nextRevision(call), ...)
+-- Writes the members back with the given call fields, and the next revision; `ttlMs` as for
+-- setCallFields (lua/includes/callRecord.lua).
+local function saveMembers(callKey, call, ttlMs, ...)
+  setCallFields(callKey, call, ttlMs, 'members', cjson.encode(call.members), 'revision', nextRevision(call), ...)
 end
 
 -- The call's ring timer in the shard's ring index: the earliest ring window of a member still

@@ -32,7 +32,7 @@ end
 -- Appends a `member` change for the given members (subjects), after their states changed in
 -- `call.members`; then ends the call if that left it over. Returns the reply's fields.
 local function memberChange(callKey, call, outboxKey, ringingKey, atMs, retention, subjects)
-  saveMembers(callKey, call)
+  saveMembers(callKey, call, nil)
   scheduleRing(ringingKey, call)
   local fields = appendOutbox(outboxKey, call, 'member', atMs, subjects)
   if endGroupIfOver(callKey, call, outboxKey, ringingKey, atMs, retention) then fields = callFieldList(call) end

@@ -18,11 +18,26 @@ local function holdWrites()
   heldWrites = {}
 end
 
--- Runs the held writes in their order (the outcome is this request's own).
+-- A write the request's other writes depend on (a create's SET … NX of its new call): held, it
+-- is run in its place, and when it writes nothing the writes after it never run and the request
+-- gets `refusal` instead (releaseWrites). Written at once, its reply is the script's to check.
+local function guardedWrite(refusal, ...)
+  if heldWrites then
+    heldWrites[#heldWrites + 1] = { refusal = refusal, ... }
+  else
+    redis.call(...)
+  end
+end
+
+-- Runs the held writes in their order (the outcome is this request's own). Returns nil, or the
+-- refusal of a guarded write that wrote nothing (then the writes after it did not run).
 local function releaseWrites()
   local writes = heldWrites or {}
   heldWrites = nil
-  for _, w in ipairs(writes) do redis.call(unpack(w)) end
+  for _, w in ipairs(writes) do
+    if not redis.call(unpack(w)) and w.refusal then return w.refusal end
+  end
+  return nil
 end
 
 -- Forgets the held writes (the outcome is an earlier request's, or a refusal).

@@ -76,7 +76,13 @@ local function recordOperation(opKey, fingerprint, code, status, fields, ttlMs)
       -- An earlier version's binding of this request, with no record: this request goes on.
       redis.call('SET', held.bindingKey, record, 'PX', ttlMs)
     end
-    releaseWrites()
+    local refusal = releaseWrites()
+    if refusal then
+      -- A guarded write found its key taken (a create's callId in use): the request changed
+      -- nothing, and its operationId stays unused.
+      redis.call('DEL', held.bindingKey)
+      return refusal
+    end
   else
     redis.call('SET', opKey, record, 'PX', ttlMs)
   end

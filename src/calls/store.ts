@@ -3,7 +3,8 @@ import type { Redis, Cluster } from 'ioredis';
 import { keys } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { topologyOf, type Topology } from '../redis/connection.js';
-import { callFromHash, parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
+import { parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
+import { readStoredCall } from './storedCall.js';
 import type { EndReason } from './reasons.js';
 import { retentionArg } from './retention.js';
 import {
@@ -148,7 +149,7 @@ export class CallStore {
     }
     // The marker is kept by the relay, a moment behind the calls: it counts only while the call it
     // names is still accepted (so a user who just hung up is not busy).
-    const busy = !!active && (await this.redis.hget(keys.call(this.settings, active), 'state')) === 'accepted';
+    const busy = !!active && (await readStoredCall(this.redis, keys.call(this.settings, active)))?.state === 'accepted';
     return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology), binding);
   }
 
@@ -159,7 +160,7 @@ export class CallStore {
   private async busyOf(userIds: readonly string[]): Promise<string[]> {
     if (this.settings.callWaiting || userIds.length === 0) return [];
     const active = await Promise.all(userIds.map((u) => this.redis.hget(keys.eventLogMeta(this.settings, u), 'active')));
-    const states = await Promise.all(active.map((c) => (c ? this.redis.hget(keys.call(this.settings, c), 'state') : null)));
+    const states = await Promise.all(active.map(async (c) => (c ? (await readStoredCall(this.redis, keys.call(this.settings, c)))?.state : undefined)));
     return userIds.filter((_, n) => states[n] === 'accepted');
   }
 
@@ -273,6 +274,6 @@ export class CallStore {
    * sender, which checks ringing and time left itself. Undefined when the call is gone.
    */
   async peek(callId: string): Promise<CallRecord | undefined> {
-    return callFromHash(await this.redis.hgetall(keys.call(this.settings, callId)));
+    return readStoredCall(this.redis, keys.call(this.settings, callId));
   }
 }

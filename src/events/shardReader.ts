@@ -9,7 +9,7 @@ import { appendCallsOf, userAppendsOf } from './batchAppends.js';
 import type { Logger } from '../util/logger.js';
 import { OutboxAcks, RELAY_GROUP } from './outboxAcks.js';
 import { pipelineScript, runScript, type ScriptName } from '../redis/scripts.js';
-import { callFromHash } from '../calls/model.js';
+import { readStoredCall } from '../calls/storedCall.js';
 
 import { topologyOf, type Topology } from '../redis/connection.js';
 
@@ -306,10 +306,7 @@ export class ShardReader {
     const all = next && this.topology === 'single' ? next : undefined;
     const script = (name: ScriptName, k: string[], args: string[]): Promise<unknown> =>
       all ? new Promise((resolve, reject) => pipelineScript(all, name, k, args, (err, r) => (err ? reject(err) : resolve(r)))) : runScript(redis, name, k, args);
-    const readCall = (callId: string): Promise<Record<string, string>> => {
-      const key = keys.call(this.opts, callId);
-      return next ? new Promise((resolve, reject) => next.hgetall(key, (err, r) => (err ? reject(err) : resolve(r!)))) : redis.hgetall(key);
-    };
+    const readCall = (callId: string) => readStoredCall(redis, keys.call(this.opts, callId), next);
 
     const retentionMs = historyRetentionOf(this.opts);
     // On a single Redis every gateway follows the shard's early channel: the batch's log copies go
@@ -329,7 +326,7 @@ export class ShardReader {
       args.push(m.only, m.event);
     }
     const published = Promise.all([...messagesTo].map(([userId, args]) => script('publishMessages', [keys.liveChannel(eventLog.settings, userId)], args)));
-    const calls = Promise.all([...b.callIds].map(async (id) => [id, callFromHash(await readCall(id))] as const));
+    const calls = Promise.all([...b.callIds].map(async (id) => [id, await readCall(id)] as const));
     // Failures are seen through the combined promise; the parts need not report them again.
     for (const part of [appended, published, calls]) part.catch(() => {});
     return Promise.all([appended, published, calls]).then(([stored, , read]) => ({

@@ -9,6 +9,7 @@ import { device, sleep, uid, type Device } from '../support/fixtures.js';
 import type { ApiResponse } from '../support/http.js';
 import { closeAll, connect, type CloseInfo, type SignalingClient } from '../support/ws-client.js';
 import { keys } from '../../src/redis/keys.js';
+import { storedCallFields } from '../support/callRecords.js';
 
 /**
  * SIGTERM under traffic: the server stops taking connections, lets what it accepted finish,
@@ -165,7 +166,7 @@ describe('SIGTERM', () => {
     // one that failed at the connection was never applied (a client retry with the same
     // operationId would be safe either way).
     for (const o of outcomes.filter((x) => !acknowledged(x))) {
-      const [state, revision] = await stack.redis.hmget(keys.call(KS, o.callId), 'state', 'revision');
+      const { state = null, revision = null } = await storedCallFields(stack.redis, keys.call(KS, o.callId));
       const before = { create: [null, null], answer: ['ringing', '1'], end: ['accepted', '2'] }[o.op];
       expect([state, revision], `unacknowledged ${o.op} of ${o.callId} (${o.error ?? o.res?.status}) was applied`).toEqual(before);
     }
@@ -179,7 +180,7 @@ describe('SIGTERM', () => {
     const lastAcked = new Map<string, Op>();
     for (const o of acked) lastAcked.set(o.callId, o.op);
     for (const [callId, op] of lastAcked) {
-      const call = await stack.redis.hgetall(keys.call(KS, callId));
+      const call = await storedCallFields(stack.redis, keys.call(KS, callId));
       const context = `${callId} (last acknowledged: ${op}): ${JSON.stringify(call)}`;
       expect(call.callId, context).toBe(callId);
       if (op === 'create') {

@@ -4,6 +4,7 @@ import { stackForFile } from '../support/stack.js';
 import { acceptedCall, answer, device, end, expectProblem, relayDone, ringingCall, type Device } from '../support/fixtures.js';
 import { waitUntil } from '../support/wait.js';
 import { keys } from '../../src/redis/keys.js';
+import { storedCallFields } from '../support/callRecords.js';
 
 /**
  * Call history (docs/call-history.md): the record every ended call leaves under its own hash tag,
@@ -74,7 +75,7 @@ describe('every ended call leaves a record', () => {
     await end(callee, declined.callId, 'declined');
     const rungOut = await ringingCall(shortUrl, device(shortUrl), callee);
     const ids = [cancelled.callId, declined.callId, rungOut.callId];
-    await waitUntil('the unanswered call ended', async () => (await redis.hget(keys.call(ks, rungOut.callId), 'state')) === 'ended');
+    await waitUntil('the unanswered call ended', async () => (await storedCallFields(redis, keys.call(ks, rungOut.callId))).state === 'ended');
     await relayed(ids);
 
     const all = (await history(callee)).calls;

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { stackForFile, type Stack } from '../support/stack.js';
 import { answer, device, end, expectJson, expectProblem, getCall, ringingCall, sleep, type CallPair } from '../support/fixtures.js';
 import { keys } from '../../src/redis/keys.js';
+import { storedCallFields } from '../support/callRecords.js';
 
 /**
  * Lazy expiry (docs/protocol.md "States and transitions", "Limits"): with the shortest
@@ -23,7 +24,7 @@ stackForFile({ ROLES: 'api', RING_TIMEOUT_MS: String(RING_TIMEOUT_MS), HANDLE_SC
   await sleep(last - Date.now() + 150);
 });
 
-const stored = (callId: string) => stack.redis.hgetall(keys.call({ prefix: 'cb', shards: 8 }, callId));
+const stored = (callId: string) => storedCallFields(stack.redis, keys.call({ prefix: 'cb', shards: 8 }, callId));
 
 /** Past expiresAtMs, nothing has ended the call in Redis yet: there is no timer. */
 async function expectStillStoredAsRinging(c: CallPair): Promise<void> {

@@ -11,7 +11,7 @@ import { janusRoomId } from '../../src/media/janus.js';
 import { roomKeeper } from '../../src/media/roomKeeper.js';
 import { newServerKey } from '../../src/auth/serverKeys.js';
 import type { CallChange } from '../../src/calls/change.js';
-import { callFromHash } from '../../src/calls/model.js';
+import { readStoredCall } from '../../src/calls/storedCall.js';
 import { keys } from '../../src/redis/keys.js';
 import { createLogger } from '../../src/util/logger.js';
 
@@ -83,7 +83,7 @@ describe('a group call through Janus, one-to-one calls staying p2p', () => {
     expect(await roomsOf(callId)).toHaveLength(1);
 
     // The relay hands the first join over again (as after a crash): no second room, nothing created.
-    const call = callFromHash(await stack.redis.hgetall(keys.call(ks, callId)))!;
+    const call = (await readStoredCall(stack.redis, keys.call(ks, callId)))!;
     const change: CallChange = { entryId: '1-0', shard: 0, kind: 'joined', atMs: call.acceptedAtMs!, call, subjects: [members[0]!.userId] };
     const counts: Record<string, number> = {};
     const handler = roomKeeper(countingJanusSfu(janus, counts), 'p2p', silent);
@@ -161,7 +161,7 @@ describe('a group call through Janus, one-to-one calls staying p2p', () => {
       await waitUntil('the second join gone from the room', async () => JSON.stringify(await inRoom(callId)) === JSON.stringify(ids(caller, bob)), 5_000);
 
       // The relay hands carol's leave over again (as after a crash): nobody is kicked twice.
-      const leftCall = callFromHash(await stack.redis.hgetall(keys.call(ks, callId)))!;
+      const leftCall = (await readStoredCall(stack.redis, keys.call(ks, callId)))!;
       const leave: CallChange = { entryId: '1-0', shard: 0, kind: 'member', atMs: Date.now(), call: leftCall, subjects: [carol.userId] };
       const counts: Record<string, number> = {};
       const handler = roomKeeper(countingJanusSfu(janus, counts), 'p2p', silent);
@@ -177,7 +177,7 @@ describe('a group call through Janus, one-to-one calls staying p2p', () => {
       const back = await stayInRoom(janus.apiUrl, again.room, again.token, again.participantId);
       sessions.push(back.leave);
       expect(back.outcome).toEqual({ joined: true });
-      const now = callFromHash(await stack.redis.hgetall(keys.call(ks, callId)))!;
+      const now = (await readStoredCall(stack.redis, keys.call(ks, callId)))!;
       await handler.handle([leave], { pushRegistrations: new Map(), calls: new Map([[callId, now]]) });
       expect(counts).toEqual({});
       expect(await inRoom(callId)).toEqual(ids(caller, bob, carol));

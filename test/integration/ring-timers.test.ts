@@ -9,6 +9,7 @@ import { CallStore, fingerprint, type StoreSettings } from '../../src/calls/stor
 import { sweepShards, SweepSchedule } from '../../src/timers/ringSweep.js';
 import { parseChange } from '../../src/calls/change.js';
 import { createInput, sleep } from '../support/fixtures.js';
+import { storedCallFields } from '../support/callRecords.js';
 
 /**
  * Ring timers (docs/architecture.md "Ring timers"): the call scripts keep each shard's ring index, and sweeps end
@@ -97,7 +98,7 @@ describe('ring sweeps', () => {
     for (const late of [...r1.lateMs, ...r2.lateMs]) expect(late).toBeGreaterThanOrEqual(0);
     for (const { callId } of calls) {
       expect(await changesOf(callId)).toEqual(['created:', 'ended:unanswered']);
-      expect(await a.hget(keys.call(ks, callId), 'revision')).toBe('2');
+      expect((await storedCallFields(a, keys.call(ks, callId))).revision).toBe('2');
       expect(await a.zscore(keys.ringingForCall(ks, callId), callId)).toBeNull();
     }
     // Nothing left to do: a third sweep ends nothing.

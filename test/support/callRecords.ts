@@ -1,3 +1,4 @@
+import type { Redis, Cluster } from 'ioredis';
 import type { CallRecord } from '../../src/calls/model.js';
 import type { PushRegistration } from '../../src/push/registry.js';
 
@@ -37,3 +38,15 @@ export const registration = (userId: string, installationId: string, kind: PushR
   updatedAtMs: 1,
   ...(kind === 'iosVoip' ? { iosEnvironment: 'production' as const } : {}),
 });
+
+/**
+ * A call's stored fields, as strings, read straight from its key (lua/includes/callRecord.lua: the
+ * JSON list of its fields and values): {} when the call is gone. For tests that check what a script
+ * wrote, field by field.
+ */
+export async function storedCallFields(redis: Pick<Redis | Cluster, 'get'>, key: string): Promise<Record<string, string>> {
+  const flat = JSON.parse((await redis.get(key)) ?? '[]') as string[];
+  const fields: Record<string, string> = {};
+  for (let i = 0; i < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+  return fields;
+}
