@@ -10,6 +10,8 @@
                       the ring sweeps (lua/expireDue.lua)
   KEYS[5] bindingKey  on a single Redis, the caller's operationId binding, taken at the end
                       with the record in it (lua/includes/operationRecord.lua); absent on a cluster
+  KEYS[6..]           on a single Redis, the counters of the create's rate limits (ARGV[15]);
+                      none on a cluster
 
   ARGV[1]  callId
   ARGV[2]  callerUserId
@@ -31,11 +33,14 @@
                                  made it
   ARGV[14] earlyNotice           '1' on a single Redis: the change's early notice is published
                                  (lua/includes/appendOutbox.lua); '' on a cluster
-  ARGV[15] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
+  ARGV[15] limits                on a single Redis, the rules of KEYS[6..]: JSON [[limit,
+                                 windowMs], ...] (lua/includes/createLimits.lua); '' for none
+  ARGV[16] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
     { 'fresh' | 'replay', code, status, fields }  code 'ok' (status 201); fields = the call
     { 'error', 'idempotency_conflict' | 'call_exists' }
+    { 'limited', n, retryAfterMs }  the n-th rate limit refused the create: nothing else was done
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local callId, calleeUserId = ARGV[1], ARGV[6]
@@ -51,12 +56,17 @@ local busy = ARGV[12] == '1'
 --@include "endCallNow"
 --@include "openCreate"
 --@include "newCall"
+--@include "createLimits"
+
+-- The limits first: a create over one changes nothing but the counters.
+local limited = hitCreateLimits(6, ARGV[15])
+if limited then return limited end
 
 local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], ARGV[13])
 if opening then return opening end
 
 local now = nowMs()
-local call = { names = {}, values = {}, trace = ARGV[15], early = ARGV[14] }
+local call = { names = {}, values = {}, trace = ARGV[16], early = ARGV[14] }
 -- Kept through the ring window and then for the retention period, even if nothing ends it.
 setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, calleeUserId)
 local fields

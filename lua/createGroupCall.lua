@@ -5,6 +5,7 @@
 
   KEYS[1..5] as lua/createCall.lua: the call hash, this operation's idempotency record, the call
   shard's outbox stream and ring index, and on a single Redis the caller's operationId binding
+  KEYS[6..]  as lua/createCall.lua: on a single Redis, the counters of the create's rate limits
 
   ARGV[1..5] as lua/createCall.lua: callId, callerUserId, callerInstallationId, callerDisplayName,
            callerHandle
@@ -19,12 +20,14 @@
   ARGV[13] firstUse              on a cluster, '1' when the caller's operationId binding was new
   ARGV[14] earlyNotice           '1' on a single Redis: the change's early notice is published
                                  (lua/includes/appendOutbox.lua); '' on a cluster
-  ARGV[15] title                 '' or the call's title (already cut), shown as the invitation's displayName
-  ARGV[16] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
+  ARGV[15] limits                as lua/createCall.lua: the rules of KEYS[6..], or ''
+  ARGV[16] title                 '' or the call's title (already cut), shown as the invitation's displayName
+  ARGV[17] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
     { 'fresh' | 'replay', 'ok', 201, fields }
     { 'error', 'idempotency_conflict' | 'call_exists' }
+    { 'limited', n, retryAfterMs }  as lua/createCall.lua: nothing else was done
   When every invitee is busy, the call is created already ended (`busy`, by the system).
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -40,6 +43,11 @@ local fingerprint = ARGV[11]
 --@include "groupRules"
 --@include "openCreate"
 --@include "newCall"
+--@include "createLimits"
+
+-- The limits first: a create over one changes nothing but the counters.
+local limited = hitCreateLimits(6, ARGV[15])
+if limited then return limited end
 
 local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], ARGV[13])
 if opening then return opening end
@@ -55,9 +63,9 @@ for _, u in ipairs(cjson.decode(ARGV[6])) do
     members[#members + 1] = { userId = u, state = 'invited', invitedAtMs = now, ringUntilMs = now + ringTimeoutMs }
   end
 end
-local call = { names = {}, values = {}, trace = ARGV[16], early = ARGV[14], members = members }
+local call = { names = {}, values = {}, trace = ARGV[17], early = ARGV[14], members = members }
 -- Kept through the ring window and then for the retention period, even if nothing ends it.
-setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, '', 'kind', 'group', 'title', ARGV[15], 'members', cjson.encode(members))
+setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, '', 'kind', 'group', 'title', ARGV[16], 'members', cjson.encode(members))
 local fields
 if countMembers(call, isRinging) == 0 then
   -- Everyone busy: born ended, as a one-to-one call to a busy callee is.

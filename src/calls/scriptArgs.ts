@@ -86,18 +86,56 @@ export function earlyNoticeArg(topology: Topology): string {
  * could have taken (lua/includes/operationRecord.lua). On a single Redis the
  * script binds and finds that out itself (requestKeys).
  */
-export function createCallKeysArgs(s: StoreSettings, i: CreateInput, calleeBusy = false, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
-  return createRequest(s, i, i.calleeUserId, calleeBusy ? '1' : '0', firstUse, topology);
+export function createCallKeysArgs(
+  s: StoreSettings,
+  i: CreateInput,
+  calleeBusy = false,
+  firstUse = false,
+  topology: Topology = 'cluster',
+  limits: readonly Pick<CreateLimit, 'key' | 'rule'>[] = [],
+): ScriptCall {
+  return createRequest(s, i, i.calleeUserId, calleeBusy ? '1' : '0', firstUse, topology, limits);
+}
+
+/**
+ * A create's rate limit (a counter of src/limits/rateLimiter.ts, RedisRateLimiter.counter): on a
+ * single Redis the create's script hits it by its key and rule; on a cluster CallStore calls `hit`.
+ */
+export interface CreateLimit {
+  readonly key: string;
+  readonly rule: { limit: number; windowMs: number };
+  hit(): Promise<{ allowed: boolean; retryAfterMs: number }>;
+}
+
+/**
+ * On a single Redis, the create's limits (the caller's creates, each invitee's invitations) are
+ * hit by its script, as its first step (lua/includes/createLimits.lua): their counters after the
+ * binding, and their rules as one argument. On a cluster the counters live in other slots and
+ * CallStore hits them apart: no keys, ''.
+ */
+function createLimitsKeysArg(limits: readonly Pick<CreateLimit, 'key' | 'rule'>[], topology: Topology): { keys: string[]; arg: string } {
+  if (topology !== 'single' || limits.length === 0) return { keys: [], arg: '' };
+  return { keys: limits.map((l) => l.key), arg: JSON.stringify(limits.map((l) => [l.rule.limit, l.rule.windowMs])) };
 }
 
 /**
  * The keys and ARGV createCall.lua and createGroupCall.lua share: the caller's fields, `callees`
  * (the callee, the invitees' JSON), video, ring timeout, retention, op TTL, fingerprint, `busy`,
- * firstUse, live channel, `more`.
+ * firstUse, live channel, the limits' rules, `more`; the limits' counters after the other keys.
  */
-function createRequest(s: StoreSettings, i: Omit<CreateInput, 'calleeUserId'>, callees: string, busy: string, firstUse: boolean, topology: Topology, more: string[] = []): ScriptCall {
+function createRequest(
+  s: StoreSettings,
+  i: Omit<CreateInput, 'calleeUserId'>,
+  callees: string,
+  busy: string,
+  firstUse: boolean,
+  topology: Topology,
+  limits: readonly Pick<CreateLimit, 'key' | 'rule'>[],
+  more: string[] = [],
+): ScriptCall {
+  const limited = createLimitsKeysArg(limits, topology);
   return {
-    keys: requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, topology),
+    keys: [...requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, topology), ...limited.keys],
     args: [
       i.callId,
       i.callerUserId,
@@ -113,6 +151,7 @@ function createRequest(s: StoreSettings, i: Omit<CreateInput, 'calleeUserId'>, c
       busy,
       firstUse ? '1' : '0',
       earlyNoticeArg(topology),
+      limited.arg,
       ...more,
     ],
   };
@@ -229,8 +268,15 @@ export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false,
 /** A group call's create (lua/createGroupCall.lua): the caller's fields, its invitees and title. */
 export type CreateGroupInput = Omit<CreateInput, 'calleeUserId'> & { inviteeUserIds: string[]; title: string };
 
-export function createGroupCallKeysArgs(s: StoreSettings, i: CreateGroupInput, busy: string[], firstUse = false, topology: Topology = 'cluster'): ScriptCall {
-  return createRequest(s, i, JSON.stringify(i.inviteeUserIds), JSON.stringify(busy), firstUse, topology, [i.title]);
+export function createGroupCallKeysArgs(
+  s: StoreSettings,
+  i: CreateGroupInput,
+  busy: string[],
+  firstUse = false,
+  topology: Topology = 'cluster',
+  limits: readonly Pick<CreateLimit, 'key' | 'rule'>[] = [],
+): ScriptCall {
+  return createRequest(s, i, JSON.stringify(i.inviteeUserIds), JSON.stringify(busy), firstUse, topology, limits, [i.title]);
 }
 
 export interface InviteInput {

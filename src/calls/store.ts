@@ -22,6 +22,7 @@ import {
   type AnswerInput,
   type CreateGroupInput,
   type CreateInput,
+  type CreateLimit,
   type EndInput,
   type InviteInput,
   type MessageInput,
@@ -67,6 +68,16 @@ export function parseOutcome(reply: unknown): Outcome {
   }
   if (kind === 'ok') return { kind: 'outcome', code: 'ok', status: 200, call: parseCallFields(code), replayed: false };
   throw new CorruptRecordError(`unexpected script reply ${String(kind)}/${String(code)}`);
+}
+
+/**
+ * A create refused by one of its rate limits (src/commands/create.ts answers 429): `refused`, the
+ * first of its limits that said no, and that window's rest. Nothing was created or bound.
+ */
+export interface NotAdmitted {
+  kind: 'not_admitted';
+  refused: CreateLimit;
+  retryAfterMs: number;
 }
 
 /** A request's operationId binding as the store took it before the script, or 'in-script' (requestKeys). */
@@ -116,7 +127,7 @@ export class CallStore {
     userId: string,
     operationId: string,
     fp: string,
-    script: 'createCall' | 'createGroupCall' | 'answerCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging',
+    script: 'answerCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging',
     /** The script's keys and arguments, given whether this request's binding was new. */
     callFor: (firstUse: boolean) => ScriptCall,
     bound?: Binding,
@@ -132,25 +143,61 @@ export class CallStore {
   }
 
   /**
-   * Creates a call. `admitted` (the caller's rate limit, already sent) is awaited together with
-   * the busy check (and on a cluster the operation binding), so a create costs two round trips;
-   * when it says no, nothing is created and a binding this request made is undone.
+   * Creates a call. `limits` are the create's rate limits (the caller's, the callee's), hit in
+   * order: on a single Redis by the create's script, as its first step
+   * (lua/includes/createLimits.lua), so a create costs the busy check and the script; on a cluster
+   * apart (hitApart), together with the busy check and the operation binding. When one says no,
+   * nothing is created and a binding this request made is undone.
    */
-  async create(i: CreateInput, admitted: Promise<boolean> = Promise.resolve(true)): Promise<Outcome | { kind: 'not_admitted' }> {
-    const [binding, active, admit] = await Promise.all([
+  async create(i: CreateInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
+    const [binding, active, refused] = await Promise.all([
       this.bindFirst(i.callerUserId, i.operationId, i.fingerprint),
       // The callee's busy marker, kept by the relay in the event log's meta hash (src/calls/activeCalls.ts).
       this.settings.callWaiting ? null : this.redis.hget(keys.eventLogMeta(this.settings, i.calleeUserId), 'active'),
-      admitted,
+      this.hitApart(limits),
     ]);
-    if (!admit) {
+    if (refused) {
       await this.unbind(binding, i.callerUserId, i.operationId);
-      return { kind: 'not_admitted' };
+      return refused;
     }
     // The marker is kept by the relay, a moment behind the calls: it counts only while the call it
     // names is still accepted (so a user who just hung up is not busy).
     const busy = !!active && (await readStoredCall(this.redis, keys.call(this.settings, active)))?.state === 'accepted';
-    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology), binding);
+    return this.runCreate('createCall', binding, (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits), limits);
+  }
+
+  /**
+   * On a cluster, a create's limits hit before its script (their counters live in other slots
+   * than the call's keys), sent at once so they share a round trip with the store's first reads:
+   * the first refusal in their order, or undefined. On a single Redis, nothing: the script hits them.
+   */
+  private async hitApart(limits: readonly CreateLimit[]): Promise<NotAdmitted | undefined> {
+    if (this.topology === 'single' || limits.length === 0) return undefined;
+    const decisions = await Promise.all(limits.map((l) => l.hit()));
+    const n = decisions.findIndex((d) => !d.allowed);
+    return n < 0 ? undefined : { kind: 'not_admitted', refused: limits[n]!, retryAfterMs: decisions[n]!.retryAfterMs };
+  }
+
+  /**
+   * A create's script (createCall, createGroupCall), as `mutate` runs the other request scripts;
+   * on a single Redis its reply may be a refusal by one of `limits` (lua/includes/createLimits.lua),
+   * made before the script bound or wrote anything.
+   */
+  private async runCreate(
+    script: 'createCall' | 'createGroupCall',
+    binding: Binding,
+    callFor: (firstUse: boolean) => ScriptCall,
+    limits: readonly CreateLimit[],
+  ): Promise<Outcome | NotAdmitted> {
+    if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
+    const call = callFor(binding === 'new');
+    const reply = await runScript(this.redis, script, call.keys, call.args);
+    if (Array.isArray(reply) && reply[0] === 'limited') {
+      const refused = limits[Number(reply[1]) - 1];
+      if (!refused) throw new CorruptRecordError(`unexpected ${script} reply limited/${String(reply[1])}`);
+      return { kind: 'not_admitted', refused, retryAfterMs: Number(reply[2]) };
+    }
+    return parseOutcome(reply);
   }
 
   /**
@@ -164,14 +211,14 @@ export class CallStore {
     return userIds.filter((_, n) => states[n] === 'accepted');
   }
 
-  /** Creates a group call (lua/createGroupCall.lua); `admitted` as for `create`. */
-  async createGroup(i: CreateGroupInput, admitted: Promise<boolean> = Promise.resolve(true)): Promise<Outcome | { kind: 'not_admitted' }> {
-    const [binding, busy, admit] = await Promise.all([this.bindFirst(i.callerUserId, i.operationId, i.fingerprint), this.busyOf(i.inviteeUserIds), admitted]);
-    if (!admit) {
+  /** Creates a group call (lua/createGroupCall.lua); `limits` as for `create` (the caller's, each invitee's). */
+  async createGroup(i: CreateGroupInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
+    const [binding, busy, refused] = await Promise.all([this.bindFirst(i.callerUserId, i.operationId, i.fingerprint), this.busyOf(i.inviteeUserIds), this.hitApart(limits)]);
+    if (refused) {
       await this.unbind(binding, i.callerUserId, i.operationId);
-      return { kind: 'not_admitted' };
+      return refused;
     }
-    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createGroupCall', (firstUse) => createGroupCallKeysArgs(this.settings, i, busy, firstUse, this.topology), binding);
+    return this.runCreate('createGroupCall', binding, (firstUse) => createGroupCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits), limits);
   }
 
   /** Rings more members into a group call (lua/inviteToCall.lua). */

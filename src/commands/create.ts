@@ -23,12 +23,10 @@ export async function createCall(
   if (group && invitees.length > deps.config.GROUP_CALL_MAX_MEMBERS) {
     throw errors.invalidRequest(`calleeUserIds: at most ${deps.config.GROUP_CALL_MAX_MEMBERS} users (GROUP_CALL_MAX_MEMBERS)`);
   }
-  // Sent now, so they share a round trip with the store's first reads: the caller's own limit,
-  // and each invitee's (how many invitations any callers together may add to its log, docs/api.md
-  // "Abuse limits").
-  const hit = deps.limits.callCreates?.hit(me);
-  const invited = deps.limits.invitesPerCallee ? Promise.all(invitees.map((u) => deps.limits.invitesPerCallee!.hit({ calleeUserId: u }))) : undefined;
-  const admitted = hit || invited ? Promise.all([hit, invited]).then(([a, b]) => (a?.allowed ?? true) && (b ?? []).every((r) => r.allowed)) : undefined;
+  // The caller's own limit, and each invitee's (how many invitations any callers together may add
+  // to its log, docs/api.md "Abuse limits"), in the order the store reports a refusal by.
+  const mine = deps.limits.callCreates?.counter(me);
+  const limits = [...(mine ? [mine] : []), ...(deps.limits.invitesPerCallee ? invitees.map((u) => deps.limits.invitesPerCallee!.counter({ calleeUserId: u })) : [])];
   const caller = {
     callId: body.callId,
     callerUserId: me.userId,
@@ -46,14 +44,12 @@ export async function createCall(
           title: group.title ? displayNameFor(group.title) : '',
           fingerprint: fingerprint('create-group', [body.callId, JSON.stringify(group.calleeUserIds), group.title ?? null, body.video]),
         },
-        admitted,
+        limits,
       )
-    : await deps.calls.create({ ...caller, calleeUserId: body.calleeUserId!, fingerprint: fingerprint('create', [body.callId, body.calleeUserId!, body.video]) }, admitted);
+    : await deps.calls.create({ ...caller, calleeUserId: body.calleeUserId!, fingerprint: fingerprint('create', [body.callId, body.calleeUserId!, body.video]) }, limits);
   if (outcome.kind === 'not_admitted') {
-    const mine = await hit;
-    if (mine && !mine.allowed) throw errors.rateLimited('too many calls created by this user; retry later', mine.retryAfterMs);
-    const refused = (await invited!).find((r) => !r.allowed)!;
-    throw errors.rateLimited(`${group ? 'a callee' : 'this callee'} is receiving too many calls; retry later`, refused.retryAfterMs);
+    if (outcome.refused === mine) throw errors.rateLimited('too many calls created by this user; retry later', outcome.retryAfterMs);
+    throw errors.rateLimited(`${group ? 'a callee' : 'this callee'} is receiving too many calls; retry later`, outcome.retryAfterMs);
   }
   return callReply(outcome, me.userId);
 }

@@ -20,15 +20,27 @@ export interface LimitRule {
 }
 
 /**
+ * A subject's counter on a limiter (RedisRateLimiter.counter): hit on its own (`hit`), or on a
+ * single Redis by a script that counts it as its own first step (its key and rule: a create's
+ * limits, lua/includes/createLimits.lua), so the hit costs no script call of its own.
+ */
+export interface Counter {
+  readonly key: string;
+  readonly rule: LimitRule;
+  hit(): Promise<LimitDecision>;
+}
+
+/**
  * A fixed-window counter in Redis per subject (a user, an installation): the limiter knows how its
  * counters are keyed, callers name only whom they count. A hit is one step of lua/hitRateLimit.lua:
  * the counter is incremented and, on the hit that opens a window, given its expiry atomically;
- * only a hit over the limit reads the window's rest. The rule itself lives in
- * lua/includes/fixedWindow.lua, which the in-call message script counts with too.
+ * only a hit over the limit reads the window's rest. The rule itself lives in lua/includes/fixedWindow.lua,
+ * which the create scripts (their limits, on a single Redis) and the in-call message script count
+ * with too.
  *
- * On a single Redis the hits made in one turn of the event loop (a create's caller and callee
- * limits, a group call's invitees) share one script call (HitBatch); on a cluster each counter
- * lives in its own slot and gets a call of its own.
+ * On a single Redis the hits made in one turn of the event loop (an invite's invitees, say) share
+ * one script call (HitBatch); on a cluster each counter lives in its own slot and gets a call of
+ * its own.
  */
 export class RedisRateLimiter<Subject> {
   private readonly batch: HitBatch | undefined;
@@ -41,8 +53,17 @@ export class RedisRateLimiter<Subject> {
     this.batch = topologyOf(redis) === 'single' ? hitBatchOf(redis) : undefined;
   }
 
-  async hit(subject: Subject): Promise<LimitDecision> {
+  hit(subject: Subject): Promise<LimitDecision> {
+    return this.hitKey(this.keyOf(subject));
+  }
+
+  /** The subject's counter, for a caller that hits it now or lets a script hit it (Counter). */
+  counter(subject: Subject): Counter {
     const key = this.keyOf(subject);
+    return { key, rule: this.rule, hit: () => this.hitKey(key) };
+  }
+
+  private async hitKey(key: string): Promise<LimitDecision> {
     const retryAfterMs = this.batch ? await this.batch.hit(key, this.rule) : Number(((await runScript(this.redis, 'hitRateLimit', [key], ruleArgs(this.rule))) as unknown[])[0]);
     return { allowed: retryAfterMs === 0, retryAfterMs };
   }

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   answerCallKeysArgs,
   createCallKeysArgs,
+  createGroupCallKeysArgs,
   endCallKeysArgs,
   fingerprint,
   parseOutcome,
@@ -104,7 +105,7 @@ describe('*KeysArgs', () => {
     });
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'alice', 'op-1'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp', '0', '0', '']);
+    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp', '0', '0', '', '']);
     // On a single Redis the script publishes the change's early notice (on its shard's early channel).
     // appendOutbox.lua names that channel after the outbox key (`outbox` → `early`).
     for (const shard of [0, 7]) expect(keys.outboxForShard(s, shard).replace(/outbox$/, 'early')).toBe(keys.earlyChannel(s, shard));
@@ -115,6 +116,30 @@ describe('*KeysArgs', () => {
     expect(firstUse.args[12]).toBe('1');
     const noVideo = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' });
     expect(noVideo.args[6]).toBe('0');
+  });
+
+  it('create limits: on a single Redis their counters follow the binding and their rules are ARGV[15] (lua/includes/createLimits.lua); on a cluster the script gets neither', () => {
+    const caller = { callId: 'call-1', callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'A', callerHandle: 'app:a', video: false, operationId: 'op-1', fingerprint: 'fp' };
+    const limits = [
+      { key: keys.callCreateLimit(s, 'alice'), rule: { limit: 60, windowMs: 60_000 } },
+      { key: keys.inviteLimit(s, 'bob'), rule: { limit: 10, windowMs: 60_000 } },
+    ];
+    const single = createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single', limits);
+    expect(single.keys.slice(4)).toEqual([keys.operationBinding(s, 'alice', 'op-1'), keys.callCreateLimit(s, 'alice'), keys.inviteLimit(s, 'bob')]);
+    expect(single.args).toHaveLength(15);
+    expect(JSON.parse(single.args[14]!)).toEqual([[60, 60_000], [10, 60_000]]);
+    const cluster = createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'cluster', limits);
+    expect(cluster.keys).toHaveLength(4);
+    expectOneHashTag(cluster.keys);
+    expect(cluster.args[14]).toBe('');
+    // Limits off: none on a single Redis either.
+    expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').keys).toHaveLength(5);
+    expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').args[14]).toBe('');
+    // The group create: the same place, its title after the rules (ARGV[16]).
+    const group = createGroupCallKeysArgs(s, { ...caller, inviteeUserIds: ['bob', 'carol'], title: 'T' }, [], false, 'single', [limits[0]!]);
+    expect(group.keys.slice(4)).toEqual([keys.operationBinding(s, 'alice', 'op-1'), keys.callCreateLimit(s, 'alice')]);
+    expect(group.args.slice(14)).toEqual([JSON.stringify([[60, 60_000]]), 'T']);
+    expect(createGroupCallKeysArgs(s, { ...caller, inviteeUserIds: ['bob'], title: 'T' }, [], false, 'cluster', [limits[0]!]).args.slice(14)).toEqual(['', 'T']);
   });
 
   it('answerCallKeysArgs: the operation key is the answering user’s; expectedRevision absent → empty string', () => {
