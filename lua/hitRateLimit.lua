@@ -1,6 +1,8 @@
 --[[
   One hit on each of one or more fixed-window rate limits (src/limits/rateLimiter.ts): the hits a
   process makes in one turn share this call on a single Redis (on a cluster, one key a call).
+  Its limits are on requests a subject seldom makes twice in a window, so each hit takes the form
+  that costs one command on a window's first hit (lua/includes/fixedWindow.lua).
   KEYS[i]        a subject's counter
   ARGV[2i-1]     its limit: hits allowed per window
   ARGV[2i]       its windowMs
@@ -9,6 +11,6 @@
 --@include "fixedWindow"
 local out = {}
 for i = 1, #KEYS do
-  out[i] = hitFixedWindow(KEYS[i], tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]))
+  out[i] = hitFixedWindowOpening(KEYS[i], tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]))
 end
 return out

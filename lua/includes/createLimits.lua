@@ -14,7 +14,7 @@ local function hitCreateLimits(firstKey, rulesArg)
   if rulesArg == '' then return nil end
   local refused = nil
   for n, rule in ipairs(cjson.decode(rulesArg)) do
-    local retryAfterMs = hitFixedWindow(KEYS[firstKey + n - 1], rule[1], rule[2])
+    local retryAfterMs = hitFixedWindowOpening(KEYS[firstKey + n - 1], rule[1], rule[2])
     if retryAfterMs > 0 and not refused then refused = { 'limited', n, retryAfterMs } end
   end
   return refused

@@ -33,8 +33,8 @@ export interface Counter {
 /**
  * A fixed-window counter in Redis per subject (a user, an installation): the limiter knows how its
  * counters are keyed, callers name only whom they count. A hit is one step of lua/hitRateLimit.lua:
- * the counter is incremented and, on the hit that opens a window, given its expiry atomically;
- * only a hit over the limit reads the window's rest. The rule itself lives in lua/includes/fixedWindow.lua,
+ * the counter is set with its expiry when the hit opens a window, else incremented; only a hit
+ * over the limit reads the window's rest. The rule itself lives in lua/includes/fixedWindow.lua,
  * which the create scripts (their limits, on a single Redis) and the in-call message script count
  * with too.
  *

@@ -29,6 +29,24 @@ describe('Redis rate limiter', () => {
     expect((await l.hit({ userId: 'c' })).allowed).toBe(true);
   });
 
+  it('a window\'s first hit is one SET … NX GET that gives the counter its expiry; a later hit adds an INCR', async () => {
+    const calls = async () => {
+      const stats = await db.redis.info('commandstats');
+      return Object.fromEntries(['set', 'incr', 'pexpire'].map((c) => [c, Number(new RegExp(`cmdstat_${c}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)]));
+    };
+    const l = limiter(2, 60_000);
+    await l.hit({ userId: 'warm-f' }); // the script is loaded
+    const before = await calls();
+    expect((await l.hit({ userId: 'f' })).allowed).toBe(true);
+    expect(await calls()).toEqual({ ...before, set: before.set! + 1 });
+    expect(await db.redis.get('limit:f')).toBe('1');
+    expect(await db.redis.pttl('limit:f')).toBeGreaterThan(59_000);
+    expect((await l.hit({ userId: 'f' })).allowed).toBe(true);
+    expect(await calls()).toEqual({ ...before, set: before.set! + 2, incr: before.incr! + 1 });
+    expect(await db.redis.get('limit:f')).toBe('2');
+    expect((await l.hit({ userId: 'f' })).allowed).toBe(false);
+  });
+
   it('a counter left without expiry (a process died between INCR and PEXPIRE) gets one at its first refused hit', async () => {
     await db.redis.set('limit:d', '7');
     const refused = await limiter(5, 60_000).hit({ userId: 'd' });
