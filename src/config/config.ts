@@ -107,6 +107,7 @@ export const configSchema = z
     EVENT_LOG_MAX_LEN: int(5000, 10, 1_000_000).describe('Events kept per user in the event log (docs/api.md "Abuse limits" gives the window this guarantees).'),
     EVENT_LOG_MAX_AGE_MS: int(24 * 3600_000, 10_000).describe('Age of the oldest event kept per user.'),
     RELAY_BATCH_SIZE: int(256, 1, 10_000).describe('Outbox entries per relay read.'),
+    RELAY_GATHER_MS: int(10, 0, 1000).describe('After a read that returned changes, a relay waits this long before its next read, so that changes made meanwhile share a batch (one read, one append call, one log notice; docs/architecture.md "Relays"). A change that comes to an idle shard is relayed at once; under load one waits at most this long. 0: read again at once.'),
     RELAY_CLAIM_IDLE_MS: int(5_000, 100).describe('Relay shard lease: a relay that died loses its shards after this long, and the relay taking a shard over processes the entries the dead one read but never acknowledged.'),
     WS_IDLE_TIMEOUT_S: int(60, 8, 960).describe('Close sockets silent this long, in seconds (server pings keep live ones open).'),
     WS_MAX_MESSAGE_BYTES: int(MESSAGE_MAX_BYTES, 256, 1024 * 1024).describe('Largest frame a client may send, in bytes (1009 above it). The default fits an in-call message of the largest payload (16 KiB, a video SDP offer), as the HTTP route does.'),

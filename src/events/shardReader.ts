@@ -22,6 +22,8 @@ import { topologyOf, type Topology } from '../redis/connection.js';
 
 export interface RelayOptions extends HistorySettings {
   batchSize: number;
+  /** After a read that returned entries, how long to wait before the next read (RELAY_GATHER_MS). */
+  gatherMs: number;
   blockMs: number;
   /** Lease duration: how long a dead relay's shards wait before another relay takes them. */
   leaseMs: number;
@@ -341,13 +343,27 @@ export class ShardReader {
    * (deliver): on a single Redis a relayed change costs the relay this one write, on a cluster
    * one more for its events' append.
    */
+  /**
+   * Delivers `batch` (what the last read returned) and reads what is new. Without a gathering
+   * pause the batch's delivery and the next read share one write. With one (RELAY_GATHER_MS), the
+   * batch is delivered at once and the next read waits: the changes made meanwhile come back as
+   * one batch, sharing its read, append call, log notice and acknowledgement, where each would
+   * have been a batch of its own. A change made while the shard is idle is read at once.
+   */
   private async readNew(batch?: Batch): Promise<Entry[] | undefined> {
+    if (!batch || this.opts.gatherMs === 0) return this.deliverAndRead(batch, true);
+    await this.deliverAndRead(batch, false);
+    await sleep(this.opts.gatherMs);
+    return this.running ? this.deliverAndRead(undefined, true) : undefined;
+  }
+
+  private async deliverAndRead(batch: Batch | undefined, read: boolean): Promise<Entry[] | undefined> {
     const { consumer } = this.deps;
     const ids = this.acks.due() ? this.acks.take() : [];
     const p = this.blocking!.pipeline();
     const delivered = batch && this.deliver(batch, p);
     if (ids.length > 0) p.xack(this.key, RELAY_GROUP, ...ids);
-    p.xreadgroup('GROUP', RELAY_GROUP, consumer, 'COUNT', this.opts.batchSize, 'BLOCK', this.opts.blockMs, 'STREAMS', this.key, '>');
+    if (read) p.xreadgroup('GROUP', RELAY_GROUP, consumer, 'COUNT', this.opts.batchSize, 'BLOCK', this.opts.blockMs, 'STREAMS', this.key, '>');
     const executed = p.exec();
     executed.catch(() => {});
     // The batch's replies come first: its side effects start while the read blocks.
@@ -359,9 +375,10 @@ export class ShardReader {
       this.acks.putBack(ids);
       throw err;
     }
-    const [ackError] = ids.length > 0 ? results![results!.length - 2]! : [null];
+    const [ackError] = ids.length > 0 ? results![results!.length - (read ? 2 : 1)]! : [null];
     if (ackError) this.acks.putBack(ids);
     else if (ids.length > 0) this.acks.acked(ids);
+    if (!read) return undefined;
     const [readError, reply] = results![results!.length - 1]!;
     if (readError) throw readError;
     // A batch failed meanwhile: what this read returned is pending, read again after it.

@@ -115,7 +115,7 @@ export async function startWorker(
     deps.eventLog,
     handlers,
     logger,
-    { ...ks, historyRetentionMs: daysMs(config.CALL_RECORD_RETENTION_DAYS), batchSize: config.RELAY_BATCH_SIZE, blockMs: 1000, leaseMs: config.RELAY_CLAIM_IDLE_MS },
+    { ...ks, historyRetentionMs: daysMs(config.CALL_RECORD_RETENTION_DAYS), batchSize: config.RELAY_BATCH_SIZE, gatherMs: config.RELAY_GATHER_MS, blockMs: 1000, leaseMs: config.RELAY_CLAIM_IDLE_MS },
   );
   await relay.start();
   metrics.countersFrom('relay_changes_total', 'Call changes relayed from the outbox', [], () => [[[], relay.relayed]]);

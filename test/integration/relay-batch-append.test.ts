@@ -82,7 +82,7 @@ async function declinedCalls(n: number): Promise<{ callers: string[]; entries: s
 async function relayed(handler: ChangeHandler, done: () => boolean): Promise<number[]> {
   const monitor = await monitorCommands(Number(new URL(bed.server.url).port));
   try {
-    const relay = new OutboxRelay(bed.redis, () => relayBlockingConnection(bed.server.url), bed.eventLog, [handler], logger, { ...ks, batchSize: 256, blockMs: 100, leaseMs: 3000 });
+    const relay = new OutboxRelay(bed.redis, () => relayBlockingConnection(bed.server.url), bed.eventLog, [handler], logger, { ...ks, batchSize: 256, gatherMs: 0, blockMs: 100, leaseMs: 3000 });
     await relay.start();
     try {
       await waitUntil('the batch handled', done, 10_000);
@@ -233,5 +233,40 @@ describe('lua/appendEvents.lua with several users', () => {
     await expect(runScript(bed.redis, 'appendEvents', call.keys, [...call.args, 'extra'])).rejects.toThrow(/one argument block per user/);
     await expect(runScript(bed.redis, 'appendEvents', [...call.keys, 'k7'], call.args)).rejects.toThrow(/one argument block per user/);
     expect(await bed.redis.exists(keys.eventLog(ks, a), keys.eventLogMeta(ks, a))).toBe(0);
+  });
+});
+
+describe('a relay that gathers (RELAY_GATHER_MS)', () => {
+  it('relays a change to an idle shard at once, and the changes made during the pause that follows as one batch, with one append call', async () => {
+    // Long, so that the three creates surely fall inside it on a loaded machine.
+    const GATHER_MS = 3_000;
+    const batches: string[][] = [];
+    const recording: ChangeHandler = {
+      name: 'recording',
+      handle: async (changes) => {
+        batches.push(changes.map((c) => c.call.callId));
+      },
+    };
+    const monitor = await monitorCommands(Number(new URL(bed.server.url).port));
+    const relay = new OutboxRelay(bed.redis, () => relayBlockingConnection(bed.server.url), bed.eventLog, [recording], logger, { ...ks, batchSize: 256, gatherMs: GATHER_MS, blockMs: 100, leaseMs: 3000 });
+    await relay.start();
+    try {
+      const first = createInput(uid('caller'));
+      const createdAt = Date.now();
+      await bed.calls.create(first);
+      await waitUntil('the first change relayed', () => batches.length === 1, 10_000);
+      // Not held back by a pause: the shard was idle.
+      expect(Date.now() - createdAt).toBeLessThan(GATHER_MS);
+      const during = [createInput(uid('caller')), createInput(uid('caller')), createInput(uid('caller'))];
+      for (const input of during) await bed.calls.create(input);
+      await waitUntil('the three relayed', () => batches.flat().length === 4, 10_000);
+      expect(batches).toEqual([[first.callId], during.map((i) => i.callId)]);
+      await waitUntil('the outbox acknowledged and emptied', outboxSettled, 10_000);
+    } finally {
+      await relay.stop();
+    }
+    // Each batch one append call: the first with its two users, the second with all six.
+    expect(await appendCalls(monitor)).toEqual([12, 36]);
+    monitor.close();
   });
 });

@@ -49,7 +49,7 @@ describe('relay side effects', () => {
         for (const c of changes) seen.add(c.call.callId);
       },
     };
-    const relay = new OutboxRelay(bed.redis, blockingConnection, bed.eventLog, [flaky], logger, { ...ks, batchSize: 64, blockMs: 100, leaseMs: 3000 });
+    const relay = new OutboxRelay(bed.redis, blockingConnection, bed.eventLog, [flaky], logger, { ...ks, batchSize: 64, gatherMs: 0, blockMs: 100, leaseMs: 3000 });
     await relay.start();
     try {
       const user = `u${randomUUID().slice(0, 8)}`;
@@ -77,7 +77,7 @@ describe('relay side effects', () => {
         for (const c of changes) fast.push(c.call.callId);
       },
     };
-    const relay = new OutboxRelay(bed.redis, blockingConnection, bed.eventLog, [slow, quick], logger, { ...ks, batchSize: 1, blockMs: 100, leaseMs: 3000 });
+    const relay = new OutboxRelay(bed.redis, blockingConnection, bed.eventLog, [slow, quick], logger, { ...ks, batchSize: 1, gatherMs: 0, blockMs: 100, leaseMs: 3000 });
     await relay.start();
     try {
       const user = `u${randomUUID().slice(0, 8)}`;
@@ -105,7 +105,7 @@ describe('relay side effects', () => {
         for (const c of changes) seen.push({ callId: c.call.callId, state: reads.calls.get(c.call.callId)?.state });
       },
     };
-    const relay = new OutboxRelay(bed.redis, blockingConnection, bed.eventLog, [reader], logger, { ...ks, batchSize: 1, blockMs: 100, leaseMs: 3000 });
+    const relay = new OutboxRelay(bed.redis, blockingConnection, bed.eventLog, [reader], logger, { ...ks, batchSize: 1, gatherMs: 0, blockMs: 100, leaseMs: 3000 });
     await relay.start();
     try {
       const user = `u${randomUUID().slice(0, 8)}`;

@@ -89,7 +89,7 @@ const IOS_ONLY = { iosVoip: true, androidPush: false };
 
 /** A started relay with these handlers, reading `batchSize` entries at a time. */
 async function startedRelay(handlers: ChangeHandler[], batchSize = 64): Promise<OutboxRelay> {
-  const relay = new OutboxRelay(redis, blockingConnection, eventLog, handlers, logger, { ...ks, batchSize, blockMs: 100, leaseMs: 3000 });
+  const relay = new OutboxRelay(redis, blockingConnection, eventLog, handlers, logger, { ...ks, batchSize, gatherMs: 0, blockMs: 100, leaseMs: 3000 });
   await relay.start();
   return relay;
 }
