@@ -338,12 +338,6 @@ export class ShardReader {
   }
 
   /**
-   * Reads the next new entries (blocking). The same write carries the acknowledgements of the
-   * batches done since the last read and the delivery of `batch`, what the last read returned
-   * (deliver): on a single Redis a relayed change costs the relay this one write, on a cluster
-   * one more for its events' append.
-   */
-  /**
    * Delivers `batch` (what the last read returned) and reads what is new. Without a gathering
    * pause the batch's delivery and the next read share one write. With one (RELAY_GATHER_MS), the
    * batch is delivered at once and the next read waits: the changes made meanwhile come back as
@@ -357,6 +351,12 @@ export class ShardReader {
     return this.running ? this.deliverAndRead(undefined, true) : undefined;
   }
 
+  /**
+   * One write: the acknowledgements of the batches done since the last read, the delivery of
+   * `batch` (deliver) and, with `read`, the next blocking read of new entries, whose entries it
+   * returns. On a single Redis a relayed change costs the relay this one write, on a cluster one
+   * more for its events' append.
+   */
   private async deliverAndRead(batch: Batch | undefined, read: boolean): Promise<Entry[] | undefined> {
     const { consumer } = this.deps;
     const ids = this.acks.due() ? this.acks.take() : [];
