@@ -3,7 +3,7 @@ import type { Redis, Cluster } from 'ioredis';
 import { keys } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { topologyOf, type Topology } from '../redis/connection.js';
-import { parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
+import { inCallInstallation, parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
 import { readStoredCall } from './storedCall.js';
 import type { EndReason } from './reasons.js';
 import { retentionArg } from './retention.js';
@@ -160,9 +160,7 @@ export class CallStore {
       await this.unbind(binding, i.callerUserId, i.operationId);
       return refused;
     }
-    // The marker is kept by the relay, a moment behind the calls: it counts only while the call it
-    // names is still accepted (so a user who just hung up is not busy).
-    const busy = !!active && (await readStoredCall(this.redis, keys.call(this.settings, active)))?.state === 'accepted';
+    const busy = await this.stillIn(active, i.calleeUserId);
     return this.runCreate('createCall', binding, (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits), limits);
   }
 
@@ -207,8 +205,21 @@ export class CallStore {
   private async busyOf(userIds: readonly string[]): Promise<string[]> {
     if (this.settings.callWaiting || userIds.length === 0) return [];
     const active = await Promise.all(userIds.map((u) => this.redis.hget(keys.eventLogMeta(this.settings, u), 'active')));
-    const states = await Promise.all(active.map(async (c) => (c ? (await readStoredCall(this.redis, keys.call(this.settings, c)))?.state : undefined)));
-    return userIds.filter((_, n) => states[n] === 'accepted');
+    const busy = await Promise.all(active.map((c, n) => this.stillIn(c, userIds[n]!)));
+    return userIds.filter((_, n) => busy[n]);
+  }
+
+  /**
+   * Whether `userId`'s busy marker (`callId`, or null) still holds. The relay keeps the marker a
+   * moment behind the calls (up to its gathering pause, RELAY_GATHER_MS, and more under load), so
+   * it counts only while the user is still in the call it names: that call accepted and, in a
+   * group call, the user a joined member. A user who just hung up is not busy, nor one who just
+   * left a group call that goes on (and may be invited back into it at once).
+   */
+  private async stillIn(callId: string | null, userId: string): Promise<boolean> {
+    if (!callId) return false;
+    const call = await readStoredCall(this.redis, keys.call(this.settings, callId));
+    return !!call && inCallInstallation(call, userId) !== undefined;
   }
 
   /** Creates a group call (lua/createGroupCall.lua); `limits` as for `create` (the caller's, each invitee's). */
