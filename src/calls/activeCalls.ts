@@ -5,8 +5,8 @@ import { wasAnswered } from './model.js';
  * Busy detection: each user's relay state (the event log's meta hash, lua/appendEvents.lua) holds
  * an `active` marker naming the user's accepted call. The relay sets it for both parties when a
  * call is answered and clears it when that call ends, in the same write as the change's events.
- * It lags the calls a little, so create only trusts a marker whose call is still accepted
- * (src/calls/store.ts); a missed clear can therefore never keep a user busy.
+ * It lags the calls a little, so the store only trusts a marker while its user is still in the
+ * call it names (src/calls/store.ts stillIn); a missed clear can therefore never keep a user busy.
  */
 export type MarkerOp = { op: 'set' | 'clear'; callId: string };
 
