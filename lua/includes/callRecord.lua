@@ -6,7 +6,7 @@
 -- `names` keeps the field order (as stored, new fields last); `values` maps them.
 --
 -- The record is one string key: the JSON list of its fields and values, in order (name, value,
--- name, value, …, all strings; src/calls/model.ts callFromStored reads it), so a write and the
+-- name, value, …, all strings; src/calls/storedCall.ts reads it), so a write and the
 -- key's lifetime are one SET (`PX` or `KEEPTTL`) where a hash needed an HSET and a PEXPIRE, and a
 -- create's first SET is also its "callId unused" check (`NX`). Calls stored as a hash by an
 -- earlier version are read as such (GET fails WRONGTYPE), and their next write turns them into
@@ -31,6 +31,16 @@ local function loadCall(callKey)
   return call
 end
 
+-- The call's fields as a flat list (name, value, …), in order.
+local function callFieldList(call)
+  local flat = {}
+  for _, name in ipairs(call.names) do
+    flat[#flat + 1] = name
+    flat[#flat + 1] = call.values[name]
+  end
+  return flat
+end
+
 -- Sets field/value pairs in the table and returns the whole call as its key stores it.
 local function encodeCall(call, kv)
   for i = 1, #kv, 2 do
@@ -38,12 +48,7 @@ local function encodeCall(call, kv)
     if call.values[name] == nil then call.names[#call.names + 1] = name end
     call.values[name] = kv[i + 1]
   end
-  local flat = {}
-  for _, name in ipairs(call.names) do
-    flat[#flat + 1] = name
-    flat[#flat + 1] = call.values[name]
-  end
-  return cjson.encode(flat)
+  return cjson.encode(callFieldList(call))
 end
 
 -- Writes field/value pairs to the table and the whole call to its key. `ttlMs`: the key's new
@@ -63,16 +68,6 @@ end
 -- (lua/includes/openCreate.lua).
 local function createCallRecord(callKey, call, ttlMs, ...)
   guardedWrite({ 'error', 'call_exists' }, 'SET', callKey, encodeCall(call, { ... }), 'PX', ttlMs, 'NX')
-end
-
--- The call's fields as a flat list (name, value, …), in order.
-local function callFieldList(call)
-  local flat = {}
-  for _, name in ipairs(call.names) do
-    flat[#flat + 1] = name
-    flat[#flat + 1] = call.values[name]
-  end
-  return flat
 end
 
 -- The next revision (revisions count every change of the call).
