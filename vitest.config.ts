@@ -16,6 +16,7 @@ const CLUSTER_SUITES = [
   'test/integration/calls-idempotency.test.ts',
   'test/integration/busy-rename.test.ts',
   'test/integration/create-limits.test.ts',
+  'test/integration/call-record-format.test.ts',
   'test/e2e/signaling-audience.test.ts',
   'test/e2e/signaling-protocol.test.ts',
   'test/e2e/event-log-gaps.test.ts',

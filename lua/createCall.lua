@@ -2,7 +2,7 @@
   Creates a ringing call, atomically with its idempotency record, its outbox entry and its ring
   timer (the shard's ring index).
 
-  KEYS[1] callKey     the call hash
+  KEYS[1] callKey     the call's record (lua/includes/callRecord.lua)
   KEYS[2] opKey       this operation's idempotency record on a cluster (and of bindings from
                       earlier versions)
   KEYS[3] outboxKey   the call shard's outbox stream
@@ -35,7 +35,10 @@
                                  (lua/includes/appendOutbox.lua); '' on a cluster
   ARGV[15] limits                on a single Redis, the rules of KEYS[6..]: JSON [[limit,
                                  windowMs], ...] (lua/includes/createLimits.lua); '' for none
-  ARGV[16] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
+  ARGV[16] format                'hash' to store the call as a hash (CALL_RECORD_FORMAT, for a rolling
+                                 upgrade from a version that reads only hashes:
+                                 lua/includes/callRecord.lua); '' for the string
+  ARGV[17] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
     { 'fresh' | 'replay', code, status, fields }  code 'ok' (status 201); fields = the call
@@ -62,11 +65,12 @@ local busy = ARGV[12] == '1'
 local limited = hitCreateLimits(6, ARGV[15])
 if limited then return limited end
 
-local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], ARGV[13])
+local asHash = ARGV[16] == 'hash'
+local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], ARGV[13], asHash)
 if opening then return opening end
 
 local now = nowMs()
-local call = { names = {}, values = {}, trace = ARGV[16], early = ARGV[14] }
+local call = { names = {}, values = {}, hash = asHash, trace = ARGV[17], early = ARGV[14] }
 -- Kept through the ring window and then for the retention period, even if nothing ends it.
 setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, calleeUserId)
 local fields

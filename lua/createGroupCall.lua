@@ -3,7 +3,7 @@
   with its idempotency record, its outbox entry (one `created` change: the relay invites every
   invitee not busy) and its ring timer.
 
-  KEYS[1..5] as lua/createCall.lua: the call hash, this operation's idempotency record, the call
+  KEYS[1..5] as lua/createCall.lua: the call's record, this operation's idempotency record, the call
   shard's outbox stream and ring index, and on a single Redis the caller's operationId binding
   KEYS[6..]  as lua/createCall.lua: on a single Redis, the counters of the create's rate limits
 
@@ -21,8 +21,9 @@
   ARGV[14] earlyNotice           '1' on a single Redis: the change's early notice is published
                                  (lua/includes/appendOutbox.lua); '' on a cluster
   ARGV[15] limits                as lua/createCall.lua: the rules of KEYS[6..], or ''
-  ARGV[16] title                 '' or the call's title (already cut), shown as the invitation's displayName
-  ARGV[17] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
+  ARGV[16] format                as lua/createCall.lua: 'hash' or ''
+  ARGV[17] title                 '' or the call's title (already cut), shown as the invitation's displayName
+  ARGV[18] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
     { 'fresh' | 'replay', 'ok', 201, fields }
@@ -49,7 +50,8 @@ local fingerprint = ARGV[11]
 local limited = hitCreateLimits(6, ARGV[15])
 if limited then return limited end
 
-local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], ARGV[13])
+local asHash = ARGV[16] == 'hash'
+local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], ARGV[13], asHash)
 if opening then return opening end
 
 local now = nowMs()
@@ -63,9 +65,9 @@ for _, u in ipairs(cjson.decode(ARGV[6])) do
     members[#members + 1] = { userId = u, state = 'invited', invitedAtMs = now, ringUntilMs = now + ringTimeoutMs }
   end
 end
-local call = { names = {}, values = {}, trace = ARGV[17], early = ARGV[14], members = members }
+local call = { names = {}, values = {}, hash = asHash, trace = ARGV[18], early = ARGV[14], members = members }
 -- Kept through the ring window and then for the retention period, even if nothing ends it.
-setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, '', 'kind', 'group', 'title', ARGV[16], 'members', cjson.encode(members))
+setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, '', 'kind', 'group', 'title', ARGV[17], 'members', cjson.encode(members))
 local fields
 if countMembers(call, isRinging) == 0 then
   -- Everyone busy: born ended, as a one-to-one call to a busy callee is.

@@ -8,22 +8,26 @@
 -- The record is one string key: the JSON list of its fields and values, in order (name, value,
 -- name, value, …, all strings; src/calls/storedCall.ts reads it), so a write and the
 -- key's lifetime are one SET (`PX` or `KEEPTTL`) where a hash needed an HSET and a PEXPIRE, and a
--- create's first SET is also its "callId unused" check (`NX`). Calls stored as a hash by an
--- earlier version are read as such (GET fails WRONGTYPE), and their next write turns them into
--- the string.
+-- create's first SET is also its "callId unused" check (`NX`).
+--
+-- A call keeps the form it was created in. One stored as a hash (by an earlier version, or
+-- created with CALL_RECORD_FORMAT=hash for a rolling upgrade from one: docs/operations.md
+-- "Upgrading") is read with HGETALL once its GET fails WRONGTYPE, and written with HSET (and
+-- PEXPIRE for a new lifetime), so that a process of an earlier version can still read it.
 
 -- The call, or nil when it does not exist.
 local function loadCall(callKey)
   local stored = redis.pcall('GET', callKey)
   local flat
-  if type(stored) == 'table' and stored.err then
+  local hash = type(stored) == 'table' and stored.err ~= nil
+  if hash then
     flat = redis.call('HGETALL', callKey)
   elseif stored then
     flat = cjson.decode(stored)
   else
     return nil
   end
-  local call = { names = {}, values = {} }
+  local call = { names = {}, values = {}, hash = hash }
   for i = 1, #flat, 2 do
     call.names[#call.names + 1] = flat[i]
     call.values[flat[i]] = flat[i + 1]
@@ -41,20 +45,34 @@ local function callFieldList(call)
   return flat
 end
 
--- Sets field/value pairs in the table and returns the whole call as its key stores it.
-local function encodeCall(call, kv)
+-- Sets field/value pairs in the table.
+local function setInTable(call, kv)
   for i = 1, #kv, 2 do
     local name = kv[i]
     if call.values[name] == nil then call.names[#call.names + 1] = name end
     call.values[name] = kv[i + 1]
   end
+end
+
+-- Sets field/value pairs in the table and returns the whole call as its string key stores it.
+local function encodeCall(call, kv)
+  setInTable(call, kv)
   return cjson.encode(callFieldList(call))
 end
 
--- Writes field/value pairs to the table and the whole call to its key. `ttlMs`: the key's new
+-- A call kept as a hash: the pairs with HSET, and its new lifetime, if any, with PEXPIRE.
+local function writeHashFields(callKey, call, ttlMs, kv)
+  setInTable(call, kv)
+  write('HSET', callKey, unpack(kv))
+  if ttlMs then write('PEXPIRE', callKey, ttlMs) end
+end
+
+-- Writes field/value pairs to the table and the call to its key. `ttlMs`: the key's new
 -- lifetime, or nil to keep the one it has.
 local function setCallFields(callKey, call, ttlMs, ...)
-  if ttlMs then
+  if call.hash then
+    writeHashFields(callKey, call, ttlMs, { ... })
+  elseif ttlMs then
     write('SET', callKey, encodeCall(call, { ... }), 'PX', ttlMs)
   else
     write('SET', callKey, encodeCall(call, { ... }), 'KEEPTTL')
@@ -64,10 +82,14 @@ end
 -- Writes a new call with these fields, living `ttlMs`. Its SET … NX is also the check that the
 -- callId is unused: held (a single Redis), it guards the request's other writes, which run only
 -- when it took the key, and the request is refused `call_exists` otherwise
--- (lua/includes/heldWrites.lua). Written at once (a cluster), the script checked first
--- (lua/includes/openCreate.lua).
+-- (lua/includes/heldWrites.lua). Written at once (a cluster), or as a hash (`call.hash`), the
+-- script checked first (lua/includes/openCreate.lua).
 local function createCallRecord(callKey, call, ttlMs, ...)
-  guardedWrite({ 'error', 'call_exists' }, 'SET', callKey, encodeCall(call, { ... }), 'PX', ttlMs, 'NX')
+  if call.hash then
+    writeHashFields(callKey, call, ttlMs, { ... })
+  else
+    guardedWrite({ 'error', 'call_exists' }, 'SET', callKey, encodeCall(call, { ... }), 'PX', ttlMs, 'NX')
+  end
 end
 
 -- The next revision (revisions count every change of the call).

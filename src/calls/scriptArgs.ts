@@ -16,6 +16,8 @@ export interface StoreSettings extends KeySpace, Retention {
   operationTtlMs: number;
   /** When false, a call to a callee in an accepted call ends at once as `busy`. */
   callWaiting: boolean;
+  /** How new calls are stored (CALL_RECORD_FORMAT; lua/includes/callRecord.lua); string when unset. */
+  callRecordFormat?: 'string' | 'hash';
   /** Members besides the caller a group call may hold (GROUP_CALL_MAX_MEMBERS; its default when unset). */
   maxGroupInvitees?: number;
   /** Renames one call may have (RENAMES_PER_CALL). */
@@ -121,7 +123,8 @@ function createLimitsKeysArg(limits: readonly Pick<CreateLimit, 'key' | 'rule'>[
 /**
  * The keys and ARGV createCall.lua and createGroupCall.lua share: the caller's fields, `callees`
  * (the callee, the invitees' JSON), video, ring timeout, retention, op TTL, fingerprint, `busy`,
- * firstUse, live channel, the limits' rules, `more`; the limits' counters after the other keys.
+ * firstUse, live channel, the limits' rules, the record's form, `more`; the limits' counters after the
+ * other keys.
  */
 function createRequest(
   s: StoreSettings,
@@ -152,6 +155,7 @@ function createRequest(
       firstUse ? '1' : '0',
       earlyNoticeArg(topology),
       limited.arg,
+      s.callRecordFormat === 'hash' ? 'hash' : '',
       ...more,
     ],
   };

@@ -4,8 +4,9 @@ import { callFromHash, CorruptRecordError, parseCallFields, type CallRecord } fr
 /**
  * A call's key as the call scripts write it (lua/includes/callRecord.lua): one string, the JSON
  * list of the call's fields and values in order, so each write and the key's lifetime are one SET.
- * Versions before 2026-11-26 stored a hash; such a call is read as one (its GET fails WRONGTYPE)
- * until its next write turns it into the string or it expires (docs/keyspace.md "Per call").
+ * Versions before 2026-11-26 stored a hash, and CALL_RECORD_FORMAT=hash still does (for a rolling
+ * upgrade from one of those): such a call is read as one (its GET fails WRONGTYPE), and stays one
+ * (docs/keyspace.md "Per call").
  */
 
 /** The call a stored value holds; undefined when the key is gone. */

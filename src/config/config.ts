@@ -100,6 +100,10 @@ export const configSchema = z
     CALL_RECORD_RETENTION_DAYS: z.coerce.number().positive().max(3650).default(30).describe('How long call history is kept, in days (fractions allowed): each party\'s record of each ended call (docs/call-history.md).'),
     IDEMPOTENCY_TTL_MS: int(24 * 3600_000, 1000).describe('How long operation outcomes are kept for replays. Below 24 h a warning is logged at start: a client retry after this window is taken as a new request (docs/api.md "Idempotency").'),
     PUSH_REGISTRATION_IDLE_DAYS: z.coerce.number().positive().max(3650).default(270).describe('A user\'s push registrations expire this many days (fractions allowed) after their last registration write, FCM\'s own age for an inactive token; apps register at every launch, so only installations unused that long stop being rung (docs/keyspace.md "Push registrations").'),
+    CALL_RECORD_FORMAT: z
+      .enum(['string', 'hash'])
+      .default('string')
+      .describe('How new calls are stored: `string` (one key write per change) or `hash`, the form versions before 2026-11-26 read; set `hash` while upgrading from one of those with processes of both versions running, then `string` (docs/operations.md "Upgrading"). A call keeps the form it was created in.'),
     CALL_WAITING: bool(false).describe('Allow calling a user who is in an accepted call; otherwise the new call ends at once as `busy`.'),
     HANDLE_SCHEME: z.string().regex(/^[a-z][a-z0-9+.-]{0,31}$/).default('app').describe('Scheme of the caller handle in invitations (`<scheme>:<userId>`).'),
     BODY_LIMIT_BYTES: int(16 * 1024, 256, 1024 * 1024).describe('Largest request body, in bytes (413 above it).'),

@@ -53,6 +53,7 @@ export function roleDeps(config: Config, redis: RedisClient, ks: { prefix: strin
       retentionMs: config.CALL_RETENTION_MS,
       operationTtlMs: config.IDEMPOTENCY_TTL_MS,
       callWaiting: config.CALL_WAITING,
+      callRecordFormat: config.CALL_RECORD_FORMAT,
       maxRenamesPerCall: config.RENAMES_PER_CALL,
       maxGroupInvitees: config.GROUP_CALL_MAX_MEMBERS,
       // Counted by the message script itself (src/calls/store.ts).

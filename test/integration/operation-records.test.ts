@@ -158,7 +158,7 @@ describe('the call record', () => {
     expect(await outboxLength(callId)).toBe(outbox);
   });
 
-  it('a call an earlier version stored as a hash is read, answered and ended; its next write makes it the string, its lifetime kept', async () => {
+  it('a call an earlier version stored as a hash is read, answered and ended, and stays a hash (an earlier process may still read it), its lifetime kept', async () => {
     const callId = randomUUID();
     await bed.calls.create(aliceCallsBob(callId, randomUUID()));
     // What an earlier version wrote: the same fields in a hash.
@@ -168,8 +168,12 @@ describe('the call record', () => {
     await bed.redis.pexpire(callKey(callId), 600_000);
     expect(await bed.calls.peek(callId)).toMatchObject({ callId, state: 'ringing', callerUserId: 'alice' });
     expect(await bed.calls.answer(answerBy(callId))).toMatchObject({ kind: 'outcome', code: 'ok', call: { state: 'accepted', revision: '2' } });
-    expect(await bed.redis.type(callKey(callId))).toBe('string');
+    expect(await bed.redis.type(callKey(callId))).toBe('hash');
+    expect(await bed.redis.hgetall(callKey(callId))).toMatchObject({ state: 'accepted', revision: '2', answeredByInstallationId: 'bob-phone' });
     expect(await bed.redis.pttl(callKey(callId))).toBeGreaterThan(590_000);
     expect(await bed.calls.end(hangUp(callId))).toMatchObject({ kind: 'outcome', call: { state: 'ended', revision: '3' } });
+    expect(await bed.redis.hgetall(callKey(callId))).toMatchObject({ state: 'ended', revision: '3', endReason: 'localHangup' });
+    // The end gives it the retention from now, as a string's end does.
+    expect(await bed.redis.pttl(callKey(callId))).toBeLessThanOrEqual(60_000);
   });
 });

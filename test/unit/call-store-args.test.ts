@@ -105,7 +105,7 @@ describe('*KeysArgs', () => {
     });
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'alice', 'op-1'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp', '0', '0', '', '']);
+    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp', '0', '0', '', '', '']);
     // On a single Redis the script publishes the change's early notice (on its shard's early channel).
     // appendOutbox.lua names that channel after the outbox key (`outbox` → `early`).
     for (const shard of [0, 7]) expect(keys.outboxForShard(s, shard).replace(/outbox$/, 'early')).toBe(keys.earlyChannel(s, shard));
@@ -116,6 +116,8 @@ describe('*KeysArgs', () => {
     expect(firstUse.args[12]).toBe('1');
     const noVideo = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' });
     expect(noVideo.args[6]).toBe('0');
+    // CALL_RECORD_FORMAT=hash: ARGV[16] (lua/includes/callRecord.lua).
+    expect(createCallKeysArgs({ ...s, callRecordFormat: 'hash' }, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }).args[15]).toBe('hash');
   });
 
   it('create limits: on a single Redis their counters follow the binding and their rules are ARGV[15] (lua/includes/createLimits.lua); on a cluster the script gets neither', () => {
@@ -126,7 +128,7 @@ describe('*KeysArgs', () => {
     ];
     const single = createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single', limits);
     expect(single.keys.slice(4)).toEqual([keys.operationBinding(s, 'alice', 'op-1'), keys.callCreateLimit(s, 'alice'), keys.inviteLimit(s, 'bob')]);
-    expect(single.args).toHaveLength(15);
+    expect(single.args).toHaveLength(16);
     expect(JSON.parse(single.args[14]!)).toEqual([[60, 60_000], [10, 60_000]]);
     const cluster = createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'cluster', limits);
     expect(cluster.keys).toHaveLength(4);
@@ -135,11 +137,11 @@ describe('*KeysArgs', () => {
     // Limits off: none on a single Redis either.
     expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').keys).toHaveLength(5);
     expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').args[14]).toBe('');
-    // The group create: the same place, its title after the rules (ARGV[16]).
+    // The group create: the same place, the record's form after the rules (ARGV[16]), then its title.
     const group = createGroupCallKeysArgs(s, { ...caller, inviteeUserIds: ['bob', 'carol'], title: 'T' }, [], false, 'single', [limits[0]!]);
     expect(group.keys.slice(4)).toEqual([keys.operationBinding(s, 'alice', 'op-1'), keys.callCreateLimit(s, 'alice')]);
-    expect(group.args.slice(14)).toEqual([JSON.stringify([[60, 60_000]]), 'T']);
-    expect(createGroupCallKeysArgs(s, { ...caller, inviteeUserIds: ['bob'], title: 'T' }, [], false, 'cluster', [limits[0]!]).args.slice(14)).toEqual(['', 'T']);
+    expect(group.args.slice(14)).toEqual([JSON.stringify([[60, 60_000]]), '', 'T']);
+    expect(createGroupCallKeysArgs({ ...s, callRecordFormat: 'hash' }, { ...caller, inviteeUserIds: ['bob'], title: 'T' }, [], false, 'cluster', [limits[0]!]).args.slice(14)).toEqual(['', 'hash', 'T']);
   });
 
   it('answerCallKeysArgs: the operation key is the answering user’s; expectedRevision absent → empty string', () => {
