@@ -63,6 +63,12 @@ export function startApi(ctx: RoleContext, options: ApiOptions): StartedRole {
       `IDEMPOTENCY_TTL_MS is below 24 h: a client retry more than ${config.IDEMPOTENCY_TTL_MS} ms after its first attempt is taken as a new request`,
     );
   }
+  // The first step of a rolling upgrade, not a place to stay: string calls cost 3 commands fewer.
+  if (config.CALL_RECORD_FORMAT === 'hash') {
+    ctx.logger.warn(
+      'CALL_RECORD_FORMAT is hash: new calls are stored as versions before 2026-11-26 read them; set string once no process of such a version runs (docs/operations.md "Upgrading")',
+    );
+  }
   const serverAuth: ServerAuth = { keys: deps.auth.serverKeys!, guard: deps.auth };
   const users = new UserAdmin(ctx.redis, ctx.ks, deps.calls, deps.history, deps.pushRegistry);
   let replayQueues: { connection: RedisClient; queues: ReturnType<typeof createWebhookQueues> } | undefined;

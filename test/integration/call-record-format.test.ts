@@ -37,6 +37,11 @@ const answer = (callee: Device, callId: string) => callee.api.post(`/v1/calls/${
 const end = (d: Device, callId: string, reason: string) => d.api.post(`/v1/calls/${callId}/end`, { operationId: uid('op'), reason });
 
 describe('CALL_RECORD_FORMAT=hash', () => {
+  it('is said at start, as a step to leave', () => {
+    const said = (i: number) => stack.servers[i]!.logs().includes('CALL_RECORD_FORMAT is hash');
+    expect([said(0), said(1)]).toEqual([true, false]);
+  });
+
   it('a call is a hash an earlier version reads after each change, with its lifetime; the API reads it the same', async () => {
     const { callId, caller, callee } = await ringingCall(stack.url);
     expect(await readAsEarlierVersion(callId)).toMatchObject({ callId, state: 'ringing', revision: '1', callerUserId: caller.userId, calleeUserId: callee.userId });
