@@ -1,4 +1,4 @@
-import { END_REASONS, type EndReason, type EndedBy, type Side } from './reasons.js';
+import { END_REASONS, reasonForSide, type EndReason, type EndedBy, type Side } from './reasons.js';
 
 export type CallState = 'ringing' | 'accepted' | 'ended';
 
@@ -147,6 +147,24 @@ function parseMembers(json: string | undefined): Member[] {
 export function memberOutcome(m: Member): 'joined' | 'declined' | 'busy' | 'missed' {
   if (m.joinedAtMs !== undefined) return 'joined';
   return m.state === 'declined' || m.state === 'busy' ? m.state : 'missed';
+}
+
+/** What a member's phone reported when it ended its own ringing, by the state it left the member in. */
+export const STOPPED_BY_PHONE = { declined: 'declined', busy: 'busy', missed: 'unanswered' } as const;
+
+/**
+ * The end reason a member's devices were told, for its history record (docs/call-history.md
+ * "Group calls"): the call's end, seen from the member's side, if it was ringing or in the call
+ * then; else what ended its own part: its decline, busy or ring-out, its own leave
+ * (`localHangup`), or its removal by the app's backend (`remoteEnded`).
+ */
+export function memberEndReason(call: CallRecord, m: Member): EndReason {
+  const side: Side = m.userId === call.callerUserId ? 'caller' : 'callee';
+  if (m.endedIn || (m.state !== 'left' && !(m.state in STOPPED_BY_PHONE))) {
+    return reasonForSide(call.endReason ?? 'remoteEnded', call.endedBy ?? 'system', wasAnswered(call), side);
+  }
+  if (m.state === 'left') return m.removedFrom ? 'remoteEnded' : 'localHangup';
+  return STOPPED_BY_PHONE[m.state as keyof typeof STOPPED_BY_PHONE];
 }
 
 /** The member `userId` of a group call, if it is one. */

@@ -1,4 +1,4 @@
-import { memberOf, wasAnswered, type CallRecord, type Member } from '../calls/model.js';
+import { memberOf, STOPPED_BY_PHONE, wasAnswered, type CallRecord, type Member } from '../calls/model.js';
 import { reasonForSide, type EndReason } from '../calls/reasons.js';
 import type { CallChange } from '../calls/change.js';
 import { endedPayload, invitationPayload, participantPayload, renamedPayload, ringingPayload } from './payloads.js';
@@ -44,10 +44,10 @@ export function groupDeliveriesFor(change: CallChange): Delivery[] {
     case 'member':
       return subjects.flatMap((m) => [...toMember(m), ...tellInCall(m)]);
     case 'ringing':
-      return subjects.flatMap((m) => [
-        { userId: call.callerUserId, payload: ringingPayload(call, atMs, m.userId) },
-        ...tellInCall(m).filter((d) => d.userId !== call.callerUserId),
-      ]);
+      // The caller gets `call.ringing` as in a one-to-one call (its screen says "Ringing"), and,
+      // like every member in the call, `call.participant`, so a participant list built from
+      // `call.participant` alone shows the member ringing (docs/group-calls.md "Ringing receipts").
+      return subjects.flatMap((m) => [{ userId: call.callerUserId, payload: ringingPayload(call, atMs, m.userId) }, ...tellInCall(m)]);
     case 'renamed':
       return members.flatMap((m) => {
         if (m.userId === call.callerUserId) return [];
@@ -61,9 +61,6 @@ export function groupDeliveriesFor(change: CallChange): Delivery[] {
       return [];
   }
 }
-
-/** What a member's phone reported when it ended its own ringing, by the state it left the member in. */
-const STOPPED_BY_PHONE = { declined: 'declined', busy: 'busy', missed: 'unanswered' } as const;
 
 /**
  * A `member` change that stopped a member's ringing: its phone declined (or reported busy or

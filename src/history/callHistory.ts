@@ -1,7 +1,7 @@
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { readIndexedPage, type IndexCursor, type RecordPage } from '../redis/indexedRecords.js';
-import { memberOutcome, wasAnswered, type CallRecord, type Member } from '../calls/model.js';
+import { memberEndReason, memberOutcome, wasAnswered, type CallRecord, type Member } from '../calls/model.js';
 import { reasonForSide, type EndReason, type Side } from '../calls/reasons.js';
 import type { CallChange } from '../calls/change.js';
 import type { z } from 'zod';
@@ -150,7 +150,7 @@ export function groupHistoryEntry(call: CallRecord, m: Member): HistoryEntry {
     acceptedAtMs: joined ? m.joinedAtMs! : null,
     answeredByInstallationId: joined ? (m.installationId ?? null) : null,
     endedAtMs,
-    endReason: reasonSeenBy(call, viewer),
+    endReason: memberEndReason(call, m),
     endedBy: call.endedBy ?? 'system',
     missed: viewer === 'callee' && outcome === 'missed',
     ringingMs: Math.max(0, (m.joinedAtMs ?? endedAtMs) - startedAtMs),

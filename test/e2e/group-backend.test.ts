@@ -91,20 +91,26 @@ describe('group calls for the app’s backend', () => {
     const [b] = user(url, 1);
     const [c] = user(url, 1);
     const [d] = user(url, 1);
-    const call = await group(a!, [b!.userId, c!.userId, d!.userId]);
+    const [e] = user(url, 1);
+    const call = await group(a!, [b!.userId, c!.userId, d!.userId, e!.userId]);
     const joined = (await answer(b!, call.callId)).json;
     expect((await end(c!, call.callId, 'localHangup')).status).toBe(200);
+    expect((await answer(e!, call.callId)).status).toBe(200);
+    expect((await end(e!, call.callId, 'localHangup')).status).toBe(200);
     const ended = (await a!.api.post(`/v1/calls/${call.callId}/end`, { operationId: uid('op'), reason: 'localHangup', forAll: true })).json;
     const recordOf = async (who: Device) => {
       let rec: Record<string, any> | undefined;
       await waitUntil('the record', async () => (rec = ((await who.api.get('/v1/calls')).json.calls as any[]).find((r) => r.callId === call.callId)) !== undefined);
       return rec!;
     };
-    const [ra, rb, rc, rd] = [await recordOf(a!), await recordOf(b!), await recordOf(c!), await recordOf(d!)];
-    expect(ra).toMatchObject({ direction: 'outgoing', peerUserId: '', calleeUserId: '', missed: false, endReason: 'localHangup', group: { outcome: 'joined', userIds: [a!.userId, b!.userId, c!.userId, d!.userId] } });
+    const [ra, rb, rc, rd, re] = [await recordOf(a!), await recordOf(b!), await recordOf(c!), await recordOf(d!), await recordOf(e!)];
+    expect(ra).toMatchObject({ direction: 'outgoing', peerUserId: '', calleeUserId: '', missed: false, endReason: 'localHangup', group: { outcome: 'joined', userIds: [a!.userId, b!.userId, c!.userId, d!.userId, e!.userId] } });
     expect(rb).toMatchObject({ direction: 'incoming', peerUserId: a!.userId, acceptedAtMs: joined.participants[1].joinedAtMs, answeredByInstallationId: b!.installationId, endedAtMs: ended.endedAtMs, endReason: 'remoteEnded', missed: false, group: { outcome: 'joined' } });
     expect(rb.talkMs).toBe(ended.endedAtMs - rb.acceptedAtMs);
-    expect(rc).toMatchObject({ acceptedAtMs: null, talkMs: 0, missed: false, group: { outcome: 'declined' } });
+    // Each member's record carries the reason its own devices were told: its decline, its own leave.
+    expect(rc).toMatchObject({ acceptedAtMs: null, talkMs: 0, missed: false, endReason: 'declined', group: { outcome: 'declined' } });
+    expect(re).toMatchObject({ missed: false, endReason: 'localHangup', group: { outcome: 'joined' } });
+    expect(re.endedAtMs).toBeLessThan(ended.endedAtMs);
     expect(rc.endedAtMs).toBeLessThan(ended.endedAtMs);
     expect(rd).toMatchObject({ acceptedAtMs: null, missed: true, endReason: 'remoteEnded', endedAtMs: ended.endedAtMs, group: { outcome: 'missed' } });
     const missed = await d!.api.get('/v1/calls?missed=true');

@@ -193,7 +193,7 @@ describe('group calls', () => {
     expect(states(ok(await answer(c2, g.callId)))[c1.userId]).toBe('joined');
   });
 
-  it('ringing receipts: the first per member tells the caller (call.ringing) and moves the member to ringing; later ones change nothing', async () => {
+  it('ringing receipts: the first per member tells the caller (call.ringing) and everyone in the call, the caller too (call.participant), and moves the member to ringing; later ones change nothing', async () => {
     const g = await ringingGroup(2);
     const [[b1, b2], [c1, c2]] = g.invitees as [[OnlineDevice, OnlineDevice], [OnlineDevice, OnlineDevice]];
     ok(await answer(c1, g.callId));
@@ -203,8 +203,9 @@ describe('group calls', () => {
     expect(again.status).toBe(200);
     expect((again.body as any).revision).toBe(first.revision);
     expectProblem(await g.a1.api.post(`/v1/calls/${g.callId}/ringing`, { operationId: uid('op'), via: 'socket' }), 'forbidden', /invitee/);
-    const got = await settleByBarrier(url, g.callId, [[g.a1, 2], [g.a2, 1], [b1, 1], [b2, 1], [c1, 2], [c2, 2]]);
+    const got = await settleByBarrier(url, g.callId, [[g.a1, 3], [g.a2, 1], [b1, 1], [b2, 1], [c1, 2], [c2, 2]]);
     expect(got[0]![1]).toMatchObject({ type: 'call.ringing', userId: b1.userId, revision: first.revision });
+    expect(participant(got[0]![2])).toEqual({ type: 'call.participant', userId: b1.userId, state: 'ringing' });
     expect(got[1]![0]).toMatchObject({ type: 'call.ringing', userId: b1.userId });
     expect(participant(got[4]![1])).toEqual({ type: 'call.participant', userId: b1.userId, state: 'ringing' });
   });

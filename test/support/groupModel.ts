@@ -164,9 +164,9 @@ export class GroupModel {
     if (m.state !== 'invited') return OK;
     m.state = 'ringing';
     const revision = ++this.revision;
-    // call.ringing to every installation of the caller; call.participant to the others in the call.
+    // call.ringing to every installation of the caller; call.participant to everyone in the call, the caller too.
     this.toAll(0, { type: 'call.ringing', revision, userId: this.userIds[user] });
-    this.tellInCall(m, revision, 0);
+    this.tellInCall(m, revision);
     return OK;
   }
 
@@ -236,9 +236,9 @@ export class GroupModel {
   // ---- who receives what ----------------------------------------------------------------
 
   /** call.participant about `about` to every member in the call but it (and but `except`). */
-  private tellInCall(about: ModelMember, revision: number, except?: number): void {
+  private tellInCall(about: ModelMember, revision: number): void {
     for (const m of this.members) {
-      if (m.state !== 'joined' || m.user === about.user || m.user === except) continue;
+      if (m.state !== 'joined' || m.user === about.user) continue;
       this.to(m.user, m.inst!, { type: 'call.participant', revision, userId: this.userIds[about.user], state: about.state });
     }
   }
