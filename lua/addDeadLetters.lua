@@ -6,18 +6,20 @@
   KEYS[2] orderKey     sorted set: JSON by the time it was added (to read them in order,
                        lua/readIndexedRecords.lua); each JSON starts with `{"id":"<id>"`
 
-  ARGV[1] maxKept
-  ARGV[2..] pairs: id, JSON
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  maxKept
+  letters   the rest: pairs of id, JSON
 
   Returns how many old ones were removed to make room.
 ]]
 local recordsKey, orderKey = KEYS[1], KEYS[2]
-local maxKept = tonumber(ARGV[1])
+--@arguments
+local maxKept = tonumber(maxKept)
 
 --@include "nowMs"
 
 local now = nowMs()
-for i = 2, #ARGV, 2 do
+for i = lettersFrom, #ARGV, 2 do
   local previous = redis.call('HGET', recordsKey, ARGV[i])
   if previous then redis.call('ZREM', orderKey, previous) end
   redis.call('HSET', recordsKey, ARGV[i], ARGV[i + 1])

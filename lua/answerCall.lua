@@ -9,17 +9,18 @@
   KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end
                       with the record in it (lua/includes/operationRecord.lua); absent on a cluster
 
-  ARGV[1] userId              the requesting user (from the session)
-  ARGV[2] installationId      the answering installation (equals the session's)
-  ARGV[3] expectedRevision    decimal string, or '' when not given
-  ARGV[4] retention          callMs (lua/includes/retention.lua)
-  ARGV[5] operationTtlMs
-  ARGV[6] fingerprint
-  ARGV[7] firstUse           on a cluster, '1' when the user's operationId binding was new: no
-                             record of this operation exists unless a concurrent replay made it
-  ARGV[8] earlyNotice        '1' on a single Redis: the change's early notice is published
-                             (lua/includes/appendOutbox.lua); '' on a cluster
-  ARGV[9] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  userId            the requesting user (from the session)
+  installationId    the answering installation (equals the session's)
+  expectedRevision  decimal string, or '' when not given
+  firstUse          on a cluster, '1' when the user's operationId binding was new: no record of
+                    this operation exists unless a concurrent replay made it
+  retention         callMs (lua/includes/retention.lua)
+  operationTtlMs    how long the operation's record is kept
+  fingerprint       hash of the request; a replay must carry the same
+  earlyNotice       '1' on a single Redis: the change's early notice is published
+                    (lua/includes/appendOutbox.lua); '' on a cluster
+  traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
     { 'fresh' | 'replay', code, status, fields } with code
@@ -29,10 +30,9 @@
     { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' }
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local userId, installationId, expectedRevision = ARGV[1], ARGV[2], ARGV[3]
+--@arguments
 --@include "retention"
-local retention, operationTtlMs = parseRetention(ARGV[4]), tonumber(ARGV[5])
-local fingerprint = ARGV[6]
+local retention, operationTtlMs = parseRetention(retention), tonumber(operationTtlMs)
 
 --@include "fmtInt"
 --@include "appendOutbox"
@@ -41,10 +41,10 @@ local fingerprint = ARGV[6]
 
 -- On a cluster a first use skips the record read, except with a revision precondition: that can
 -- fail for a concurrent replay and then hold for this request (a rename in between), so it reads.
-local readRecord = openOperation(KEYS[5], opKey, fingerprint, ARGV[7], expectedRevision ~= '')
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, firstUse, expectedRevision ~= '')
 local skippedRead = not readRecord
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, readRecord, retention, ARGV[8], ARGV[9])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, readRecord, retention, earlyNotice, traceparent)
 if reply then return reply end
 
 local function unchanged(code, status)

@@ -22,18 +22,20 @@
   KEYS[6u-1] historyKey  the user's call history        } (lua/includes/indexCalls.lua)
   KEYS[6u]   missedKey   the user's missed calls        }
 
-  ARGV[1] maxLen      maximum number of entries kept in a log
-  ARGV[2] maxAgeMs    entries older than this are trimmed (checked every ageCheckMs)
-  ARGV[3] metaTtlMs   how long the epoch outlives the last append
-  ARGV[4] newEpoch    the epoch to use for a log that has none yet (shared by the call's users:
-                      an epoch need only differ between the lives of one user's log)
-  ARGV[5] ageCheckMs  how often age trimming and the keys' expiry are renewed
-  ARGV[6] historyRetentionMs  how long call history is kept (CALL_RECORD_RETENTION_DAYS)
-  ARGV[7] noticeChannel  '' on a cluster: each new entry is published on its user's live channel.
-                      On a single Redis, the call shard's early channel (src/redis/keys.ts
-                      earlyChannel), which every gateway follows: the batch's new entries are
-                      published there once, together, as a log notice (src/events/logNotice.ts)
-  ARGV[8..] one block per user, in the keys' order; a block at ARGV[b]:
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  maxLen      maximum number of entries kept in a log
+  maxAgeMs    entries older than this are trimmed (checked every ageCheckMs)
+  metaTtlMs   how long the epoch outlives the last append
+  newEpoch    the epoch to use for a log that has none yet (shared by the call's users:
+              an epoch need only differ between the lives of one user's log)
+  ageCheckMs  how often age trimming and the keys' expiry are renewed
+  historyRetentionMs  how long call history is kept (CALL_RECORD_RETENTION_DAYS)
+  noticeChannel  '' on a cluster: each new entry is published on its user's live channel.
+              On a single Redis, the call shard's early channel (src/redis/keys.ts
+              earlyChannel), which every gateway follows: the batch's new entries are
+              published there once, together, as a log notice (src/events/logNotice.ts)
+  blocks      the rest (from ARGV[blocksFrom]): one block per user, in the keys' order; a block
+              at ARGV[b]:
     ARGV[b]     channel     the user's live channel (shares the user's hash tag)
     ARGV[b+1]   shardField  `s<shard>`: the outbox shard all the user's events come from
     ARGV[b+2]   markerOp    '' | 'set' | 'clear': the busy marker change of this batch (the last one)
@@ -73,18 +75,19 @@
 -- The live message header of a log notice (src/events/logNotice.ts LOG_NOTICE_EPOCH).
 local LOG_NOTICE = '!log\n\n\n\n\n'
 
+--@arguments
 local s = {
-  maxLen = tonumber(ARGV[1]),
-  maxAgeMs = tonumber(ARGV[2]),
-  metaTtlMs = tonumber(ARGV[3]),
-  newEpoch = ARGV[4],
-  ageCheckMs = tonumber(ARGV[5]),
-  historyRetentionMs = tonumber(ARGV[6]),
-  -- A single Redis: the batch's live copies, gathered for one log notice on ARGV[7].
-  notice = ARGV[7] ~= '' and {} or nil,
+  maxLen = tonumber(maxLen),
+  maxAgeMs = tonumber(maxAgeMs),
+  metaTtlMs = tonumber(metaTtlMs),
+  newEpoch = newEpoch,
+  ageCheckMs = tonumber(ageCheckMs),
+  historyRetentionMs = tonumber(historyRetentionMs),
+  -- A single Redis: the batch's live copies, gathered for one log notice on noticeChannel.
+  notice = noticeChannel ~= '' and {} or nil,
 }
 -- Each user's block, checked before any write: a layout error fails the call as a whole.
-local blocks, at = {}, 8
+local blocks, at = {}, blocksFrom
 for _ = 1, #KEYS / 6 do
   blocks[#blocks + 1] = at
   at = at + 7 + 5 * tonumber(ARGV[at + 5]) + 4 * tonumber(ARGV[at + 6])
@@ -97,6 +100,6 @@ for u, b in ipairs(blocks) do
   replies[u] = appendUserEvents(6 * u - 5, b, s)
 end
 if s.notice and #s.notice > 0 then
-  redis.call('SPUBLISH', ARGV[7], LOG_NOTICE .. table.concat(s.notice, '\n'))
+  redis.call('SPUBLISH', noticeChannel, LOG_NOTICE .. table.concat(s.notice, '\n'))
 end
 return replies

@@ -10,35 +10,34 @@
                       the ring sweeps (lua/expireDue.lua)
   KEYS[5] bindingKey  on a single Redis, the caller's operationId binding, taken at the end
                       with the record in it (lua/includes/operationRecord.lua); absent on a cluster
-  KEYS[6..]           on a single Redis, the counters of the create's rate limits (ARGV[15]);
+  KEYS[6..]           on a single Redis, the counters of the create's rate limits (`limits`);
                       none on a cluster
 
-  ARGV[1]  callId
-  ARGV[2]  callerUserId
-  ARGV[3]  callerInstallationId
-  ARGV[4]  callerDisplayName     (already cut to 256 UTF-8 bytes)
-  ARGV[5]  callerHandle
-  ARGV[6]  calleeUserId
-  ARGV[7]  video                 '1' or '0'
-  ARGV[8]  ringTimeoutMs         expiresAtMs = now + ringTimeoutMs
-  ARGV[9]  retention             callMs: how long the call is kept after it can no
-                                 longer change (lua/includes/retention.lua)
-  ARGV[10] operationTtlMs        how long the idempotency record is kept
-  ARGV[11] fingerprint           hash of the request; a replay must carry the same
-  ARGV[12] busy                  '1' when the callee is in an accepted call (and call waiting
-                                 is off): the call is created already ended as `busy`, so it
-                                 never rings
-  ARGV[13] firstUse              on a cluster, '1' when the caller's operationId binding was new:
-                                 no record of this operation can exist unless a concurrent replay
-                                 made it
-  ARGV[14] earlyNotice           '1' on a single Redis: the change's early notice is published
-                                 (lua/includes/appendOutbox.lua); '' on a cluster
-  ARGV[15] limits                on a single Redis, the rules of KEYS[6..]: JSON [[limit,
-                                 windowMs], ...] (lua/includes/createLimits.lua); '' for none
-  ARGV[16] format                'hash' to store the call as a hash (CALL_RECORD_FORMAT, for a rolling
-                                 upgrade from a version that reads only hashes:
-                                 lua/includes/callRecord.lua); '' for the string
-  ARGV[17] traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  callId
+  callerUserId
+  callerInstallationId
+  callerDisplayName     (already cut to 256 UTF-8 bytes)
+  callerHandle
+  video                 '1' or '0'
+  ringTimeoutMs         expiresAtMs = now + ringTimeoutMs
+  retention             callMs: how long the call is kept after it can no longer change
+                        (lua/includes/retention.lua)
+  operationTtlMs        how long the idempotency record is kept
+  fingerprint           hash of the request; a replay must carry the same
+  firstUse              on a cluster, '1' when the caller's operationId binding was new: no record
+                        of this operation can exist unless a concurrent replay made it
+  earlyNotice           '1' on a single Redis: the change's early notice is published
+                        (lua/includes/appendOutbox.lua); '' on a cluster
+  limits                on a single Redis, the rules of KEYS[6..]: JSON [[limit, windowMs], ...]
+                        (lua/includes/createLimits.lua); '' for none
+  recordFormat          'hash' to store the call as a hash (CALL_RECORD_FORMAT, for a rolling
+                        upgrade from a version that reads only hashes: lua/includes/callRecord.lua);
+                        '' for the string
+  calleeUserId
+  busy                  '1' when the callee is in an accepted call (and call waiting is off): the
+                        call is created already ended as `busy`, so it never rings
+  traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
     { 'fresh' | 'replay', code, status, fields }  code 'ok' (status 201); fields = the call
@@ -46,11 +45,10 @@
     { 'limited', n, retryAfterMs }  the n-th rate limit refused the create: nothing else was done
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local callId, calleeUserId = ARGV[1], ARGV[6]
+--@arguments
 --@include "retention"
-local ringTimeoutMs, retention, operationTtlMs = tonumber(ARGV[8]), parseRetention(ARGV[9]), tonumber(ARGV[10])
-local fingerprint = ARGV[11]
-local busy = ARGV[12] == '1'
+local ringTimeoutMs, retention, operationTtlMs = tonumber(ringTimeoutMs), parseRetention(retention), tonumber(operationTtlMs)
+local busy = busy == '1'
 
 --@include "fmtInt"
 --@include "nowMs"
@@ -62,15 +60,15 @@ local busy = ARGV[12] == '1'
 --@include "createLimits"
 
 -- The limits first: a create over one changes nothing but the counters.
-local limited = hitCreateLimits(6, ARGV[15])
+local limited = hitCreateLimits(6, limits)
 if limited then return limited end
 
-local asHash = ARGV[16] == 'hash'
-local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], ARGV[13], asHash)
+local asHash = recordFormat == 'hash'
+local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], firstUse, asHash)
 if opening then return opening end
 
 local now = nowMs()
-local call = { names = {}, values = {}, hash = asHash, trace = ARGV[17], early = ARGV[14] }
+local call = { names = {}, values = {}, hash = asHash, trace = traceparent, early = earlyNotice }
 -- Kept through the ring window and then for the retention period, even if nothing ends it.
 setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, calleeUserId)
 local fields

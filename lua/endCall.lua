@@ -8,18 +8,19 @@
   KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end
                       with the record in it (lua/includes/operationRecord.lua); absent on a cluster
 
-  ARGV[1] userId
-  ARGV[2] installationId
-  ARGV[3] reason             the end reason the requesting phone reports (validated by the API)
-  ARGV[4] retention          callMs (lua/includes/retention.lua)
-  ARGV[5] operationTtlMs
-  ARGV[6] fingerprint
-  ARGV[7] firstUse           on a cluster, '1' when the user's operationId binding was new: no record of this
-                             operation exists unless a concurrent replay made it
-  ARGV[8] earlyNotice        '1' on a single Redis: the change's early notice is published
-                             (lua/includes/appendOutbox.lua); '' on a cluster
-  ARGV[9] forAll             '1': the caller of a group call ends it for everyone (else it leaves)
-  ARGV[10] traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  userId            the requesting user
+  installationId    the requesting installation
+  reason            the end reason the requesting phone reports (validated by the API)
+  forAll            '1': the caller of a group call ends it for everyone (else it leaves)
+  firstUse          on a cluster, '1' when the user's operationId binding was new: no record of
+                    this operation exists unless a concurrent replay made it
+  retention         callMs (lua/includes/retention.lua)
+  operationTtlMs    how long the operation's record is kept
+  fingerprint       hash of the request; a replay must carry the same
+  earlyNotice       '1' on a single Redis: the change's early notice is published
+                    (lua/includes/appendOutbox.lua); '' on a cluster
+  traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Rules (see docs/api.md "End reasons"):
     - an already ended call is returned as is (absorbs echoes and retries);
@@ -34,18 +35,17 @@
     { 'error', 'not_found' | 'idempotency_conflict' }
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local userId, installationId, reason = ARGV[1], ARGV[2], ARGV[3]
+--@arguments
 --@include "retention"
-local retention, operationTtlMs = parseRetention(ARGV[4]), tonumber(ARGV[5])
-local fingerprint = ARGV[6]
+local retention, operationTtlMs = parseRetention(retention), tonumber(operationTtlMs)
 
 --@include "endCallNow"
 --@include "openCallChange"
 --@include "groupEnd"
 
-local readRecord = openOperation(KEYS[5], opKey, fingerprint, ARGV[7])
+local readRecord = openOperation(KEYS[5], opKey, fingerprint, firstUse)
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, ARGV[8], ARGV[10])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, earlyNotice, traceparent)
 if reply then return reply end
 
 local state, callerInstallationId, winner = call.values.state, call.values.callerInstallationId, call.values.answeredByInstallationId
@@ -60,7 +60,7 @@ if reason == 'remoteEnded' or reason == 'callerCancelled' or reason == 'answered
   return unchanged()
 end
 if isGroup(call) then
-  local fields = endForGroupMember(callKey, call, outboxKey, ringingKey, now, retention, userId, installationId, reason, ARGV[9] == '1')
+  local fields = endForGroupMember(callKey, call, outboxKey, ringingKey, now, retention, userId, installationId, reason, forAll == '1')
   if not fields then return unchanged() end
   return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)
 end

@@ -7,9 +7,10 @@
   KEYS[2] outboxKey
   KEYS[3] ringingKey   the shard's ring index
 
-  ARGV[1] reason       the end reason both sides are told (validated by the API)
-  ARGV[2] retention    callMs (lua/includes/retention.lua)
-  ARGV[3] earlyNotice  '1' on a single Redis: the change's early notice is published
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  reason       the end reason both sides are told (validated by the API)
+  retention    callMs (lua/includes/retention.lua)
+  earlyNotice  '1' on a single Redis: the change's early notice is published
                        (lua/includes/appendOutbox.lua); '' on a cluster
 
   Returns
@@ -18,17 +19,17 @@
     { 'error', 'not_found' }
 ]]
 local callKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3]
-local reason = ARGV[1]
+--@arguments
 
 --@include "retention"
 --@include "nowMs"
 --@include "callRecord"
 --@include "expireIfDue"
 
-local retention = parseRetention(ARGV[2])
+local retention = parseRetention(retention)
 local call = loadCall(callKey)
 if not call then return { 'error', 'not_found' } end
-call.early = ARGV[3]
+call.early = earlyNotice
 local now = nowMs()
 -- A ringing call past its deadline ended as unanswered, before anyone asked.
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)

@@ -6,12 +6,13 @@
 
   KEYS[1]    ringingKey   the shard's ring index (sorted set: callId by expiresAtMs)
   KEYS[2]    outboxKey    the shard's outbox stream
-  KEYS[3..]  callKeys     one per ARGV callId, same order (all in the shard)
+  KEYS[3..]  callKeys     one per callId, same order (all in the shard)
 
-  ARGV[1]    retention    callMs (lua/includes/retention.lua)
-  ARGV[2]    earlyNotice  '1' on a single Redis: the change's early notice is published
-                          (lua/includes/appendOutbox.lua); '' on a cluster
-  ARGV[3..]  callIds
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  retention    callMs (lua/includes/retention.lua)
+  earlyNotice  '1' on a single Redis: the change's early notice is published
+               (lua/includes/appendOutbox.lua); '' on a cluster
+  callIds      the rest: one per call key, same order
 
   A group call's entry is due at its earliest member's ring window: the step rings out the
   members due (lua/includes/groupRules.lua) and moves the entry to the next window.
@@ -21,7 +22,8 @@
 ]]
 local ringingKey, outboxKey = KEYS[1], KEYS[2]
 --@include "retention"
-local retention, earlyNotice = parseRetention(ARGV[1]), ARGV[2]
+--@arguments
+local retention = parseRetention(retention)
 
 --@include "nowMs"
 --@include "callRecord"
@@ -29,8 +31,9 @@ local retention, earlyNotice = parseRetention(ARGV[1]), ARGV[2]
 
 local now = nowMs()
 local out = { 0 }
-for i = 3, #ARGV do
-  local callId, callKey = ARGV[i], KEYS[i]
+-- The i-th callId's key is KEYS[i - callIdsFrom + 3].
+for i = callIdsFrom, #ARGV do
+  local callId, callKey = ARGV[i], KEYS[i - callIdsFrom + 3]
   local due = redis.call('ZSCORE', ringingKey, callId)
   if due and tonumber(due) <= now then
     local call = loadCall(callKey)

@@ -4,13 +4,15 @@
   Its limits are on requests a subject seldom makes twice in a window, so each hit takes the form
   that costs one command on a window's first hit (lua/includes/fixedWindow.lua).
   KEYS[i]        a subject's counter
-  ARGV[2i-1]     its limit: hits allowed per window
-  ARGV[2i]       its windowMs
+  Arguments (src/redis/scripts.ts scriptDefinitions): only the rest, `rules`: per key, its
+  limit (hits allowed per window), then its windowMs
   Returns, per key in order, 0 when the hit is allowed, else the window's rest in ms.
 ]]
+--@arguments
 --@include "fixedWindow"
 local out = {}
 for i = 1, #KEYS do
-  out[i] = hitFixedWindowOpening(KEYS[i], tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]))
+  local at = rulesFrom + 2 * (i - 1)
+  out[i] = hitFixedWindowOpening(KEYS[i], tonumber(ARGV[at]), tonumber(ARGV[at + 1]))
 end
 return out

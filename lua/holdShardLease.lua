@@ -4,14 +4,16 @@
 
   KEYS[1] leaseKey     the shard's lease (shares the shard's hash tag)
 
-  ARGV[1] holder       the relay's consumer name
-  ARGV[2] leaseMs      lease duration
-  ARGV[3] release      '1' to give the lease up (only if held)
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  holder       the relay's consumer name
+  leaseMs      lease duration
+  release      '1' to give the lease up (only if held)
 
   Returns 1 when `holder` holds the lease after the call, 0 otherwise.
 ]]
 local leaseKey = KEYS[1]
-local holder, leaseMs, release = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
+--@arguments
+local leaseMs, release = tonumber(leaseMs), release == '1'
 
 local current = redis.call('GET', leaseKey)
 if release then

@@ -12,28 +12,29 @@
   KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end with the
                       record in it (lua/includes/operationRecord.lua); absent on a cluster
 
-  ARGV[1]  userId
-  ARGV[2]  installationId
-  ARGV[3]  invitees          JSON array of userIds (distinct; checked by the API)
-  ARGV[4]  busy              JSON array: those of them in an accepted call (call waiting off): made `busy`
-  ARGV[5]  ringTimeoutMs
-  ARGV[6]  maxInvitees       GROUP_CALL_MAX_MEMBERS: members besides the caller a call may hold
-  ARGV[7]  retention         callMs (lua/includes/retention.lua)
-  ARGV[8]  operationTtlMs
-  ARGV[9]  fingerprint
-  ARGV[10] earlyNotice       '1' on a single Redis: the change's early notice is published
-                             (lua/includes/appendOutbox.lua); '' on a cluster
-  ARGV[11] traceparent       optional (docs/operations.md "Tracing")
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  userId            the requesting user
+  installationId    the requesting installation
+  invitees          JSON array of userIds (distinct; checked by the API)
+  busy              JSON array: those of them in an accepted call (call waiting off): made `busy`
+  ringTimeoutMs
+  maxInvitees       GROUP_CALL_MAX_MEMBERS: members besides the caller a call may hold
+  retention         callMs (lua/includes/retention.lua)
+  operationTtlMs    how long the operation's record is kept
+  fingerprint       hash of the request; a replay must carry the same
+  earlyNotice       '1' on a single Redis: the change's early notice is published
+                    (lua/includes/appendOutbox.lua); '' on a cluster
+  traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns
     { 'fresh' | 'replay', 'ok', 200, fields }
     { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'not_group' | 'call_not_active' | 'too_many_members' }
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local userId, installationId = ARGV[1], ARGV[2]
+--@arguments
 --@include "retention"
-local ringTimeoutMs, maxInvitees = tonumber(ARGV[5]), tonumber(ARGV[6])
-local retention, operationTtlMs, fingerprint = parseRetention(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+local ringTimeoutMs, maxInvitees = tonumber(ringTimeoutMs), tonumber(maxInvitees)
+local retention, operationTtlMs = parseRetention(retention), tonumber(operationTtlMs)
 
 --@include "fmtInt"
 --@include "appendOutbox"
@@ -44,17 +45,17 @@ local retention, operationTtlMs, fingerprint = parseRetention(ARGV[7]), tonumber
 -- members first.
 local readRecord = openOperation(KEYS[5], opKey, fingerprint, nil, true)
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, ARGV[10], ARGV[11])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, earlyNotice, traceparent)
 if reply then return reply end
 if not isGroup(call) then return refuse('not_group') end
 if call.values.state == 'ended' then return refuse('call_not_active') end
 local me = memberOf(call, userId)
 if me.state ~= 'joined' or me.installationId ~= installationId then return refuse('forbidden') end
 
-local busy, subjects = {}, {}
-for _, u in ipairs(cjson.decode(ARGV[4])) do busy[u] = true end
+local busyUsers, subjects = {}, {}
+for _, u in ipairs(cjson.decode(busy)) do busyUsers[u] = true end
 local members = membersOf(call)
-for _, u in ipairs(cjson.decode(ARGV[3])) do
+for _, u in ipairs(cjson.decode(invitees)) do
   local m = memberOf(call, u)
   if not m then
     m = { userId = u }
@@ -63,7 +64,7 @@ for _, u in ipairs(cjson.decode(ARGV[3])) do
   if not (isRinging(m) or m.state == 'joined') then
     m.invitedAtMs, m.installationId, m.joinedAtMs, m.ringingAtMs, m.leftAtMs = now, nil, nil, nil, nil
     m.byInstallationId, m.joinedFrom, m.removedFrom, m.via = nil, nil, nil, nil
-    if busy[u] then
+    if busyUsers[u] then
       m.state, m.ringUntilMs, m.endedAtMs = 'busy', nil, now
     else
       m.state, m.ringUntilMs, m.endedAtMs = 'invited', now + ringTimeoutMs, nil

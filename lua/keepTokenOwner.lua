@@ -6,13 +6,15 @@
 
   KEYS[1] ownerKey    the token's owner (PushRegistry.register): "<userId>\n<installationId>"
 
-  ARGV[1] owner       "<userId>\n<installationId>"
-  ARGV[2] expireAtMs  the expiry of the owner's registrations hash
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  owner       "<userId>\n<installationId>"
+  expireAtMs  the expiry of the owner's registrations hash
 
   Returns 1 when moved, 0 otherwise.
 ]]
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+--@arguments
+if redis.call('GET', KEYS[1]) == owner then
+  redis.call('PEXPIREAT', KEYS[1], expireAtMs)
   return 1
 end
 return 0

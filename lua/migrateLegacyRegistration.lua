@@ -7,15 +7,17 @@
   KEYS[2] legacyKey         0.1.0's hash: token, tokenHash, appId, iosEnvironment, updatedAtMs
   KEYS[3] registrationsKey  the user's registrations hash
 
-  ARGV[1] field             "<installationId>\n<kind>"
-  ARGV[2] idleMs            PUSH_REGISTRATION_IDLE_DAYS in ms (lua/includes/pushIdleExpiry.lua)
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  field             "<installationId>\n<kind>"
+  idleMs            PUSH_REGISTRATION_IDLE_DAYS in ms (lua/includes/pushIdleExpiry.lua)
 
   Returns { 0 } when there was none to move (or a newer one won); when a registration was moved,
   { 1, expireAtMs, then field, tokenHash of every registration of the user } (the registrations
   expire as if written now, and the caller moves their owner keys' expiry with them).
 ]]
 local devicesKey, legacyKey, registrationsKey = KEYS[1], KEYS[2], KEYS[3]
-local field, idleMs = ARGV[1], tonumber(ARGV[2])
+--@arguments
+local idleMs = tonumber(idleMs)
 
 --@include "fmtInt"
 --@include "nowMs"

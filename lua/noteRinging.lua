@@ -13,24 +13,25 @@
   KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end with the
                       record in it (lua/includes/operationRecord.lua); absent on a cluster
 
-  ARGV[1] userId
-  ARGV[2] retention        callMs (lua/includes/retention.lua)
-  ARGV[3] operationTtlMs
-  ARGV[4] fingerprint
-  ARGV[5] earlyNotice      '1' on a single Redis: the change's early notice is published
-                           (lua/includes/appendOutbox.lua); '' on a cluster
-  ARGV[6] via              how the invitation reached the installation: socket, apns or fcm (kept
-                           with the receipt for the relay's invitation-to-receipt metric)
-  ARGV[7] traceparent      optional (docs/operations.md "Tracing")
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  userId            the requesting user
+  via               how the invitation reached the installation: socket, apns or fcm (kept
+                    with the receipt for the relay's invitation-to-receipt metric)
+  retention         callMs (lua/includes/retention.lua)
+  operationTtlMs    how long the operation's record is kept
+  fingerprint       hash of the request; a replay must carry the same
+  earlyNotice       '1' on a single Redis: the change's early notice is published
+                    (lua/includes/appendOutbox.lua); '' on a cluster
+  traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns
     { 'fresh' | 'replay', 'ringing' | 'ok', 200, fields }  'ringing': this was the invitee's first receipt
     { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' }
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local userId = ARGV[1]
+--@arguments
 --@include "retention"
-local retention, operationTtlMs, fingerprint = parseRetention(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local retention, operationTtlMs = parseRetention(retention), tonumber(operationTtlMs)
 
 --@include "fmtInt"
 --@include "appendOutbox"
@@ -40,7 +41,7 @@ local retention, operationTtlMs, fingerprint = parseRetention(ARGV[2]), tonumber
 -- On a cluster a receipt always reads its record (a concurrent replay may have noted it first).
 local readRecord = openOperation(KEYS[5], opKey, fingerprint, nil, true)
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, readRecord, retention, ARGV[5], ARGV[7])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, readRecord, retention, earlyNotice, traceparent)
 if reply then return reply end
 
 local first = false
@@ -48,12 +49,12 @@ if isGroup(call) then
   local m = memberOf(call, userId)
   if m.userId == call.values.callerUserId then return refuse('forbidden') end
   if m.state == 'invited' then
-    m.state, m.ringingAtMs, m.via = 'ringing', now, ARGV[6]
+    m.state, m.ringingAtMs, m.via = 'ringing', now, via
     saveMembers(callKey, call, nil)
     first = true
   end
 elseif call.values.state == 'ringing' and not call.values.ringingAtMs then
-  setCallFields(callKey, call, nil, 'ringingAtMs', fmtInt(now), 'ringingVia', ARGV[6])
+  setCallFields(callKey, call, nil, 'ringingAtMs', fmtInt(now), 'ringingVia', via)
   first = true
 end
 if not first then return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs) end

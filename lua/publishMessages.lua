@@ -5,11 +5,13 @@
 
   KEYS[1] channel   the user's live channel (sharded Pub/Sub; it carries the user's hash tag)
 
-  ARGV pairs        only-installation ('' = every installation), event JSON; in outbox order
+  Arguments (src/redis/scripts.ts scriptDefinitions): only the rest, `messages`: pairs of
+  only-installation ('' = every installation), event JSON; in outbox order
 
   Live message: "\n\n\n<only>\n\n<event>" (the format of lua/appendEvents.lua with no log position).
 ]]
-for i = 1, #ARGV, 2 do
+--@arguments
+for i = messagesFrom, #ARGV, 2 do
   redis.call('SPUBLISH', KEYS[1], '\n\n\n' .. ARGV[i] .. '\n\n' .. ARGV[i + 1])
 end
-return #ARGV / 2
+return (#ARGV - messagesFrom + 1) / 2

@@ -4,11 +4,12 @@
   KEYS[1] logKey
   KEYS[2] metaKey       hash: epoch, last, trimmed (see appendEvents.lua)
 
-  ARGV[1] cursorEpoch   '' when the client has no cursor (start at the head, no history)
-  ARGV[2] cursorId      entry ID the client has seen up to
-  ARGV[3] limit         maximum number of entries returned
-  ARGV[4] newEpoch      the epoch to create when the log has none yet
-  ARGV[5] metaTtlMs
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  cursorEpoch   '' when the client has no cursor (start at the head, no history)
+  cursorId      entry ID the client has seen up to
+  limit         maximum number of entries returned
+  newEpoch      the epoch to create when the log has none yet
+  metaTtlMs
 
   Returns
     { 'head', epoch, lastId }                 no cursor given
@@ -16,8 +17,8 @@
     { 'events', epoch, lastId, entries }      entries as XRANGE returns them (may be empty)
 ]]
 local logKey, metaKey = KEYS[1], KEYS[2]
-local cursorEpoch, cursorId, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local newEpoch, metaTtlMs = ARGV[4], tonumber(ARGV[5])
+--@arguments
+local limit, metaTtlMs = tonumber(limit), tonumber(metaTtlMs)
 
 --@include "logEpoch"
 --@include "streamIds"

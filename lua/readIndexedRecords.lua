@@ -6,15 +6,17 @@
 
   KEYS[1] indexKey     the sorted set (record JSON by ms), e.g. all calls or the missed ones
 
-  ARGV[1] cursorMs     '' for the newest; else the score of the last record of the previous page
-  ARGV[2] cursorId     that record's id (records of the same millisecond come by id, descending)
-  ARGV[3] limit
-  ARGV[4] minMs        records older than this are past retention even if not yet removed
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  cursorMs     '' for the newest; else the score of the last record of the previous page
+  cursorId     that record's id (records of the same millisecond come by id, descending)
+  limit
+  minMs        records older than this are past retention even if not yet removed
 
   Returns { more ('1' | ''), id1, ms1, json1, id2, ... }.
 ]]
 local indexKey = KEYS[1]
-local cursorMs, cursorId, limit, minMs = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+--@arguments
+local limit = tonumber(limit)
 
 local function idOf(member)
   return string.match(member, '^{"[^"]+":"([^"]*)"') or ''

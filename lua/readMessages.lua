@@ -5,14 +5,16 @@
   KEYS[1] callKey
   KEYS[2] messagesKey
 
-  ARGV[1] userId          the reader (must be a party of the call)
-  ARGV[2] installationId
-  ARGV[3] afterSeq        only messages with a larger per-sender seq
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  userId          the reader (must be a party of the call)
+  installationId
+  afterSeq        only messages with a larger per-sender seq
 
   Returns { 'ok', { event JSON, ... } } in send order, or { 'error', 'not_found' }.
 ]]
 local callKey, messagesKey = KEYS[1], KEYS[2]
-local userId, installationId, afterSeq = ARGV[1], ARGV[2], tonumber(ARGV[3])
+--@arguments
+local afterSeq = tonumber(afterSeq)
 
 --@include "callRecord"
 --@include "callParties"

@@ -5,12 +5,13 @@
   KEYS[1] registrationsKey  hash of the user's registrations: field "<installationId>\n<kind>",
                             value JSON { token, tokenHash, appId, iosEnvironment?, updatedAtMs }
 
-  ARGV[1] token
-  ARGV[2] tokenHash          sha256 of the token (what the owner index and removals compare)
-  ARGV[3] appId
-  ARGV[4] iosEnvironment     '' for androidPush
-  ARGV[5] field              "<installationId>\n<kind>"
-  ARGV[6] idleMs             PUSH_REGISTRATION_IDLE_DAYS in ms: the user's registrations expire
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  token
+  tokenHash          sha256 of the token (what the owner index and removals compare)
+  appId
+  iosEnvironment     '' for androidPush
+  field              "<installationId>\n<kind>"
+  idleMs             PUSH_REGISTRATION_IDLE_DAYS in ms: the user's registrations expire
                              this long after this write unless another one comes first
 
   Returns { updatedAtMs (string), the tokenHash this registration held before if it was another
@@ -19,8 +20,8 @@
   expiry to expireAtMs, docs/keyspace.md).
 ]]
 local registrationsKey = KEYS[1]
-local token, tokenHash, appId, iosEnvironment, field = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local idleMs = tonumber(ARGV[6])
+--@arguments
+local idleMs = tonumber(idleMs)
 
 --@include "fmtInt"
 --@include "nowMs"

@@ -4,14 +4,16 @@
 
   KEYS[1] relaysKey   sorted set: relay consumer name by its last heartbeat (Redis time, ms)
 
-  ARGV[1] relay       this relay's consumer name
-  ARGV[2] leaseMs     a relay silent this long is gone
-  ARGV[3] leaving     '1' when the relay stops (it leaves the set at once)
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  relay       this relay's consumer name
+  leaseMs     a relay silent this long is gone
+  leaving     '1' when the relay stops (it leaves the set at once)
 
   Returns the live relays' names, sorted.
 ]]
 local relaysKey = KEYS[1]
-local relay, leaseMs, leaving = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
+--@arguments
+local leaseMs, leaving = tonumber(leaseMs), leaving == '1'
 
 --@include "nowMs"
 

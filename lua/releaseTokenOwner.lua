@@ -5,13 +5,15 @@
 
   KEYS[1] ownerKey  the token's owner (PushRegistry.register): "<userId>\n<installationId>"
 
-  ARGV[1] owner     "<userId>\n<installationId>"
-  ARGV[2] '1': only while the key has no expiry (a key left by a version before idle expiry,
-          src/push/legacyRegistrations.ts; a registration since gave it one); else ''
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  owner     "<userId>\n<installationId>"
+  onlyUnexpiring  '1': only while the key has no expiry (a key left by a version before idle
+            expiry, src/push/legacyRegistrations.ts; a registration since gave it one); else ''
 
   Returns 1 when deleted, 0 otherwise.
 ]]
-if redis.call('GET', KEYS[1]) == ARGV[1] and (ARGV[2] ~= '1' or redis.call('PTTL', KEYS[1]) == -1) then
+--@arguments
+if redis.call('GET', KEYS[1]) == owner and (onlyUnexpiring ~= '1' or redis.call('PTTL', KEYS[1]) == -1) then
   redis.call('DEL', KEYS[1])
   return 1
 end

@@ -9,9 +9,10 @@
   KEYS[2] outboxKey
   KEYS[3] ringingKey
 
-  ARGV[1] userId       the member to remove
-  ARGV[2] retention    callMs (lua/includes/retention.lua)
-  ARGV[3] earlyNotice  '1' on a single Redis: the change's early notice is published
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  userId       the member to remove
+  retention    callMs (lua/includes/retention.lua)
+  earlyNotice  '1' on a single Redis: the change's early notice is published
                        (lua/includes/appendOutbox.lua); '' on a cluster
 
   Returns
@@ -20,7 +21,7 @@
     { 'error', 'not_found' | 'not_group' | 'not_member' }
 ]]
 local callKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3]
-local userId = ARGV[1]
+--@arguments
 
 --@include "retention"
 --@include "nowMs"
@@ -28,13 +29,13 @@ local userId = ARGV[1]
 --@include "expireIfDue"
 --@include "groupRules"
 
-local retention = parseRetention(ARGV[2])
+local retention = parseRetention(retention)
 local call = loadCall(callKey)
 if not call then return { 'error', 'not_found' } end
 if not isGroup(call) then return { 'error', 'not_group' } end
 local m = memberOf(call, userId)
 if not m then return { 'error', 'not_member' } end
-call.early = ARGV[3]
+call.early = earlyNotice
 local now = nowMs()
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
 if call.values.state == 'ended' or not (m.state == 'joined' or isRinging(m)) then

@@ -4,17 +4,18 @@
 
   KEYS[1] registrationsKey  the user's registrations hash (lua/registerPushToken.lua)
 
-  ARGV[1] field             "<installationId>\n<kind>"
-  ARGV[2] tokenHash         '' to remove unconditionally; else remove only while the stored
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  field             "<installationId>\n<kind>"
+  tokenHash         '' to remove unconditionally; else remove only while the stored
                             registration still holds this token
-  ARGV[3] notAfterMs        '' or: remove only if the registration was last written at or
+  notAfterMs        '' or: remove only if the registration was last written at or
                             before this time (a token re-registered after a push survives)
 
   Returns 0 when kept or absent; when removed, the removed registration's tokenHash ('' if it was
   unreadable), so the caller can release the token's owner key (docs/keyspace.md).
 ]]
 local registrationsKey = KEYS[1]
-local field, tokenHash, notAfterMs = ARGV[1], ARGV[2], ARGV[3]
+--@arguments
 
 local stored = redis.call('HGET', registrationsKey, field)
 if not stored then return 0 end

@@ -9,15 +9,16 @@
   KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end
                       with the record in it (lua/includes/operationRecord.lua); absent on a cluster
 
-  ARGV[1] userId
-  ARGV[2] displayName        already cut to 256 UTF-8 bytes
-  ARGV[3] retention          callMs (lua/includes/retention.lua)
-  ARGV[4] operationTtlMs
-  ARGV[5] fingerprint
-  ARGV[6] maxRenames         renames one call may have (each is an event in the callee's log)
-  ARGV[7] earlyNotice        '1' on a single Redis: the change's early notice is published
-                             (lua/includes/appendOutbox.lua); '' on a cluster
-  ARGV[8] traceparent        optional: the request's W3C trace context (docs/operations.md "Tracing")
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  userId            the requesting user
+  displayName       already cut to 256 UTF-8 bytes
+  maxRenames        renames one call may have (each is an event in the callee's log)
+  retention         callMs (lua/includes/retention.lua)
+  operationTtlMs    how long the operation's record is kept
+  fingerprint       hash of the request; a replay must carry the same
+  earlyNotice       '1' on a single Redis: the change's early notice is published
+                    (lua/includes/appendOutbox.lua); '' on a cluster
+  traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   An ended call, or the same name again, is returned unchanged (no revision, no event). A call
   renamed maxRenames times already is refused (`rename_limit`): one call cannot fill the
@@ -28,11 +29,10 @@
     { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'rename_limit' }
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local userId, displayName = ARGV[1], ARGV[2]
+--@arguments
 --@include "retention"
 --@include "fmtInt"
-local retention, operationTtlMs = parseRetention(ARGV[3]), tonumber(ARGV[4])
-local fingerprint, maxRenames = ARGV[5], tonumber(ARGV[6])
+local retention, operationTtlMs, maxRenames = parseRetention(retention), tonumber(operationTtlMs), tonumber(maxRenames)
 
 --@include "appendOutbox"
 --@include "openCallChange"
@@ -40,7 +40,7 @@ local fingerprint, maxRenames = ARGV[5], tonumber(ARGV[6])
 -- On a cluster a rename always reads its record (a concurrent replay may have renamed first).
 local readRecord = openOperation(KEYS[5], opKey, fingerprint, nil, true)
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, readRecord, retention, ARGV[7], ARGV[8])
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'caller', fingerprint, readRecord, retention, earlyNotice, traceparent)
 if reply then return reply end
 if call.values.state == 'ended' or call.values.callerDisplayName == displayName then
   return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs)

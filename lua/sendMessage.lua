@@ -13,23 +13,24 @@
                        bindOperation): bound here, so a message costs one round trip. Absent on
                        a cluster, where it lives in the user's slot and the caller binds first.
 
-  ARGV[1] userId
-  ARGV[2] installationId
-  ARGV[3] eventId          chosen by the server for this operation (a replay returns the first one)
-  ARGV[4] payloadJson      the message's payload, a JSON object (already validated and bounded)
-  ARGV[5] retention          callMs (lua/includes/retention.lua)
-  ARGV[6] operationTtlMs
-  ARGV[7] fingerprint
-  ARGV[8] maxKept          messages kept in the call's stream (older ones are trimmed)
-  ARGV[9] messagesTtlMs    the stream and counters expire this long after the last message (the
-                           stream at most the call's retention after it)
-  ARGV[10] liveChannel     on a single Redis, the users' live channel with a NUL where the userId
-                           goes: the message is published here, to the recipient, in this script
-                           (no relay hop), as is a lazy expiry's early notice. '' on a cluster,
-                           where the recipient's channel lives in another slot: the relay
-                           publishes it from the outbox entry.
-  ARGV[11] limit           messages per window and sender on this call; 0: no limit
-  ARGV[12] windowMs        the limit's window
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  userId
+  installationId
+  eventId          chosen by the server for this operation (a replay returns the first one)
+  payloadJson      the message's payload, a JSON object (already validated and bounded)
+  retention        callMs (lua/includes/retention.lua)
+  operationTtlMs
+  fingerprint
+  maxKept          messages kept in the call's stream (older ones are trimmed)
+  messagesTtlMs    the stream and counters expire this long after the last message (the
+                   stream at most the call's retention after it)
+  liveChannel      on a single Redis, the users' live channel with a NUL where the userId
+                   goes: the message is published here, to the recipient, in this script
+                   (no relay hop), as is a lazy expiry's early notice. '' on a cluster,
+                   where the recipient's channel lives in another slot: the relay
+                   publishes it from the outbox entry.
+  limit            messages per window and sender on this call; 0: no limit
+  windowMs         the limit's window
 
   Who may send: the caller's calling installation, and while ringing any callee installation,
   after the answer only the answering one. Who receives: the caller's messages go to every
@@ -43,11 +44,11 @@
   A refused message leaves no trace: a binding this script made is undone.
 ]]
 local callKey, opKey, outboxKey, ringingKey, messagesKey, seqKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local userId, installationId, eventId, payloadJson = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+--@arguments
 --@include "retention"
-local retention, operationTtlMs, fingerprint = parseRetention(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local maxKept, messagesTtlMs, liveChannel = tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10]
-local limitKey, bindingKey, limit, windowMs = KEYS[7], KEYS[8], tonumber(ARGV[11]), tonumber(ARGV[12])
+local retention, operationTtlMs = parseRetention(retention), tonumber(operationTtlMs)
+local maxKept, messagesTtlMs = tonumber(maxKept), tonumber(messagesTtlMs)
+local limitKey, bindingKey, limit, windowMs = KEYS[7], KEYS[8], tonumber(limit), tonumber(windowMs)
 
 --@include "nowMs"
 --@include "fmtInt"

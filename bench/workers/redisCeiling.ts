@@ -176,7 +176,7 @@ export function createTask(): Task {
     const winner = `${callee}-d0`;
     let n = 0;
     // On a single Redis each change's script takes the operationId binding itself (its last key).
-    const mutate = (c: ScriptCall, script: 'createCall' | 'answerCall' | 'endCall') => {
+    const mutate = <N extends 'createCall' | 'answerCall' | 'endCall'>(c: ScriptCall<N>, script: N) => {
       pipelineScript(p, script, c.keys, c.args);
       n += 1;
     };

@@ -1,20 +1,20 @@
--- A new call's fields, from the ARGV both creates share (createCall.lua, createGroupCall.lua:
--- callId, the caller's userId, installationId, display name and handle, and video in ARGV[7]),
--- then `...` (a group call's own fields). The key lives `ttlMs`; on a single Redis its SET … NX
+-- A new call's fields, from the arguments both creates share (createCall.lua, createGroupCall.lua,
+-- bound by name before this include: callId, the caller's userId, installationId, display name
+-- and handle, and video), then `...` (a group call's own fields). The key lives `ttlMs`; on a single Redis its SET … NX
 -- guards the request's other writes (lua/includes/callRecord.lua createCallRecord).
 --@include "fmtInt"
 --@include "callRecord"
 local function setNewCall(callKey, call, now, ringTimeoutMs, ttlMs, calleeUserId, ...)
   createCallRecord(callKey, call, ttlMs,
-    'callId', ARGV[1],
+    'callId', callId,
     'state', 'ringing',
     'revision', '1',
-    'callerUserId', ARGV[2],
-    'callerInstallationId', ARGV[3],
-    'callerDisplayName', ARGV[4],
-    'callerHandle', ARGV[5],
+    'callerUserId', callerUserId,
+    'callerInstallationId', callerInstallationId,
+    'callerDisplayName', callerDisplayName,
+    'callerHandle', callerHandle,
     'calleeUserId', calleeUserId,
-    'video', ARGV[7],
+    'video', video,
     'createdAtMs', fmtInt(now),
     'expiresAtMs', fmtInt(now + ringTimeoutMs),
     ...)

@@ -5,6 +5,9 @@ import type { CallRecord } from './model.js';
 import type { RequestEndReason } from './reasons.js';
 import { retentionArg, type Retention } from './retention.js';
 import { GROUP_CALL_MAX_MEMBERS_DEFAULT } from '../config/config.js';
+import type { ScriptArgs, ScriptCall } from '../redis/scripts.js';
+
+export type { ScriptCall } from '../redis/scripts.js';
 
 /**
  * The keys and arguments of each call script (lua/*.lua): pure `xxxKeysArgs(input) → { keys, args }`
@@ -34,10 +37,6 @@ export const MESSAGES_TTL_MS = 3_600_000;
 /** The window of the per-call-and-sender message limit (RATE_CALL_MESSAGES_PER_10S). */
 export const MESSAGE_LIMIT_WINDOW_MS = 10_000;
 
-export interface ScriptCall {
-  keys: string[];
-  args: string[];
-}
 
 /** What a create request stores of the call (the rest the script sets), and its operation. */
 export type CreateInput = Pick<
@@ -95,8 +94,9 @@ export function createCallKeysArgs(
   firstUse = false,
   topology: Topology = 'cluster',
   limits: readonly Pick<CreateLimit, 'key' | 'rule'>[] = [],
-): ScriptCall {
-  return createRequest(s, i, i.calleeUserId, calleeBusy ? '1' : '0', firstUse, topology, limits);
+): ScriptCall<'createCall'> {
+  const c = createRequest(s, i, firstUse, topology, limits);
+  return { keys: c.keys, args: { ...c.args, calleeUserId: i.calleeUserId, busy: calleeBusy ? '1' : '0' } };
 }
 
 /**
@@ -121,44 +121,41 @@ function createLimitsKeysArg(limits: readonly Pick<CreateLimit, 'key' | 'rule'>[
 }
 
 /**
- * The keys and ARGV createCall.lua and createGroupCall.lua share: the caller's fields, `callees`
- * (the callee, the invitees' JSON), video, ring timeout, retention, op TTL, fingerprint, `busy`,
- * firstUse, live channel, the limits' rules, the record's form, `more`; the limits' counters after the
- * other keys.
+ * The keys and arguments createCall.lua and createGroupCall.lua share (the caller's fields and
+ * the request's settings); the limits' counters after the other keys.
  */
 function createRequest(
   s: StoreSettings,
   i: Omit<CreateInput, 'calleeUserId'>,
-  callees: string,
-  busy: string,
   firstUse: boolean,
   topology: Topology,
   limits: readonly Pick<CreateLimit, 'key' | 'rule'>[],
-  more: string[] = [],
-): ScriptCall {
+): { keys: string[]; args: Omit<ScriptArgs<'createCall'>, 'calleeUserId' | 'busy'> } {
   const limited = createLimitsKeysArg(limits, topology);
   return {
     keys: [...requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, topology), ...limited.keys],
-    args: [
-      i.callId,
-      i.callerUserId,
-      i.callerInstallationId,
-      i.callerDisplayName,
-      i.callerHandle,
-      callees,
-      i.video ? '1' : '0',
-      String(s.ringTimeoutMs),
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      busy,
-      firstUse ? '1' : '0',
-      earlyNoticeArg(topology),
-      limited.arg,
-      s.callRecordFormat === 'hash' ? 'hash' : '',
-      ...more,
-    ],
+    args: {
+      callId: i.callId,
+      callerUserId: i.callerUserId,
+      callerInstallationId: i.callerInstallationId,
+      callerDisplayName: i.callerDisplayName,
+      callerHandle: i.callerHandle,
+      video: i.video ? '1' : '0',
+      ringTimeoutMs: String(s.ringTimeoutMs),
+      retention: retentionArg(s),
+      operationTtlMs: String(s.operationTtlMs),
+      fingerprint: i.fingerprint,
+      firstUse: firstUse ? '1' : '0',
+      earlyNotice: earlyNoticeArg(topology),
+      limits: limited.arg,
+      recordFormat: s.callRecordFormat === 'hash' ? 'hash' : '',
+    },
   };
+}
+
+/** The arguments every change of an existing call takes after its own (src/redis/scripts.ts CHANGE_ARGS). */
+function changeArgs(s: StoreSettings, fingerprint: string, topology: Topology) {
+  return { retention: retentionArg(s), operationTtlMs: String(s.operationTtlMs), fingerprint, earlyNotice: earlyNoticeArg(topology) };
 }
 
 export interface RenameInput {
@@ -169,10 +166,10 @@ export interface RenameInput {
   fingerprint: string;
 }
 
-export function renameCallKeysArgs(s: StoreSettings, i: RenameInput, topology: Topology = 'cluster'): ScriptCall {
+export function renameCallKeysArgs(s: StoreSettings, i: RenameInput, topology: Topology = 'cluster'): ScriptCall<'renameCall'> {
   return {
     keys: userRequestKeys(s, i, topology),
-    args: [i.userId, i.displayName, retentionArg(s), String(s.operationTtlMs), i.fingerprint, String(s.maxRenamesPerCall), earlyNoticeArg(topology)],
+    args: { userId: i.userId, displayName: i.displayName, maxRenames: String(s.maxRenamesPerCall), ...changeArgs(s, i.fingerprint, topology) },
   };
 }
 
@@ -188,7 +185,7 @@ export interface MessageInput {
   fingerprint: string;
 }
 
-export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, topology: Topology): ScriptCall {
+export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, topology: Topology): ScriptCall<'sendMessage'> {
   const callKeys = [
     ...changeKeys(s, i.callId, i.userId, i.operationId),
     keys.callMessages(s, i.callId),
@@ -197,25 +194,25 @@ export function sendMessageKeysArgs(s: StoreSettings, i: MessageInput, topology:
   ];
   return {
     keys: requestKeys(s, callKeys, i.userId, i.operationId, topology),
-    args: [
-      i.userId,
-      i.installationId,
-      i.eventId,
-      i.payloadJson,
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      String(s.messagesKeptPerCall ?? MESSAGES_KEPT_PER_CALL),
-      String(MESSAGES_TTL_MS),
-      liveChannelArg(s, topology),
-      String(s.messagesPerWindow ?? 0),
-      String(MESSAGE_LIMIT_WINDOW_MS),
-    ],
+    args: {
+      userId: i.userId,
+      installationId: i.installationId,
+      eventId: i.eventId,
+      payloadJson: i.payloadJson,
+      retention: retentionArg(s),
+      operationTtlMs: String(s.operationTtlMs),
+      fingerprint: i.fingerprint,
+      maxKept: String(s.messagesKeptPerCall ?? MESSAGES_KEPT_PER_CALL),
+      messagesTtlMs: String(MESSAGES_TTL_MS),
+      liveChannel: liveChannelArg(s, topology),
+      limit: String(s.messagesPerWindow ?? 0),
+      windowMs: String(MESSAGE_LIMIT_WINDOW_MS),
+    },
   };
 }
 
-export function readMessagesKeysArgs(s: StoreSettings, callId: string, userId: string, installationId: string, afterSeq: number): ScriptCall {
-  return { keys: [keys.call(s, callId), keys.callMessages(s, callId)], args: [userId, installationId, String(afterSeq)] };
+export function readMessagesKeysArgs(s: StoreSettings, callId: string, userId: string, installationId: string, afterSeq: number): ScriptCall<'readMessages'> {
+  return { keys: [keys.call(s, callId), keys.callMessages(s, callId)], args: { userId, installationId, afterSeq: String(afterSeq) } };
 }
 
 export type MessageOutcome =
@@ -232,25 +229,16 @@ export interface AnswerInput {
   fingerprint: string;
 }
 
-export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
-  return installationRequest(s, i, i.expectedRevision ?? '', firstUse, topology);
-}
-
-/**
- * The keys and ARGV answerCall.lua and endCall.lua share: userId, installationId, `what` (the
- * expected revision, the reason), retention, op TTL, fingerprint, firstUse, live channel, `more`.
- */
-function installationRequest(
-  s: StoreSettings,
-  i: Pick<AnswerInput, 'callId' | 'userId' | 'installationId' | 'operationId' | 'fingerprint'>,
-  what: string,
-  firstUse: boolean,
-  topology: Topology,
-  more: string[] = [],
-): ScriptCall {
+export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall<'answerCall'> {
   return {
     keys: userRequestKeys(s, i, topology),
-    args: [i.userId, i.installationId, what, retentionArg(s), String(s.operationTtlMs), i.fingerprint, firstUse ? '1' : '0', earlyNoticeArg(topology), ...more],
+    args: {
+      userId: i.userId,
+      installationId: i.installationId,
+      expectedRevision: i.expectedRevision ?? '',
+      firstUse: firstUse ? '1' : '0',
+      ...changeArgs(s, i.fingerprint, topology),
+    },
   };
 }
 
@@ -265,8 +253,18 @@ export interface EndInput {
   fingerprint: string;
 }
 
-export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall {
-  return installationRequest(s, i, i.reason, firstUse, topology, [i.forAll ? '1' : '0']);
+export function endCallKeysArgs(s: StoreSettings, i: EndInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall<'endCall'> {
+  return {
+    keys: userRequestKeys(s, i, topology),
+    args: {
+      userId: i.userId,
+      installationId: i.installationId,
+      reason: i.reason,
+      forAll: i.forAll ? '1' : '0',
+      firstUse: firstUse ? '1' : '0',
+      ...changeArgs(s, i.fingerprint, topology),
+    },
+  };
 }
 
 /** A group call's create (lua/createGroupCall.lua): the caller's fields, its invitees and title. */
@@ -279,8 +277,9 @@ export function createGroupCallKeysArgs(
   firstUse = false,
   topology: Topology = 'cluster',
   limits: readonly Pick<CreateLimit, 'key' | 'rule'>[] = [],
-): ScriptCall {
-  return createRequest(s, i, JSON.stringify(i.inviteeUserIds), JSON.stringify(busy), firstUse, topology, limits, [i.title]);
+): ScriptCall<'createGroupCall'> {
+  const c = createRequest(s, i, firstUse, topology, limits);
+  return { keys: c.keys, args: { ...c.args, invitees: JSON.stringify(i.inviteeUserIds), busy: JSON.stringify(busy), title: i.title } };
 }
 
 export interface InviteInput {
@@ -292,21 +291,18 @@ export interface InviteInput {
   fingerprint: string;
 }
 
-export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[], topology: Topology = 'cluster'): ScriptCall {
+export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[], topology: Topology = 'cluster'): ScriptCall<'inviteToCall'> {
   return {
     keys: userRequestKeys(s, i, topology),
-    args: [
-      i.userId,
-      i.installationId,
-      JSON.stringify(i.inviteeUserIds),
-      JSON.stringify(busy),
-      String(s.ringTimeoutMs),
-      String(s.maxGroupInvitees ?? GROUP_CALL_MAX_MEMBERS_DEFAULT),
-      retentionArg(s),
-      String(s.operationTtlMs),
-      i.fingerprint,
-      earlyNoticeArg(topology),
-    ],
+    args: {
+      userId: i.userId,
+      installationId: i.installationId,
+      invitees: JSON.stringify(i.inviteeUserIds),
+      busy: JSON.stringify(busy),
+      ringTimeoutMs: String(s.ringTimeoutMs),
+      maxInvitees: String(s.maxGroupInvitees ?? GROUP_CALL_MAX_MEMBERS_DEFAULT),
+      ...changeArgs(s, i.fingerprint, topology),
+    },
   };
 }
 
@@ -319,16 +315,16 @@ export interface RingingInput {
   fingerprint: string;
 }
 
-export function ringingKeysArgs(s: StoreSettings, i: RingingInput, topology: Topology = 'cluster'): ScriptCall {
+export function ringingKeysArgs(s: StoreSettings, i: RingingInput, topology: Topology = 'cluster'): ScriptCall<'noteRinging'> {
   return {
     keys: userRequestKeys(s, i, topology),
-    args: [i.userId, retentionArg(s), String(s.operationTtlMs), i.fingerprint, earlyNoticeArg(topology), i.via],
+    args: { userId: i.userId, via: i.via, ...changeArgs(s, i.fingerprint, topology) },
   };
 }
 
-export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string, topology: Topology = 'cluster'): ScriptCall {
+export function readCallKeysArgs(s: StoreSettings, callId: string, userId: string, topology: Topology = 'cluster'): ScriptCall<'readCall'> {
   return {
     keys: [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)],
-    args: [userId, retentionArg(s), earlyNoticeArg(topology)],
+    args: { userId, retention: retentionArg(s), earlyNotice: earlyNoticeArg(topology) },
   };
 }

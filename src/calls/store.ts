@@ -123,13 +123,13 @@ export class CallStore {
     if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, userId, operationId));
   }
 
-  private async mutate(
+  private async mutate<N extends 'answerCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging'>(
     userId: string,
     operationId: string,
     fp: string,
-    script: 'answerCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging',
+    script: N,
     /** The script's keys and arguments, given whether this request's binding was new. */
-    callFor: (firstUse: boolean) => ScriptCall,
+    callFor: (firstUse: boolean) => ScriptCall<N>,
     bound?: Binding,
   ): Promise<Outcome> {
     const binding = bound ?? (await this.bindFirst(userId, operationId, fp));
@@ -181,10 +181,10 @@ export class CallStore {
    * on a single Redis its reply may be a refusal by one of `limits` (lua/includes/createLimits.lua),
    * made before the script bound or wrote anything.
    */
-  private async runCreate(
-    script: 'createCall' | 'createGroupCall',
+  private async runCreate<N extends 'createCall' | 'createGroupCall'>(
+    script: N,
     binding: Binding,
-    callFor: (firstUse: boolean) => ScriptCall,
+    callFor: (firstUse: boolean) => ScriptCall<N>,
     limits: readonly CreateLimit[],
   ): Promise<Outcome | NotAdmitted> {
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
@@ -309,7 +309,7 @@ export class CallStore {
       this.redis,
       'endCallByServer',
       [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)],
-      [reason, retentionArg(s), earlyNoticeArg(this.topology)],
+      { reason, retention: retentionArg(s), earlyNotice: earlyNoticeArg(this.topology) },
     )) as unknown[];
     if (reply[0] === 'error') return undefined;
     return { ended: reply[0] === 'ended', call: parseCallFields(reply[1]) };
@@ -322,7 +322,7 @@ export class CallStore {
    */
   async removeMember(callId: string, userId: string): Promise<{ removed: boolean; call: CallRecord } | { failure: 'not_found' | 'not_group' | 'not_member' }> {
     const s = this.settings;
-    const reply = (await runScript(this.redis, 'removeMember', [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], [userId, retentionArg(s), earlyNoticeArg(this.topology)])) as unknown[];
+    const reply = (await runScript(this.redis, 'removeMember', [keys.call(s, callId), keys.outboxForCall(s, callId), keys.ringingForCall(s, callId)], { userId, retention: retentionArg(s), earlyNotice: earlyNoticeArg(this.topology) })) as unknown[];
     if (reply[0] === 'error') return { failure: reply[1] as 'not_found' | 'not_group' | 'not_member' };
     return { removed: reply[0] === 'removed', call: parseCallFields(reply[1]) };
   }

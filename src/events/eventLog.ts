@@ -1,6 +1,6 @@
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
-import { runScript } from '../redis/scripts.js';
+import { runScript, type ScriptCall } from '../redis/scripts.js';
 import { compareStreamIds, encodeCursor, newEpoch, type Cursor } from './cursor.js';
 import { isForInstallation, type Delivery } from './delivery.js';
 import type { EventPayload } from './payloads.js';
@@ -72,10 +72,11 @@ export class EventLog {
    * `noticeChannel`: on a single Redis, where the new entries go out together as one log notice
    * (logNotice.ts) instead of one publication each on their users' channels.
    */
-  appendUsersCall(users: readonly UserAppend[], historyRetentionMs = DEFAULT_HISTORY_RETENTION_MS, noticeChannel = ''): { keys: string[]; args: string[] } {
+  appendUsersCall(users: readonly UserAppend[], historyRetentionMs = DEFAULT_HISTORY_RETENTION_MS, noticeChannel = ''): ScriptCall<'appendEvents'> {
     const s = this.settings;
     const keyList: string[] = [];
-    const args: string[] = [String(s.maxLen), String(s.maxAgeMs), String(s.metaTtlMs), newEpoch(), String(ageCheckMs(s.maxAgeMs)), String(historyRetentionMs), noticeChannel];
+    // The users' blocks (lua/appendEvents.lua), one after the other.
+    const args: string[] = [];
     for (const u of users) {
       keyList.push(
         keys.eventLog(s, u.userId),
@@ -99,7 +100,19 @@ export class EventLog {
       for (const op of ops) for (const a of op) args.push(a);
       for (const { entryId, delivery: d } of u.deliveries) args.push(entryId, JSON.stringify(d.payload), d.only ?? '', d.except ?? '');
     }
-    return { keys: keyList, args };
+    return {
+      keys: keyList,
+      args: {
+        maxLen: String(s.maxLen),
+        maxAgeMs: String(s.maxAgeMs),
+        metaTtlMs: String(s.metaTtlMs),
+        newEpoch: newEpoch(),
+        ageCheckMs: String(ageCheckMs(s.maxAgeMs)),
+        historyRetentionMs: String(historyRetentionMs),
+        noticeChannel,
+        blocks: args,
+      },
+    };
   }
 
   /**
@@ -114,7 +127,7 @@ export class EventLog {
     marker?: MarkerOp,
     withPush = false,
     index: UserIndexOps = { ops: [], retentionMs: DEFAULT_HISTORY_RETENTION_MS },
-  ): { keys: string[]; args: string[] } {
+  ): ScriptCall<'appendEvents'> {
     return this.appendUsersCall([{ userId, shard, deliveries, marker, withPush, index: index.ops }], index.retentionMs);
   }
 
@@ -147,7 +160,7 @@ export class EventLog {
       this.redis,
       'readEvents',
       [keys.eventLog(s, userId), keys.eventLogMeta(s, userId)],
-      [cursor?.epoch ?? '', cursor?.id ?? '0-0', String(limit), newEpoch(), String(s.metaTtlMs)],
+      { cursorEpoch: cursor?.epoch ?? '', cursorId: cursor?.id ?? '0-0', limit: String(limit), newEpoch: newEpoch(), metaTtlMs: String(s.metaTtlMs) },
     )) as unknown[];
     const kind = reply[0];
     if (kind === 'head') {

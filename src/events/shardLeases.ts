@@ -59,7 +59,7 @@ export class ShardLeases {
     // others are still renewed and balanced. (`undefined`: unknown.)
     const settle = <T>(p: Promise<T>) => p.catch(() => undefined);
     const [beat, holders, renewed] = await Promise.all([
-      settle(runScript(this.redis, 'relayHeartbeat', [keys.relays(this.s)], [this.holder, String(this.s.leaseMs), '0']) as Promise<string[]>),
+      settle(runScript(this.redis, 'relayHeartbeat', [keys.relays(this.s)], { relay: this.holder, leaseMs: String(this.s.leaseMs), leaving: '0' }) as Promise<string[]>),
       Promise.all(Array.from({ length: this.s.shards }, (_, shard) => settle(this.redis.get(keys.shardLease(this.s, shard))))),
       Promise.all(owned.map((shard) => settle(this.hold(shard, false)))),
     ]);
@@ -107,13 +107,13 @@ export class ShardLeases {
     for (const shard of this.shards()) await this.owner.releasing(shard);
     await Promise.all([
       ...this.shards().map((shard) => this.hold(shard, true)),
-      runScript(this.redis, 'relayHeartbeat', [keys.relays(this.s)], [this.holder, String(this.s.leaseMs), '1']),
+      runScript(this.redis, 'relayHeartbeat', [keys.relays(this.s)], { relay: this.holder, leaseMs: String(this.s.leaseMs), leaving: '1' }),
     ]).catch(() => {});
     this.owned.clear();
   }
 
   private async hold(shard: number, release: boolean): Promise<number> {
-    const reply = await runScript(this.redis, 'holdShardLease', [keys.shardLease(this.s, shard)], [this.holder, String(this.s.leaseMs), release ? '1' : '0']);
+    const reply = await runScript(this.redis, 'holdShardLease', [keys.shardLease(this.s, shard)], { holder: this.holder, leaseMs: String(this.s.leaseMs), release: release ? '1' : '0' });
     return Number(reply);
   }
 }

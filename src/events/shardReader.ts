@@ -8,7 +8,7 @@ import { registrationsIn, userReplies, type EventLog } from './eventLog.js';
 import { appendCallsOf, userAppendsOf } from './batchAppends.js';
 import type { Logger } from '../util/logger.js';
 import { OutboxAcks, RELAY_GROUP } from './outboxAcks.js';
-import { pipelineScript, runScript, type ScriptName } from '../redis/scripts.js';
+import { pipelineScript, runScript, type ScriptArgs, type ScriptName } from '../redis/scripts.js';
 import { readStoredCall } from '../calls/storedCall.js';
 
 import { topologyOf, type Topology } from '../redis/connection.js';
@@ -306,7 +306,7 @@ export class ShardReader {
   private deliver(b: Batch, next?: ChainableCommander): Promise<BatchReads> {
     const { redis, eventLog } = this.deps;
     const all = next && this.topology === 'single' ? next : undefined;
-    const script = (name: ScriptName, k: string[], args: string[]): Promise<unknown> =>
+    const script = <N extends ScriptName>(name: N, k: string[], args: ScriptArgs<N>): Promise<unknown> =>
       all ? new Promise((resolve, reject) => pipelineScript(all, name, k, args, (err, r) => (err ? reject(err) : resolve(r)))) : runScript(redis, name, k, args);
     const readCall = (callId: string) => readStoredCall(redis, keys.call(this.opts, callId), next);
 
@@ -327,7 +327,7 @@ export class ShardReader {
       if (!args) messagesTo.set(m.toUserId, (args = []));
       args.push(m.only, m.event);
     }
-    const published = Promise.all([...messagesTo].map(([userId, args]) => script('publishMessages', [keys.liveChannel(eventLog.settings, userId)], args)));
+    const published = Promise.all([...messagesTo].map(([userId, args]) => script('publishMessages', [keys.liveChannel(eventLog.settings, userId)], { messages: args })));
     const calls = Promise.all([...b.callIds].map(async (id) => [id, await readCall(id)] as const));
     // Failures are seen through the combined promise; the parts need not report them again.
     for (const part of [appended, published, calls]) part.catch(() => {});

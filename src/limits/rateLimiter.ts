@@ -64,7 +64,7 @@ export class RedisRateLimiter<Subject> {
   }
 
   private async hitKey(key: string): Promise<LimitDecision> {
-    const retryAfterMs = this.batch ? await this.batch.hit(key, this.rule) : Number(((await runScript(this.redis, 'hitRateLimit', [key], ruleArgs(this.rule))) as unknown[])[0]);
+    const retryAfterMs = this.batch ? await this.batch.hit(key, this.rule) : Number(((await runScript(this.redis, 'hitRateLimit', [key], { rules: ruleArgs(this.rule) })) as unknown[])[0]);
     return { allowed: retryAfterMs === 0, retryAfterMs };
   }
 }
@@ -86,7 +86,7 @@ class HitBatch {
   private send(): void {
     const hits = this.queued;
     this.queued = [];
-    runScript(this.redis, 'hitRateLimit', hits.map((h) => h.key), hits.flatMap((h) => ruleArgs(h.rule))).then(
+    runScript(this.redis, 'hitRateLimit', hits.map((h) => h.key), { rules: hits.flatMap((h) => ruleArgs(h.rule)) }).then(
       (reply) => hits.forEach((h, i) => h.done(Number((reply as unknown[])[i]))),
       (err: unknown) => hits.forEach((h) => h.failed(err)),
     );

@@ -25,7 +25,7 @@ export async function migrateLegacyRegistrations(redis: Redis | Cluster, ks: Key
         redis,
         'migrateLegacyRegistration',
         [devicesKey, keys.legacyPushRegistration(ks, userId, installationId, kind), keys.pushRegistrations(ks, userId)],
-        [member, String(registry.idleMs)],
+        { field: member, idleMs: String(registry.idleMs) },
       )) as [number, string?, ...string[]];
       if (done === 1) await registry.keepOwners(userId, expireAt!, held);
       moved += done;

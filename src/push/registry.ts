@@ -63,7 +63,7 @@ export class PushRegistry {
       this.redis,
       'registerPushToken',
       [keys.pushRegistrations(this.ks, r.userId)],
-      [r.token, hash, r.appId, r.iosEnvironment ?? '', field, String(this.idleMs)],
+      { token: r.token, tokenHash: hash, appId: r.appId, iosEnvironment: r.iosEnvironment ?? '', field, idleMs: String(this.idleMs) },
     )) as string[];
     const updatedAtMs = Number(stamp);
     // Rebind: claim the token; if another installation held it, remove it there (only while
@@ -95,7 +95,7 @@ export class PushRegistry {
       this.redis,
       'removePushToken',
       [keys.pushRegistrations(this.ks, userId)],
-      [registrationField(installationId, kind), cond.tokenHash ?? '', cond.notAfterMs === undefined ? '' : String(cond.notAfterMs)],
+      { field: registrationField(installationId, kind), tokenHash: cond.tokenHash ?? '', notAfterMs: cond.notAfterMs === undefined ? '' : String(cond.notAfterMs) },
     )) as number | string;
     if (removed === 0) return false;
     if (removed) await this.releaseOwner(kind, removed as string, `${userId}\n${installationId}`);
@@ -114,7 +114,7 @@ export class PushRegistry {
       if (held[i] === skip) continue;
       const [installationId = '', kind = ''] = held[i]!.split('\n');
       const ownerKey = keys.pushTokenOwner(this.ks, kind, held[i + 1]!);
-      moves.push(runScript(this.redis, 'keepTokenOwner', [ownerKey], [`${userId}\n${installationId}`, expireAt]));
+      moves.push(runScript(this.redis, 'keepTokenOwner', [ownerKey], { owner: `${userId}\n${installationId}`, expireAtMs: expireAt }));
     }
     await Promise.all(moves);
   }
@@ -124,7 +124,7 @@ export class PushRegistry {
    * registration that held it is gone, so its key goes too, unless another installation owns it now.
    */
   private releaseOwner(kind: PushTokenKind, hash: string, owner: string): Promise<unknown> {
-    return runScript(this.redis, 'releaseTokenOwner', [keys.pushTokenOwner(this.ks, kind, hash)], [owner, '']);
+    return runScript(this.redis, 'releaseTokenOwner', [keys.pushTokenOwner(this.ks, kind, hash)], { owner, onlyUnexpiring: '' });
   }
 
   /**
@@ -133,7 +133,7 @@ export class PushRegistry {
    * owner keys of its tokens.
    */
   async expireUntouched(userId: string): Promise<boolean> {
-    const [expireAt, ...held] = (await runScript(this.redis, 'touchPushRegistrations', [keys.pushRegistrations(this.ks, userId)], [String(this.idleMs)])) as string[];
+    const [expireAt, ...held] = (await runScript(this.redis, 'touchPushRegistrations', [keys.pushRegistrations(this.ks, userId)], { idleMs: String(this.idleMs) })) as string[];
     if (expireAt === undefined) return false;
     await this.keepOwners(userId, expireAt, held);
     return true;
@@ -152,10 +152,10 @@ export class PushRegistry {
     if (reg && tokenHash(reg.token) === hash) {
       const expireAt = Number(await this.redis.call('PEXPIRETIME', keys.pushRegistrations(this.ks, userId)));
       if (expireAt <= 0) return 'left';
-      await runScript(this.redis, 'keepTokenOwner', [ownerKey], [owner, String(expireAt)]);
+      await runScript(this.redis, 'keepTokenOwner', [ownerKey], { owner, expireAtMs: String(expireAt) });
       return 'kept';
     }
-    return (await runScript(this.redis, 'releaseTokenOwner', [ownerKey], [owner, '1'])) === 1 ? 'deleted' : 'left';
+    return (await runScript(this.redis, 'releaseTokenOwner', [ownerKey], { owner, onlyUnexpiring: '1' })) === 1 ? 'deleted' : 'left';
   }
 
   /**

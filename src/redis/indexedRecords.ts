@@ -33,12 +33,12 @@ export async function readIndexedPage(
   indexKey: string,
   opts: { cursor?: IndexCursor | undefined; limit: number; minMs: number },
 ): Promise<RecordPage> {
-  const reply = (await runScript(redis, 'readIndexedRecords', [indexKey], [
-    opts.cursor?.ms ?? '',
-    opts.cursor?.id ?? '',
-    String(opts.limit),
-    String(Math.max(0, Math.floor(opts.minMs))),
-  ])) as string[];
+  const reply = (await runScript(redis, 'readIndexedRecords', [indexKey], {
+    cursorMs: opts.cursor?.ms ?? '',
+    cursorId: opts.cursor?.id ?? '',
+    limit: String(opts.limit),
+    minMs: String(Math.max(0, Math.floor(opts.minMs))),
+  })) as string[];
   const records: string[] = [];
   let last: IndexCursor | undefined;
   for (let i = 1; i + 2 < reply.length; i += 3) {

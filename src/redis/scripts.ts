@@ -17,58 +17,154 @@ import { primaries, topologyOf } from './connection.js';
  * same turn share one auto-pipelined write all the same.
  */
 
+/**
+ * The arguments every change of an existing call takes after its own (lua/includes/openCallChange.lua):
+ * the retention, the operation record's lifetime, the request's fingerprint, and whether the
+ * change's early notice is published (src/calls/scriptArgs.ts earlyNoticeArg).
+ */
+const CHANGE_ARGS = ['retention', 'operationTtlMs', 'fingerprint', 'earlyNotice'] as const;
+/** What both creates take (lua/createCall.lua, lua/createGroupCall.lua) before their callees. */
+const CREATE_ARGS = [
+  'callId',
+  'callerUserId',
+  'callerInstallationId',
+  'callerDisplayName',
+  'callerHandle',
+  'video',
+  'ringTimeoutMs',
+  'retention',
+  'operationTtlMs',
+  'fingerprint',
+  'firstUse',
+  'earlyNotice',
+  'limits',
+  'recordFormat',
+] as const;
+
 /** `lua/` sits at the package root, both from `src/redis` and from `dist/src/redis`. */
 export const LUA_DIR = packageDir(import.meta.url, 'lua', 'createCall.lua');
 
 /**
- * Every script (lua/<name>.lua) and how many keys it takes (`variable`: as many as the call passes). `traced`: a
- * call change whose outbox entry carries the request's trace context, passed as one more last
- * argument while tracing is on (docs/operations.md "Tracing").
+ * Every script (lua/<name>.lua): how many keys it takes (`variable`: as many as the call passes),
+ * and its arguments by name. `args` is the one place their order is written: the loader binds
+ * them to Lua locals of the same names where the script says `--@arguments`, and runScript lays
+ * a call's named arguments out in the same order (ScriptArgs). `rest`: the name of a list that
+ * follows them (records the script walks; its first index is the Lua local `<rest>From`).
+ * `traced`: a call change whose outbox entry carries the request's trace context, passed as one
+ * more last argument (`traceparent`) while tracing is on (docs/operations.md "Tracing").
  */
 export const scriptDefinitions = {
-  createCall: { numberOfKeys: 'variable', traced: true },
-  createGroupCall: { numberOfKeys: 'variable', traced: true },
-  inviteToCall: { numberOfKeys: 'variable', traced: true },
-  noteRinging: { numberOfKeys: 'variable', traced: true },
-  answerCall: { numberOfKeys: 'variable', traced: true },
-  endCall: { numberOfKeys: 'variable', traced: true },
-  endCallByServer: { numberOfKeys: 3 },
-  removeMember: { numberOfKeys: 3 },
-  readCall: { numberOfKeys: 3 },
-  expireDue: { numberOfKeys: 'variable' },
-  registerPushToken: { numberOfKeys: 1 },
-  removePushToken: { numberOfKeys: 1 },
-  releaseTokenOwner: { numberOfKeys: 1 },
-  keepTokenOwner: { numberOfKeys: 1 },
-  touchPushRegistrations: { numberOfKeys: 1 },
-  migrateLegacyRegistration: { numberOfKeys: 3 },
-  appendEvents: { numberOfKeys: 'variable' },
-  readEvents: { numberOfKeys: 2 },
-  renameCall: { numberOfKeys: 'variable', traced: true },
-  sendMessage: { numberOfKeys: 'variable' },
-  readMessages: { numberOfKeys: 2 },
-  publishMessages: { numberOfKeys: 1 },
-  holdShardLease: { numberOfKeys: 1 },
-  relayHeartbeat: { numberOfKeys: 1 },
-  addDeadLetters: { numberOfKeys: 2 },
-  readIndexedRecords: { numberOfKeys: 1 },
-  hitRateLimit: { numberOfKeys: 'variable' },
-} as const satisfies Record<string, { numberOfKeys: number | 'variable'; traced?: boolean }>;
+  createCall: { numberOfKeys: 'variable', traced: true, args: [...CREATE_ARGS, 'calleeUserId', 'busy'] },
+  createGroupCall: { numberOfKeys: 'variable', traced: true, args: [...CREATE_ARGS, 'invitees', 'busy', 'title'] },
+  inviteToCall: {
+    numberOfKeys: 'variable',
+    traced: true,
+    args: ['userId', 'installationId', 'invitees', 'busy', 'ringTimeoutMs', 'maxInvitees', ...CHANGE_ARGS],
+  },
+  noteRinging: { numberOfKeys: 'variable', traced: true, args: ['userId', 'via', ...CHANGE_ARGS] },
+  answerCall: { numberOfKeys: 'variable', traced: true, args: ['userId', 'installationId', 'expectedRevision', 'firstUse', ...CHANGE_ARGS] },
+  endCall: { numberOfKeys: 'variable', traced: true, args: ['userId', 'installationId', 'reason', 'forAll', 'firstUse', ...CHANGE_ARGS] },
+  endCallByServer: { numberOfKeys: 3, args: ['reason', 'retention', 'earlyNotice'] },
+  removeMember: { numberOfKeys: 3, args: ['userId', 'retention', 'earlyNotice'] },
+  readCall: { numberOfKeys: 3, args: ['userId', 'retention', 'earlyNotice'] },
+  expireDue: { numberOfKeys: 'variable', args: ['retention', 'earlyNotice'], rest: 'callIds' },
+  registerPushToken: { numberOfKeys: 1, args: ['token', 'tokenHash', 'appId', 'iosEnvironment', 'field', 'idleMs'] },
+  removePushToken: { numberOfKeys: 1, args: ['field', 'tokenHash', 'notAfterMs'] },
+  releaseTokenOwner: { numberOfKeys: 1, args: ['owner', 'onlyUnexpiring'] },
+  keepTokenOwner: { numberOfKeys: 1, args: ['owner', 'expireAtMs'] },
+  touchPushRegistrations: { numberOfKeys: 1, args: ['idleMs'] },
+  migrateLegacyRegistration: { numberOfKeys: 3, args: ['field', 'idleMs'] },
+  appendEvents: {
+    numberOfKeys: 'variable',
+    args: ['maxLen', 'maxAgeMs', 'metaTtlMs', 'newEpoch', 'ageCheckMs', 'historyRetentionMs', 'noticeChannel'],
+    rest: 'blocks',
+  },
+  readEvents: { numberOfKeys: 2, args: ['cursorEpoch', 'cursorId', 'limit', 'newEpoch', 'metaTtlMs'] },
+  renameCall: { numberOfKeys: 'variable', traced: true, args: ['userId', 'displayName', 'maxRenames', ...CHANGE_ARGS] },
+  sendMessage: {
+    numberOfKeys: 'variable',
+    args: ['userId', 'installationId', 'eventId', 'payloadJson', 'retention', 'operationTtlMs', 'fingerprint', 'maxKept', 'messagesTtlMs', 'liveChannel', 'limit', 'windowMs'],
+  },
+  readMessages: { numberOfKeys: 2, args: ['userId', 'installationId', 'afterSeq'] },
+  publishMessages: { numberOfKeys: 1, args: [], rest: 'messages' },
+  holdShardLease: { numberOfKeys: 1, args: ['holder', 'leaseMs', 'release'] },
+  relayHeartbeat: { numberOfKeys: 1, args: ['relay', 'leaseMs', 'leaving'] },
+  addDeadLetters: { numberOfKeys: 2, args: ['maxKept'], rest: 'letters' },
+  readIndexedRecords: { numberOfKeys: 1, args: ['cursorMs', 'cursorId', 'limit', 'minMs'] },
+  hitRateLimit: { numberOfKeys: 'variable', args: [], rest: 'rules' },
+} as const satisfies Record<string, ScriptDefinition>;
+
+interface ScriptDefinition {
+  numberOfKeys: number | 'variable';
+  args: readonly string[];
+  rest?: string;
+  traced?: boolean;
+}
 
 export type ScriptName = keyof typeof scriptDefinitions;
+
+type Definition<N extends ScriptName> = (typeof scriptDefinitions)[N];
+/**
+ * A script call's arguments, by name: each of the script's `args`, and its `rest` list if it has
+ * one. A name missing or misspelt here does not compile.
+ */
+export type ScriptArgs<N extends ScriptName> = { readonly [K in Definition<N>['args'][number]]: string } & (Definition<N> extends { rest: infer R extends string }
+  ? { readonly [K in R]: readonly string[] }
+  : unknown);
+
+/** One call of script `N`: its keys, and its arguments by name. */
+export interface ScriptCall<N extends ScriptName> {
+  keys: string[];
+  args: ScriptArgs<N>;
+}
+
+/** ARGV of a script call: its named arguments in the script's order, then its rest list. */
+export function argv<N extends ScriptName>(name: N, args: ScriptArgs<N>): string[] {
+  const def: ScriptDefinition = scriptDefinitions[name];
+  const named = args as unknown as Record<string, string | readonly string[]>;
+  // A name the script does not take would be dropped without a word: refuse it, and a missing one.
+  const given = Object.keys(named);
+  if (given.length !== def.args.length + (def.rest ? 1 : 0) || given.some((a) => named[a] === undefined)) {
+    throw new Error(`script ${name} takes ${[...def.args, ...(def.rest ? [def.rest] : [])].join(', ')}; got ${given.join(', ')}`);
+  }
+  const out = def.args.map((a) => named[a] as string);
+  return def.rest ? out.concat(named[def.rest] as readonly string[]) : out;
+}
+
+/**
+ * The Lua that binds a script's arguments to locals of their names (what `--@arguments` becomes):
+ * `local userId, installationId = ARGV[1], ARGV[2]`, then `traceparent` for a traced script and
+ * `<rest>From` for one with a rest list.
+ */
+export function argumentBindings(name: ScriptName): string {
+  const def: ScriptDefinition = scriptDefinitions[name];
+  const lines: string[] = [];
+  if (def.args.length > 0) lines.push(`local ${def.args.join(', ')} = ${def.args.map((_, i) => `ARGV[${i + 1}]`).join(', ')}`);
+  if (def.traced) lines.push(`local traceparent = ARGV[${def.args.length + 1}]`);
+  if (def.rest) lines.push(`local ${def.rest}From = ${def.args.length + 1}`);
+  return lines.join('\n');
+}
 
 /** Each script is `lua/<its name>.lua`. */
 export const scriptFile = (name: ScriptName): string => `${name}.lua`;
 
-export function loadScriptSource(file: string, dir = LUA_DIR): string {
+/**
+ * A script's source as Redis runs it: `--@include "name"` lines inlined with
+ * `lua/includes/name.lua` (each at most once), and its `--@arguments` line with the bindings of
+ * its named arguments (argumentBindings).
+ */
+export function loadScriptSource(name: ScriptName, dir = LUA_DIR): string {
   const included = new Set<string>();
   const expand = (source: string): string =>
-    source.replace(/^--@include "([A-Za-z0-9_]+)"\s*$/gm, (_line, name: string) => {
-      if (included.has(name)) return '';
-      included.add(name);
-      return expand(readFileSync(join(dir, 'includes', `${name}.lua`), 'utf8'));
+    source.replace(/^--@include "([A-Za-z0-9_]+)"\s*$/gm, (_line, include: string) => {
+      if (included.has(include)) return '';
+      included.add(include);
+      return expand(readFileSync(join(dir, 'includes', `${include}.lua`), 'utf8'));
     });
-  return expand(readFileSync(join(dir, file), 'utf8'));
+  const source = readFileSync(join(dir, scriptFile(name)), 'utf8');
+  const bound = source.replace(/^--@arguments\s*$/m, () => argumentBindings(name));
+  if (bound === source) throw new Error(`lua/${scriptFile(name)} has no --@arguments line`);
+  return expand(bound);
 }
 
 let sources: Map<ScriptName, { lua: string; sha: string }> | undefined;
@@ -77,7 +173,7 @@ function compiled(): Map<ScriptName, { lua: string; sha: string }> {
   if (!sources) {
     sources = new Map();
     for (const name of Object.keys(scriptDefinitions) as ScriptName[]) {
-      const lua = loadScriptSource(scriptFile(name));
+      const lua = loadScriptSource(name);
       sources.set(name, { lua, sha: createHash('sha1').update(lua).digest('hex') });
     }
   }
@@ -105,7 +201,8 @@ export function observeScripts(client: Redis | Cluster, observe: ScriptObserver)
 }
 
 /** Executes a script by name: keys then args (all keys in one hash slot on a cluster). */
-export async function runScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+export async function runScript<N extends ScriptName>(client: Redis | Cluster, name: N, keys: string[], named: ScriptArgs<N>): Promise<unknown> {
+  const args = argv(name, named);
   if (tracingEnabled()) {
     return inSpan(`redis ${name}`, { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'redis', 'db.operation.name': 'EVALSHA', 'calling.script': name } }, () => {
       const traced = 'traced' in scriptDefinitions[name] && currentTraceparent();
@@ -115,7 +212,7 @@ export async function runScript(client: Redis | Cluster, name: ScriptName, keys:
   return observed(client, name, keys, args);
 }
 
-async function observed(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+async function observed(client: Redis | Cluster, name: ScriptName, keys: string[], args: string[]): Promise<unknown> {
   const observe = observers.get(client);
   if (!observe) return evalScript(client, name, keys, args);
   const started = performance.now();
@@ -131,18 +228,19 @@ async function observed(client: Redis | Cluster, name: ScriptName, keys: string[
  * the scripts first with loadScripts, as the server does at start). `reply`, if given, gets the
  * script's reply as soon as it arrives, before the replies of the pipeline's later commands.
  */
-export function pipelineScript(
+export function pipelineScript<N extends ScriptName>(
   p: ChainableCommander,
-  name: ScriptName,
+  name: N,
   keys: string[],
-  args: (string | number)[],
+  named: ScriptArgs<N>,
   reply?: (err: Error | null | undefined, result: unknown) => void,
 ): void {
+  const args = argv(name, named);
   if (reply) p.evalsha(compiled().get(name)!.sha, keys.length, ...keys, ...args, reply);
   else p.evalsha(compiled().get(name)!.sha, keys.length, ...keys, ...args);
 }
 
-async function evalScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+async function evalScript(client: Redis | Cluster, name: ScriptName, keys: string[], args: string[]): Promise<unknown> {
   try {
     return await evalOnce(client, name, keys, args);
   } catch (err) {
@@ -154,7 +252,7 @@ async function evalScript(client: Redis | Cluster, name: ScriptName, keys: strin
   }
 }
 
-async function evalOnce(client: Redis | Cluster, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+async function evalOnce(client: Redis | Cluster, name: ScriptName, keys: string[], args: string[]): Promise<unknown> {
   const script = compiled().get(name)!;
   const expected = scriptDefinitions[name].numberOfKeys;
   if (expected !== 'variable' && keys.length !== expected) throw new Error(`script ${name} takes ${expected} keys, got ${keys.length}`);

@@ -90,7 +90,7 @@ export async function sweepShards(
           redis,
           'expireDue',
           [keys.ringingForShard(s, shard), keys.outboxForShard(s, shard), ...callIds.map((id) => keys.call(s, id))],
-          [retentionArg(s), earlyNoticeArg(topologyOf(redis)), ...callIds],
+          { retention: retentionArg(s), earlyNotice: earlyNoticeArg(topologyOf(redis)), callIds },
         );
       }),
     );

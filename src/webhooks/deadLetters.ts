@@ -28,11 +28,11 @@ export class DeadLetters {
 
   async add(letters: readonly DeadLetter[]): Promise<void> {
     if (letters.length === 0) return;
-    await runScript(this.redis, 'addDeadLetters', [keys.webhookDeadLetters(this.ks), keys.webhookDeadLetterOrder(this.ks)], [
-      String(this.maxKept),
+    await runScript(this.redis, 'addDeadLetters', [keys.webhookDeadLetters(this.ks), keys.webhookDeadLetterOrder(this.ks)], {
+      maxKept: String(this.maxKept),
       // The id first: the order's members are read and trimmed by it (lua/readIndexedRecords.lua).
-      ...letters.flatMap(({ id, ...rest }) => [id, JSON.stringify({ id, ...rest })]),
-    ]);
+      letters: letters.flatMap(({ id, ...rest }) => [id, JSON.stringify({ id, ...rest })]),
+    });
   }
 
   /** Newest first. */

@@ -13,7 +13,7 @@ import { BUDGETS, SLACK } from './command-budgets.js';
 import { configSchema } from '../../src/config/config.js';
 import { keys, shardOf } from '../../src/redis/keys.js';
 import { partitionQueueName, queuePrefix } from '../../src/redis/partitions.js';
-import { loadScriptSource, scriptDefinitions, scriptFile, type ScriptName } from '../../src/redis/scripts.js';
+import { loadScriptSource, scriptDefinitions, type ScriptName } from '../../src/redis/scripts.js';
 import { WEBHOOK_QUEUE } from '../../src/webhooks/queue.js';
 import { PUSH_QUEUE } from '../../src/push/queues.js';
 
@@ -250,7 +250,7 @@ const webhookStream = keys.webhookStream(KS, 0);
 const isWebhookStream = (args: readonly string[]) => args.includes(webhookStream);
 
 const scriptBySha = new Map(
-  (Object.keys(scriptDefinitions) as ScriptName[]).map((name) => [createHash('sha1').update(loadScriptSource(scriptFile(name))).digest('hex'), name]),
+  (Object.keys(scriptDefinitions) as ScriptName[]).map((name) => [createHash('sha1').update(loadScriptSource(name)).digest('hex'), name]),
 );
 
 /** What a lifecycle made Redis run, by source: `<script> (+n inside)` or the command's name. */

@@ -4,7 +4,7 @@ import { relayBed, silentLogger as logger } from '../support/relayBed.js';
 import { createInput, relayBlockingConnection, uid } from '../support/fixtures.js';
 import { monitorCommands, type CommandMonitor } from '../support/command-monitor.js';
 import { waitUntil } from '../support/wait.js';
-import { loadScriptSource, runScript, scriptFile } from '../../src/redis/scripts.js';
+import { loadScriptSource, runScript } from '../../src/redis/scripts.js';
 import { keys } from '../../src/redis/keys.js';
 import { fingerprint } from '../../src/calls/store.js';
 import { Redis } from 'ioredis';
@@ -24,7 +24,7 @@ import type { EventPayload } from '../../src/events/payloads.js';
 
 const ks = { prefix: 'rb', shards: 1 };
 const bed = relayBed(ks);
-const appendSha = createHash('sha1').update(loadScriptSource(scriptFile('appendEvents'))).digest('hex');
+const appendSha = createHash('sha1').update(loadScriptSource('appendEvents')).digest('hex');
 
 /** The appendEvents calls Redis ran since the last take: each one's number of keys. */
 async function appendCalls(monitor: CommandMonitor): Promise<number[]> {
@@ -230,7 +230,7 @@ describe('lua/appendEvents.lua with several users', () => {
   it('refuses arguments that do not end with the last user block, before writing anything', async () => {
     const a = uid('a');
     const call = bed.eventLog.appendUsersCall([{ userId: a, shard: 0, deliveries: deliveries(a, ['1-0']) }]);
-    await expect(runScript(bed.redis, 'appendEvents', call.keys, [...call.args, 'extra'])).rejects.toThrow(/one argument block per user/);
+    await expect(runScript(bed.redis, 'appendEvents', call.keys, { ...call.args, blocks: [...call.args.blocks, 'extra'] })).rejects.toThrow(/one argument block per user/);
     await expect(runScript(bed.redis, 'appendEvents', [...call.keys, 'k7'], call.args)).rejects.toThrow(/one argument block per user/);
     expect(await bed.redis.exists(keys.eventLog(ks, a), keys.eventLogMeta(ks, a))).toBe(0);
   });

@@ -14,16 +14,16 @@ describe('script cache', () => {
     await db.redis.script('FLUSH');
     const channel = 'live:test';
     // publishMessages answers how many messages it published.
-    expect(await runScript(db.redis, 'publishMessages', [channel], ['', '{"n":1}'])).toBe(1);
+    expect(await runScript(db.redis, 'publishMessages', [channel], { messages: ['', '{"n":1}'] })).toBe(1);
     const infoBefore = await db.redis.info('commandstats');
     const evalCalls = (info: string) => Number(/cmdstat_eval:calls=(\d+)/.exec(info)?.[1] ?? 0);
     expect(evalCalls(infoBefore)).toBe(1);
     // Cached again: the next call is a plain EVALSHA.
-    expect(await runScript(db.redis, 'publishMessages', [channel], ['', '{"n":2}', '', '{"n":3}'])).toBe(2);
+    expect(await runScript(db.redis, 'publishMessages', [channel], { messages: ['', '{"n":2}', '', '{"n":3}'] })).toBe(2);
     expect(evalCalls(await db.redis.info('commandstats'))).toBe(1);
   });
 
   it('a wrong number of keys is refused before anything reaches Redis', async () => {
-    await expect(runScript(db.redis, 'publishMessages', [], ['', '{}'])).rejects.toThrow('publishMessages takes 1 keys, got 0');
+    await expect(runScript(db.redis, 'publishMessages', [], { messages: ['', '{}'] })).rejects.toThrow('publishMessages takes 1 keys, got 0');
   });
 });

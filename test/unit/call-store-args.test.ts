@@ -23,7 +23,7 @@ import { ringingCall } from '../support/callRecords.js';
 
 /**
  * src/calls/store.ts: the pure halves of every script call, `*KeysArgs(input) → { keys, args }`
- * (in the order the lua/*.lua headers document), and `parseOutcome` for every script reply.
+ * (the arguments by the names the lua/*.lua headers document), and `parseOutcome` for every script reply.
  */
 
 const s: StoreSettings = { prefix: 'cb', shards: 8, ringTimeoutMs: 45_000, retentionMs: 86_400_000,
@@ -37,7 +37,7 @@ function expectOneHashTag(keyList: string[]): void {
 }
 
 describe('*KeysArgs', () => {
-  it('sendMessageKeysArgs: KEYS call, op, outbox, ring index, message stream, seq counters, rate counter under one call tag (and the binding on a single Redis); ARGV in sendMessage.lua order', () => {
+  it('sendMessageKeysArgs: KEYS call, op, outbox, ring index, message stream, seq counters, rate counter under one call tag (and the binding on a single Redis); arguments by name', () => {
     const c = sendMessageKeysArgs(s, {
       callId: 'call-1',
       userId: 'alice',
@@ -59,25 +59,25 @@ describe('*KeysArgs', () => {
       keys.operationBinding(s, 'alice', 'op-1'),
     ]);
     expectOneHashTag(c.keys.slice(0, -1));
-    expect(c.args).toEqual([
-      'alice',
-      'alice-phone',
-      'ev-1',
-      '{"kind":"offer"}',
-      '86400000',
-      '172800000',
-      'fp',
-      String(MESSAGES_KEPT_PER_CALL),
-      String(MESSAGES_TTL_MS),
-      keys.liveChannel(s, '\0'),
-      '0',
-      String(MESSAGE_LIMIT_WINDOW_MS),
-    ]);
+    expect(c.args).toEqual({
+      userId: 'alice',
+      installationId: 'alice-phone',
+      eventId: 'ev-1',
+      payloadJson: '{"kind":"offer"}',
+      retention: '86400000',
+      operationTtlMs: '172800000',
+      fingerprint: 'fp',
+      maxKept: String(MESSAGES_KEPT_PER_CALL),
+      messagesTtlMs: String(MESSAGES_TTL_MS),
+      liveChannel: keys.liveChannel(s, '\0'),
+      limit: '0',
+      windowMs: String(MESSAGE_LIMIT_WINDOW_MS),
+    });
     // The script puts the recipient's userId where the NUL is.
-    expect(c.args[9]!.replace('\0', 'bob')).toBe(keys.liveChannel(s, 'bob'));
+    expect(c.args.liveChannel.replace('\0', 'bob')).toBe(keys.liveChannel(s, 'bob'));
     // On a cluster the relay publishes it, and every key is in the call's slot (the store binds first).
     const onCluster = sendMessageKeysArgs({ ...s, messagesPerWindow: 100 }, { callId: 'call-1', userId: 'alice', installationId: 'alice-phone', eventId: 'ev-1', payloadJson: '{}', operationId: 'op-1', fingerprint: 'fp' }, 'cluster');
-    expect(onCluster.args.slice(9)).toEqual(['', '100', String(MESSAGE_LIMIT_WINDOW_MS)]);
+    expect([onCluster.args.liveChannel, onCluster.args.limit, onCluster.args.windowMs]).toEqual(['', '100', String(MESSAGE_LIMIT_WINDOW_MS)]);
     expect(onCluster.keys).toHaveLength(7);
     expectOneHashTag(onCluster.keys);
   });
@@ -86,12 +86,12 @@ describe('*KeysArgs', () => {
     const c = readMessagesKeysArgs(s, 'call-1', 'bob', 'bob-phone', 7);
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.callMessages(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['bob', 'bob-phone', '7']);
+    expect(c.args).toEqual({ userId: 'bob', installationId: 'bob-phone', afterSeq: '7' });
     // The per-call-and-sender rate limit counter lives under the same tag (one slot per call).
     expect(tagOf(keys.callMessageLimit(s, 'call-1', 'bob'))).toBe(tagOf(c.keys[0]!));
   });
 
-  it('createCallKeysArgs: KEYS callKey, opKey, outboxKey; ARGV in createCall.lua order', () => {
+  it('createCallKeysArgs: KEYS callKey, opKey, outboxKey; arguments by name', () => {
     const c = createCallKeysArgs(s, {
       callId: 'call-1',
       callerUserId: 'alice',
@@ -105,22 +105,39 @@ describe('*KeysArgs', () => {
     });
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'alice', 'op-1'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['call-1', 'alice', 'alice-phone', 'Alice', 'app:alice', 'bob', '1', '45000', '86400000', '172800000', 'fp', '0', '0', '', '', '']);
+    expect(c.args).toEqual({
+      callId: 'call-1',
+      callerUserId: 'alice',
+      callerInstallationId: 'alice-phone',
+      callerDisplayName: 'Alice',
+      callerHandle: 'app:alice',
+      calleeUserId: 'bob',
+      video: '1',
+      ringTimeoutMs: '45000',
+      retention: '86400000',
+      operationTtlMs: '172800000',
+      fingerprint: 'fp',
+      busy: '0',
+      firstUse: '0',
+      earlyNotice: '',
+      limits: '',
+      recordFormat: '',
+    });
     // On a single Redis the script publishes the change's early notice (on its shard's early channel).
     // appendOutbox.lua names that channel after the outbox key (`outbox` → `early`).
     for (const shard of [0, 7]) expect(keys.outboxForShard(s, shard).replace(/outbox$/, 'early')).toBe(keys.earlyChannel(s, shard));
-    expect(createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, false, 'single').args[13]).toBe('1');
+    expect(createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, false, 'single').args.earlyNotice).toBe('1');
     const busy = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, true);
-    expect(busy.args[11]).toBe('1');
+    expect(busy.args.busy).toBe('1');
     const firstUse = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, true);
-    expect(firstUse.args[12]).toBe('1');
+    expect(firstUse.args.firstUse).toBe('1');
     const noVideo = createCallKeysArgs(s, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' });
-    expect(noVideo.args[6]).toBe('0');
-    // CALL_RECORD_FORMAT=hash: ARGV[16] (lua/includes/callRecord.lua).
-    expect(createCallKeysArgs({ ...s, callRecordFormat: 'hash' }, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }).args[15]).toBe('hash');
+    expect(noVideo.args.video).toBe('0');
+    // CALL_RECORD_FORMAT=hash (lua/includes/callRecord.lua).
+    expect(createCallKeysArgs({ ...s, callRecordFormat: 'hash' }, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }).args.recordFormat).toBe('hash');
   });
 
-  it('create limits: on a single Redis their counters follow the binding and their rules are ARGV[15] (lua/includes/createLimits.lua); on a cluster the script gets neither', () => {
+  it('create limits: on a single Redis their counters follow the binding and their rules are the `limits` argument (lua/includes/createLimits.lua); on a cluster the script gets neither', () => {
     const caller = { callId: 'call-1', callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'A', callerHandle: 'app:a', video: false, operationId: 'op-1', fingerprint: 'fp' };
     const limits = [
       { key: keys.callCreateLimit(s, 'alice'), rule: { limit: 60, windowMs: 60_000 } },
@@ -128,20 +145,19 @@ describe('*KeysArgs', () => {
     ];
     const single = createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single', limits);
     expect(single.keys.slice(4)).toEqual([keys.operationBinding(s, 'alice', 'op-1'), keys.callCreateLimit(s, 'alice'), keys.inviteLimit(s, 'bob')]);
-    expect(single.args).toHaveLength(16);
-    expect(JSON.parse(single.args[14]!)).toEqual([[60, 60_000], [10, 60_000]]);
+    expect(JSON.parse(single.args.limits)).toEqual([[60, 60_000], [10, 60_000]]);
     const cluster = createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'cluster', limits);
     expect(cluster.keys).toHaveLength(4);
     expectOneHashTag(cluster.keys);
-    expect(cluster.args[14]).toBe('');
+    expect(cluster.args.limits).toBe('');
     // Limits off: none on a single Redis either.
     expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').keys).toHaveLength(5);
-    expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').args[14]).toBe('');
-    // The group create: the same place, the record's form after the rules (ARGV[16]), then its title.
+    expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').args.limits).toBe('');
+    // The group create: the same arguments, with its invitees, busy ones and title.
     const group = createGroupCallKeysArgs(s, { ...caller, inviteeUserIds: ['bob', 'carol'], title: 'T' }, [], false, 'single', [limits[0]!]);
     expect(group.keys.slice(4)).toEqual([keys.operationBinding(s, 'alice', 'op-1'), keys.callCreateLimit(s, 'alice')]);
-    expect(group.args.slice(14)).toEqual([JSON.stringify([[60, 60_000]]), '', 'T']);
-    expect(createGroupCallKeysArgs({ ...s, callRecordFormat: 'hash' }, { ...caller, inviteeUserIds: ['bob'], title: 'T' }, [], false, 'cluster', [limits[0]!]).args.slice(14)).toEqual(['', 'hash', 'T']);
+    expect(group.args).toMatchObject({ limits: JSON.stringify([[60, 60_000]]), recordFormat: '', invitees: '["bob","carol"]', busy: '[]', title: 'T' });
+    expect(createGroupCallKeysArgs({ ...s, callRecordFormat: 'hash' }, { ...caller, inviteeUserIds: ['bob'], title: 'T' }, ['bob'], false, 'cluster', [limits[0]!]).args).toMatchObject({ limits: '', recordFormat: 'hash', busy: '["bob"]', title: 'T' });
   });
 
   it('answerCallKeysArgs: the operation key is the answering user’s; expectedRevision absent → empty string', () => {
@@ -149,19 +165,19 @@ describe('*KeysArgs', () => {
     const c = answerCallKeysArgs(s, { ...base, expectedRevision: undefined });
     expect(c.keys).toEqual([keys.call(s, 'call-1'), keys.operation(s, 'call-1', 'bob', 'op-2'), keys.outboxForCall(s, 'call-1'), keys.ringingForCall(s, 'call-1')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['bob', 'bob-phone', '', '86400000', '172800000', 'fp2', '0', '']);
-    expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, false, 'single').args[7]).toBe('1');
-    expect(answerCallKeysArgs(s, { ...base, expectedRevision: '7' }).args[2]).toBe('7');
-    expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, true).args[6]).toBe('1');
+    expect(c.args).toEqual({ userId: 'bob', installationId: 'bob-phone', expectedRevision: '', firstUse: '0', retention: '86400000', operationTtlMs: '172800000', fingerprint: 'fp2', earlyNotice: '' });
+    expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, false, 'single').args.earlyNotice).toBe('1');
+    expect(answerCallKeysArgs(s, { ...base, expectedRevision: '7' }).args.expectedRevision).toBe('7');
+    expect(answerCallKeysArgs(s, { ...base, expectedRevision: undefined }, true).args.firstUse).toBe('1');
   });
 
-  it('endCallKeysArgs: KEYS as answer; ARGV userId, installationId, reason, retention, op TTL, fingerprint, firstUse, live channel, forAll', () => {
+  it('endCallKeysArgs: KEYS as answer; the reason and forAll by name', () => {
     const c = endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' });
     expect(c.keys).toEqual([keys.call(s, 'call-9'), keys.operation(s, 'call-9', 'alice', 'op-3'), keys.outboxForCall(s, 'call-9'), keys.ringingForCall(s, 'call-9')]);
     expectOneHashTag(c.keys);
-    expect(c.args).toEqual(['alice', 'alice-phone', 'localHangup', '86400000', '172800000', 'fp3', '0', '', '0']);
-    expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' }, true).args[6]).toBe('1');
-    expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', forAll: true, operationId: 'op-3', fingerprint: 'fp3' }).args[8]).toBe('1');
+    expect(c.args).toEqual({ userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', forAll: '0', firstUse: '0', retention: '86400000', operationTtlMs: '172800000', fingerprint: 'fp3', earlyNotice: '' });
+    expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', operationId: 'op-3', fingerprint: 'fp3' }, true).args.firstUse).toBe('1');
+    expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', forAll: true, operationId: 'op-3', fingerprint: 'fp3' }).args.forAll).toBe('1');
   });
 
   it('on a single Redis every request script gets the user’s operationId binding as its last key (the script binds); on a cluster it does not', () => {
@@ -184,8 +200,8 @@ describe('*KeysArgs', () => {
 
   it('readCallKeysArgs: the call, its outbox and ring index', () => {
     const r = readCallKeysArgs(s, 'call-5', 'bob');
-    expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5'), keys.ringingForCall(s, 'call-5')], args: ['bob', '86400000', ''] });
-    expect(readCallKeysArgs(s, 'call-5', 'bob', 'single').args[2]).toBe('1');
+    expect(r).toEqual({ keys: [keys.call(s, 'call-5'), keys.outboxForCall(s, 'call-5'), keys.ringingForCall(s, 'call-5')], args: { userId: 'bob', retention: '86400000', earlyNotice: '' } });
+    expect(readCallKeysArgs(s, 'call-5', 'bob', 'single').args.earlyNotice).toBe('1');
     expectOneHashTag(r.keys);
   });
 
