@@ -1,6 +1,7 @@
 --[[
-  Answers a ringing call: the first answering callee installation wins, atomically. On a group
-  call it joins the call instead (lua/includes/groupJoin.lua).
+  Answers a call: the first answering installation of an invitee wins for that invitee,
+  atomically, and the call is accepted; in a group call a member who is out joins again. The
+  rules are the call machine's `answer` rows (docs/protocol.md "The call machine").
 
   KEYS[1] callKey
   KEYS[2] opKey
@@ -34,44 +35,15 @@ local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 --@include "retention"
 local retention, operationTtlMs = parseRetention(retention), tonumber(operationTtlMs)
 
---@include "fmtInt"
---@include "appendOutbox"
 --@include "openCallChange"
---@include "groupJoin"
+--@include "applyDecision"
 
 -- On a cluster a first use skips the record read, except with a revision precondition: that can
 -- fail for a concurrent replay and then hold for this request (a rename in between), so it reads.
 local readRecord = openOperation(KEYS[5], opKey, fingerprint, firstUse, expectedRevision ~= '')
-local skippedRead = not readRecord
 
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, readRecord, retention, earlyNotice, traceparent)
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, earlyNotice, traceparent)
 if reply then return reply end
-
-local function unchanged(code, status)
-  return recordUnchanged(opKey, fingerprint, code, status, callFieldList(call), operationTtlMs, skippedRead)
-end
-
-if isGroup(call) then
-  local code, status, fields = joinGroup(callKey, call, outboxKey, ringingKey, now, userId, installationId, expectedRevision)
-  if not fields then return unchanged(code, status) end
-  return recordOperation(opKey, fingerprint, code, status, fields, operationTtlMs)
-end
-
-local state, winner = call.values.state, call.values.answeredByInstallationId
--- The same installation answering again (new operationId): it is still the winner.
-if state == 'accepted' and winner == installationId then return unchanged('ok', 200) end
-if state ~= 'ringing' then return unchanged('answer_conflict', 409) end
-if expectedRevision ~= '' and expectedRevision ~= call.values.revision then
-  return unchanged('revision_conflict', 409)
-end
-
-setCallFields(callKey, call, nil,
-  'state', 'accepted',
-  'revision', nextRevision(call),
-  'answeredByInstallationId', installationId,
-  'acceptedAtMs', fmtInt(now))
--- Its expiry stays as the create set it (ring timeout + retention, later than retention from
--- this answer); ending it sets the retention from the end.
-write('ZREM', ringingKey, call.values.callId)
-local fields = appendOutbox(outboxKey, call, 'answered', now)
-return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)
+local code, status, fields = runRequest(callKey, call, outboxKey, ringingKey, now, retention,
+  { event = 'answer', userId = userId, installationId = installationId, expectedRevision = expectedRevision })
+return replyWith(opKey, fingerprint, operationTtlMs, not readRecord, call, code, status, fields)

@@ -22,13 +22,10 @@
                     (lua/includes/appendOutbox.lua); '' on a cluster
   traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
 
-  Rules (see docs/api.md "End reasons"):
-    - an already ended call is returned as is (absorbs echoes and retries);
-    - echo reasons (remoteEnded, callerCancelled, answeredElsewhere) never change a call;
-    - on an accepted call only the caller's calling installation and the answering installation
-      are in the call; another installation's end request changes nothing;
-    - on a ringing call the callee's `localHangup` is stored as `declined`;
-    - on a group call the member leaves, declines or cancels (lua/includes/groupEnd.lua).
+  The rules are the call machine's `end` rows (docs/protocol.md "The call machine"): an ended
+  call and echo reasons change nothing; the caller cancels a ringing call, or ends an accepted one
+  from its installation in it (a one-to-one call, or `forAll`); a member in the call leaves, one
+  still ringing declines; anything else changes nothing.
 
   Returns
     { 'fresh' | 'replay', 'ok', 200, fields }
@@ -39,39 +36,13 @@ local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 --@include "retention"
 local retention, operationTtlMs = parseRetention(retention), tonumber(operationTtlMs)
 
---@include "endCallNow"
 --@include "openCallChange"
---@include "groupEnd"
+--@include "applyDecision"
 
 local readRecord = openOperation(KEYS[5], opKey, fingerprint, firstUse)
 
 local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, earlyNotice, traceparent)
 if reply then return reply end
-
-local state, callerInstallationId, winner = call.values.state, call.values.callerInstallationId, call.values.answeredByInstallationId
-local side = (userId == call.values.callerUserId) and 'caller' or 'callee'
-
-local function unchanged()
-  return recordUnchanged(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs, not readRecord)
-end
-
-if state == 'ended' then return unchanged() end
-if reason == 'remoteEnded' or reason == 'callerCancelled' or reason == 'answeredElsewhere' then
-  return unchanged()
-end
-if isGroup(call) then
-  local fields = endForGroupMember(callKey, call, outboxKey, ringingKey, now, retention, userId, installationId, reason, forAll == '1')
-  if not fields then return unchanged() end
-  return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)
-end
-if state == 'accepted' then
-  -- The installations in the call (src/calls/model.ts inCallInstallation states the same rule).
-  local inCall = (side == 'caller' and installationId == callerInstallationId)
-    or (side == 'callee' and installationId == winner)
-  if not inCall then return unchanged() end
-elseif side == 'callee' and reason == 'localHangup' then
-  reason = 'declined'
-end
-
-local fields = endCallNow(callKey, call, outboxKey, ringingKey, now, reason, side, installationId, retention)
-return recordOperation(opKey, fingerprint, 'ok', 200, fields, operationTtlMs)
+local code, status, fields = runRequest(callKey, call, outboxKey, ringingKey, now, retention,
+  { event = 'end', userId = userId, installationId = installationId, reason = reason, forAll = forAll == '1' })
+return replyWith(opKey, fingerprint, operationTtlMs, not readRecord, call, code, status, fields)

@@ -41,13 +41,12 @@ for i = callIdsFrom, #ARGV do
     if call and expireIfDue(callKey, call, outboxKey, ringingKey, now, retention) then
       out[1] = out[1] + 1
       out[#out + 1] = now - tonumber(due)
-    elseif isGroup(call) then
-      -- A group call whose entry came due with nobody to ring out (a member joined or declined
-      -- meanwhile): its timer moves to the next member's window, or goes.
+    elseif call then
+      -- Nobody to ring out (answered, declined or ended meanwhile by a script that predates the
+      -- entry's removal): the timer moves to the next ring window of a member still ringing, or goes.
       scheduleRing(ringingKey, call)
     else
-      -- No longer ringing (answered or ended by a script that predates the index entry's removal,
-      -- or the call is gone): the entry is stale.
+      -- The call is gone: the entry is stale.
       redis.call('ZREM', ringingKey, callId)
     end
   end

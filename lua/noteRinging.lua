@@ -33,30 +33,12 @@ local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 --@include "retention"
 local retention, operationTtlMs = parseRetention(retention), tonumber(operationTtlMs)
 
---@include "fmtInt"
---@include "appendOutbox"
 --@include "openCallChange"
---@include "groupMembers"
+--@include "applyDecision"
 
 -- On a cluster a receipt always reads its record (a concurrent replay may have noted it first).
 local readRecord = openOperation(KEYS[5], opKey, fingerprint, nil, true)
-
-local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, 'callee', fingerprint, readRecord, retention, earlyNotice, traceparent)
+local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, earlyNotice, traceparent)
 if reply then return reply end
-
-local first = false
-if isGroup(call) then
-  local m = memberOf(call, userId)
-  if m.userId == call.values.callerUserId then return refuse('forbidden') end
-  if m.state == 'invited' then
-    m.state, m.ringingAtMs, m.via = 'ringing', now, via
-    saveMembers(callKey, call, nil)
-    first = true
-  end
-elseif call.values.state == 'ringing' and not call.values.ringingAtMs then
-  setCallFields(callKey, call, nil, 'ringingAtMs', fmtInt(now), 'ringingVia', via)
-  first = true
-end
-if not first then return recordOperation(opKey, fingerprint, 'ok', 200, callFieldList(call), operationTtlMs) end
-local fields = appendOutbox(outboxKey, call, 'ringing', now, { userId })
-return recordOperation(opKey, fingerprint, 'ringing', 200, fields, operationTtlMs)
+local code, status, fields = runRequest(callKey, call, outboxKey, ringingKey, now, retention, { event = 'ring', userId = userId, via = via })
+return replyWith(opKey, fingerprint, operationTtlMs, not readRecord, call, code, status, fields)

@@ -1,9 +1,11 @@
--- Whether `userId` is one of the call's parties: its caller or callee, or a member of a group
--- call. A missing call and a stranger are both answered as not_found, so a call's existence is
--- not revealed to strangers.
+-- Whether `userId` is one of the call's members (lua/includes/groupMembers.lua callMembers: the
+-- caller and callee of a one-to-one call). A missing call and a stranger are both answered as
+-- not_found, so a call's existence is not revealed to strangers.
 --@include "groupMembers"
 local function isParty(call, userId)
   if call == nil then return false end
-  if isGroup(call) then return memberOf(call, userId) ~= nil end
-  return userId == call.values.callerUserId or userId == call.values.calleeUserId
+  for _, m in ipairs(callMembers(call)) do
+    if m.userId == userId then return true end
+  end
+  return false
 end

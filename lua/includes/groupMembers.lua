@@ -12,6 +12,11 @@ local function isGroup(call)
   return call ~= nil and call.values.kind == 'group'
 end
 
+-- A one-to-one call: a call of two members (docs/protocol.md "The call machine").
+local function isPair(call)
+  return not isGroup(call)
+end
+
 -- The decoded members, cached on the call table.
 local function membersOf(call)
   if not call.members then call.members = cjson.decode(call.values.members) end
@@ -44,11 +49,35 @@ local function saveMembers(callKey, call, ttlMs, ...)
   setCallFields(callKey, call, ttlMs, 'members', cjson.encode(call.members), 'revision', nextRevision(call), ...)
 end
 
+-- A one-to-one call's two members, as a group call keeps its members: the caller in the call
+-- from its calling installation, and the callee by the call's state (ringing, with a receipt or
+-- not; in the call from the answering installation; out once the call ended).
+local function pairMembers(call)
+  local v = call.values
+  local callee = { userId = v.calleeUserId, installationId = v.answeredByInstallationId }
+  if v.state == 'ringing' then
+    callee.state = v.ringingAtMs and 'ringing' or 'invited'
+    callee.ringUntilMs = tonumber(v.expiresAtMs)
+  elseif v.state == 'accepted' then
+    callee.state = 'joined'
+  else
+    callee.state = v.acceptedAtMs and 'left' or 'declined'
+  end
+  local caller = { userId = v.callerUserId, installationId = v.callerInstallationId, state = v.state == 'ended' and 'left' or 'joined' }
+  return { caller, callee }
+end
+
+-- Every call's members, the caller first: a group call's as kept, a one-to-one call's two.
+local function callMembers(call)
+  if isGroup(call) then return membersOf(call) end
+  return pairMembers(call)
+end
+
 -- The call's ring timer in the shard's ring index: the earliest ring window of a member still
 -- ringing; none when nobody rings.
 local function scheduleRing(ringingKey, call)
   local due
-  for _, m in ipairs(membersOf(call)) do
+  for _, m in ipairs(callMembers(call)) do
     if isRinging(m) and (not due or m.ringUntilMs < due) then due = m.ringUntilMs end
   end
   if due and call.values.state ~= 'ended' then

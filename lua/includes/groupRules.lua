@@ -38,18 +38,3 @@ local function memberChange(callKey, call, outboxKey, ringingKey, atMs, retentio
   if endGroupIfOver(callKey, call, outboxKey, ringingKey, atMs, retention) then fields = callFieldList(call) end
   return fields
 end
-
--- Rings out every member whose ring window has passed (missed). Returns true when one did.
-local function expireGroupMembers(callKey, call, outboxKey, ringingKey, atMs, retention)
-  if call.values.state == 'ended' then return false end
-  local due = {}
-  for _, m in ipairs(membersOf(call)) do
-    if isRinging(m) and atMs >= m.ringUntilMs then
-      m.state, m.endedAtMs = 'missed', atMs
-      due[#due + 1] = m.userId
-    end
-  end
-  if #due == 0 then return false end
-  memberChange(callKey, call, outboxKey, ringingKey, atMs, retention, due)
-  return true
-end

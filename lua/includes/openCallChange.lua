@@ -2,8 +2,9 @@
 --   1. a replayed request gets its recorded reply (`mayHaveRecord` false: the request's
 --      operationId binding was new, so the read is skipped; see recordUnchanged);
 --   2. the call is loaded; a user who is not a party gets not_found (the call's existence is not
---      revealed); one of the wrong side (`role`: 'caller' or 'callee', nil for either) gets
---      forbidden, before anything changes, and a binding the script made is undone (refuse);
+--      revealed); with `role` 'caller' (a rename), anyone else gets forbidden, before anything
+--      changes, and a binding the script made is undone (refuse). Who may make the requests the
+--      call machine decides is in its rows (lua/includes/callMachine.lua);
 --   3. the request's trace context is noted for the outbox entry (docs/operations.md "Tracing"),
 --      and whether its early notice is published ('1', else ''; appendOutbox.lua);
 --   4. a ringing call past its expiresAtMs is ended as unanswered first (lazy expiry).
@@ -18,10 +19,7 @@ local function openCallChange(callKey, opKey, outboxKey, ringingKey, userId, rol
   if replay then return nil, nil, replay end
   local call = loadCall(callKey)
   if not isParty(call, userId) then return nil, nil, refuse('not_found') end
-  -- A group call has no calleeUserId: its scripts decide by the member's state instead
-  -- (lua/includes/groupMembers.lua).
-  local roleUserId = role and not (role == 'callee' and isGroup(call)) and call.values[role .. 'UserId']
-  if roleUserId and userId ~= roleUserId then return nil, nil, refuse('forbidden') end
+  if role == 'caller' and userId ~= call.values.callerUserId then return nil, nil, refuse('forbidden') end
   call.trace, call.early = traceparent, early
   local now = nowMs()
   expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)

@@ -1,6 +1,8 @@
 import { END_REASONS, reasonForSide, type EndReason, type EndedBy, type Side } from './reasons.js';
 
-export type CallState = 'ringing' | 'accepted' | 'ended';
+/** A call's states (docs/protocol.md "States and transitions"). */
+export const CALL_STATES = ['ringing', 'accepted', 'ended'] as const;
+export type CallState = (typeof CALL_STATES)[number];
 
 /** A group call member's state (docs/group-calls.md "Member states"). */
 export const MEMBER_STATES = ['invited', 'ringing', 'joined', 'declined', 'missed', 'busy', 'left'] as const;
@@ -65,7 +67,7 @@ export class CorruptRecordError extends Error {
   override name = 'CorruptRecordError';
 }
 
-const STATES = new Set<string>(['ringing', 'accepted', 'ended']);
+const STATES = new Set<string>(CALL_STATES);
 const REASONS = new Set<string>(END_REASONS);
 const ENDERS = new Set<string>(['caller', 'callee', 'system']);
 

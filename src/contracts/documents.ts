@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { openApiDocument } from './openapi.js';
 import { asyncApiDocument } from './asyncapi.js';
 import { configurationPage } from '../config/configurationPage.js';
+import { machineLua } from '../calls/machine.js';
 import {
   acceptedSchema,
   apnsBodySchema,
@@ -24,6 +25,8 @@ export function generatedDocuments(): Map<string, string> {
     ['docs/openapi.json', text(openApiDocument())],
     ['docs/asyncapi.json', text(asyncApiDocument())],
     ['docs/configuration.md', configurationPage()],
+    // The call machine's rows, as the Lua scripts read them (lua/includes/callMachine.lua).
+    ['lua/includes/callMachineRules.lua', `${machineLua()}\n`],
   ]);
   const schemas = {
     'call.invited': invitationSchema,

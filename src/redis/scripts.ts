@@ -154,17 +154,22 @@ export const scriptFile = (name: ScriptName): string => `${name}.lua`;
  * its named arguments (argumentBindings).
  */
 export function loadScriptSource(name: ScriptName, dir = LUA_DIR): string {
+  const source = readFileSync(join(dir, scriptFile(name)), 'utf8');
+  const bound = source.replace(/^--@arguments\s*$/m, () => argumentBindings(name));
+  if (bound === source) throw new Error(`lua/${scriptFile(name)} has no --@arguments line`);
+  return expandIncludes(bound, dir);
+}
+
+/** `source` with its `--@include "name"` lines inlined from `lua/includes/name.lua`, each at most once. */
+export function expandIncludes(source: string, dir = LUA_DIR): string {
   const included = new Set<string>();
-  const expand = (source: string): string =>
-    source.replace(/^--@include "([A-Za-z0-9_]+)"\s*$/gm, (_line, include: string) => {
+  const expand = (text: string): string =>
+    text.replace(/^--@include "([A-Za-z0-9_]+)"\s*$/gm, (_line, include: string) => {
       if (included.has(include)) return '';
       included.add(include);
       return expand(readFileSync(join(dir, 'includes', `${include}.lua`), 'utf8'));
     });
-  const source = readFileSync(join(dir, scriptFile(name)), 'utf8');
-  const bound = source.replace(/^--@arguments\s*$/m, () => argumentBindings(name));
-  if (bound === source) throw new Error(`lua/${scriptFile(name)} has no --@arguments line`);
-  return expand(bound);
+  return expand(source);
 }
 
 let sources: Map<ScriptName, { lua: string; sha: string }> | undefined;

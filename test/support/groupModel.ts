@@ -104,12 +104,11 @@ export class GroupModel {
     if (!m) return refused(404, 'not_found');
     if (this.state === 'ended' || ECHO_REASONS.has(reason)) return OK;
     if (user === 0) {
-      // The caller reads its own reason: `failed` kept, as in a one-to-one call; else a hang-up.
-      const own = reason === 'failed' ? 'failed' : 'localHangup';
+      // The caller reads the reason it reported, as in a one-to-one call (docs/protocol.md "The call machine").
       // "the caller | nobody joined yet | the call ends; every member still ringing gets callerCancelled"
-      if (this.state === 'ringing') return this.endCall(own, 'caller', inst), OK;
+      if (this.state === 'ringing') return this.endCall(reason, 'caller', inst), OK;
       if (m.state !== 'joined' || m.inst !== inst) return OK;
-      if (forAll) return this.endCall(own, 'caller', inst), OK;
+      if (forAll) return this.endCall(reason, 'caller', inst), OK;
     }
     if (m.state === 'joined') {
       if (m.inst !== inst) return OK;

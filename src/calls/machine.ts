@@ -1,0 +1,183 @@
+import type { CallState, MemberState } from './model.js';
+
+/**
+ * The call machine: every rule of a party's request on a call, as data (docs/protocol.md "The
+ * call machine"). A one-to-one call is a call of two members, the caller and the callee, so one
+ * set of rows serves both kinds; what differs between the kinds is how a change is stored and
+ * told (the projection: lua/includes/callMachine.lua applyDecision), never which change it is.
+ *
+ * The rows are generated into lua/includes/callMachineRules.lua (`npm run docs`; a test fails while
+ * it is stale), where lua/includes/callMachine.lua `decide` walks them as `decide` below does;
+ * test/unit/call-machine.test.ts runs both over every case and the docs' tables are generated
+ * from them (scripts/generate-docs.ts).
+ */
+
+/** The requests a party of a call makes on it that the machine decides, and a ring window's end (`ringOut`, by the system). */
+export const MACHINE_EVENTS = ['ring', 'answer', 'end', 'ringOut'] as const;
+export type MachineEvent = (typeof MACHINE_EVENTS)[number];
+
+/** Who makes a request: the caller, or an invitee (the callee of a one-to-one call). */
+export type Role = 'caller' | 'invitee';
+
+/**
+ * Conditions a row may name besides the call's and the member's state. Each is a predicate of the
+ * request and the call; lua/includes/callMachine.lua implements the same names.
+ */
+export const GUARDS = {
+  sameInstallation: 'the request comes from the member’s installation in the call',
+  otherInstallation: 'the member is in the call from another installation',
+  staleRevision: '`expectedRevision` is given and is not the call’s revision',
+  echoReason: 'the reason is one the server tells (`remoteEnded`, `callerCancelled`, `answeredElsewhere`)',
+  forAll: '`forAll` is true',
+  pair: 'the call is a one-to-one call (two members)',
+  windowPassed: 'the member’s ring window has passed (`ringUntilMs`; a one-to-one call’s `expiresAtMs`)',
+} as const;
+export type Guard = keyof typeof GUARDS;
+
+/**
+ * What a row does:
+ *  - `code`, `status`: the request's answer (`ok` with the snapshot, or a problem);
+ *  - `member`: the member's next state; `byReason`: from the reason its phone reported (`busy` →
+ *    busy, `unanswered` → missed, any other → declined);
+ *  - `ends`: the call ends at once, with the member's reason, side and installation;
+ *  - `change`: the kind of the change appended to the call's outbox (what the parties are told).
+ * A row without `member` or `ends` changes nothing.
+ */
+export interface Outcome {
+  code: 'ok' | 'ringing' | 'forbidden' | 'answer_conflict' | 'revision_conflict';
+  /** 403: refused before anything changes (a binding the request made is undone). */
+  status: 200 | 403 | 409;
+  member?: MemberState | 'byReason';
+  ends?: true;
+  change?: 'joined' | 'member' | 'ringing' | 'ended';
+}
+
+export interface Rule {
+  event: MachineEvent;
+  /** The requesting member's role; absent: either. */
+  who?: Role;
+  /** The call's states the row applies to; absent: any. */
+  call?: readonly CallState[];
+  /** The requesting member's states the row applies to; absent: any. */
+  member?: readonly MemberState[];
+  /** Conditions that must all hold. */
+  when?: readonly Guard[];
+  then: Outcome;
+  /** The row in words, for the docs' table. */
+  says: string;
+}
+
+const RINGING: readonly MemberState[] = ['invited', 'ringing'];
+const OUT: readonly MemberState[] = ['declined', 'missed', 'busy', 'left'];
+const OK = { code: 'ok', status: 200 } as const;
+const FORBIDDEN = { code: 'forbidden', status: 403 } as const;
+
+/**
+ * The rows, first match wins. After a row that moves a member, the call ends by itself when it can
+ * no longer hold a conversation (`isOver`): a call of two as that member's own end, a group call
+ * by the system (docs/group-calls.md "When a group call ends").
+ */
+export const RULES: readonly Rule[] = [
+  // ---- ringing receipts (docs/group-calls.md "Ringing receipts")
+  { event: 'ring', who: 'caller', then: FORBIDDEN, says: 'only an invitee sends receipts' },
+  { event: 'ring', member: ['invited'], then: { code: 'ringing', status: 200, member: 'ringing', change: 'ringing' }, says: 'the first receipt: the member is ringing' },
+  { event: 'ring', then: OK, says: 'a later receipt changes nothing' },
+  // ---- answers and joins (docs/group-calls.md "Joining")
+  { event: 'answer', who: 'caller', when: ['pair'], then: FORBIDDEN, says: 'the caller of a one-to-one call does not answer it' },
+  { event: 'answer', member: ['joined'], when: ['sameInstallation'], then: OK, says: 'the winning installation again: still the winner' },
+  { event: 'answer', member: ['joined'], when: ['otherInstallation'], then: { code: 'answer_conflict', status: 409 }, says: 'another installation of the member won' },
+  { event: 'answer', call: ['ended'], then: { code: 'answer_conflict', status: 409 }, says: 'the call has ended' },
+  { event: 'answer', when: ['staleRevision'], then: { code: 'revision_conflict', status: 409 }, says: 'the call changed since the revision the device saw' },
+  { event: 'answer', member: RINGING, then: { ...OK, member: 'joined', change: 'joined' }, says: 'the first installation to answer wins; the call is accepted' },
+  { event: 'answer', member: OUT, then: { ...OK, member: 'joined', change: 'joined' }, says: 'a member who is out joins again while the call lives' },
+  // ---- ends (docs/protocol.md "End reasons", docs/group-calls.md "Leaving, declining, cancelling")
+  { event: 'end', call: ['ended'], then: OK, says: 'an ended call is returned as it is' },
+  { event: 'end', when: ['echoReason'], then: OK, says: 'an echo of a reason the server told changes nothing' },
+  { event: 'end', who: 'caller', call: ['ringing'], then: { ...OK, ends: true, change: 'ended' }, says: 'the caller cancels: the call ends' },
+  { event: 'end', who: 'caller', member: ['joined'], when: ['sameInstallation', 'forAll'], then: { ...OK, ends: true, change: 'ended' }, says: 'the caller ends it for everyone' },
+  { event: 'end', who: 'caller', member: ['joined'], when: ['sameInstallation', 'pair'], then: { ...OK, ends: true, change: 'ended' }, says: 'the caller hangs up a call of two: it ends' },
+  { event: 'end', member: ['joined'], when: ['sameInstallation'], then: { ...OK, member: 'left', change: 'member' }, says: 'a member in the call leaves' },
+  { event: 'end', member: RINGING, then: { ...OK, member: 'byReason', change: 'member' }, says: 'a member still ringing declines (or reports busy or rang out)' },
+  { event: 'end', then: OK, says: 'anyone else (another installation, a member who is out) changes nothing' },
+  // ---- ring windows (the ring sweeps, and every request first: lua/includes/expireIfDue.lua)
+  { event: 'ringOut', member: RINGING, when: ['windowPassed'], then: { ...OK, member: 'missed', change: 'member' }, says: 'a member still ringing past its window missed the call' },
+  { event: 'ringOut', then: OK, says: 'a member not ringing, or within its window, stays' },
+];
+
+/** What decide needs to know of the call and the request. */
+export interface Situation {
+  event: MachineEvent;
+  role: 'caller' | 'invitee';
+  call: CallState;
+  member: MemberState;
+  guards: ReadonlySet<Guard>;
+}
+
+/** The first row that matches; every event's last row matches anything. */
+export function decide(s: Situation): Rule {
+  for (const r of RULES) {
+    if (r.event !== s.event) continue;
+    if (r.who && r.who !== s.role) continue;
+    if (r.call && !r.call.includes(s.call)) continue;
+    if (r.member && !r.member.includes(s.member)) continue;
+    if (r.when && !r.when.every((g) => s.guards.has(g))) continue;
+    return r;
+  }
+  throw new Error(`no rule for ${s.event}`);
+}
+
+/** A member's state from the reason its phone reported when it stopped ringing (`byReason`). */
+export const STATE_BY_REASON: Readonly<Record<string, MemberState>> = { busy: 'busy', unanswered: 'missed' };
+export const stateByReason = (reason: string): MemberState => STATE_BY_REASON[reason] ?? 'declined';
+
+/**
+ * The rows as a Lua table literal (lua/includes/callMachineRules.lua):
+ * `{ { event = 'ring', member = { invited = true }, ... }, ... }`, with sets as `{ name = true }`.
+ */
+export function machineLua(): string {
+  const str = (v: string) => `'${v}'`;
+  const set = (vs: readonly string[]) => `{ ${vs.map((v) => `${v} = true`).join(', ')} }`;
+  const rows = RULES.map((r) => {
+    const parts = [`event = ${str(r.event)}`];
+    if (r.who) parts.push(`who = ${str(r.who)}`);
+    if (r.call) parts.push(`call = ${set(r.call)}`);
+    if (r.member) parts.push(`member = ${set(r.member)}`);
+    if (r.when) parts.push(`when = { ${r.when.map(str).join(', ')} }`);
+    const t = r.then;
+    const then = [`code = ${str(t.code)}`, `status = ${t.status}`];
+    if (t.member) then.push(`member = ${str(t.member)}`);
+    if (t.ends) then.push('ends = true');
+    if (t.change) then.push(`change = ${str(t.change)}`);
+    parts.push(`then_ = { ${then.join(', ')} }`);
+    return `  { ${parts.join(', ')} },`;
+  });
+  const byReason = Object.entries(STATE_BY_REASON).map(([k, v]) => `${k} = ${str(v)}`);
+  return [
+    '-- Generated from src/calls/machine.ts RULES by `npm run docs` (a test fails while it is stale): the rows, first match wins.',
+    `local MACHINE_RULES = {\n${rows.join('\n')}\n}`,
+    `local STATE_BY_REASON = { ${byReason.join(', ')} }`,
+  ].join('\n');
+}
+
+const EVENT_NAMES: Record<MachineEvent, string> = { ring: 'ringing receipt', answer: 'answer', end: 'end', ringOut: 'ring window ends' };
+
+/** What a row's outcome does, in words (the docs' table). */
+function outcomeWords(t: Outcome): string {
+  if (t.status !== 200) return `\`${t.status} ${t.code}\`, nothing changes`;
+  if (t.ends) return 'the call ends';
+  if (t.member === 'byReason') return 'the member is `declined` (`busy`, `missed` when its phone said `busy`, `unanswered`)';
+  if (t.member) return `the member is \`${t.member}\`${t.member === 'joined' ? ' (the call is `accepted`)' : ''}`;
+  return 'nothing changes';
+}
+
+/**
+ * The rows as the Markdown table of docs/protocol.md "The call machine" (generated by
+ * `npm run docs`; a test fails while the page is stale).
+ */
+export function machineTable(): string {
+  const list = (vs: readonly string[] | undefined) => (vs ? vs.map((v) => `\`${v}\``).join(', ') : 'any');
+  const rows = RULES.map(
+    (r) => `| ${EVENT_NAMES[r.event]} | ${r.who ?? 'any'} | ${list(r.call)} | ${list(r.member)} | ${r.when ? r.when.map((g) => GUARDS[g]).join('; ') : ''} | ${outcomeWords(r.then)} | ${r.says} |`,
+  );
+  return ['| Request | By | Call | Member | When | Then | In words |', '|---|---|---|---|---|---|---|', ...rows].join('\n');
+}
