@@ -92,6 +92,8 @@ class PathRecorder {
   readonly parties: Record<Label, Party>;
   readonly alice: string;
   readonly bob: string;
+  /** The in-call messages each installation is sent (delivered live only, outside the log). */
+  readonly messagesTo: Partial<Record<Label, number>> = {};
 
   /** The path's name as it goes into ids (userIds, operationIds). */
   readonly slug: string;
@@ -200,6 +202,8 @@ async function settleAndRecord(rec: PathRecorder, callId: string, webhookTypes: 
       const ws = p.ws!;
       const liveLogged = () => ws.eventFrames().filter((f) => f.event.callId === callId);
       await ws.until(() => liveLogged().length >= logged.length, 5000, `${logged.length} events of ${callId}`);
+      const messages = rec.messagesTo[p.label] ?? 0;
+      await ws.until(() => ws.frames.filter((f) => f.type === 'message' && isCallFrame(callId)(f)).length >= messages, 5000, `${messages} in-call messages`);
       expectCompactFrames(ws);
       rec.record(`${p.label} live socket`, ws.frames[0]);
       for (const f of ws.frames.filter((f) => f.type === 'event' && f.cursor !== undefined && isCallFrame(callId)(f))) rec.record(`${p.label} live socket`, f);
@@ -264,7 +268,10 @@ async function settleAndRecord(rec: PathRecorder, callId: string, webhookTypes: 
   await waitUntil('the barrier call.ended webhook', () => [...hooks.unique().values()].some((w) => w.json?.type === 'call.ended' && w.json?.data?.callId === barrier), 10_000);
   const received = hooks.received.filter((w) => w.json?.data?.callId === callId);
   expect(received.map((w) => w.id)).toEqual(ofCall().map((w) => w.id)); // every one answered 204 at once: no retry
-  for (const w of ofCall()) rec.record('webhook main', webhookRecord(w));
+  // Deliveries gathered into one stream entry go out in parallel: sorted by type, as the call made them.
+  const order = ['call.created', 'call.accepted', 'call.ended'];
+  const rank = (w: ReceivedWebhook) => (order.includes(w.json.type) ? order.indexOf(w.json.type) : order.length);
+  for (const w of ofCall().sort((a, b) => rank(a) - rank(b))) rec.record('webhook main', webhookRecord(w));
 }
 
 function webhookRecord(w: ReceivedWebhook): unknown {
@@ -361,6 +368,7 @@ describe('one-to-one wire bodies, as recorded in test/fixtures/golden/one-to-one
     await relayDone(ps.stack.redis, KS, [callId]);
     rec.http('backend GET /v1/server/users/{alice}/calls/active (accepted)', await backend().get(`/v1/server/users/${rec.alice}/calls/active`));
     rec.http('A1 POST /v1/calls/{id}/media-session', await A1.d.api.post(`/v1/calls/${callId}/media-session`, {}), { media: true });
+    Object.assign(rec.messagesTo, { A1: 1, B1: 1 });
     rec.http('A1 POST /v1/calls/{id}/messages', await A1.d.api.post(`/v1/calls/${callId}/messages`, { operationId: op(rec, 'msg-a'), payload: { kind: 'offer', sdp: 'v=0 offer' } }));
     rec.http('B1 POST /v1/calls/{id}/messages', await B1.d.api.post(`/v1/calls/${callId}/messages`, { operationId: op(rec, 'msg-b'), payload: { kind: 'answer', sdp: 'v=0 answer' } }));
     rec.http('B1 GET /v1/calls/{id}/messages?afterSeq=0', await B1.d.api.get(`/v1/calls/${callId}/messages?afterSeq=0`));
@@ -377,6 +385,7 @@ describe('one-to-one wire bodies, as recorded in test/fixtures/golden/one-to-one
     await rec.online();
     rec.http('A1 POST /v1/calls', await create(rec, callId));
     await invitationsPushed(rec, callId);
+    rec.messagesTo.A1 = 1;
     const cmd = async (label: string, frame: Record<string, unknown> & { type: string; operationId: string }) => rec.record(`B1 socket command ${label} → reply`, await B1.ws!.command({ callId, ...frame }));
     await cmd('ringing', { type: 'ringing', operationId: op(rec, 'ringing'), via: 'socket' });
     await cmd('answer', { type: 'answer', operationId: op(rec, 'answer'), installationId: B1.d.installationId });
