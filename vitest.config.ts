@@ -35,6 +35,7 @@ const CLUSTER_SUITES = [
   'test/integration/call-history.test.ts',
   'test/e2e/server-api.test.ts',
   'test/e2e/webhooks.test.ts',
+  'test/e2e/one-to-one-golden.test.ts',
   'test/e2e/group-calls.test.ts',
   'test/e2e/group-pushes.test.ts',
   'test/e2e/group-model.test.ts',
