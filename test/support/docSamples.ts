@@ -64,7 +64,7 @@ export const JSON_SAMPLE_PAYLOADS = ['CallSnapshot', 'MediaSession', 'call.messa
 
 /**
  * The pages whose every code block the suite runs or checks: no `not-run` block, no block without
- * a language (docs/development.md "Code samples"). docs/devices.md joins them when it exists.
+ * a language (docs/development.md "Code samples"). The mobile device page joins them once it exists.
  */
 export const FULLY_CHECKED_PAGES = ['docs/api.md', 'docs/group-calls.md', 'docs/devices.md'] as const;
 
