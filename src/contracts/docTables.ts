@@ -28,9 +28,13 @@ interface Schema {
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
 
+/** The OpenAPI document, built once per process (it is a pure function of the code). */
+let built: Record<string, unknown> | undefined;
+const openApi = () => (built ??= openApiDocument() as Record<string, unknown>);
+
 /** Every operation of the OpenAPI document, in document order. */
 function operations(): Operation[] {
-  const doc = openApiDocument() as { paths: Record<string, Record<string, Omit<Operation, 'method' | 'path'>>> };
+  const doc = openApi() as { paths: Record<string, Record<string, Omit<Operation, 'method' | 'path'>>> };
   return Object.entries(doc.paths).flatMap(([path, item]) =>
     Object.entries(item)
       .filter(([method]) => METHODS.includes(method))
@@ -40,7 +44,7 @@ function operations(): Operation[] {
 
 function resolve(schema: Schema): Schema {
   if (!schema.$ref) return schema;
-  const doc = openApiDocument() as { components: { schemas: Record<string, Schema> } };
+  const doc = openApi() as { components: { schemas: Record<string, Schema> } };
   return doc.components.schemas[schema.$ref.replace('#/components/schemas/', '')]!;
 }
 
