@@ -6,6 +6,7 @@ import type { BenchContext } from './context.js';
 import { REPO_ROOT } from './processes.js';
 import { fmtBytes, mdTable, textTable, type ScenarioResult } from './report.js';
 import { htmlReport } from './htmlReport.js';
+import { recordFigures } from './figures.js';
 import type { RunMeta } from './runMeta.js';
 
 /** The run's metadata, the terminal summary and the files under bench/results/. */
@@ -78,6 +79,7 @@ export function writeResults(meta: RunMeta, results: readonly ScenarioResult[], 
   const text = markdown(meta, results);
   writeFileSync(md, text);
   writeFileSync(latest, text);
+  recordFigures(meta, results, md); // bench/results/figures.json: the figures this run measured (docs/performance.md)
   const page = htmlReport({ meta, results });
   writeFileSync(html, page);
   writeFileSync(join(dir, 'latest.html'), page);

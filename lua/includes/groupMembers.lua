@@ -1,10 +1,10 @@
--- A group call's members (docs/group-calls.md): the call hash's `kind` is 'group' and its
+-- A group call's members (docs/group-calls.md): the call record's `kind` is 'group' and its
 -- `members` field holds them as a JSON array, the caller first, then the invitees in the order
 -- they were invited. Each member: { userId, state, invitedAtMs, ringUntilMs, installationId,
 -- joinedAtMs, ringingAtMs, leftAtMs, endedAtMs } (only what applies). States: joined (the caller
 -- from the start), invited, ringing (a receipt came), declined, missed, busy, left. Kept in the
--- call hash, under the call's hash tag: a transition reads and writes the call with the one
--- HGETALL and HSET it already does.
+-- call record, under the call's hash tag: a transition reads and writes the call with the one
+-- read and write it already does (lua/includes/callRecord.lua).
 --@include "fmtInt"
 --@include "callRecord"
 

@@ -7,27 +7,28 @@ import type { Reply } from './command.js';
 /**
  * The one catalogue of error codes: each has its HTTP status and title. Responses are RFC 9457
  * problem details (`application/problem+json`): { type, title, status, detail, code, ...extra }.
- * docs/api.md ("Errors") lists the same codes; a test keeps the two in agreement.
+ * `when` is the row of docs/api.md "Errors", which `npm run docs` writes from this catalogue
+ * (src/contracts/docTables.ts).
  */
 export const errorCatalogue = {
-  invalid_request: { status: 400, title: 'Invalid request' },
-  unauthorized: { status: 401, title: 'Unauthorized' },
-  forbidden: { status: 403, title: 'Forbidden' },
-  not_found: { status: 404, title: 'Not found' },
-  method_not_allowed: { status: 405, title: 'Method not allowed' },
-  answer_conflict: { status: 409, title: 'Call answered elsewhere' },
-  idempotency_conflict: { status: 409, title: 'Operation ID reused with a different request' },
-  revision_conflict: { status: 409, title: 'Revision does not match' },
-  call_exists: { status: 409, title: 'Call ID already used' },
-  call_not_active: { status: 409, title: 'Call is not ringing or accepted' },
-  group_call_full: { status: 409, title: 'Group call is full' },
-  payload_too_large: { status: 413, title: 'Payload too large' },
-  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
-  rate_limited: { status: 429, title: 'Too many requests' },
-  internal: { status: 500, title: 'Internal server error' },
-  unavailable: { status: 503, title: 'Service unavailable' },
-  sfu_unavailable: { status: 503, title: 'SFU unavailable' },
-} as const satisfies Record<string, { status: number; title: string }>;
+  invalid_request: { status: 400, title: 'Invalid request', when: 'invalid JSON, wrong types, missing fields, calling yourself, a `title` on a one-to-one create, bad path parameter' },
+  unauthorized: { status: 401, title: 'Unauthorized', when: 'missing or invalid token' },
+  forbidden: { status: 403, title: 'Forbidden', when: "installationId is not the session's; the caller answering; media before accept" },
+  not_found: { status: 404, title: 'Not found', when: 'unknown route; unknown call, or not a party of it (a stranger inviting into a group call too: whether the call exists is not told)' },
+  method_not_allowed: { status: 405, title: 'Method not allowed', when: 'known path, other method (`allow` header lists the methods)' },
+  answer_conflict: { status: 409, title: 'Call answered elsewhere', when: 'another installation won, or the call is no longer ringing (`snapshot`)' },
+  idempotency_conflict: { status: 409, title: 'Operation ID reused with a different request', when: 'operationId reused with a different request' },
+  revision_conflict: { status: 409, title: 'Revision does not match', when: '`expectedRevision` does not match (`snapshot`)' },
+  call_exists: { status: 409, title: 'Call ID already used', when: 'callId already used' },
+  call_not_active: { status: 409, title: 'Call is not ringing or accepted', when: 'an in-call message, or an invitation into a group call, after the call ended' },
+  group_call_full: { status: 409, title: 'Group call is full', when: 'an invitation that would take a group call past `GROUP_CALL_MAX_MEMBERS` members besides its caller ([group calls](group-calls.md))' },
+  payload_too_large: { status: 413, title: 'Payload too large', when: 'body over `BODY_LIMIT_BYTES`' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type', when: 'body not `application/json`' },
+  rate_limited: { status: 429, title: 'Too many requests', when: 'an abuse limit (`retry-after`)' },
+  internal: { status: 500, title: 'Internal server error', when: 'a bug; nothing internal is leaked' },
+  unavailable: { status: 503, title: 'Service unavailable', when: 'Redis unreachable (`retry-after`)' },
+  sfu_unavailable: { status: 503, title: 'SFU unavailable', when: "`media-session` when the call's SFU is unreachable or refused (`retry-after`), or a group call on a server with no SFU; the call goes on ([Media session](#media-session))" },
+} as const satisfies Record<string, { status: number; title: string; when: string }>;
 
 export type ErrorCode = keyof typeof errorCatalogue;
 

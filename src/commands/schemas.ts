@@ -21,12 +21,17 @@ export const principalId = z.string().regex(ID_PATTERN, 'must be 1 to 128 charac
 
 export const decimalRevision = z.string().regex(/^[1-9][0-9]{0,17}$/, 'must be a positive decimal string');
 
-/** A one-to-one call's create body (POST /v1/calls). */
+/**
+ * A one-to-one call's create body (POST /v1/calls). A `title` is refused, not ignored: the callee
+ * sees the caller's name, and a title that silently went nowhere would look like a bug in the app
+ * (docs/api.md "Errors").
+ */
 export const oneToOneCallBody = z.object({
   callId: opaqueId,
   calleeUserId: principalId,
   operationId: opaqueId,
   video: z.boolean().default(false),
+  title: z.undefined({ error: 'only a group call (calleeUserIds) has a title; a one-to-one call shows the caller\'s name' }).optional(),
 });
 
 /** A group call's create body (POST /v1/calls with calleeUserIds; docs/group-calls.md). */

@@ -1,6 +1,6 @@
 import * as s from '../commands/schemas.js';
 import { historyOperation, serverPaths, serverSchemas, serverSecurityScheme, serverTags, webhooksSection } from './openapiServer.js';
-import { ACCEPTED, CALL_ID, COMMON, CURSOR, ENDED, ENDED_EVENT, INVITED_EVENT, RINGING, T0, callCommandPath, callIdParam, json, problems, ref, schema, snapshotExamples } from './openapiParts.js';
+import { ACCEPTED, CALL_ID, COMMON, CURSOR, ENDED, ENDED_EVENT, INVITED_EVENT, RINGING, T0, callCommandPath, callIdParam, forbidding, json, problems, ref, schema, snapshotExamples } from './openapiParts.js';
 import { eventComponents } from './openapiEvents.js';
 import { packageVersion } from '../util/packageInfo.js';
 import { groupCallPaths, groupCreateExample, groupRequestSchemas } from './openapiGroup.js';
@@ -50,8 +50,8 @@ export function openApiDocument(): Record<string, unknown> {
       },
       schemas: {
         CreateCall: { description: 'A one-to-one call (`calleeUserId`) or a group call (`calleeUserIds`, docs/group-calls.md).', oneOf: [ref('CreateOneToOneCall'), ref('CreateGroupCall')] },
-        CreateOneToOneCall: schema(s.oneToOneCallBody, 'input'),
-        CreateGroupCall: schema(s.groupCallBody, 'input'),
+        CreateOneToOneCall: forbidding(schema(s.oneToOneCallBody, 'input'), 'calleeUserIds', 'title'),
+        CreateGroupCall: forbidding(schema(s.groupCallBody, 'input'), 'calleeUserId'),
         AnswerCall: schema(s.answerCallBody, 'input'),
         EndCall: schema(s.endCallBody, 'input'),
         RenameCall: schema(s.renameCallBody, 'input'),
@@ -131,7 +131,7 @@ export function openApiDocument(): Record<string, unknown> {
             'expired (`expiresAtMs`). A retry with the same `operationId` and body returns the original response; ' +
             'a `callId` is never reused (`call_exists`). When the callee is in an accepted call (and `CALL_WAITING` is off) ' +
             'the call is created already ended as `busy`: nothing rings and only the caller is told. With `calleeUserIds` ' +
-            'instead, a group call rings each of them (docs/group-calls.md).',
+            'instead, a group call rings each of them (docs/group-calls.md); a `title` is a group call\'s only, refused on a one-to-one create.',
           requestBody: {
             required: true,
             content: json('CreateCall', {

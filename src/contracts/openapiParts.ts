@@ -9,6 +9,18 @@ export function schema(t: z.ZodType, io: 'input' | 'output' = 'output'): Record<
   return rest;
 }
 
+/**
+ * The schema with each named property forbidden (the `false` schema): a property one body of a
+ * `oneOf` refuses, so no object matches two bodies and a generated client can tell them apart
+ * (the one-to-one and the group create, docs/group-calls.md). zod's `z.undefined()` is shown as
+ * `{}` (anything), which would say the opposite.
+ */
+export function forbidding(body: Record<string, unknown>, ...names: string[]): Record<string, unknown> {
+  const properties = { ...(body.properties as Record<string, unknown>) };
+  for (const name of names) properties[name] = false;
+  return { ...body, properties };
+}
+
 export const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
 export function json(name: string, examples: Record<string, { summary: string; value: unknown }>): Record<string, unknown> {

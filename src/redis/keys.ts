@@ -1,7 +1,7 @@
 /**
  * The only module that spells Redis keys. Every key of one Lua script shares a hash tag so the
  * same scripts run on Redis Cluster:
- *  - call-scoped keys (the call hash, its operation records, the shard's outbox) carry the
+ *  - call-scoped keys (the call record, its operation records, the shard's outbox) carry the
  *    call's shard tag `{c<shard>}`, the shard being a hash of the callId;
  *  - user-scoped keys (push registrations, the event log) carry `{u:<userId>}`.
  */

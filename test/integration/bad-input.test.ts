@@ -96,6 +96,16 @@ describe('POST /v1/calls', () => {
     }
   });
 
+  it('a title on a one-to-one create → 400, nothing created (a title is a group call\'s)', async () => {
+    for (const title of ['Standup', '', 5]) {
+      await rejects(
+        () => ringing.caller.api.post('/v1/calls', { ...createBody(), title }),
+        'invalid_request',
+        "title: only a group call (calleeUserIds) has a title; a one-to-one call shows the caller's name",
+      );
+    }
+  });
+
   it('wrong types → 400 naming each', async () => {
     const cases: [string, unknown, string][] = [
       ['callId', 5, 'callId: Invalid input: expected string, received number'],

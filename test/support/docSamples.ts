@@ -11,6 +11,8 @@ import { REPO_ROOT } from './server.js';
  *   ```js  /  ```ts       a program, run with node / tsx against the same server (ts also type-checked)
  *   ```js webhook-receiver a webhook receiver: the server delivers real webhooks to it
  *   ```json <VARIABLE>    the value of a configuration variable, parsed as the server parses it at start
+ *   ```json <Payload>     a body or event the server sends (CallSnapshot, MediaSession, call.message),
+ *                         checked against the schema the server's contracts are built from
  *   ```<lang> not-run     shown, never run (payload illustrations, installs, the suites, benchmarks, Docker)
  *   ```                   no language: diagrams and wire formats, never run
  */
@@ -57,12 +59,22 @@ export function codeBlocks(page: string): CodeBlock[] {
 /** The configuration variables a `json <VARIABLE>` sample may be the value of. */
 export const JSON_SAMPLE_VARIABLES = ['WEBHOOKS', 'PUSH_APPS'] as const;
 
+/** The payloads a `json <Payload>` sample may be (test/unit/doc-samples.test.ts checks each against its schema). */
+export const JSON_SAMPLE_PAYLOADS = ['CallSnapshot', 'MediaSession', 'call.message'] as const;
+
+/**
+ * The pages whose every code block the suite runs or checks: no `not-run` block, no block without
+ * a language (docs/development.md "Code samples"). The mobile device page joins them once it exists.
+ */
+export const FULLY_CHECKED_PAGES = ['docs/api.md', 'docs/group-calls.md', 'docs/devices.md'] as const;
+
 export type SampleKind =
   | { kind: 'none' }
   | { kind: 'shell' }
   | { kind: 'program'; runtime: 'node' | 'tsx' }
   | { kind: 'webhook-receiver' }
-  | { kind: 'config'; variable: (typeof JSON_SAMPLE_VARIABLES)[number] };
+  | { kind: 'config'; variable: (typeof JSON_SAMPLE_VARIABLES)[number] }
+  | { kind: 'payload'; payload: (typeof JSON_SAMPLE_PAYLOADS)[number] };
 
 /** What the suite does with a block; throws for a block that follows no rule of the convention. */
 export function sampleKind(b: CodeBlock): SampleKind {
@@ -73,8 +85,10 @@ export function sampleKind(b: CodeBlock): SampleKind {
   if (b.lang === 'js' && b.how === 'webhook-receiver') return { kind: 'webhook-receiver' };
   const variable = JSON_SAMPLE_VARIABLES.find((v) => v === b.how);
   if (b.lang === 'json' && variable) return { kind: 'config', variable };
+  const payload = JSON_SAMPLE_PAYLOADS.find((p) => p === b.how);
+  if (b.lang === 'json' && payload) return { kind: 'payload', payload };
   throw new Error(
-    `${where}: not a code sample the suite knows how to run. Use \`\`\`sh, \`\`\`js, \`\`\`ts, \`\`\`js webhook-receiver or \`\`\`json <${JSON_SAMPLE_VARIABLES.join('|')}>, or mark it \`\`\`${b.lang || '<lang>'} not-run (docs/development.md "Code samples")`,
+    `${where}: not a code sample the suite knows how to run. Use \`\`\`sh, \`\`\`js, \`\`\`ts, \`\`\`js webhook-receiver, \`\`\`json <${JSON_SAMPLE_VARIABLES.join('|')}>, \`\`\`json <${JSON_SAMPLE_PAYLOADS.join('|')}>, or mark it \`\`\`${b.lang || '<lang>'} not-run (docs/development.md "Code samples")`,
   );
 }
 

@@ -2,7 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.js';
 import { pushApps } from '../../src/config/pushApps.js';
 import { webhookEndpoints } from '../../src/webhooks/endpoints.js';
-import { allSamples, codeBlocks, samplePages, sampleKind, type CodeBlock } from '../support/docSamples.js';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { callSnapshot, mediaSession } from '../../src/commands/schemas.js';
+import { messageSchema } from '../../src/events/payloadSchemas.js';
+import { allSamples, codeBlocks, FULLY_CHECKED_PAGES, JSON_SAMPLE_PAYLOADS, samplePages, sampleKind, type CodeBlock } from '../support/docSamples.js';
+import { REPO_ROOT } from '../support/server.js';
+
+const PAYLOAD_SCHEMAS = { CallSnapshot: callSnapshot, MediaSession: mediaSession, 'call.message': messageSchema } as const satisfies Record<(typeof JSON_SAMPLE_PAYLOADS)[number], unknown>;
 
 /**
  * The code-sample convention (docs/development.md "Code samples"): every code block of the pages
@@ -61,5 +68,28 @@ describe('code samples', () => {
       expect(entries.length, where).toBeGreaterThan(1);
     }
     expect(configs.map((s) => s.sample.kind === 'config' && s.sample.variable).sort()).toEqual(['PUSH_APPS', 'WEBHOOKS']);
+  });
+
+  it('each payload sample is JSON that its schema accepts, with no field the schema lacks', () => {
+    const payloads = allSamples().filter((s) => s.sample.kind === 'payload');
+    expect(payloads.map((s) => s.sample.kind === 'payload' && s.sample.payload).sort()).toEqual([...JSON_SAMPLE_PAYLOADS].sort());
+    for (const s of payloads) {
+      if (s.sample.kind !== 'payload') continue;
+      const where = `${s.page}:${s.line}`;
+      const schema = PAYLOAD_SCHEMAS[s.sample.payload];
+      const value = JSON.parse(s.text) as Record<string, unknown>;
+      const parsed = schema.safeParse(value);
+      expect(parsed.error?.issues ?? [], where).toEqual([]);
+      expect(Object.keys(value).filter((k) => !(k in schema.shape)), where).toEqual([]);
+    }
+    // The check can fail: a renamed field, a wrong type.
+    expect(callSnapshot.safeParse({ ...JSON.parse(payloads.find((s) => s.sample.kind === 'payload' && s.sample.payload === 'CallSnapshot')!.text), state: 'answered' }).success).toBe(false);
+  });
+
+  it('every code block of docs/api.md, docs/group-calls.md (and docs/devices.md once it exists) is run or checked', () => {
+    const pages = FULLY_CHECKED_PAGES.filter((p) => existsSync(join(REPO_ROOT, p)));
+    expect(pages).toEqual(expect.arrayContaining(['docs/api.md', 'docs/group-calls.md']));
+    const unchecked = pages.flatMap((page) => codeBlocks(page).filter((b) => sampleKind(b).kind === 'none').map((b) => `${page}:${b.line} (\`\`\`${b.lang} ${b.how})`));
+    expect(unchecked).toEqual([]);
   });
 });
