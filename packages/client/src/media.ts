@@ -51,6 +51,9 @@ export class MediaSessionStoppedError extends Error {
   }
 }
 
+/** The shortest time between two timed renewals, in ms. */
+const MIN_RENEWAL_MS = 1000;
+
 interface ProblemShape {
   status?: unknown;
   code?: unknown;
@@ -144,7 +147,9 @@ export class MediaSessionKeeper {
   }
 
   private schedule(session: MediaSession): void {
-    const delay = Math.max(0, (session.expiresAtMs - Date.now()) * (this.o.renewAt ?? 0.8));
+    // Not sooner than MIN_RENEWAL_MS: a device clock far ahead of the server's would otherwise see
+    // every session as expired and ask again at once, without end.
+    const delay = Math.max(MIN_RENEWAL_MS, (session.expiresAtMs - Date.now()) * (this.o.renewAt ?? 0.8));
     this.renewsAtMs = Date.now() + delay;
     // A renewal that fails for good is reported through onStopped; a stop() rejects it quietly.
     this.timer = setTimeout(() => void this.fetch('renewal').catch(() => undefined), delay);
