@@ -5,10 +5,12 @@
 
 /** An HTTP error with the problem+json body (README "Errors"). */
 export class ProblemError extends Error {
-  constructor(status, problem) {
+  constructor(status, problem, retryAfterS) {
     super(problem?.detail ? `${problem.code}: ${problem.detail}` : `HTTP ${status}`);
     this.status = status;
     this.problem = problem ?? {};
+    /** The reply's retry-after, in seconds (429; 503 sfu_unavailable: the SFU is down). */
+    this.retryAfterS = retryAfterS;
   }
 }
 
@@ -34,7 +36,8 @@ export class Api {
     });
     const text = await res.text();
     const json = text ? JSON.parse(text) : undefined;
-    if (!res.ok) throw new ProblemError(res.status, json);
+    const retryAfter = res.headers.get('retry-after');
+    if (!res.ok) throw new ProblemError(res.status, json, retryAfter === null ? undefined : Number(retryAfter));
     return json;
   }
 

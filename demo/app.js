@@ -7,6 +7,7 @@ import { Api, ProblemError, Signaling } from './api.js';
 import { MediaCall } from './media.js';
 import { GROUP_END_TEXT, Members, renderMembers, userIdsOf } from './group.js';
 import { GroupMedia } from './groupMedia.js';
+import { MediaSessionKeeper, MediaSessionStoppedError } from './mediaSession.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -256,7 +257,16 @@ async function startGroupMedia(call) {
   const note = (text) => ($('group-media-note').textContent = text);
   note('Joining the media room…');
   try {
-    const { iceServers, sfu } = await state.api.mediaSession(call.id);
+    // The client package's keeper (demo/mediaSession.js, built from packages/client/src/media.ts):
+    // it renews the media session before it expires and retries a 503 after its retry-after.
+    call.mediaKeeper ??= new MediaSessionKeeper({
+      client: state.api,
+      callId: call.id,
+      onSession: (session) => call.groupMedia?.renew(session),
+      onRetry: (err, delayMs) => note(`Media server unavailable (${err.message}); trying again in ${Math.round(delayMs / 1000)} s…`),
+      onStopped: (err) => !isOver(call) && log('media session', err.message, 'sys'),
+    });
+    const { iceServers, sfu } = call.groupMedia === undefined && call.mediaKeeper.current ? await call.mediaKeeper.refresh() : await call.mediaKeeper.start();
     if (isOver(call)) return;
     if (sfu?.kind !== 'janus') return note(`This page speaks only to Janus; the server's SFU is ${sfu?.kind ?? 'none'}: no media, signaling only.`);
     note('');
@@ -275,15 +285,40 @@ async function startGroupMedia(call) {
         $('media-state').textContent = s === 'connected' ? 'media connected' : `media ${s}`;
       },
       onError: (err) => !isOver(call) && showError(err),
+      onLost: (why) => reconnectGroupMedia(call, why),
     });
     render();
     await call.groupMedia.start();
   } catch (err) {
-    if (isOver(call)) return;
+    if (isOver(call) || err instanceof MediaSessionStoppedError) return;
+    if (call.groupMedia?.lost || err.message?.startsWith('cannot reach the SFU')) {
+      // The SFU went away while joining: try again with a new media session.
+      return reconnectGroupMedia(call, err.message);
+    }
     if (err instanceof ProblemError && err.problem.code === 'sfu_unavailable') {
       note(`No media: ${err.problem.detail ?? 'the server has no SFU for group calls'}. The call's signaling goes on.`);
     } else showError(err);
   }
+}
+
+/**
+ * The SFU connection was lost (Janus restarted or unreachable): tear the room's media down and
+ * join again with a new media session (the keeper waits out the server's 503 retry-after; a
+ * restarted Janus gets the call's room from that media-session). Spaced by a second, so a Janus
+ * that the server reaches and the page does not is not hammered.
+ */
+function reconnectGroupMedia(call, why) {
+  if (isOver(call) || call.reconnecting) return;
+  call.reconnecting = true;
+  log('media', `SFU connection lost (${why}): reconnecting`, 'sys');
+  $('media-state').dataset.state = 'reconnecting';
+  $('media-state').textContent = 'media reconnecting';
+  call.groupMedia?.close();
+  call.groupMedia = undefined;
+  setTimeout(() => {
+    call.reconnecting = false;
+    if (!isOver(call)) startGroupMedia(call);
+  }, 1000);
 }
 
 /** Tells the caller this page shows the call (docs/group-calls.md "Ringing receipts"), and learns whether it is a group call. */
@@ -387,7 +422,16 @@ const hangUp = () => endCall('localHangup');
 
 async function startMedia(call) {
   try {
-    const { iceServers } = await state.api.mediaSession(call.id);
+    // The client package's keeper renews the media session before it expires; each new one's ICE
+    // servers go to the peer connection (setConfiguration), so an ICE restart late in the call
+    // gathers with credentials coturn still accepts for a new allocation.
+    call.mediaKeeper = new MediaSessionKeeper({
+      client: state.api,
+      callId: call.id,
+      onSession: (session) => call.media?.setIceServers(session.iceServers),
+      onStopped: (err) => !isOver(call) && log('media session', err.message, 'sys'),
+    });
+    const { iceServers } = await call.mediaKeeper.start();
     if (isOver(call)) return;
     if ($('relay-only').checked && !iceServers.some((s) => s.urls.some((u) => /^turns?:/.test(u)))) {
       showError('"TURN relay only" needs a TURN server, and this server lists none (TURN_URLS): media cannot connect.');
@@ -410,6 +454,8 @@ async function startMedia(call) {
         }
       },
       onError: showError,
+      // Before an ICE restart (the connection failed, e.g. after a network change): a new media session first.
+      refreshIceServers: async () => (await call.mediaKeeper.refresh()).iceServers,
       localVideo: $('local-video'),
       remoteVideo: $('remote-video'),
     });
@@ -418,11 +464,13 @@ async function startMedia(call) {
     $('local-video').classList.add('on');
     await call.media.start();
   } catch (err) {
-    showError(err);
+    if (!(err instanceof MediaSessionStoppedError)) showError(err);
   }
 }
 
 function finish(call, reason) {
+  call.mediaKeeper?.stop();
+  call.mediaKeeper = undefined;
   call.status = 'ended';
   call.endReason = reason;
   call.media?.close();

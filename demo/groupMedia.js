@@ -5,6 +5,15 @@
 // other publisher, naming this publisher's `private_id` (the backend's rooms require it). Each
 // remote feed gets a tile; a feed that unpublishes, leaves or is kicked loses its tile. ICE is
 // gathered completely before each SDP goes out (no trickle).
+//
+// The media session is renewed by the client package's MediaSessionKeeper (app.js): `renew()`
+// takes each new one, and its token goes on every later request of this Janus session
+// (keepalives included), so the session lasts as long as the call; its ICE servers go to the
+// peer connections for any later ICE gathering. A lost SFU connection (Janus restarted or
+// unreachable, or the session gone) is reported once through `onLost`: app.js then asks for a
+// new media session and starts a new GroupMedia. `onState` gets the media's real state:
+// `connecting`, `connected` only while the publisher's connection is up and every remote feed's
+// inbound RTP grows, `stalled` when a feed's does not, `reconnecting` after a loss.
 
 export class GroupMedia {
   /**
@@ -17,8 +26,9 @@ export class GroupMedia {
    * @param {HTMLElement} o.tiles         where the remote tiles go
    * @param {HTMLVideoElement} o.localVideo
    * @param {(display: string) => string} o.label   a tile's label, from the participants list
-   * @param {(state: string) => void} o.onState     the publisher connection's state
+   * @param {(state: string) => void} o.onState     the media's state (see above)
    * @param {(err: Error) => void} o.onError
+   * @param {(why: string) => void} o.onLost        the SFU connection is gone: reconnect with a new session
    */
   constructor(o) {
     this.o = o;
@@ -32,6 +42,46 @@ export class GroupMedia {
     this.stream = undefined;
     this.privateId = undefined;
     this.closed = false;
+    this.lost = false;
+    /** feed id → inbound RTP bytes at the last look */
+    this.bytes = new Map();
+  }
+
+  /** The current token: the latest media session's (renewed by app.js). */
+  get token() {
+    return this.o.sfu.token;
+  }
+
+  /** Takes a renewed media session: its token for every later request, its ICE servers for later gathering. */
+  renew(session) {
+    if (session.sfu?.room !== this.o.sfu.room || session.sfu?.url !== this.o.sfu.url) return this.loseSfu('the call moved to another SFU room');
+    this.o.sfu = session.sfu;
+    this.o.iceServers = session.iceServers;
+    for (const pc of this.pcs) if (pc.signalingState !== 'closed') pc.setConfiguration({ ...pc.getConfiguration(), iceServers: session.iceServers });
+  }
+
+  /** Once: the SFU connection is gone (closed socket, refused keepalive); app.js reconnects. */
+  loseSfu(why) {
+    if (this.closed || this.lost) return;
+    this.lost = true;
+    this.o.onState('reconnecting');
+    this.o.onLost(why);
+  }
+
+  /** The real state, every 2 s: the publisher's connection, and whether each remote feed's inbound RTP grows. */
+  async look() {
+    if (this.closed || this.lost) return;
+    const pub = this.publisherPc?.connectionState ?? 'connecting';
+    if (pub !== 'connected') return this.o.onState(pub);
+    let stalled = 0;
+    for (const [feed, { pc }] of this.feeds) {
+      let bytes = 0;
+      if (pc) for (const r of (await pc.getStats()).values()) if (r.type === 'inbound-rtp') bytes += r.bytesReceived ?? 0;
+      // A feed seen for the first time has nothing to compare with yet.
+      if (this.bytes.has(feed) && bytes <= this.bytes.get(feed)) stalled++;
+      this.bytes.set(feed, bytes);
+    }
+    if (!this.closed && !this.lost) this.o.onState(stalled > 0 ? 'stalled' : 'connected');
   }
 
   async start() {
@@ -42,16 +92,20 @@ export class GroupMedia {
       this.ws.onerror = () => rej(new Error(`cannot reach the SFU at ${sfu.url}`));
     });
     this.ws.onmessage = (e) => this.onMessage(JSON.parse(e.data));
+    this.ws.onclose = () => this.loseSfu('the SFU connection closed');
     this.session = (await this.send({ janus: 'create' })).data.id;
-    this.keepalive = setInterval(() => this.ws.send(JSON.stringify({ janus: 'keepalive', session_id: this.session, transaction: `k${++this.n}`, token: sfu.token })), 15_000);
+    // Each keepalive carries the latest token; a refused one (an expired token, a session Janus
+    // no longer has) means the session is gone.
+    this.keepalive = setInterval(() => this.send({ janus: 'keepalive' }).catch((err) => this.loseSfu(err.message)), 15_000);
+    this.looking = setInterval(() => this.look().catch(() => undefined), 2_000);
     this.publisher = await this.attach();
-    const joined = await this.message(this.publisher, { request: 'join', ptype: 'publisher', room: sfu.room, token: sfu.token, id: sfu.participantId, display: this.o.display });
+    const joined = await this.message(this.publisher, { request: 'join', ptype: 'publisher', room: sfu.room, token: this.token, id: sfu.participantId, display: this.o.display });
     this.privateId = joined.plugindata.data.private_id;
     this.stream = await navigator.mediaDevices.getUserMedia({ audio: true, video: video ? { width: 640, height: 360 } : false });
     if (this.closed) return this.close();
     localVideo.srcObject = this.stream;
-    const pc = this.newPc();
-    pc.onconnectionstatechange = () => this.o.onState(pc.connectionState);
+    const pc = (this.publisherPc = this.newPc());
+    pc.onconnectionstatechange = () => this.look().catch(() => undefined);
     for (const track of this.stream.getTracks()) pc.addTrack(track, this.stream);
     await pc.setLocalDescription(await pc.createOffer());
     await gathered(pc);
@@ -61,12 +115,16 @@ export class GroupMedia {
   }
 
   onMessage(m) {
-    if (m.janus === 'ack' || m.janus === 'keepalive') return;
+    if (m.janus === 'keepalive') return;
     const wait = m.transaction && this.waiting.get(m.transaction);
     if (wait) {
+      // A message's `ack` comes before its answer; a keepalive's is its answer.
+      if (m.janus === 'ack' && !m.transaction.startsWith('k')) return;
       this.waiting.delete(m.transaction);
       return wait(m);
     }
+    if (m.janus === 'ack') return;
+    if (m.janus === 'timeout') return this.loseSfu('the SFU session timed out');
     const data = m.plugindata?.data ?? {};
     this.subscribeAll(m);
     for (const key of ['unpublished', 'leaving', 'kicked']) if (typeof data[key] === 'number') this.drop(data[key]);
@@ -74,9 +132,10 @@ export class GroupMedia {
 
   send(msg) {
     return new Promise((res, rej) => {
-      const transaction = `t${++this.n}`;
+      if (this.ws.readyState !== WebSocket.OPEN) return rej(new Error('SFU: not connected'));
+      const transaction = `${msg.janus === 'keepalive' ? 'k' : 't'}${++this.n}`;
       this.waiting.set(transaction, (m) => (m.janus === 'error' ? rej(new Error(`SFU: ${m.error?.reason ?? m.error?.code}`)) : res(m)));
-      this.ws.send(JSON.stringify({ ...msg, transaction, token: this.o.sfu.token, ...(this.session ? { session_id: this.session } : {}) }));
+      this.ws.send(JSON.stringify({ ...msg, transaction, token: this.token, ...(this.session ? { session_id: this.session } : {}) }));
     });
   }
 
@@ -118,7 +177,7 @@ export class GroupMedia {
     this.feeds.set(feed, entry);
     this.o.tiles.append(tile);
     const handle = await this.attach();
-    const joined = await this.message(handle, { request: 'join', ptype: 'subscriber', room: this.o.sfu.room, token: this.o.sfu.token, private_id: this.privateId, streams: [{ feed }] });
+    const joined = await this.message(handle, { request: 'join', ptype: 'subscriber', room: this.o.sfu.room, token: this.token, private_id: this.privateId, streams: [{ feed }] });
     if (!this.feeds.has(feed)) return;
     const pc = (entry.pc = this.newPc());
     pc.ontrack = (e) => {
@@ -135,6 +194,7 @@ export class GroupMedia {
     const entry = this.feeds.get(feed);
     if (!entry) return;
     this.feeds.delete(feed);
+    this.bytes.delete(feed);
     entry.pc?.close();
     entry.tile.remove();
   }
@@ -148,11 +208,13 @@ export class GroupMedia {
   close() {
     this.closed = true;
     clearInterval(this.keepalive);
+    clearInterval(this.looking);
+    if (this.ws) this.ws.onclose = null;
     for (const feed of [...this.feeds.keys()]) this.drop(feed);
     for (const pc of this.pcs) pc.close();
     for (const t of this.stream?.getTracks() ?? []) t.stop();
     this.o.localVideo.srcObject = null;
-    if (this.ws?.readyState === WebSocket.OPEN && this.session) this.ws.send(JSON.stringify({ janus: 'destroy', session_id: this.session, transaction: `d${++this.n}`, token: this.o.sfu.token }));
+    if (this.ws?.readyState === WebSocket.OPEN && this.session) this.ws.send(JSON.stringify({ janus: 'destroy', session_id: this.session, transaction: `d${++this.n}`, token: this.token }));
     this.ws?.close();
   }
 }

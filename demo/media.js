@@ -1,6 +1,10 @@
 // One call's WebRTC connection, negotiated with in-call messages (README "In-call messages"):
 // the caller sends the offer once the call is accepted, the callee answers it, both trickle ICE
-// candidates. ICE servers come from POST /v1/calls/{id}/media-session.
+// candidates. ICE servers come from POST /v1/calls/{id}/media-session, renewed by the client
+// package's MediaSessionKeeper (app.js) and applied with setConfiguration. An ICE restart (the
+// connection failed, or `restartIce()`) first fetches a new media session: coturn keeps an
+// existing allocation past its credential's lifetime but refuses a new one with it. The caller
+// restarts (a new offer with new ICE credentials); a callee whose connection failed asks it to.
 
 export class MediaCall {
   /**
@@ -11,6 +15,7 @@ export class MediaCall {
    * @param {boolean} o.video
    * @param {(payload: object) => Promise<unknown>} o.send   sends an in-call message
    * @param {(state: string) => void} o.onState             RTCPeerConnection connectionState
+   * @param {() => Promise<RTCIceServer[]>} o.refreshIceServers  a new media session's ICE servers (before an ICE restart)
    * @param {HTMLVideoElement} o.localVideo
    * @param {HTMLVideoElement} o.remoteVideo
    */
@@ -48,7 +53,10 @@ export class MediaCall {
     pc.ontrack = (e) => {
       if (remoteVideo.srcObject !== e.streams[0]) remoteVideo.srcObject = e.streams[0];
     };
-    pc.onconnectionstatechange = () => onState(pc.connectionState);
+    pc.onconnectionstatechange = () => {
+      onState(pc.connectionState);
+      if (pc.connectionState === 'failed') this.restartIce().catch((err) => this.o.onError?.(err));
+    };
     onState(pc.connectionState);
     if (role === 'caller') {
       await pc.setLocalDescription(await pc.createOffer());
@@ -62,9 +70,33 @@ export class MediaCall {
     await this.chain;
   }
 
+  /** Takes a renewed media session's ICE servers: any later gathering (an ICE restart) uses them. */
+  setIceServers(iceServers) {
+    this.o.iceServers = iceServers;
+    if (this.pc && this.pc.signalingState !== 'closed') this.pc.setConfiguration({ ...this.pc.getConfiguration(), iceServers });
+  }
+
+  /**
+   * An ICE restart with a new media session's ICE servers: the caller sends a new offer with new
+   * ICE credentials; the callee asks the caller for one (and applies its own new servers first).
+   */
+  async restartIce() {
+    if (this.closed || this.restarting) return this.restarting;
+    this.restarting = (async () => {
+      this.setIceServers(await this.o.refreshIceServers());
+      if (this.closed) return;
+      if (this.o.role === 'caller') {
+        await this.pc.setLocalDescription(await this.pc.createOffer({ iceRestart: true }));
+        await this.o.send({ kind: 'offer', sdp: this.pc.localDescription.sdp });
+      } else await this.o.send({ kind: 'restart' });
+    })().finally(() => (this.restarting = undefined));
+    return this.restarting;
+  }
+
   async handle(payload) {
     if (this.closed) return;
     const pc = this.pc;
+    if (payload.kind === 'restart' && this.o.role === 'caller') return void this.restartIce().catch((err) => this.o.onError?.(err));
     if (payload.kind === 'offer' && this.o.role === 'callee') {
       await pc.setRemoteDescription({ type: 'offer', sdp: payload.sdp });
       await this.flushCandidates();

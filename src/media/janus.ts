@@ -38,7 +38,10 @@ export function janusRoomId(callId: string): number {
  * nothing stored to find it again). The room checks VideoRoom `allowed` tokens from its creation:
  * a participant's credential is a Janus signed token that is at once its session token (Janus
  * checks its signature and expiry on every request) and, added to the room's `allowed` list, its
- * only way into that room. A participant joins as the publisher id `participantId` gives it, so
+ * only way into that room. Janus ties no session to the token that made it: a device that renews
+ * its media session before `expiresAtMs` sends the new token on its session's requests (keepalives
+ * included) and its session lives as long as it is in the call; one that left gets no new token.
+ * A participant joins as the publisher id `participantId` gives it, so
  * the backend can kick it; the room requires subscribers to name their publisher's `private_id`,
  * so a kick ends the participant's subscriptions too.
  */
@@ -92,17 +95,23 @@ export class JanusSfu implements Sfu {
   async admit(p: SfuParticipant, expiresAtMs: number): Promise<SfuAccess> {
     const { api, instance } = this.placed(p.callId);
     const token = janusToken(this.opts.tokenSecret, Math.floor(expiresAtMs / 1000), this.tag(p));
-    const allow = () =>
-      this.request(api, 'allow', { request: 'allowed', room: janusRoomId(p.callId), secret: this.secret('secret', p.callId), action: 'add', allowed: [token] });
+    const room = janusRoomId(p.callId);
+    const secret = this.secret('secret', p.callId);
+    const allow = () => this.request(api, 'allow', { request: 'allowed', room, secret, action: 'add', allowed: [token] });
+    let listed: Record<string, unknown>;
     try {
-      await allow();
+      listed = await allow();
     } catch (err) {
       // Made on accept by the relay (src/media/roomKeeper.ts); a join may come first, or after a
       // Janus restart lost it.
       if (!(err instanceof JanusRefusal && err.code === NO_SUCH_ROOM)) throw err;
       await this.openRoom(p.callId);
-      await allow();
+      listed = await allow();
     }
+    // A participant renews its credential for as long as it stays in the call (docs/operations.md
+    // "SFU media"): its expired tokens leave the list, so the list holds about one per participant.
+    const expired = tokensOf(listed, this.tag(p)).filter((t) => tokenExpiry(t) * 1000 <= Date.now());
+    if (expired.length > 0) await this.request(api, 'revoke', { request: 'allowed', room, secret, action: 'remove', allowed: expired });
     this.observe.join();
     return { kind: 'janus', url: instance.clientUrl, room: janusRoomId(p.callId), token, participantId: this.participantId(p) };
   }
@@ -116,8 +125,7 @@ export class JanusSfu implements Sfu {
       // First their tokens leave the `allowed` list, so none of them can join again; the reply to
       // any `allowed` request lists the room's tokens, and adding the placeholder again reads it.
       const listed = await this.request(api, 'allow', { request: 'allowed', room, secret, action: 'add', allowed: [this.secret('allowed', callId)] });
-      const tags = gone.map((p) => `,${this.tag(p)}:`);
-      const revoked = ((listed.allowed ?? []) as string[]).filter((t) => tags.some((tag) => t.includes(tag)));
+      const revoked = gone.flatMap((p) => tokensOf(listed, this.tag(p)));
       if (revoked.length > 0) await this.request(api, 'revoke', { request: 'allowed', room, secret, action: 'remove', allowed: revoked });
       for (const p of gone) {
         try {
@@ -170,4 +178,15 @@ export class JanusSfu implements Sfu {
       throw err;
     }
   }
+}
+
+/** The tokens of the room's `allowed` list (as the reply to an `allowed` request gives it) that carry `tag`. */
+function tokensOf(listed: Record<string, unknown>, tag: string): string[] {
+  const allowed = Array.isArray(listed.allowed) ? (listed.allowed as unknown[]) : [];
+  return allowed.filter((t): t is string => typeof t === 'string' && t.includes(`,${tag}:`));
+}
+
+/** A signed token's expiry, in Unix seconds (its first field; src/media/janusToken.ts). */
+function tokenExpiry(token: string): number {
+  return Number(token.slice(0, token.indexOf(',')));
 }

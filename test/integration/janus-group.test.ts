@@ -1,5 +1,7 @@
+import { createHmac } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CallingClient, MediaSessionKeeper, MediaSessionStoppedError, type MediaSession, type MediaSessionReason } from '@calling-backend/client';
 import { startStack, type Stack } from '../support/stack.js';
 import { countingJanusSfu, janusEnv, startJanus, type Janus } from '../support/janus.js';
 import { janusRooms, joinRoom, stayInRoom, videoroomAdmin } from '../support/janusClient.js';
@@ -188,6 +190,89 @@ describe('a group call through Janus, one-to-one calls staying p2p', () => {
     expectJson(await endForAll(caller, callId), 200);
     await relayDone(stack.redis, ks, [callId]);
     expect(await roomsOf(callId)).toEqual([]);
+  });
+
+  it('a member who renews its credential stays: its Janus session outlives the first token, the new one keeps it and opens the room, the expired one leaves the list; once it leaves, neither opens anything', async () => {
+    const { callId, caller, members } = await groupCall(stack.url, 2, { joined: 2 });
+    const [bob] = members as [Device, Device];
+    await relayDone(stack.redis, ks, [callId]);
+    // A first credential that expires within two seconds (media-session's lifetime is at least 30 s).
+    const first = await countingJanusSfu(janus, {}).admit({ callId, userId: bob.userId, installationId: bob.installationId }, Date.now() + 2000);
+    const stay = await stayInRoom(janus.apiUrl, first.room as number, first.token, first.participantId);
+    try {
+      expect(stay.outcome).toEqual({ joined: true });
+      // Janus refuses the expired token on the session's keepalives, as it did to the issue's calls.
+      await waitUntil('Janus to refuse the first token', async () => (await stay.keepalive(first.token)) === 403, 10_000);
+      const renewed = await sfuAccess(bob, callId);
+      expect(renewed.participantId).toBe(first.participantId);
+      // The same session goes on with the renewed token, still in the room.
+      expect(await stay.keepalive(renewed.token)).toBe('ack');
+      expect(await inRoom(callId)).toEqual([renewed.participantId]);
+      expect(await joinRoom(janus.apiUrl, renewed.room, renewed.token)).toEqual({ joined: true });
+      // The room's list (asked of Janus with the room's secret) holds the renewed token, not the expired one.
+      const secret = createHmac('sha256', janus.adminKey).update(`secret\n${callId}`).digest('base64url');
+      const listed = await videoroomAdmin(janus.apiUrl, janus.apiSecret, { request: 'allowed', room: renewed.room, secret, action: 'add', allowed: [renewed.token] });
+      expect(listed.allowed).toContain(renewed.token);
+      expect(listed.allowed).not.toContain(first.token);
+
+      expectJson(await end(bob, callId, 'localHangup'), 200);
+      await relayDone(stack.redis, ks, [callId]);
+      expect(await inRoom(callId)).toEqual([]);
+      expect(await joinRoom(janus.apiUrl, renewed.room, renewed.token, renewed.participantId)).toMatchObject({ joined: false, stage: 'join', code: 433 });
+      expectProblem(await mediaSession(bob, callId), 'forbidden', /this call is accepted/);
+    } finally {
+      await stay.leave();
+    }
+    expectJson(await endForAll(caller, callId), 200);
+    await relayDone(stack.redis, ks, [callId]);
+  });
+
+  it("the client package's MediaSessionKeeper renews before expiry, rides out Janus down (503 with retry-after) with a session whose token opens the room again, and stops when the member has left", async () => {
+    const { callId, caller, members } = await groupCall(stack.url, 2, { joined: 2 });
+    const [bob] = members as [Device, Device];
+    await relayDone(stack.redis, ks, [callId]);
+    const sessions: { session: MediaSession; reason: MediaSessionReason }[] = [];
+    const retries: number[] = [];
+    let stopped: unknown;
+    const keeper = new MediaSessionKeeper({
+      client: new CallingClient({ baseUrl: stack.url, token: bob.token }),
+      callId,
+      // 0.3 % of the 600 s lifetime: a renewal about 1.8 s after each session.
+      renewAt: 0.003,
+      onSession: (session, reason) => sessions.push({ session, reason }),
+      onRetry: (_err, delayMs) => retries.push(delayMs),
+      onStopped: (err) => (stopped = err),
+    });
+    try {
+      const first = await keeper.start();
+      expect(first.sfu).toMatchObject({ kind: 'janus', room: janusRoomId(callId) });
+      await waitUntil('a timed renewal', () => sessions.some((s) => s.reason === 'renewal'), 10_000);
+
+      await janus.kill();
+      let refreshed: Promise<MediaSession>;
+      try {
+        refreshed = keeper.refresh();
+        // Retried after the reply's retry-after (2 s), not given up.
+        await waitUntil('a retried 503', () => retries.length > 0, 10_000);
+        expect(retries[0]).toBe(2000);
+      } finally {
+        await janus.start();
+      }
+      const after = await refreshed;
+      expect(after.sfu!.token).not.toBe(first.sfu!.token);
+      expect(await joinRoom(janus.apiUrl, after.sfu!.room as number, after.sfu!.token, after.sfu!.participantId)).toEqual({ joined: true });
+
+      expectJson(await end(bob, callId, 'localHangup'), 200);
+      await relayDone(stack.redis, ks, [callId]);
+      await expect(keeper.refresh()).rejects.toMatchObject({ status: 403 });
+      expect(stopped).toMatchObject({ status: 403, code: 'forbidden' });
+      expect(keeper.renewsAtMs).toBeUndefined();
+      await expect(keeper.refresh()).rejects.toBeInstanceOf(MediaSessionStoppedError);
+    } finally {
+      keeper.stop();
+    }
+    expectJson(await endForAll(caller, callId), 200);
+    await relayDone(stack.redis, ks, [callId]);
   });
 
   it('with Janus down, media-session answers 503 while joins and leaves go on; once it is back, the joined members get a working room and the one who left none', async () => {

@@ -31,16 +31,27 @@ export async function joinRoom(apiUrl: string, room: number, token: string, id?:
 }
 
 /** Joins as `joinRoom` does (as publisher `id`, when given) and stays until `leave()`. */
-export async function stayInRoom(apiUrl: string, room: number, token: string, id?: number): Promise<{ outcome: JoinOutcome; leave: () => Promise<void> }> {
+export async function stayInRoom(
+  apiUrl: string,
+  room: number,
+  token: string,
+  id?: number,
+): Promise<{ outcome: JoinOutcome; leave: () => Promise<void>; keepalive: (token: string) => Promise<'ack' | number> }> {
   const session = await post(apiUrl, { janus: 'create', token });
-  if (session.janus !== 'success') return { outcome: { joined: false, code: session.error!.code, stage: 'session' }, leave: async () => {} };
+  const gone = async () => 458;
+  if (session.janus !== 'success') return { outcome: { joined: false, code: session.error!.code, stage: 'session' }, leave: async () => {}, keepalive: gone };
   const sessionUrl = `${apiUrl}/${session.data!.id}`;
   const leave = async () => void (await post(sessionUrl, { janus: 'destroy', token }).catch(() => {}));
+  // Janus's answer to a keepalive with this token: `ack`, or its error code (403: token refused).
+  const keepalive = async (t: string) => {
+    const reply = await post(sessionUrl, { janus: 'keepalive', token: t });
+    return reply.janus === 'ack' ? ('ack' as const) : (reply.error?.code ?? 0);
+  };
   const outcome = await joined(sessionUrl, room, token, id).catch(async (err: unknown) => {
     await leave();
     throw err;
   });
-  return { outcome, leave };
+  return { outcome, leave, keepalive };
 }
 
 async function joined(sessionUrl: string, room: number, token: string, id: number | undefined): Promise<JoinOutcome> {

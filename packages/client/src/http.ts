@@ -26,7 +26,11 @@ import { SignalingUnavailableError, type SignalingClient } from './signaling.js'
 
 export class ProblemError extends Error {
   override name = 'ProblemError';
-  constructor(readonly problem: Problem) {
+  constructor(
+    readonly problem: Problem,
+    /** The reply's `retry-after` in seconds, when it had one (429, 503 `sfu_unavailable`). */
+    readonly retryAfterS?: number,
+  ) {
     super(`${problem.status} ${problem.code}: ${problem.detail}`);
   }
   get code(): string {
@@ -237,7 +241,8 @@ export class CallingClient {
     } catch {
       throw new ProblemError({ type: 'about:blank', title: 'Bad response', status: res.status, detail: `not JSON: ${text.slice(0, 200)}`, code: 'bad_response' });
     }
-    if (!res.ok) throw new ProblemError(json as Problem);
+    const retryAfter = Number(res.headers?.get('retry-after') ?? NaN);
+    if (!res.ok) throw new ProblemError(json as Problem, Number.isFinite(retryAfter) ? retryAfter : undefined);
     return json as T;
   }
 }

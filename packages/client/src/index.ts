@@ -3,3 +3,11 @@ export { SignalingClient, SignalingAuthError, SignalingUnavailableError, type Si
 export { EventFilter } from './eventFilter.js';
 export type { FetchLike, FetchResponse } from './runtime.js';
 export type * from './types.js';
+export {
+  MediaSessionKeeper,
+  MediaSessionStoppedError,
+  mediaSessionRetryDelay,
+  type MediaSessionKeeperOptions,
+  type MediaSessionReason,
+  type MediaSessionSource,
+} from './media.js';

@@ -7,6 +7,8 @@ export interface FetchResponse {
   status: number;
   ok: boolean;
   text(): Promise<string>;
+  /** Read for `retry-after` when present (fetch's Headers). */
+  headers?: { get(name: string): string | null };
 }
 
 export type FetchLike = (
