@@ -39,7 +39,7 @@ local retention, operationTtlMs = parseRetention(retention), tonumber(operationT
 --@include "fmtInt"
 --@include "appendOutbox"
 --@include "openCallChange"
---@include "groupRules"
+--@include "applyDecision"
 
 -- On a cluster an invite always reads its record: a concurrent replay may have rung the same
 -- members first.
@@ -58,16 +58,19 @@ local members = membersOf(call)
 for _, u in ipairs(cjson.decode(invitees)) do
   local m = memberOf(call, u)
   if not m then
-    m = { userId = u }
+    -- A user new to the call is decided as a member who is out (never in it).
+    m = { userId = u, state = 'left' }
     members[#members + 1] = m
   end
-  if not (isRinging(m) or m.state == 'joined') then
+  -- The call machine's `invite` rows (docs/protocol.md "The call machine").
+  local to = decideFor(call, members, m, { event = 'invite', busy = busyUsers[u] == true }).then_.member
+  if to then
     m.invitedAtMs, m.installationId, m.joinedAtMs, m.ringingAtMs, m.leftAtMs = now, nil, nil, nil, nil
     m.byInstallationId, m.joinedFrom, m.removedFrom, m.via = nil, nil, nil, nil
-    if busyUsers[u] then
-      m.state, m.ringUntilMs, m.endedAtMs = 'busy', nil, now
+    if to == 'busy' then
+      m.state, m.ringUntilMs, m.endedAtMs = to, nil, now
     else
-      m.state, m.ringUntilMs, m.endedAtMs = 'invited', now + ringTimeoutMs, nil
+      m.state, m.ringUntilMs, m.endedAtMs = to, now + ringTimeoutMs, nil
     end
     subjects[#subjects + 1] = u
   end

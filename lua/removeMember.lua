@@ -27,7 +27,7 @@ local callKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3]
 --@include "nowMs"
 --@include "callRecord"
 --@include "expireIfDue"
---@include "groupRules"
+--@include "applyDecision"
 
 local retention = parseRetention(retention)
 local call = loadCall(callKey)
@@ -38,12 +38,6 @@ if not m then return { 'error', 'not_member' } end
 call.early = earlyNotice
 local now = nowMs()
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
-if call.values.state == 'ended' or not (m.state == 'joined' or isRinging(m)) then
-  return { 'unchanged', callFieldList(call) }
-end
-if m.userId == call.values.callerUserId and call.values.state == 'ringing' then
-  -- The caller removed before anyone joined: the call is cancelled, as by the caller.
-  return { 'removed', endCallNow(callKey, call, outboxKey, ringingKey, now, 'localHangup', 'caller', '', retention) }
-end
-m.removedFrom, m.state, m.leftAtMs = m.state, 'left', now
-return { 'removed', memberChange(callKey, call, outboxKey, ringingKey, now, retention, { userId }) }
+-- The call machine's `remove` rows (docs/protocol.md "The call machine").
+local changed, fields = removeFromCall(callKey, call, outboxKey, ringingKey, now, retention, m)
+return { changed and 'removed' or 'unchanged', fields }

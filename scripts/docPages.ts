@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { commandsTable, errorsTable, fillRegions, idempotencyList } from '../src/contracts/docTables.js';
-import { machineTable } from '../src/calls/machine.js';
+import { machineTable, memberStatesTable } from '../src/calls/machine.js';
 import { figuresTable, headlineTable, readFigures } from '../bench/lib/figures.js';
 
 const root = new URL('../', import.meta.url);
@@ -20,7 +20,7 @@ export function pageRegions(read: (path: string) => string = readRepo): Map<stri
     ['docs/performance.md', { figures: figuresTable(figures, 'docs/performance.md') }],
     ['docs/api.md', { errors: errorsTable(), idempotency: idempotencyList() }],
     ['docs/signaling.md', { commands: commandsTable() }],
-    ['docs/protocol.md', { machine: machineTable() }],
+    ['docs/protocol.md', { machine: machineTable(), memberStates: memberStatesTable() }],
   ]);
 }
 

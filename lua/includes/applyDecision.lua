@@ -87,6 +87,18 @@ local function ringOut(callKey, call, outboxKey, ringingKey, atMs, retention, du
   return memberChange(callKey, call, outboxKey, ringingKey, atMs, retention, subjects)
 end
 
+-- Removes the member `m` of a group call for the app's backend (the `remove` rows). Returns
+-- whether it changed the call, and the call's fields.
+local function removeFromCall(callKey, call, outboxKey, ringingKey, now, retention, m)
+  local t = decideFor(call, membersOf(call), m, { event = 'remove' }).then_
+  if t.ends then
+    return true, endCallNow(callKey, call, outboxKey, ringingKey, now, 'localHangup', 'caller', '', retention)
+  end
+  if not t.member then return false, callFieldList(call) end
+  m.removedFrom, m.state, m.leftAtMs = m.state, t.member, now
+  return true, memberChange(callKey, call, outboxKey, ringingKey, now, retention, { m.userId })
+end
+
 -- Decides the request `r` on `call` and applies it. Returns code, status and the reply's fields
 -- (nil when nothing changed).
 local function runRequest(callKey, call, outboxKey, ringingKey, now, retention, r)

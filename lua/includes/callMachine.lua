@@ -21,6 +21,7 @@ local GUARDS = {
   forAll = function(r) return r.forAll == true end,
   pair = function(r) return r.pair end,
   windowPassed = function(r) return r.member.ringUntilMs ~= nil and r.now >= r.member.ringUntilMs end,
+  busyElsewhere = function(r) return r.busy == true end,
 }
 
 -- The first row that holds for `r`, and its place in the table.

@@ -20,5 +20,15 @@ local MACHINE_RULES = {
   { event = 'end', then_ = { code = 'ok', status = 200 } },
   { event = 'ringOut', member = { invited = true, ringing = true }, when = { 'windowPassed' }, then_ = { code = 'ok', status = 200, member = 'missed', change = 'member' } },
   { event = 'ringOut', then_ = { code = 'ok', status = 200 } },
+  { event = 'invite', member = { declined = true, missed = true, busy = true, left = true }, when = { 'busyElsewhere' }, then_ = { code = 'ok', status = 200, member = 'busy', change = 'invited' } },
+  { event = 'invite', member = { declined = true, missed = true, busy = true, left = true }, then_ = { code = 'ok', status = 200, member = 'invited', change = 'invited' } },
+  { event = 'invite', then_ = { code = 'ok', status = 200 } },
+  { event = 'remove', call = { ended = true }, then_ = { code = 'ok', status = 200 } },
+  { event = 'remove', who = 'caller', call = { ringing = true }, then_ = { code = 'ok', status = 200, ends = true, change = 'ended' } },
+  { event = 'remove', member = { joined = true, invited = true, ringing = true }, then_ = { code = 'ok', status = 200, member = 'left', change = 'member' } },
+  { event = 'remove', then_ = { code = 'ok', status = 200 } },
+  { event = 'close', member = { invited = true, ringing = true }, then_ = { code = 'ok', status = 200, member = 'missed' } },
+  { event = 'close', member = { joined = true }, then_ = { code = 'ok', status = 200, member = 'left' } },
+  { event = 'close', then_ = { code = 'ok', status = 200 } },
 }
 local STATE_BY_REASON = { busy = 'busy', unanswered = 'missed' }

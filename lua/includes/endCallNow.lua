@@ -4,15 +4,17 @@
 --@include "fmtInt"
 --@include "callRecord"
 --@include "appendOutbox"
---@include "groupMembers"
--- A group call's members take their last state with it: one still ringing has missed it, one in
--- it has left; `endedIn` keeps what each was doing, so the relay knows whom the end reaches.
+--@include "callMachine"
+-- A group call's members take their last state with it (the call machine's `close` rows: one
+-- still ringing has missed it, one in it has left); `endedIn` keeps what each was doing, so the
+-- relay knows whom the end reaches.
 local function closeMembers(call, atMs)
-  for _, m in ipairs(membersOf(call)) do
-    if isRinging(m) then
-      m.endedIn, m.state, m.endedAtMs = m.state, 'missed', atMs
-    elseif m.state == 'joined' then
-      m.endedIn, m.state, m.leftAtMs = 'joined', 'left', atMs
+  local members = membersOf(call)
+  for _, m in ipairs(members) do
+    local to = decideFor(call, members, m, { event = 'close' }).then_.member
+    if to then
+      m.endedIn, m.state = m.state, to
+      if to == 'left' then m.leftAtMs = atMs else m.endedAtMs = atMs end
     end
   end
   return 'members', cjson.encode(call.members)

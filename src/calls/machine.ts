@@ -1,4 +1,4 @@
-import type { CallState, MemberState } from './model.js';
+import { MEMBER_STATES, type CallState, type MemberState } from './model.js';
 
 /**
  * The call machine: every rule of a party's request on a call, as data (docs/protocol.md "The
@@ -12,8 +12,13 @@ import type { CallState, MemberState } from './model.js';
  * from them (scripts/generate-docs.ts).
  */
 
-/** The requests a party of a call makes on it that the machine decides, and a ring window's end (`ringOut`, by the system). */
-export const MACHINE_EVENTS = ['ring', 'answer', 'end', 'ringOut'] as const;
+/**
+ * What the machine decides: a party's requests (`ring`, `answer`, `end`), a member's ring window
+ * ending (`ringOut`), a member rung into a live group call (`invite`: each invitee; a user new to
+ * the call is decided as a member who is out), the app's backend removing a member (`remove`, docs/server-api.md "Remove
+ * a participant"), and what becomes of each member when the call ends (`close`).
+ */
+export const MACHINE_EVENTS = ['ring', 'answer', 'end', 'ringOut', 'invite', 'remove', 'close'] as const;
 export type MachineEvent = (typeof MACHINE_EVENTS)[number];
 
 /** Who makes a request: the caller, or an invitee (the callee of a one-to-one call). */
@@ -31,6 +36,7 @@ export const GUARDS = {
   forAll: '`forAll` is true',
   pair: 'the call is a one-to-one call (two members)',
   windowPassed: 'the member’s ring window has passed (`ringUntilMs`; a one-to-one call’s `expiresAtMs`)',
+  busyElsewhere: 'the member is in another accepted call (`CALL_WAITING=false`)',
 } as const;
 export type Guard = keyof typeof GUARDS;
 
@@ -49,7 +55,7 @@ export interface Outcome {
   status: 200 | 403 | 409;
   member?: MemberState | 'byReason';
   ends?: true;
-  change?: 'joined' | 'member' | 'ringing' | 'ended';
+  change?: 'joined' | 'member' | 'ringing' | 'invited' | 'ended';
 }
 
 export interface Rule {
@@ -102,6 +108,19 @@ export const RULES: readonly Rule[] = [
   // ---- ring windows (the ring sweeps, and every request first: lua/includes/expireIfDue.lua)
   { event: 'ringOut', member: RINGING, when: ['windowPassed'], then: { ...OK, member: 'missed', change: 'member' }, says: 'a member still ringing past its window missed the call' },
   { event: 'ringOut', then: OK, says: 'a member not ringing, or within its window, stays' },
+  // ---- inviting more into a live group call (docs/group-calls.md "Inviting more"), per invitee
+  { event: 'invite', member: OUT, when: ['busyElsewhere'], then: { ...OK, member: 'busy', change: 'invited' }, says: 'an invitee in another accepted call is busy and not rung' },
+  { event: 'invite', member: OUT, then: { ...OK, member: 'invited', change: 'invited' }, says: 'an invitee who is out (or new to the call) is rung, with a new ring window' },
+  { event: 'invite', then: OK, says: 'a member ringing or in the call is left as it is' },
+  // ---- the app's backend removes a member (docs/server-api.md "Remove a participant")
+  { event: 'remove', call: ['ended'], then: OK, says: 'an ended call is left as it is' },
+  { event: 'remove', who: 'caller', call: ['ringing'], then: { ...OK, ends: true, change: 'ended' }, says: 'the caller removed before anyone joined: the call is cancelled, as by the caller' },
+  { event: 'remove', member: ['joined', ...RINGING], then: { ...OK, member: 'left', change: 'member' }, says: 'a member in the call or still ringing is out' },
+  { event: 'remove', then: OK, says: 'a member already out stays out' },
+  // ---- the call ends (lua/includes/endCallNow.lua): each member's last state
+  { event: 'close', member: RINGING, then: { ...OK, member: 'missed' }, says: 'a member still ringing missed the call' },
+  { event: 'close', member: ['joined'], then: { ...OK, member: 'left' }, says: 'a member in the call left it' },
+  { event: 'close', then: OK, says: 'a member already out stays out' },
 ];
 
 /** What decide needs to know of the call and the request. */
@@ -159,7 +178,7 @@ export function machineLua(): string {
   ].join('\n');
 }
 
-const EVENT_NAMES: Record<MachineEvent, string> = { ring: 'ringing receipt', answer: 'answer', end: 'end', ringOut: 'ring window ends' };
+const EVENT_NAMES: Record<MachineEvent, string> = { ring: 'ringing receipt', answer: 'answer', end: 'end', ringOut: 'ring window ends', invite: 'invitation into a live call', remove: 'removal by the app’s backend', close: 'the call ends' };
 
 /** What a row's outcome does, in words (the docs' table). */
 function outcomeWords(t: Outcome): string {
@@ -180,4 +199,36 @@ export function machineTable(): string {
     (r) => `| ${EVENT_NAMES[r.event]} | ${r.who ?? 'any'} | ${list(r.call)} | ${list(r.member)} | ${r.when ? r.when.map((g) => GUARDS[g]).join('; ') : ''} | ${outcomeWords(r.then)} | ${r.says} |`,
   );
   return ['| Request | By | Call | Member | When | Then | In words |', '|---|---|---|---|---|---|---|', ...rows].join('\n');
+}
+
+/** What each member state means (docs/protocol.md "Group call members"). */
+const MEMBER_STATE_MEANINGS: Record<MemberState, string> = {
+  invited: 'rung, no receipt yet',
+  ringing: 'one of its installations sent a [ringing receipt](group-calls.md#ringing-receipts)',
+  joined: 'in the call, from one installation (the caller from the start)',
+  declined: 'one of its installations declined',
+  missed: 'its ring window ran out, or the call ended while it rang',
+  busy: 'in another accepted call when rung (`CALL_WAITING=false`)',
+  left: 'was in the call and left it, was removed, or the call ended',
+};
+
+/**
+ * The member states with the states each can move to and on what (docs/protocol.md "Group call
+ * members", generated by `npm run docs`): read off the rows, so it cannot say otherwise.
+ */
+export function memberStatesTable(): string {
+  const rows = MEMBER_STATES.map((state) => {
+    const next = new Map<MemberState, Set<string>>();
+    for (const r of RULES) {
+      const to = r.then.member;
+      if (!to || !r.member?.includes(state)) continue;
+      for (const target of to === 'byReason' ? (['declined', 'busy', 'missed'] as const) : [to]) {
+        if (!next.has(target)) next.set(target, new Set());
+        next.get(target)!.add(EVENT_NAMES[r.event]);
+      }
+    }
+    const cell = [...next].map(([target, on]) => `\`${target}\` (${[...on].join(', ')})`).join(', ');
+    return `| \`${state}\` | ${MEMBER_STATE_MEANINGS[state]} | ${cell} |`;
+  });
+  return ['| State | Meaning | Next (on) |', '|---|---|---|', ...rows].join('\n');
 }

@@ -14,7 +14,7 @@ import { fileRedis } from '../support/fixtures.js';
 const db = fileRedis();
 
 /** What a request can differ in besides the states: each flag decides one guard's inputs. */
-const FLAGS = ['sameInstallation', 'staleRevision', 'echoReason', 'forAll', 'pair', 'windowPassed'] as const;
+const FLAGS = ['sameInstallation', 'staleRevision', 'echoReason', 'forAll', 'pair', 'windowPassed', 'busyElsewhere'] as const;
 
 interface Case {
   event: string;
@@ -46,6 +46,7 @@ function guardsOf(c: Case): Set<Guard> {
   if (c.flags.forAll) g.add('forAll');
   if (c.flags.pair) g.add('pair');
   if (c.flags.windowPassed) g.add('windowPassed');
+  if (c.flags.busyElsewhere) g.add('busyElsewhere');
   return g;
 }
 
@@ -61,6 +62,7 @@ for i, c in ipairs(cjson.decode(ARGV[1])) do
     call = { values = { state = c.call, revision = '5' } },
     member = { state = c.member, installationId = 'inst-1', ringUntilMs = 1000 },
     now = c.flags.windowPassed and 1000 or 999,
+    busy = c.flags.busyElsewhere,
   }
   local _, index = decide(r)
   out[i] = index
