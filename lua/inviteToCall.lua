@@ -63,7 +63,7 @@ for _, u in ipairs(cjson.decode(invitees)) do
     members[#members + 1] = m
   end
   -- The call machine's `invite` rows (docs/protocol.md "The call machine").
-  local to = decideFor(call, members, m, { event = 'invite', busy = busyUsers[u] == true }).then_.member
+  local to = decideFor(call, members, m, { event = 'invite', busy = busyUsers[u] == true }).member
   if to then
     m.invitedAtMs, m.installationId, m.joinedAtMs, m.ringingAtMs, m.leftAtMs = now, nil, nil, nil, nil
     m.byInstallationId, m.joinedFrom, m.removedFrom, m.via = nil, nil, nil, nil

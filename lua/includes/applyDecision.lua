@@ -90,7 +90,7 @@ end
 -- Removes the member `m` of a group call for the app's backend (the `remove` rows). Returns
 -- whether it changed the call, and the call's fields.
 local function removeFromCall(callKey, call, outboxKey, ringingKey, now, retention, m)
-  local t = decideFor(call, membersOf(call), m, { event = 'remove' }).then_
+  local t = decideFor(call, membersOf(call), m, { event = 'remove' })
   if t.ends then
     return true, endCallNow(callKey, call, outboxKey, ringingKey, now, 'localHangup', 'caller', '', retention)
   end
@@ -102,8 +102,7 @@ end
 -- Decides the request `r` on `call` and applies it. Returns code, status and the reply's fields
 -- (nil when nothing changed).
 local function runRequest(callKey, call, outboxKey, ringingKey, now, retention, r)
-  local row = decideRequest(call, r)
-  local t = row.then_
+  local t = decideRequest(call, r)
   if not (t.member or t.ends) then return t.code, t.status, nil end
   local apply = r.pair and applyToPair or applyToGroup
   return t.code, t.status, apply(callKey, call, outboxKey, ringingKey, now, retention, r, t)

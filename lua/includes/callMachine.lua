@@ -1,7 +1,8 @@
--- The call machine's interpreter (docs/protocol.md "The call machine"): the rows are
--- src/calls/machine.ts RULES, generated into lua/includes/callMachineRules.lua, and `decide`
--- walks them as src/calls/machine.ts `decide` does, first match wins. Pure: it reads the call's
--- table and the request, and touches no key (lua/includes/applyDecision.lua writes).
+-- The call machine (docs/protocol.md "The call machine"): the rows are src/calls/machine.ts
+-- RULES, compiled into lua/includes/callMachineRules.lua, and `decide` runs them, first match
+-- wins, as src/calls/machine.ts `decide` does. Pure: it reads the call's table and the request,
+-- and touches no key (lua/includes/applyDecision.lua writes). Each returns the row's outcome:
+-- { code, status, member?, ends?, change? } (src/calls/machine.ts Outcome).
 --
 -- A request `r`: { event, userId, installationId, reason, forAll, expectedRevision, via }; the
 -- interpreter adds `call`, `pair` (a one-to-one call), `member` (the requesting member, a table
@@ -24,23 +25,11 @@ local GUARDS = {
   busyElsewhere = function(r) return r.busy == true end,
 }
 
--- The first row that holds for `r`, and its place in the table.
+-- The outcome of the first row that holds for `r` (lua/includes/callMachineRules.lua), and its
+-- place in src/calls/machine.ts RULES.
 local function decide(r)
-  for i, row in ipairs(MACHINE_RULES) do
-    if row.event == r.event and (not row.who or row.who == r.role)
-      and (not row.call or row.call[r.call.values.state])
-      and (not row.member or row.member[r.member.state]) then
-      local holds = true
-      for _, g in ipairs(row.when or {}) do
-        if not GUARDS[g](r) then
-          holds = false
-          break
-        end
-      end
-      if holds then return row, i end
-    end
-  end
-  return redis.error_reply('ERR the call machine has no row for ' .. tostring(r.event))
+  local index, outcome = machineRow(r, GUARDS)
+  return outcome, index
 end
 
 -- Decides `r` for `member`, one of `members` (lua/includes/groupMembers.lua callMembers).

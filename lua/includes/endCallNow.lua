@@ -11,7 +11,7 @@
 local function closeMembers(call, atMs)
   local members = membersOf(call)
   for _, m in ipairs(members) do
-    local to = decideFor(call, members, m, { event = 'close' }).then_.member
+    local to = decideFor(call, members, m, { event = 'close' }).member
     if to then
       m.endedIn, m.state = m.state, to
       if to == 'left' then m.leftAtMs = atMs else m.endedAtMs = atMs end

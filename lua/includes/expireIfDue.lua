@@ -9,7 +9,7 @@ local function expireIfDue(callKey, call, outboxKey, ringingKey, atMs, retention
   if call.values.state == 'ended' then return false end
   local members, due = callMembers(call), {}
   for _, m in ipairs(members) do
-    if decideFor(call, members, m, { event = 'ringOut', now = atMs }).then_.member then due[#due + 1] = m end
+    if decideFor(call, members, m, { event = 'ringOut', now = atMs }).member then due[#due + 1] = m end
   end
   if #due == 0 then return false end
   ringOut(callKey, call, outboxKey, ringingKey, atMs, retention, due)

@@ -7,6 +7,7 @@
 -- read and write it already does (lua/includes/callRecord.lua).
 --@include "fmtInt"
 --@include "callRecord"
+--@include "callMachineRules"
 
 local function isGroup(call)
   return call ~= nil and call.values.kind == 'group'
@@ -49,9 +50,12 @@ local function saveMembers(callKey, call, ttlMs, ...)
   setCallFields(callKey, call, ttlMs, 'members', cjson.encode(call.members), 'revision', nextRevision(call), ...)
 end
 
--- A one-to-one call's two members, as a group call keeps its members: the caller in the call
--- from its calling installation, and the callee by the call's state (ringing, with a receipt or
--- not; in the call from the answering installation; out once the call ended).
+-- A one-to-one call's two members, as a group call keeps its members (src/calls/participants.ts
+-- projects them the same way): the caller in the call from its calling installation until the
+-- end, and the callee by the call's state: ringing (with a receipt or not) until its ring window;
+-- in the call from the answering installation; once the call ended, `left` after an answer,
+-- declined, busy or missed as its phone reported when it ended the ringing, `busy` when never
+-- rung, else missed (it still rang at the end).
 local function pairMembers(call)
   local v = call.values
   local callee = { userId = v.calleeUserId, installationId = v.answeredByInstallationId }
@@ -60,8 +64,14 @@ local function pairMembers(call)
     callee.ringUntilMs = tonumber(v.expiresAtMs)
   elseif v.state == 'accepted' then
     callee.state = 'joined'
+  elseif v.acceptedAtMs then
+    callee.state = 'left'
+  elseif v.endedBy == 'callee' then
+    callee.state = STATE_BY_REASON[v.endReason] or 'declined'
+  elseif v.endReason == 'busy' then
+    callee.state = 'busy'
   else
-    callee.state = v.acceptedAtMs and 'left' or 'declined'
+    callee.state = 'missed'
   end
   local caller = { userId = v.callerUserId, installationId = v.callerInstallationId, state = v.state == 'ended' and 'left' or 'joined' }
   return { caller, callee }

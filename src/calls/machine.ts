@@ -6,8 +6,8 @@ import { MEMBER_STATES, type CallState, type MemberState } from './model.js';
  * set of rows serves both kinds; what differs between the kinds is how a change is stored and
  * told (the projection: lua/includes/callMachine.lua applyDecision), never which change it is.
  *
- * The rows are generated into lua/includes/callMachineRules.lua (`npm run docs`; a test fails while
- * it is stale), where lua/includes/callMachine.lua `decide` walks them as `decide` below does;
+ * The rows are compiled into lua/includes/callMachineRules.lua (`npm run docs`; a test fails while
+ * it is stale), which lua/includes/callMachine.lua `decide` runs: it tests them as `decide` below does;
  * test/unit/call-machine.test.ts runs both over every case and the docs' tables are generated
  * from them (scripts/generate-docs.ts).
  */
@@ -150,31 +150,46 @@ export const STATE_BY_REASON: Readonly<Record<string, MemberState>> = { busy: 'b
 export const stateByReason = (reason: string): MemberState => STATE_BY_REASON[reason] ?? 'declined';
 
 /**
- * The rows as a Lua table literal (lua/includes/callMachineRules.lua):
- * `{ { event = 'ring', member = { invited = true }, ... }, ... }`, with sets as `{ name = true }`.
+ * The rows compiled into Lua (lua/includes/callMachineRules.lua): `machineRow(r, G)` tests them in
+ * order, as `decide` does, with `G` the guards (lua/includes/callMachine.lua), and returns the
+ * first that holds as its place in RULES and its outcome. Compiled to plain comparisons rather
+ * than kept as a table: a script would build the table again on every call.
  */
 export function machineLua(): string {
   const str = (v: string) => `'${v}'`;
-  const set = (vs: readonly string[]) => `{ ${vs.map((v) => `${v} = true`).join(', ')} }`;
-  const rows = RULES.map((r) => {
-    const parts = [`event = ${str(r.event)}`];
-    if (r.who) parts.push(`who = ${str(r.who)}`);
-    if (r.call) parts.push(`call = ${set(r.call)}`);
-    if (r.member) parts.push(`member = ${set(r.member)}`);
-    if (r.when) parts.push(`when = { ${r.when.map(str).join(', ')} }`);
-    const t = r.then;
-    const then = [`code = ${str(t.code)}`, `status = ${t.status}`];
-    if (t.member) then.push(`member = ${str(t.member)}`);
-    if (t.ends) then.push('ends = true');
-    if (t.change) then.push(`change = ${str(t.change)}`);
-    parts.push(`then_ = { ${then.join(', ')} }`);
-    return `  { ${parts.join(', ')} },`;
-  });
+  const oneOf = (name: string, vs: readonly string[]) => (vs.length === 1 ? `${name} == ${str(vs[0]!)}` : `(${vs.map((v) => `${name} == ${str(v)}`).join(' or ')})`);
+  const lines: string[] = [];
+  for (const event of MACHINE_EVENTS) {
+    lines.push(`  ${lines.length === 0 ? 'if' : 'elseif'} event == ${str(event)} then`);
+    RULES.forEach((r, i) => {
+      if (r.event !== event) return;
+      const test = [
+        ...(r.who ? [`role == ${str(r.who)}`] : []),
+        ...(r.call ? [oneOf('call', r.call)] : []),
+        ...(r.member ? [oneOf('member', r.member)] : []),
+        ...(r.when ?? []).map((g) => `G.${g}(r)`),
+      ];
+      const t = r.then;
+      const out = [`code = ${str(t.code)}`, `status = ${t.status}`];
+      if (t.member) out.push(`member = ${str(t.member)}`);
+      if (t.ends) out.push('ends = true');
+      if (t.change) out.push(`change = ${str(t.change)}`);
+      const ret = `return ${i + 1}, { ${out.join(', ')} }`;
+      lines.push(test.length ? `    if ${test.join(' and ')} then ${ret} end` : `    ${ret}`);
+    });
+  }
   const byReason = Object.entries(STATE_BY_REASON).map(([k, v]) => `${k} = ${str(v)}`);
   return [
-    '-- Generated from src/calls/machine.ts RULES by `npm run docs` (a test fails while it is stale): the rows, first match wins.',
-    `local MACHINE_RULES = {\n${rows.join('\n')}\n}`,
+    '-- Generated from src/calls/machine.ts RULES by `npm run docs` (a test fails while it is stale).',
     `local STATE_BY_REASON = { ${byReason.join(', ')} }`,
+    '',
+    '-- The first row that holds for request `r` under guards `G`: its place in RULES, and its outcome.',
+    'local function machineRow(r, G)',
+    '  local event, role, call, member = r.event, r.role, r.call.values.state, r.member.state',
+    ...lines,
+    '  end',
+    "  return redis.error_reply('ERR the call machine has no row for ' .. tostring(event))",
+    'end',
   ].join('\n');
 }
 

@@ -183,26 +183,3 @@ export function callFromHash(hash: Record<string, string>): CallRecord | undefin
 export function wasAnswered(call: CallRecord): boolean {
   return call.acceptedAtMs !== undefined;
 }
-
-/**
- * The installation of `userId` that is in the call: the caller's calling installation, or the one
- * that answered; none while ringing or after an end. In a group call, the member's joined
- * installation once the call is accepted. lua/endCall.lua applies the same rule inside its
- * script (who may hang up an accepted call), where it must be decided atomically.
- */
-export function inCallInstallation(call: CallRecord, userId: string): string | undefined {
-  if (call.state !== 'accepted') return undefined;
-  if (call.group) {
-    const m = memberOf(call, userId);
-    return m?.state === 'joined' ? m.installationId : undefined;
-  }
-  if (userId === call.callerUserId) return call.callerInstallationId;
-  return userId === call.calleeUserId ? call.answeredByInstallationId : undefined;
-}
-
-/** The side a user is on: a group call's invitees are all on the callee side. */
-export function sideOf(call: CallRecord, userId: string): Side | undefined {
-  if (userId === call.callerUserId) return 'caller';
-  if (call.group ? memberOf(call, userId) !== undefined : userId === call.calleeUserId) return 'callee';
-  return undefined;
-}

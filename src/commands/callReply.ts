@@ -1,7 +1,7 @@
 import { errors, problemReply, type ApiError } from './errors.js';
 import type { Reply } from './command.js';
 import type { Outcome } from '../calls/store.js';
-import { sideOf } from '../calls/model.js';
+import { sideOf } from '../calls/participants.js';
 import { toSnapshot } from '../calls/snapshot.js';
 
 /**

@@ -1,5 +1,6 @@
 import { deliveriesFor } from './audience.js';
 import { parseChange } from '../calls/change.js';
+import { participants } from '../calls/participants.js';
 import type { Delivery } from './delivery.js';
 
 /**
@@ -58,7 +59,7 @@ export function parseEarlyNotice(body: string): EarlyNotice | undefined {
     callId: call.callId,
     revision,
     ended: change.kind === 'ended',
-    parties: call.group ? call.group.members.map((m) => m.userId) : [call.callerUserId, call.calleeUserId],
+    parties: participants(call).map((p) => p.userId),
     deliveries: deliveriesFor(change),
   };
 }

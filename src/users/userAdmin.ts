@@ -1,7 +1,8 @@
 import { primaries, type RedisClient } from '../redis/connection.js';
 import { keys, type KeySpace } from '../redis/keys.js';
 import type { CallStore } from '../calls/store.js';
-import { sideOf, type CallRecord } from '../calls/model.js';
+import type { CallRecord } from '../calls/model.js';
+import { sideOf } from '../calls/participants.js';
 import type { EndReason } from '../calls/reasons.js';
 import type { CallHistory } from '../history/callHistory.js';
 import type { PushRegistry } from '../push/registry.js';

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { decide, GUARDS, MACHINE_EVENTS, RULES, type Guard, type Role } from '../../src/calls/machine.js';
 import { CALL_STATES, MEMBER_STATES } from '../../src/calls/model.js';
+import { participants } from '../../src/calls/participants.js';
+import type { CallRecord } from '../../src/calls/model.js';
 import { expandIncludes } from '../../src/redis/scripts.js';
+import { ringingCall } from '../support/callRecords.js';
 import { fileRedis } from '../support/fixtures.js';
 
 /**
@@ -83,6 +86,42 @@ describe('the call machine', () => {
     expect(got).toHaveLength(all.length);
     // Every row is reached by some situation: none is dead.
     expect(new Set(want).size).toBe(RULES.length);
+  });
+
+  it('a one-to-one call’s two members are the same in Lua (callMembers) and TypeScript (participants), in every state', async () => {
+    const t = ringingCall().createdAtMs;
+    const ended = (over: Partial<CallRecord>): CallRecord => ringingCall({ state: 'ended', revision: '2', endedAtMs: t + 9, ...over });
+    const answered = { answeredByInstallationId: 'bob-phone', acceptedAtMs: t + 5 };
+    const calls: CallRecord[] = [
+      ringingCall(),
+      ringingCall({ ringingAtMs: t + 1, ringingVia: 'apns' }),
+      ringingCall({ state: 'accepted', revision: '2', ...answered }),
+      ended({ ...answered, endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: 'alice-phone' }),
+      ended({ ...answered, endReason: 'failed', endedBy: 'callee', endedByInstallationId: 'bob-phone' }),
+      ended({ endReason: 'declined', endedBy: 'callee', endedByInstallationId: 'bob-tablet' }),
+      ended({ endReason: 'busy', endedBy: 'callee', endedByInstallationId: 'bob-tablet' }),
+      ended({ endReason: 'unanswered', endedBy: 'callee', endedByInstallationId: 'bob-tablet' }),
+      ended({ endReason: 'busy', endedBy: 'system' }),
+      ended({ endReason: 'unanswered', endedBy: 'system' }),
+      ended({ endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: 'alice-phone', ringingAtMs: t + 1 }),
+    ];
+    const lua = expandIncludes(`
+--@include "groupMembers"
+local out = {}
+for i, flat in ipairs(cjson.decode(ARGV[1])) do
+  local call = { names = {}, values = {} }
+  for j = 1, #flat, 2 do call.values[flat[j]] = flat[j + 1] end
+  local members = {}
+  for _, m in ipairs(callMembers(call)) do members[#members + 1] = { m.userId, m.state, m.installationId or '' } end
+  out[i] = cjson.encode(members)
+end
+return out
+`);
+    const flat = (c: CallRecord) => Object.entries(c).flatMap(([k, v]) => [k, typeof v === 'boolean' ? (v ? '1' : '0') : String(v)]);
+    const got = ((await db.redis.eval(lua, 0, JSON.stringify(calls.map(flat)))) as string[]).map((j) => JSON.parse(j));
+    expect(got).toEqual(calls.map((c) => participants(c).map((p) => [p.userId, p.state, p.installationId ?? ''])));
+    // Each callee state a one-to-one call can be in is among them.
+    expect(new Set(got.map((m) => m[1][1]))).toEqual(new Set(['invited', 'ringing', 'joined', 'left', 'declined', 'busy', 'missed']));
   });
 
   it('names only guards both sides implement', () => {

@@ -5,7 +5,7 @@ import { parseJsonBody } from '../request.js';
 import { mediaSessionBody } from '../../commands/schemas.js';
 import { errors } from '../../commands/errors.js';
 import { fingerprint, type Outcome } from '../../calls/store.js';
-import { inCallInstallation, sideOf } from '../../calls/model.js';
+import { inCallInstallation, sideOf } from '../../calls/participants.js';
 import { toSnapshot } from '../../calls/snapshot.js';
 import { mediaCredentials } from '../../calls/mediaCredentials.js';
 import { callReply, failureError } from '../../commands/callReply.js';
