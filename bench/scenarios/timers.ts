@@ -5,6 +5,8 @@ import { GeneratorPool, generatorCpu } from '../lib/generators.js';
 import { Histogram } from '../lib/histogram.js';
 import { nowMs } from '../lib/clock.js';
 import { keys } from '../../src/redis/keys.js';
+import { callReader, type CallReader } from '../lib/callReader.js';
+import { countInto } from '../lib/waiter.js';
 import type { ListeningProcess } from '../lib/processes.js';
 import { errorList, fmtMs, fmtNum, fmtRate, latencyTable, ratio, type ScenarioResult } from '../lib/report.js';
 import type { TimersResult, TimersSetup } from '../workers/timers.js';
@@ -193,8 +195,12 @@ async function timersRun(ctx: BenchContext, runNo: number): Promise<TimersRun> {
   }
 }
 
-/** Reads every call's hash: commit lateness, peak pending and expiry throughput. */
-async function readCommits(redisUrl: string, prefix: string, calls: [string, number][], ringTimeoutMs: number) {
+/**
+ * Reads every call through the project's own reader (src/calls/storedCall.ts readStoredCall: one
+ * JSON string, or a hash in CALL_RECORD_FORMAT=hash): commit lateness, peak pending and expiry
+ * throughput. A call the reader cannot read, or one not ended `unanswered`, is an error.
+ */
+async function readCommits(redisUrl: string, prefix: string, calls: [string, number][], ringTimeoutMs: number, read: CallReader = callReader()) {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
   const ks = { prefix, shards: 8 };
   const hist = new Histogram();
@@ -204,22 +210,25 @@ async function readCommits(redisUrl: string, prefix: string, calls: [string, num
   try {
     for (let i = 0; i < calls.length; i += 2000) {
       const p = redis.pipeline();
-      for (const [callId] of calls.slice(i, i + 2000)) p.hmget(keys.call(ks, callId), 'state', 'endReason', 'createdAtMs', 'expiresAtMs', 'endedAtMs');
-      const res = (await p.exec()) ?? [];
-      for (const [err, v] of res) {
-        const [state, reason, created, expires, ended] = (v ?? []) as (string | null)[];
-        if (err || !state) {
-          errors['call hash missing'] = (errors['call hash missing'] ?? 0) + 1;
+      const reads = calls.slice(i, i + 2000).map(([callId]) => read(redis, keys.call(ks, callId), p));
+      await p.exec();
+      for (const r of await Promise.allSettled(reads)) {
+        if (r.status === 'rejected') {
+          countInto(errors, `call unreadable: ${String((r.reason as Error)?.message ?? r.reason).slice(0, 60)}`);
           continue;
         }
-        if (state !== 'ended' || reason !== 'unanswered') {
-          const k = `call not expired (state ${state}, reason ${reason ?? '-'})`;
-          errors[k] = (errors[k] ?? 0) + 1;
+        const call = r.value;
+        if (!call) {
+          countInto(errors, 'call record missing');
           continue;
         }
-        const endedAt = Number(ended);
-        hist.recordMs(endedAt - Number(expires));
-        events.push([Number(created ?? Number(expires) - ringTimeoutMs), 1], [endedAt, -1]);
+        if (call.state !== 'ended' || call.endReason !== 'unanswered' || call.endedAtMs === undefined) {
+          countInto(errors, `call not expired (state ${call.state}, reason ${call.endReason ?? '-'})`);
+          continue;
+        }
+        const endedAt = call.endedAtMs;
+        hist.recordMs(endedAt - call.expiresAtMs);
+        events.push([call.createdAtMs ?? call.expiresAtMs - ringTimeoutMs, 1], [endedAt, -1]);
         const sec = Math.floor(endedAt / 1000);
         perSecond.set(sec, (perSecond.get(sec) ?? 0) + 1);
       }
