@@ -2,7 +2,8 @@ import type { HistogramSummary } from './histogram.js';
 
 /** What each scenario hands back, and how the run is printed and written. */
 
-export type Status = 'MET' | 'MISSED' | 'NOT MEASURED';
+/** NOT JUDGED: a smaller run than the goal's size missed it (it cannot say whether the goal holds at its size). */
+export type Status = 'MET' | 'MISSED' | 'NOT MEASURED' | 'NOT JUDGED';
 
 export interface Goal {
   goal: string;
@@ -22,6 +23,10 @@ export interface Headline {
   ceiling?: string;
   ratio?: string;
   bound?: string;
+  /** The number `value` states, when it does not start with it (`--repeat` takes medians of it: bench/lib/repeat.ts). */
+  figure?: number;
+  /** With --repeat: the runs' spread was over 20 % of their median. */
+  unsettled?: boolean;
 }
 
 export interface ScenarioResult {
@@ -34,6 +39,11 @@ export interface ScenarioResult {
   /** Everything measured, for the JSON results. */
   data: unknown;
   error?: string;
+  /**
+   * Why its figures cannot be trusted (bench/lib/validity.ts): errors, or a count impossible for
+   * what it did. Empty or absent: valid. A scenario that failed to run (`error`) is INVALID too.
+   */
+  invalid?: string[];
 }
 
 // ---------- number formatting ----------

@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { invalidReasons } from '../lib/validity.js';
 import { once } from 'node:events';
 import type { BenchContext } from '../lib/context.js';
 import { GeneratorPool, generatorCpu } from '../lib/generators.js';
@@ -155,7 +156,18 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
     md.push('### Raw uWebSockets.js HTTP ceiling', '', 'Not measured: targeting an existing deployment (the raw app runs on the bench machine).');
   }
 
-  return { id: 'ceilings', title: 'Limits of this machine (ceilings)', headlines, goals: [], markdown: md.join('\n'), data };
+  const httpData = data.http as { rps: number; errors: Record<string, number>[] } | undefined;
+  const invalid = invalidReasons({
+    errors: [
+      ...Object.entries(per).map(([variant, v]) => ({ where: `the Redis-bound ${variant} ceiling`, errors: v!.r.errors })),
+      ...(httpData ? [{ where: 'the raw uWS HTTP ceiling', errors: Object.assign({}, ...httpData.errors) as Record<string, number> }] : []),
+    ],
+    nonZero: [
+      ...Object.entries(per).map(([variant, v]) => ({ what: `the Redis-bound ${variant} ceiling's lifecycles/s`, n: v!.r.perSecond })),
+      ...(httpData ? [{ what: 'raw uWS HTTP requests/s', n: httpData.rps }] : []),
+    ],
+  });
+  return { id: 'ceilings', title: 'Limits of this machine (ceilings)', headlines, goals: [], markdown: md.join('\n'), data, invalid };
 }
 
 /** CPU of one unpipelined round trip: sequential PINGs on a raw socket from this process. */

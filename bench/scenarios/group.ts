@@ -1,4 +1,5 @@
 import type { BenchContext } from '../lib/context.js';
+import { allOf, cleanStep, invalidReasons } from '../lib/validity.js';
 import { GeneratorPool } from '../lib/generators.js';
 import { netOfRest, perMemberCost, type PerMemberRow } from '../lib/groupPlan.js';
 import { errorList, fmtMs, fmtNum, fmtPct, fmtRate, latencyTable, mdTable, type Goal, type ScenarioResult } from '../lib/report.js';
@@ -85,7 +86,7 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
     ? `At ${fmtRate(above.targetRate)} ${above.worstP99.step} p99 reached ${fmtMs(above.worstP99.ms)}${Object.keys(above.errors).length ? ` with errors (${errorList(above.errors)})` : ''}; ${above.boundBy}`
     : `Bound: ${sustained.boundBy}`;
   const fmtCost = (metric: string, n: number) => (metric.startsWith('CPU') ? `${n.toFixed(2)} ms` : fmtNum(n, 1));
-  const quick = ctx.opts.sizes.mode === 'quick';
+  const quick = ctx.opts.sizes.mode !== 'full';
 
   const goals: Goal[] = [
     {
@@ -186,6 +187,7 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
       {
         metric: `sustained group calls/s (${z.members} members × ${z.installations} sockets, 0 errors, p99 < ${ctx.opts.p99LimitMs} ms)`,
         value: sustained.pass ? `${fmtRate(sustainedRate)} for ${sustained.durationMs / 1000} s` : `none: ${fmtRate(sustained.targetRate)} failed (${errorList(sustained.errors)})`,
+        figure: sustainedRate,
         ceiling: one ? `one-to-one ${fmtRate(one.rate)}` : 'n/a',
         ratio: one && one.rate > 0 ? `${((sustainedRate * z.members) / one.rate).toFixed(2)}× in members/s` : 'n/a',
         bound: rateLimit,
@@ -207,5 +209,11 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
     goals,
     markdown: md,
     data: { steps, sustained: sustained.label, half: half.label, failedAt, perMember: rows, perMemberGross: grossRows, oneToOne: one ?? null },
+    invalid: invalidReasons(
+      allOf(
+        { nonZero: [{ what: 'sustained group calls/s (no sustained run passed)', n: sustainedRate }, { what: 'invitation fan-out samples at half the sustained rate', n: fanout?.count }, { what: 'join → call.participant samples at half the sustained rate', n: joined?.count }] },
+        cleanStep('the run at half the sustained rate', half),
+      ),
+    ),
   };
 }

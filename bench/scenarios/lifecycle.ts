@@ -1,6 +1,7 @@
 import { cpus } from 'node:os';
 import type { BenchContext } from '../lib/context.js';
 import { errorList, fmtMs, fmtNum, fmtPct, fmtRate, latencyTable, mdTable, ratio, type Goal, type ScenarioResult } from '../lib/report.js';
+import { allOf, cleanStep, invalidReasons } from '../lib/validity.js';
 import { costSummary, measureRest, restSummary, runCallStep, searchAndSustain, startCallsPool, type RestCost, type StepResult } from './callSteps.js';
 
 /**
@@ -59,7 +60,7 @@ async function measure(ctx: BenchContext, over: 'http' | 'socket'): Promise<Meas
     const warmRate = Math.min(100, Math.max(10, Math.round((z.startRate || 200) / 4)));
     ctx.log(`  warm-up${mode} (not measured): ${fmtRate(warmRate)} for ${z.warmupMs / 1000} s`);
     await runCallStep(ctx, pool, { label: 'warm-up', rate: warmRate, durationMs: z.warmupMs, p99LimitMs: limit, timeoutMs: z.timeoutMs });
-    const rest = await measureRest(ctx, REST_MS);
+    const rest = await measureRest(ctx, ctx.opts.sizes.mode === 'smoke' ? 1000 : REST_MS);
     ctx.log(`  at rest: ${fmtNum(rest.roundTripsPerSecond)} Redis round trips/s, ${fmtNum(rest.commandsPerSecond)} commands/s`);
     const firstRate = z.startRate || Math.round(Math.min(2000, Math.max(100, (ctx.ceilings.redis?.lifecycle ?? 1000) * 0.15)));
     const { best, fail, sustained } = await searchAndSustain(z, firstRate, 10, step);
@@ -133,6 +134,7 @@ function withSocketComparison(ctx: BenchContext, r: ScenarioResult, http: Measur
       },
     ],
     goals: [...r.goals, ...goals],
+    invalid: [...(r.invalid ?? []), ...(socketReport.invalid ?? [])],
     markdown: `${r.markdown}\n\n### Answer and end as socket frames (\`--over both\`: the same search, devices send commands on their sockets)\n\n${socketReport.markdown}`,
     data: { ...(r.data as object), socket: socketReport.data },
   };
@@ -149,7 +151,7 @@ function report(ctx: BenchContext, m: Measured): ScenarioResult {
   const accepted = half?.latency['answer → accepted (ws)'];
   const acceptedAtSustained = sustained.latency['answer → accepted (ws)'];
   const notRun = `not run: the highest sustained rate (${fmtRate(sustained.targetRate)}) is far below ${fmtNum(GOAL_RATE / 2)}/s, where the system would only pile up a backlog; answer → accepted p99 at ${fmtRate(sustained.targetRate)} is ${fmtMs(acceptedAtSustained?.p99 ?? NaN)}`;
-  const quick = ctx.opts.sizes.mode === 'quick';
+  const quick = ctx.opts.sizes.mode !== 'full';
   const pushNote = ctx.push.configured ? '' : `Push step: not measured: ${ctx.push.reason}.`;
   // What stops a higher rate: the lowest failing step above the sustained one.
   const above = steps.filter((s) => !s.pass && s.targetRate > sustained.targetRate).sort((a, b) => a.targetRate - b.targetRate)[0];
@@ -262,6 +264,7 @@ function report(ctx: BenchContext, m: Measured): ScenarioResult {
         ceiling: redisCeiling ? `Redis-bound ${fmtRate(redisCeiling)}` : 'n/a',
         ratio: ratio(sustainedRate, redisCeiling),
         bound: limit,
+        figure: sustainedRate,
       },
       {
         metric: 'HTTP requests/s in the sustained run',
@@ -280,6 +283,15 @@ function report(ctx: BenchContext, m: Measured): ScenarioResult {
     goals,
     markdown: md,
     data: { steps, sustained: sustained.label, half: half?.label, failedAt, rest },
+    // The sustained run must have passed (else its throughput is 0) and the run at half of it,
+    // well within capacity, must be clean; every lifecycle of the sustained run counted its push.
+    invalid: invalidReasons(
+      allOf(
+        { nonZero: [{ what: `sustained lifecycles/s${m.over === 'socket' ? ' [socket]' : ''} (no sustained run passed)`, n: sustainedRate }] },
+        cleanStep(`the run at half the sustained rate${m.over === 'socket' ? ' [socket]' : ''}`, m.halfSustained),
+        { hold: ctx.push.configured ? [{ ok: Object.entries(sustained.latency).some(([k, v]) => k.startsWith('push') && v.count > 0), what: 'no push counted in the sustained run (push is configured)' }] : [] },
+      ),
+    ),
   };
 }
 

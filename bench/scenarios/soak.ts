@@ -1,4 +1,5 @@
 import type { BenchContext } from '../lib/context.js';
+import { invalidReasons } from '../lib/validity.js';
 import { mergeHists } from '../lib/context.js';
 import { randomUUID } from 'node:crypto';
 import { TOKEN_CACHE_SIZE } from '../../src/auth/verifier.js';
@@ -467,7 +468,12 @@ function report(ctx: BenchContext, samples: readonly SoakSample[], rate: number,
     `${p99Line} Errors over the run: ${errorList(errors)}.`,
   ].join('\n');
 
+  const invalid = invalidReasons({
+    errors: [{ where: 'the soak', errors }],
+    nonZero: [{ what: 'soak lifecycles completed', n: samples.reduce((a, s) => a + s.completed, 0) }, { what: 'soak samples', n: samples.length }],
+  });
   return {
+    invalid,
     id: 'soak',
     title: 'Soak: memory, keys and latency over a long run',
     headlines: [
