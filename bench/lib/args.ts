@@ -32,6 +32,9 @@ export interface Sizes {
     /** First rate of the search; 0: 15 % of this run's Redis-bound ceiling (100 to 2,000/s). */
     startRate: number;
     halfGoalMs: number;
+    /** The saturated run (closed loop): this many lifecycles in flight for `saturatedMs`; 0: not run. */
+    saturatedConcurrency: number;
+    saturatedMs: number;
   };
   storm: { devices: number; rate: number; durationMs: number; pairsPerGenerator: number };
   /**
@@ -79,7 +82,7 @@ const QUICK: Sizes = {
   mode: 'quick',
   micro: { timeMs: 150 },
   ceilings: { redisMs: 3000, httpMs: 2000, httpConcurrency: 64, rawSockets: 5000 },
-  lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000 },
+  lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000, saturatedConcurrency: 64, saturatedMs: 4000 },
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
   group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000 },
   idle: { sockets: 4000, holdMs: 1000 },
@@ -102,7 +105,7 @@ const SMOKE: Sizes = {
   mode: 'smoke',
   micro: { timeMs: 20 },
   ceilings: { redisMs: 500, httpMs: 500, httpConcurrency: 8, rawSockets: 100 },
-  lifecycle: { pairsPerGenerator: 40, warmupMs: 500, startRate: 10, factor: 1.5, stepMs: 1000, maxSteps: 1, bisections: 0, sustainedMs: 1000, halfGoalMs: 1000, timeoutMs: 10_000 },
+  lifecycle: { pairsPerGenerator: 40, warmupMs: 500, startRate: 10, factor: 1.5, stepMs: 1000, maxSteps: 1, bisections: 0, sustainedMs: 1000, halfGoalMs: 1000, timeoutMs: 10_000, saturatedConcurrency: 4, saturatedMs: 1000 },
   storm: { devices: 2, rate: 10, durationMs: 1000, pairsPerGenerator: 20 },
   group: { groupsPerGenerator: 10, members: 3, installations: 2, joins: 1, declines: 1, warmupMs: 500, startRate: 2, factor: 1.5, stepMs: 1500, maxSteps: 1, bisections: 0, sustainedMs: 1500, halfMs: 1500, timeoutMs: 10_000 },
   idle: { sockets: 50, holdMs: 200 },
@@ -117,7 +120,7 @@ const FULL: Sizes = {
   mode: 'full',
   micro: { timeMs: 1000 },
   ceilings: { redisMs: 10_000, httpMs: 10_000, httpConcurrency: 128, rawSockets: 100_000 },
-  lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000 },
+  lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 128, saturatedMs: 15_000 },
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
   group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000 },
   idle: { sockets: 100_000, holdMs: 30_000 },

@@ -50,7 +50,13 @@ async function runVariant(ctx: BenchContext, variant: Variant, rate: number): Pr
     receiver = await startHelper(`webhook-receiver-${variant}`, 'bench/workers/webhookReceiver.ts', { MODE: variant === 'hang' ? 'hang' : 'ok' });
     env.WEBHOOKS = JSON.stringify([{ id: 'bench', url: `${receiver.url}/hooks`, secret: `whsec_${randomBytes(32).toString('base64')}` }]);
   }
-  const deployment = await ctx.startDeployment(`webhooks-${variant}`, env);
+  let deployment: Awaited<ReturnType<BenchContext['startDeployment']>>;
+  try {
+    deployment = await ctx.startDeployment(`webhooks-${variant}`, env);
+  } catch (err) {
+    await receiver?.stop();
+    throw err;
+  }
   try {
     return await ctx.asMain(deployment, async () => {
       const pool = await startCallsPool(ctx, z.pairsPerGenerator, 1);
