@@ -45,7 +45,7 @@ const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'stor
  * time to settle, and its set-up: a quick run's can exceed the 90 s of the other scenarios.
  */
 function groupWatchdogMs(z: Sizes['group']): number {
-  return z.warmupMs + (z.maxSteps + z.bisections) * (z.stepMs + 20_000) + 4 * (z.sustainedMs + 20_000) + z.halfMs + 120_000;
+  return z.warmupMs + (z.maxSteps + z.bisections) * (z.stepMs + 20_000) + 4 * (z.sustainedMs + 20_000) + z.halfMs + z.saturatedMs + 50_000 + 120_000;
 }
 
 /**

@@ -53,6 +53,9 @@ export interface Sizes {
     declines: number;
     startRate: number;
     halfMs: number;
+    /** The saturated run (closed loop): this many group calls in flight for `saturatedMs`; 0: not run. */
+    saturatedConcurrency: number;
+    saturatedMs: number;
   };
   idle: { sockets: number; holdMs: number };
   /** `runs`: how many times the whole timers run is repeated (each run's p99 is reported). */
@@ -84,7 +87,7 @@ const QUICK: Sizes = {
   ceilings: { redisMs: 3000, httpMs: 2000, httpConcurrency: 64, rawSockets: 5000 },
   lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000, saturatedConcurrency: 64, saturatedMs: 4000 },
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
-  group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000 },
+  group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000, saturatedConcurrency: 16, saturatedMs: 4000 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
   compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000, repeats: 3 },
@@ -107,7 +110,7 @@ const SMOKE: Sizes = {
   ceilings: { redisMs: 500, httpMs: 500, httpConcurrency: 8, rawSockets: 100 },
   lifecycle: { pairsPerGenerator: 40, warmupMs: 500, startRate: 10, factor: 1.5, stepMs: 1000, maxSteps: 1, bisections: 0, sustainedMs: 1000, halfGoalMs: 1000, timeoutMs: 10_000, saturatedConcurrency: 4, saturatedMs: 1000 },
   storm: { devices: 2, rate: 10, durationMs: 1000, pairsPerGenerator: 20 },
-  group: { groupsPerGenerator: 10, members: 3, installations: 2, joins: 1, declines: 1, warmupMs: 500, startRate: 2, factor: 1.5, stepMs: 1500, maxSteps: 1, bisections: 0, sustainedMs: 1500, halfMs: 1500, timeoutMs: 10_000 },
+  group: { groupsPerGenerator: 10, members: 3, installations: 2, joins: 1, declines: 1, warmupMs: 500, startRate: 2, factor: 1.5, stepMs: 1500, maxSteps: 1, bisections: 0, sustainedMs: 1500, halfMs: 1500, timeoutMs: 10_000, saturatedConcurrency: 2, saturatedMs: 1500 },
   idle: { sockets: 50, holdMs: 200 },
   timers: { calls: 40, rate: 40, ringTimeoutMs: 1500, sampleSockets: 10, runs: 1 },
   compare: { pairs: 20, concurrency: 8, throughputMs: 500, latencyMs: 500, repeats: 1 },
@@ -122,7 +125,7 @@ const FULL: Sizes = {
   ceilings: { redisMs: 10_000, httpMs: 10_000, httpConcurrency: 128, rawSockets: 100_000 },
   lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 128, saturatedMs: 15_000 },
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
-  group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000 },
+  group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 32, saturatedMs: 15_000 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
   compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000, repeats: 5 },
