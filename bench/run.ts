@@ -16,6 +16,7 @@ import { webhooksScenario } from './scenarios/webhooks.js';
 import { compareRefScenario } from './scenarios/compareRef.js';
 import { combineRuns } from './lib/repeat.js';
 import { isInvalid, reasonsOf } from './lib/validity.js';
+import { judgeGoals } from './lib/report.js';
 
 /**
  * `npm run bench -- [--quick | --full] [...]`: starts its own Redis and server (or targets
@@ -46,18 +47,6 @@ const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'stor
  */
 function groupWatchdogMs(z: Sizes['group']): number {
   return z.warmupMs + (z.maxSteps + z.bisections) * (z.stepMs + 20_000) + 4 * (z.sustainedMs + 20_000) + z.halfMs + z.saturatedMs + 50_000 + 120_000;
-}
-
-/**
- * A goal a smaller run than the goal's size missed is not judged (bench/README.md "Goals"): the run
- * cannot reach the goal's size, so its miss says nothing of the goal.
- */
-function judgeGoals(r: ScenarioResult, mode: Sizes['mode']): ScenarioResult {
-  if (mode === 'full') return r;
-  return {
-    ...r,
-    goals: r.goals.map((g) => (g.status === 'MISSED' && !g.atGoalSize ? { ...g, status: 'NOT JUDGED', note: `not judged at ${mode} size (missed at this size; --full runs the goal's size). ${g.note}` } : g)),
-  };
 }
 
 async function main(): Promise<void> {
