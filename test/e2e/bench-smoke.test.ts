@@ -67,9 +67,16 @@ describe('bench smoke', () => {
       expect(sustained.errors, id).toEqual({});
       for (const [step, s] of Object.entries(sustained.latency)) expect(s.count, `${id}: ${step}`).toBeGreaterThan(0);
     }
-    // Push is configured in a smoke run, so the lifecycle counted its pushes.
+    // Capacity: both ran a saturated closed-loop step that completed lifecycles.
+    for (const id of ['lifecycle', 'group']) {
+      const saturated = byId[id]!.data.saturated as { achievedRate: number; completed: number; errors: Record<string, number> };
+      expect(saturated.achievedRate, id).toBeGreaterThan(0);
+      expect(saturated.errors, id).toEqual({});
+    }
+    // Push is configured in a smoke run, so the lifecycle counted its pushes, hop by hop too.
     const lifecycleSustained = steps(byId.lifecycle!.data).find((s) => s.label === byId.lifecycle!.data.sustained)!;
-    expect(Object.keys(lifecycleSustained.latency).some((k) => k.startsWith('push'))).toBe(true);
+    expect(Object.keys(lifecycleSustained.latency).some((k) => k.startsWith('push:'))).toBe(true);
+    expect(lifecycleSustained.latency['push hop: create committed → provider request']?.count).toBeGreaterThan(0);
 
     const storm = byId.storm!.data as { completed: number; started: number; answers: Record<string, number>; errors: Record<string, number> };
     expect(storm.completed).toBeGreaterThan(0);
