@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { keys } from '../../src/redis/keys.js';
 import { allOf, cleanStep, invalidReasons } from '../lib/validity.js';
 import type { BenchContext } from '../lib/context.js';
 import { startHelper, type ListeningProcess } from '../lib/processes.js';
@@ -71,7 +72,8 @@ async function runVariant(ctx: BenchContext, variant: Variant, rate: number): Pr
         const received = receiver ? ((await (await fetch(`${receiver.url}/count`)).json()) as { received: number }).received : 0;
         const result: VariantResult = { variant, sustained, half, received };
         if (variant === 'off') {
-          const perUser = await ctx.keyMemory(`${prefix}:{u:*}:calls:history`);
+          // The key builder spells the pattern (a user id of `*`), never this file.
+          const perUser = await ctx.keyMemory(keys.userHistoryIndex({ prefix, shards: 8 }, '*'));
           result.history = { perRecordBytes: perUser.bytes / Math.max(1, perUser.fields) };
         }
         return result;
