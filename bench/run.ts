@@ -17,6 +17,7 @@ import { compareRefScenario } from './scenarios/compareRef.js';
 import { combineRuns } from './lib/repeat.js';
 import { isInvalid, reasonsOf } from './lib/validity.js';
 import { judgeGoals } from './lib/report.js';
+import { runTag } from './lib/users.js';
 
 /**
  * `npm run bench -- [--quick | --full] [...]`: starts its own Redis and server (or targets
@@ -78,6 +79,8 @@ async function main(): Promise<void> {
       const runs: ScenarioResult[] = [];
       for (let n = 1; n <= opts.repeat; n++) {
         if (opts.repeat > 1) ctx.log(`  -- run ${n} of ${opts.repeat}`);
+        // Each run its own users, call IDs and key prefixes: a scenario run again must not meet its first run's calls.
+        if (n > 1) ctx.tag = runTag();
         let timer: NodeJS.Timeout | undefined;
         try {
           const r = await Promise.race([

@@ -66,7 +66,8 @@ export interface PushCollect {
 }
 
 export class BenchContext {
-  readonly tag = runTag();
+  /** Names this run's users, calls and key prefixes; `--repeat` gives each run of a scenario its own (run.ts). */
+  tag = runTag();
   readonly secret: string;
   readonly selfHosted: boolean;
   redisUrl = '';
