@@ -20,8 +20,9 @@ import { invalidReasons } from '../lib/validity.js';
  * call of the run is pending when the first expires (100,000 over a 45 s ring: ≥ 2,223/s), so
  * the expiries come at that same steady rate. Lateness is measured
  * twice: at the callee's socket for a sample (event arrival − expiresAtMs, what a phone sees),
- * and for every call from its hash (endedAtMs − expiresAtMs, both Redis time: when the expiry
- * was committed). The peak number of calls pending at once comes from the same hashes.
+ * and for every call from its record, read through the project's reader (endedAtMs − expiresAtMs,
+ * both Redis time: when the expiry was committed). The peak number of calls pending at once comes
+ * from the same records.
  */
 
 export const GOAL_TIMERS_PENDING = 100_000;
