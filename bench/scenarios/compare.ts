@@ -126,8 +126,7 @@ export async function compareScenario(ctx: BenchContext): Promise<ScenarioResult
   } finally {
     for (const s of Object.values(systems)) {
       await s.pool?.close();
-      await ctx.stopServer(s.a);
-      await ctx.stopServer(s.b);
+      await Promise.all([ctx.stopServer(s.a), ctx.stopServer(s.b)]);
     }
   }
 }

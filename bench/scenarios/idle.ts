@@ -222,7 +222,7 @@ async function measure(ctx: BenchContext, mode: 'signaling' | 'raw', n: number, 
     };
   } finally {
     // Servers first, so the TIME_WAIT ports are theirs, not the generators' source ports.
-    for (const s of servers) await ctx.stopServer(s);
+    await Promise.all(servers.map((s) => ctx.stopServer(s)));
     await pool.close();
   }
 }

@@ -206,8 +206,8 @@ async function timersRun(ctx: BenchContext, runNo: number): Promise<TimersRun> {
     };
   } finally {
     await pool.close();
-    if (server) await ctx.stopServer(server);
-    if (worker) await ctx.stopServer(worker);
+    // Both at once: each drains on SIGTERM (docs/operations.md), and nothing here needs an order.
+    await Promise.all([server, worker].filter((p) => p !== undefined).map((p) => ctx.stopServer(p)));
   }
 }
 

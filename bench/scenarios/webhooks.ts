@@ -82,8 +82,8 @@ async function runVariant(ctx: BenchContext, variant: Variant, rate: number): Pr
       }
     });
   } finally {
-    for (const p of [deployment.worker, deployment.server]) if (p) await ctx.stopServer(p);
-    await receiver?.stop();
+    // Together with the receiver: each drains on SIGTERM, and the run's figures are taken.
+    await Promise.all([...[deployment.worker, deployment.server].filter((p) => p !== undefined).map((p) => ctx.stopServer(p)), receiver?.stop()]);
   }
 }
 
