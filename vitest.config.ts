@@ -64,7 +64,12 @@ const HEAVY_SUITES = [
  * Suites that read Linux's /proc or drive util-linux's `script`: `npm run test:fast` leaves them
  * out on other systems (macOS), where `npm test` cannot run at all (docs/development.md "Platforms").
  */
-const LINUX_ONLY_SUITES = ['test/e2e/dev-terminal.test.ts', 'test/e2e/slow-consumer.test.ts'];
+const LINUX_ONLY_SUITES = [
+  'test/e2e/dev-terminal.test.ts',
+  'test/e2e/slow-consumer.test.ts',
+  // The bench (bench/lib/procstat.ts) reads every process's CPU from /proc; it needs only redis-server besides.
+  'test/e2e/bench-smoke.test.ts',
+];
 
 /** `npm test` runs everything; TEST_SCOPE=fast or unit narrows it (package.json scripts). */
 const scope = process.env.TEST_SCOPE ?? 'all';

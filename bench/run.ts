@@ -14,6 +14,10 @@ import { compareScenario } from './scenarios/compare.js';
 import { soakScenario } from './scenarios/soak.js';
 import { webhooksScenario } from './scenarios/webhooks.js';
 import { compareRefScenario } from './scenarios/compareRef.js';
+import { combineRuns } from './lib/repeat.js';
+import { isInvalid, reasonsOf } from './lib/validity.js';
+import { judgeGoals } from './lib/report.js';
+import { runTag } from './lib/users.js';
 
 /**
  * `npm run bench -- [--quick | --full] [...]`: starts its own Redis and server (or targets
@@ -43,7 +47,7 @@ const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'stor
  * time to settle, and its set-up: a quick run's can exceed the 90 s of the other scenarios.
  */
 function groupWatchdogMs(z: Sizes['group']): number {
-  return z.warmupMs + (z.maxSteps + z.bisections) * (z.stepMs + 20_000) + 4 * (z.sustainedMs + 20_000) + z.halfMs + 120_000;
+  return z.warmupMs + (z.maxSteps + z.bisections) * (z.stepMs + 20_000) + 4 * (z.sustainedMs + 20_000) + z.halfMs + z.saturatedMs + 50_000 + 120_000;
 }
 
 async function main(): Promise<void> {
@@ -68,25 +72,35 @@ async function main(): Promise<void> {
         : id === 'webhooks' ? 3 * (opts.sizes.webhooks.warmupMs + opts.sizes.webhooks.stepMs + opts.sizes.webhooks.halfMs) + 120_000
         : id === 'compareRef' ? 2 * opts.sizes.compareRef.runs * (opts.sizes.compareRef.warmupMs + opts.sizes.compareRef.stepMs + 60_000) + 120_000
         : id === 'group' ? groupWatchdogMs(opts.sizes.group)
-        : (opts.sizes.mode === 'quick' ? 90_000 : 30 * 60_000) * (id === 'lifecycle' && opts.over === 'both' ? 2 : id === 'compare' ? Math.max(1, opts.sizes.compare.repeats) : 1);
+        : (opts.sizes.mode === 'full' ? 30 * 60_000 : 90_000) * (id === 'lifecycle' && opts.over === 'both' ? 2 : id === 'compare' ? Math.max(1, opts.sizes.compare.repeats) : 1);
       const s = SCENARIOS[id];
       const ts = performance.now();
       ctx.log(`\n== ${s.title} ==`);
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        const r = await Promise.race([
-          s.run(ctx),
-          new Promise<never>((_, rej) => (timer = setTimeout(() => rej(new Error(`scenario did not finish within ${watchdogMs / 1000} s`)), watchdogMs))),
-        ]);
-        results.push(r);
-        for (const h of r.headlines) ctx.log(`  => ${h.metric}: ${h.value}${h.ratio ? ` (${h.ratio} of ${h.ceiling})` : ''}`);
-      } catch (err) {
-        const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
-        ctx.log(`  !! ${id} failed: ${message.split('\n')[0]}`);
-        results.push({ id, title: s.title, headlines: [], goals: [], markdown: 'This scenario failed to run in this run (error above).', data: null, error: message });
-      } finally {
-        clearTimeout(timer);
+      const runs: ScenarioResult[] = [];
+      for (let n = 1; n <= opts.repeat; n++) {
+        if (opts.repeat > 1) ctx.log(`  -- run ${n} of ${opts.repeat}`);
+        // Each run its own users, call IDs and key prefixes: a scenario run again must not meet its first run's calls.
+        if (n > 1) ctx.tag = runTag();
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          const r = await Promise.race([
+            s.run(ctx),
+            new Promise<never>((_, rej) => (timer = setTimeout(() => rej(new Error(`scenario did not finish within ${watchdogMs / 1000} s`)), watchdogMs))),
+          ]);
+          runs.push(r);
+          for (const h of r.headlines) ctx.log(`  => ${h.metric}: ${h.value}${h.ratio ? ` (${h.ratio} of ${h.ceiling})` : ''}`);
+        } catch (err) {
+          const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
+          ctx.log(`  !! ${id} failed: ${message.split('\n')[0]}`);
+          runs.push({ id, title: s.title, headlines: [], goals: [], markdown: 'This scenario failed to run in this run (error above).', data: null, error: message });
+        } finally {
+          clearTimeout(timer);
+        }
       }
+      const r = judgeGoals(combineRuns(runs), opts.sizes.mode);
+      results.push(r);
+      const reasons = reasonsOf(r);
+      if (reasons.length) ctx.log(`  !! ${id} INVALID: ${reasons.join('; ')}`);
       ctx.log(`  (${((performance.now() - ts) / 1000).toFixed(1)} s)`);
     }
   } finally {
@@ -99,13 +113,14 @@ async function main(): Promise<void> {
       results.push({ id: 'profiles', title: 'CPU profiles of the server processes (--cpu-prof)', headlines: [], goals: [], markdown: prof.markdown, data: prof.data });
     }
     if (meta) {
-      printSummary(results, (l) => ctx.log(l));
-      const files = writeResults(meta, results, ctx.ceilings);
+      printSummary(results, (l) => ctx.log(l), opts.sizes.mode);
+      const files = writeResults(meta, results, ctx.ceilings, opts.out);
       ctx.log(`\nwrote ${files.json}\n      ${files.md}\n      ${files.html}\n      ${files.latest} (and latest.html)`);
       ctx.log(`total ${durationS.toFixed(1)} s`);
     }
   }
-  process.exit(results.some((r) => r.error) ? 1 : 0);
+  // A run with an INVALID scenario (bench/lib/validity.ts) is no measurement: it fails.
+  process.exit(results.some(isInvalid) ? 1 : 0);
 }
 
 main().catch((err: unknown) => {

@@ -23,7 +23,8 @@ export interface RateSearch {
 }
 
 export interface Sizes {
-  mode: 'quick' | 'full';
+  /** smoke: every scenario at a tiny size, to check that it runs and counts what it must (the CI test); quick; full: the goal sizes. */
+  mode: 'smoke' | 'quick' | 'full';
   micro: { timeMs: number };
   ceilings: { redisMs: number; httpMs: number; httpConcurrency: number; rawSockets: number };
   lifecycle: RateSearch & {
@@ -31,6 +32,9 @@ export interface Sizes {
     /** First rate of the search; 0: 15 % of this run's Redis-bound ceiling (100 to 2,000/s). */
     startRate: number;
     halfGoalMs: number;
+    /** The saturated run (closed loop): this many lifecycles in flight for `saturatedMs`; 0: not run. */
+    saturatedConcurrency: number;
+    saturatedMs: number;
   };
   storm: { devices: number; rate: number; durationMs: number; pairsPerGenerator: number };
   /**
@@ -49,6 +53,9 @@ export interface Sizes {
     declines: number;
     startRate: number;
     halfMs: number;
+    /** The saturated run (closed loop): this many group calls in flight for `saturatedMs`; 0: not run. */
+    saturatedConcurrency: number;
+    saturatedMs: number;
   };
   idle: { sockets: number; holdMs: number };
   /** `runs`: how many times the whole timers run is repeated (each run's p99 is reported). */
@@ -78,9 +85,9 @@ const QUICK: Sizes = {
   mode: 'quick',
   micro: { timeMs: 150 },
   ceilings: { redisMs: 3000, httpMs: 2000, httpConcurrency: 64, rawSockets: 5000 },
-  lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000 },
+  lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000, saturatedConcurrency: 64, saturatedMs: 4000 },
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
-  group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000 },
+  group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000, saturatedConcurrency: 16, saturatedMs: 4000 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
   compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000, repeats: 3 },
@@ -90,13 +97,35 @@ const QUICK: Sizes = {
   compareRef: { rate: 150, runs: 5, warmupMs: 2000, stepMs: 6000, pairsPerGenerator: 600 },
 };
 
+/**
+ * A few seconds and a few dozen calls a scenario: what the bench smoke test
+ * (test/e2e/bench-smoke.test.ts) runs with `--scenarios all`, to check that every scenario still
+ * runs against this build and counts every event it must. Its figures mean nothing; the lifecycle
+ * and group searches run at fixed low rates (one search step, no bisection) so that a busy
+ * machine cannot fail them on latency.
+ */
+const SMOKE: Sizes = {
+  mode: 'smoke',
+  micro: { timeMs: 20 },
+  ceilings: { redisMs: 500, httpMs: 500, httpConcurrency: 8, rawSockets: 100 },
+  lifecycle: { pairsPerGenerator: 40, warmupMs: 500, startRate: 10, factor: 1.5, stepMs: 1000, maxSteps: 1, bisections: 0, sustainedMs: 1000, halfGoalMs: 1000, timeoutMs: 10_000, saturatedConcurrency: 4, saturatedMs: 1000 },
+  storm: { devices: 2, rate: 10, durationMs: 1000, pairsPerGenerator: 20 },
+  group: { groupsPerGenerator: 10, members: 3, installations: 2, joins: 1, declines: 1, warmupMs: 500, startRate: 2, factor: 1.5, stepMs: 1500, maxSteps: 1, bisections: 0, sustainedMs: 1500, halfMs: 1500, timeoutMs: 10_000, saturatedConcurrency: 2, saturatedMs: 1500 },
+  idle: { sockets: 50, holdMs: 200 },
+  timers: { calls: 40, rate: 40, ringTimeoutMs: 1500, sampleSockets: 10, runs: 1 },
+  compare: { pairs: 20, concurrency: 8, throughputMs: 500, latencyMs: 500, repeats: 1 },
+  soak: { durationMs: 6000, warmupMs: 2000, sampleMs: 2000, fraction: 0.5, rate: 10, ringTimeoutMs: 1500, churn: 0.1, reconnect: 0.1 },
+  webhooks: { pairsPerGenerator: 40, warmupMs: 300, stepMs: 1000, halfMs: 1000, rate: 10 },
+  compareRef: { rate: 20, runs: 1, warmupMs: 500, stepMs: 1000, pairsPerGenerator: 40 },
+};
+
 const FULL: Sizes = {
   mode: 'full',
   micro: { timeMs: 1000 },
   ceilings: { redisMs: 10_000, httpMs: 10_000, httpConcurrency: 128, rawSockets: 100_000 },
-  lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000 },
+  lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 128, saturatedMs: 15_000 },
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
-  group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000 },
+  group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 32, saturatedMs: 15_000 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
   compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000, repeats: 5 },
@@ -142,16 +171,26 @@ export interface Options {
   serverNode?: number;
   /** Compare this checkout with another build, this git ref (bench/scenarios/compareRef.ts). */
   compareRef?: string;
+  /** CALL_RECORD_FORMAT of every server the bench starts (docs/operations.md "Upgrading"); the server's default when unset. */
+  recordFormat?: 'string' | 'hash';
+  /** Where the results go (default bench/results/). */
+  out?: string;
+  /** Run each scenario this many times and report the median and spread of its figures (1: once). */
+  repeat: number;
 }
 
 export function usage(): string {
-  return `usage: npm run bench -- [--quick | --full] [--scenarios ${ALL_SCENARIOS.join(',')}]
+  return `usage: npm run bench -- [--quick | --full | --size smoke|quick|full] [--scenarios all|${ALL_SCENARIOS.join(',')}]
                       [--generators N] [--url http://host:port --redis redis://host:port --secret S]
                       [--cpu-prof] [--no-push] [--topology split|single] [--cluster N] [--server-node N]
-                      [--over http|socket|both] [--compare-ref <git ref>]
+                      [--over http|socket|both] [--compare-ref <git ref>] [--repeat N]
+                      [--record-format string|hash] [--out DIR]
                       [--set group.size=N ...]
   --quick        small sizes, under two minutes (default)
   --full         the goal sizes: 60 s sustained, 100k idle sockets, 100k pending timers
+  --size S       smoke (every scenario at a tiny size: does it run and count what it must; what
+                 the bench smoke test runs), quick or full
+  --scenarios all every scenario, the ones run only when named (webhooks, soak) included
   --url/--redis  target an existing deployment (and its Redis, for the ceiling); --secret (or
                  BENCH_JWT_SECRET) is its AUTH_JWT_SECRET, to mint session tokens
   --generators N fork N load generator processes and merge their histograms (default 1)
@@ -168,6 +207,11 @@ export function usage(): string {
   --compare-ref R this checkout against git ref R (built in a temporary worktree), at one fixed
                  rate (--set compareRef.rate=N), alternated over several runs: CPU per lifecycle
                  per process, Redis CPU and commands, as median and spread, and their ratio
+  --repeat N     run each scenario N times (with --compare-ref: N rounds of the two builds,
+                 alternated) and report each figure's median and spread; a spread over 20 % of
+                 the median is marked unsettled
+  --out DIR      write the results to DIR instead of bench/results/ (the smoke test's)
+  --record-format F CALL_RECORD_FORMAT of the servers the bench starts: string (default) or hash
   --set g.k=N    override one size of the mode, e.g. --set lifecycle.sustainedMs=30000 --set idle.sockets=50000`;
 }
 
@@ -192,8 +236,31 @@ export function parseArgs(argv: readonly string[]): Options {
       case '--full':
         sizes = FULL;
         break;
+      case '--size': {
+        const v = value();
+        if (v !== 'smoke' && v !== 'quick' && v !== 'full') throw new Error(`--size ${v}: smoke, quick or full`);
+        sizes = v === 'smoke' ? SMOKE : v === 'quick' ? QUICK : FULL;
+        break;
+      }
+      case '--repeat': {
+        const n = Number(value());
+        if (!Number.isInteger(n) || n < 1 || n > 20) throw new Error('--repeat N: 1 to 20');
+        o.repeat = n;
+        break;
+      }
+      case '--out':
+        o.out = value();
+        break;
+      case '--record-format': {
+        const f = value();
+        if (f !== 'string' && f !== 'hash') throw new Error(`--record-format ${f}: string or hash`);
+        o.recordFormat = f;
+        break;
+      }
       case '--scenarios': {
-        const list = value().split(',').map((x) => x.trim()).filter(Boolean);
+        const given = value().split(',').map((x) => x.trim()).filter(Boolean);
+        // all: every scenario (the comparison of two builds is --compare-ref's).
+        const list = given.includes('all') ? ALL_SCENARIOS.filter((x) => x !== 'compareRef') : given;
         for (const x of list) if (!(ALL_SCENARIOS as readonly string[]).includes(x)) throw new Error(`unknown scenario ${x}`);
         scenarios = list as ScenarioId[];
         break;
@@ -267,6 +334,8 @@ export function parseArgs(argv: readonly string[]): Options {
   if (o.compareRef && (o.url || o.cluster)) throw new Error('--compare-ref starts its own deployments on one Redis: not with --url or --cluster');
   // Compare mode runs the comparison alone.
   if (o.compareRef) scenarios = ['compareRef'];
+  // --repeat with --compare-ref: that many rounds of the two builds, alternated.
+  if (o.compareRef && o.repeat) sizes = { ...sizes, compareRef: { ...sizes.compareRef, runs: o.repeat } };
   else scenarios = scenarios.filter((s) => s !== 'compareRef');
   // On a cluster: the call path's scenarios (the others measure one Redis or one process).
   if (o.cluster) scenarios = scenarios.filter((s) => s === 'lifecycle' || s === 'storm');
@@ -282,6 +351,9 @@ export function parseArgs(argv: readonly string[]): Options {
     ...(o.cluster ? { cluster: o.cluster } : {}),
     ...(o.serverNode ? { serverNode: o.serverNode } : {}),
     ...(o.compareRef ? { compareRef: o.compareRef } : {}),
+    ...(o.recordFormat ? { recordFormat: o.recordFormat } : {}),
+    ...(o.out ? { out: o.out } : {}),
+    repeat: o.compareRef ? 1 : (o.repeat ?? 1),
     ...(o.url ? { url: o.url } : {}),
     ...(o.redis ? { redis: o.redis } : {}),
     ...(o.secret ? { secret: o.secret } : {}),

@@ -25,6 +25,8 @@ export interface CallsRun {
   startAtMs: number;
   /** A lifecycle not done after this long counts as a timeout error. */
   timeoutMs: number;
+  /** Closed loop instead (lib/openLoop.ts closedLoop): this many in flight, `rate` unused. */
+  concurrency?: number;
 }
 
 /** What a calls generator counts over a run; a step sums them over its generators (scenarios/callSteps.ts). */
@@ -37,6 +39,9 @@ export interface CallCounts extends LifecycleCounts {
 }
 
 export interface CallsResult extends CallCounts, RecordedRun {}
+
+/** The prefix of the push path's hop histograms: parts of a push step, never a step of their own. */
+export const PUSH_HOP = 'push hop:';
 
 /** How long a pair or a group rests between two calls (lib/lifecycleRun.ts Rota). */
 export const PAIR_REST_MS = 250;
@@ -132,11 +137,21 @@ export class CallGenerator<Party> {
     return `${this.s.tag}.${this.s.gen}.${seq}.${Math.round(scheduledAtMs * 1000)}`;
   }
 
-  /** Creates the call (POST /v1/calls, 201 or a failure), timed from its scheduled start as `create`. */
-  async create(hist: HistogramSet, token: string, scheduledAtMs: number, body: { callId: string } & Record<string, unknown>): Promise<void> {
+  /**
+   * Creates the call (POST /v1/calls, 201 or a failure), timed from its scheduled start as `create`;
+   * returns the snapshot's createdAtMs (Redis time, when the create script committed the call and
+   * its outbox entry), undefined when the answer has none.
+   */
+  async create(hist: HistogramSet, token: string, scheduledAtMs: number, body: { callId: string } & Record<string, unknown>): Promise<number | undefined> {
     const created = await this.http.post('/v1/calls', token, { ...body, operationId: randomUUID(), video: false });
     if (created.status !== 201) throw new BenchFailure(`create: HTTP ${created.status}`);
     hist.get('create').recordMs(nowMs() - scheduledAtMs);
+    try {
+      const at = (JSON.parse(created.text) as { createdAtMs?: unknown }).createdAtMs;
+      return typeof at === 'number' ? at : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   async close(): Promise<void> {

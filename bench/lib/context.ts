@@ -66,7 +66,8 @@ export interface PushCollect {
 }
 
 export class BenchContext {
-  readonly tag = runTag();
+  /** Names this run's users, calls and key prefixes; `--repeat` gives each run of a scenario its own (run.ts). */
+  tag = runTag();
   readonly secret: string;
   readonly selfHosted: boolean;
   redisUrl = '';
@@ -171,7 +172,7 @@ export class BenchContext {
       label,
       redisUrl: this.cluster ? { cluster: this.cluster.seedList } : this.redisUrl,
       secret: this.secret,
-      env: { ...BENCH_LIMITS, ...(this.cluster ? clusterSettings(this.cluster.nodes.length) : {}), ...(this.push.configured ? this.push.env : {}), ...env },
+      env: { ...BENCH_LIMITS, ...(this.cluster ? clusterSettings(this.cluster.nodes.length) : {}), ...(this.push.configured ? this.push.env : {}), ...(this.opts.recordFormat ? { CALL_RECORD_FORMAT: this.opts.recordFormat } : {}), ...env },
       ...(this.profileDir ? { cpuProfDir: this.profileDir } : {}),
       ...(this.opts.serverNode ? { node: (this.serverNode ??= nodeOnTrixie(this.opts.serverNode)) } : {}),
     });
@@ -185,8 +186,11 @@ export class BenchContext {
    */
   async startDeployment(label: string, env: Record<string, string>, root?: string): Promise<{ server: ListeningProcess; worker?: ListeningProcess }> {
     if (this.opts.topology !== 'split' && !this.cluster) return { server: await this.startServer(label, env, root) };
-    const server = await this.startServer(label, { ...env, ROLES: 'api,gateway' }, root);
-    const worker = await this.startServer(`${label}-worker`, { ...env, ROLES: 'worker' }, root);
+    // Both at once: a server process spends most of its start compiling, and there are two cores.
+    const [server, worker] = await Promise.all([
+      this.startServer(label, { ...env, ROLES: 'api,gateway' }, root),
+      this.startServer(`${label}-worker`, { ...env, ROLES: 'worker' }, root),
+    ]);
     // On a cluster, a second worker shares the relay's shards and the queues.
     if (this.cluster) this.secondWorker = await this.startServer(`${label}-worker-2`, { ...env, ROLES: 'worker' }, root);
     return { server, worker };

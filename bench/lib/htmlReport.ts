@@ -23,12 +23,14 @@ export interface ChartSpec {
   /** Bars of one label stacked into one. */
   stacked?: boolean;
   note?: string;
+  /** The scenario it was drawn from (set by chartsOf). */
+  scenario?: string;
 }
 
 /** The results JSON as bench/lib/output.ts writes it. */
 export interface RunResults {
   meta: RunMeta;
-  results: readonly { id: string; title: string; data: unknown; error?: string | undefined }[];
+  results: readonly { id: string; title: string; data: unknown; error?: string | undefined; invalid?: string[] | undefined }[];
 }
 
 interface Summary {
@@ -226,7 +228,7 @@ const CHARTS: Record<string, (data: never) => ChartSpec[]> = {
 
 /** Every chart of a run, in scenario order. */
 export function chartsOf(run: RunResults): ChartSpec[] {
-  return run.results.flatMap((r) => (r.error || r.data == null || !CHARTS[r.id] ? [] : CHARTS[r.id]!(r.data as never)));
+  return run.results.flatMap((r) => (r.error || r.data == null || !CHARTS[r.id] ? [] : CHARTS[r.id]!(r.data as never).map((c) => ({ ...c, scenario: r.id }))));
 }
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -252,6 +254,12 @@ export function htmlReport(run: RunResults): string {
     ['Redis', m.redis],
     ['topology', m.topology],
   ];
+  // Validity first (bench/lib/validity.ts): an INVALID scenario's charts are a breakage, not a measurement.
+  const validity = run.results.map((r) => {
+    const reasons = [...(r.error ? [`failed to run: ${r.error.split('\n')[0]}`] : []), ...(r.invalid ?? [])];
+    return { id: r.id, reasons };
+  });
+  const invalidIds = validity.filter((v) => v.reasons.length > 0).map((v) => v.id);
   // JSON inside <script>: `<` escaped so no string in it can close the element.
   const json = JSON.stringify(charts).replace(/</g, '\\u003c');
   return `<!doctype html>
@@ -268,14 +276,17 @@ td:first-child { color: #666; }
 figure { margin: 0; border: 1px solid #ddd; border-radius: 6px; padding: 12px; }
 figcaption { font-weight: 600; margin-bottom: 8px; }
 .note { color: #666; font-size: 12px; margin-top: 6px; }
+.invalid, .validity strong { color: #b00020; }
 </style>
 </head>
 <body>
 <h1>calling-backend bench</h1>
 <table>${meta.map(([k, v]) => `<tr><td>${escapeHtml(k)}</td><td>${escapeHtml(v)}</td></tr>`).join('')}</table>
+${invalidIds.length ? `<p class="invalid" data-invalid="${escapeHtml(invalidIds.join(','))}"><strong>INVALID scenarios in this run: ${escapeHtml(invalidIds.join(', '))}.</strong> Their figures are a breakage (errors, or a count impossible for what the scenario did), not a measurement.</p>` : ''}
+<table class="validity">${validity.map((v) => `<tr data-scenario="${escapeHtml(v.id)}" data-valid="${v.reasons.length ? 'false' : 'true'}"><td>${escapeHtml(v.id)}</td><td>${v.reasons.length ? '<strong>INVALID</strong>: ' + escapeHtml(v.reasons.join('; ')) : 'valid'}</td></tr>`).join('')}</table>
 <p>The figures behind every chart, and what bounds each, are in the Markdown report of the same run.</p>
 <div class="charts">
-${charts.map((c) => `<figure data-chart="${escapeHtml(c.id)}"><figcaption>${escapeHtml(c.title)}</figcaption><canvas id="chart-${escapeHtml(c.id)}" width="520" height="300"></canvas>${c.note ? `<div class="note">${escapeHtml(c.note)}</div>` : ''}</figure>`).join('\n')}
+${charts.map((c) => `<figure data-chart="${escapeHtml(c.id)}"><figcaption>${c.scenario !== undefined && invalidIds.includes(c.scenario) ? 'INVALID run: ' : ''}${escapeHtml(c.title)}</figcaption><canvas id="chart-${escapeHtml(c.id)}" width="520" height="300"></canvas>${c.note ? `<div class="note">${escapeHtml(c.note)}</div>` : ''}</figure>`).join('\n')}
 </div>
 <script>${chartJsSource()}</script>
 <script>

@@ -122,7 +122,7 @@ export class InFlight<S extends InFlightCall> {
  * closed meanwhile (`closedSockets()`) as errors.
  */
 export async function runRecorded(
-  r: { label: string; rate: number; durationMs: number; startAtMs: number; timeoutMs: number },
+  r: { label: string; rate: number; durationMs: number; startAtMs: number; timeoutMs: number; concurrency?: number | undefined },
   rec: RunRecord,
   progress: (data: unknown) => void,
   inFlight: InFlight<InFlightCall>,

@@ -39,13 +39,35 @@ export async function openLoop(
 }
 
 /**
+ * Closed loop (saturation): `concurrency` lifecycles in flight, each next one started as one
+ * ends, until `durationMs` has passed; each is timed from its own start. What it measures is the
+ * throughput the system gives when kept busy, not a latency under a fixed load.
+ */
+export async function closedLoop(
+  concurrency: number,
+  durationMs: number,
+  startAtMs: number,
+  launch: (seq: number, startedAtMs: number) => Promise<void>,
+): Promise<{ launched: number; maxLagMs: number }> {
+  await sleepUntil(startAtMs);
+  const end = startAtMs + durationMs;
+  let seq = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (nowMs() < end) await launch(seq++, nowMs()).catch(() => undefined);
+    }),
+  );
+  return { launched: seq, maxLagMs: 0 };
+}
+
+/**
  * One generator's open-loop run of lifecycles: launches `lifecycle` at the rate, fails every
  * in-flight lifecycle older than the timeout (`sweep`, every 250 ms), reports progress every
  * second, then drains, but not for ever: whatever still runs after the timeout (plus a margin)
  * counts as an error and is left behind. Returns the generator's own worst launch lag.
  */
 export async function runLifecycles(
-  r: { label: string; rate: number; durationMs: number; startAtMs: number; timeoutMs: number },
+  r: { label: string; rate: number; durationMs: number; startAtMs: number; timeoutMs: number; concurrency?: number | undefined },
   counts: LifecycleCounts,
   progress: (data: unknown) => void,
   sweep: (startedBefore: number) => void,
@@ -56,12 +78,14 @@ export async function runLifecycles(
   const errorCount = () => Object.values(counts.errors).reduce((a, b) => a + b, 0);
   const ticker = setInterval(() => progress({ label: r.label, started: counts.started, completed: counts.completed, errors: errorCount(), inflight: running.size }), 1000);
   try {
-    const { maxLagMs } = await openLoop(r.rate, r.durationMs, r.startAtMs, (seq, sched) => {
+    const launch = (seq: number, sched: number) => {
       counts.started++;
       const p = lifecycle(seq, sched);
       running.add(p);
       void p.finally(() => running.delete(p));
-    });
+      return p;
+    };
+    const { maxLagMs } = r.concurrency ? await closedLoop(r.concurrency, r.durationMs, r.startAtMs, launch) : await openLoop(r.rate, r.durationMs, r.startAtMs, launch);
     const drainDeadline = nowMs() + r.timeoutMs + 2000;
     while (running.size > 0 && nowMs() < drainDeadline) await Promise.race([...running, sleep(100)]);
     if (running.size > 0) countInto(counts.errors, 'timeout: still running after the drain deadline', running.size);

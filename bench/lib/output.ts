@@ -8,6 +8,7 @@ import { fmtBytes, mdTable, textTable, type ScenarioResult } from './report.js';
 import { htmlReport } from './htmlReport.js';
 import { recordFigures } from './figures.js';
 import type { RunMeta } from './runMeta.js';
+import { reasonsOf } from './validity.js';
 
 /** The run's metadata, the terminal summary and the files under bench/results/. */
 
@@ -51,7 +52,19 @@ export async function collectMeta(ctx: BenchContext, durationS: number): Promise
   };
 }
 
-export function printSummary(results: readonly ScenarioResult[], log: (s: string) => void): void {
+/** VALID, or INVALID and why, per scenario (bench/lib/validity.ts). */
+export function validityRows(results: readonly ScenarioResult[]): [string, string, string][] {
+  return results.map((r) => {
+    const reasons = reasonsOf(r);
+    return [r.id, reasons.length ? 'INVALID' : 'valid', reasons.join('; ')];
+  });
+}
+
+/** A goal's status as the report prints it. */
+export const statusText = (status: string, mode: string): string => (status === 'NOT JUDGED' ? `not judged at ${mode} size` : status);
+
+export function printSummary(results: readonly ScenarioResult[], log: (s: string) => void, mode = 'quick'): void {
+  log('\n' + textTable(['scenario', 'validity', 'why'], validityRows(results), 100));
   const rows: string[][] = [];
   for (const r of results) {
     if (r.error) rows.push([r.id, 'FAILED TO RUN', r.error.split('\n')[0]!, '', '']);
@@ -60,15 +73,15 @@ export function printSummary(results: readonly ScenarioResult[], log: (s: string
   log('\n' + textTable(['scenario', 'metric', 'value', 'ceiling (this run)', 'ratio'], rows, 56));
   const goals = results.flatMap((r) => r.goals);
   if (goals.length) {
-    log('\n' + textTable(['goal', 'measured', 'status', 'at goal size'], goals.map((g) => [g.goal, g.measured, g.status, g.atGoalSize ? 'yes' : 'no']), 70));
+    log('\n' + textTable(['goal', 'measured', 'status', 'at goal size'], goals.map((g) => [g.goal, g.measured, statusText(g.status, mode), g.atGoalSize ? 'yes' : 'no']), 70));
   }
   const bounds = results.flatMap((r) => r.headlines.filter((h) => h.bound).map((h) => `  ${r.id} / ${h.metric}: ${h.bound}`));
   if (bounds.length) log('\nWhat bounds each result:\n' + bounds.join('\n'));
 }
 
 /** Writes `<time>.json`, `<time>.md` and `<time>.html`, and copies the last two to `latest.*`. */
-export function writeResults(meta: RunMeta, results: readonly ScenarioResult[], ceilings: unknown): { json: string; md: string; html: string; latest: string } {
-  const dir = join(REPO_ROOT, 'bench/results');
+export function writeResults(meta: RunMeta, results: readonly ScenarioResult[], ceilings: unknown, outDir?: string): { json: string; md: string; html: string; latest: string } {
+  const dir = outDir ?? join(REPO_ROOT, 'bench/results');
   mkdirSync(dir, { recursive: true });
   const stamp = meta.startedAt.replace(/[:.]/g, '-');
   const json = join(dir, `${stamp}.json`);
@@ -92,7 +105,11 @@ function markdown(meta: RunMeta, results: readonly ScenarioResult[]): string {
     `# Bench report — ${meta.startedAt} (${meta.mode})`,
     '',
     'Every figure below was measured in this run; ceilings are measured in the same run, on the same machine, and every ratio is computed from them.',
-    meta.mode === 'quick' ? '**Quick mode**: sizes and durations are reduced (see "at goal size"); run `npm run bench -- --full` for the goal sizes.' : '',
+    meta.mode !== 'full' ? `**${meta.mode === 'smoke' ? 'Smoke' : 'Quick'} mode**: sizes and durations are reduced (see "at goal size"; a goal missed below its size is "not judged at ${meta.mode} size"); run \`npm run bench -- --full\` for the goal sizes.${meta.mode === 'smoke' ? ' A smoke run checks that every scenario runs and counts what it must: its figures mean nothing.' : ''}` : '',
+    '',
+    results.some((r) => reasonsOf(r).length > 0)
+      ? `**INVALID scenarios in this run: ${results.filter((r) => reasonsOf(r).length > 0).map((r) => r.id).join(', ')}.** Their figures are a breakage (errors, or a count impossible for what the scenario did), not a measurement: see "Validity".`
+      : '',
     '',
     mdTable(
       ['', ''],
@@ -111,13 +128,19 @@ function markdown(meta: RunMeta, results: readonly ScenarioResult[]): string {
       ],
     ),
     '',
+    '## Validity',
+    '',
+    'A scenario is INVALID when it failed to run, counted errors in a run meant to be within capacity, or measured a count impossible for what it did (0 pending where calls were created, 0 expiries where calls rang out, 0 throughput); the run then exits non-zero (bench/README.md "Valid and INVALID runs").',
+    '',
+    mdTable(['scenario', 'validity', 'why'], validityRows(results).map(([id, v, why]) => [id, v === 'INVALID' ? '**INVALID**' : v, why])),
+    '',
     '## Summary',
     '',
     mdTable(
       ['scenario', 'metric', 'value', 'ceiling (this run)', 'ratio'],
       results.flatMap((r) => [
         ...(r.error ? [[r.id, 'FAILED TO RUN', r.error.split('\n')[0]!, '', '']] : []),
-        ...r.headlines.map((h) => [r.id, h.metric, h.value, h.ceiling ?? '', h.ratio ?? '']),
+        ...r.headlines.map((h) => [reasonsOf(r).length ? `${r.id} (INVALID)` : r.id, h.metric, h.value, h.ceiling ?? '', h.ratio ?? '']),
       ]),
     ),
     '',
@@ -125,7 +148,7 @@ function markdown(meta: RunMeta, results: readonly ScenarioResult[]): string {
     '',
     mdTable(
       ['goal', 'target', 'measured', 'status', 'at goal size', 'what bounds it'],
-      goals.map((g) => [g.goal, g.target, g.measured, `**${g.status}**`, g.atGoalSize ? 'yes' : 'no', g.note]),
+      goals.map((g) => [g.goal, g.target, g.measured, `**${statusText(g.status, meta.mode)}**`, g.atGoalSize ? 'yes' : 'no', g.note]),
     ),
     '',
     '## What bounds each result',
@@ -134,7 +157,8 @@ function markdown(meta: RunMeta, results: readonly ScenarioResult[]): string {
     '',
   ];
   for (const r of results) {
-    out.push(`## ${r.title}`, '');
+    out.push(`## ${r.title}${reasonsOf(r).length ? ' — INVALID' : ''}`, '');
+    if (reasonsOf(r).length) out.push(`**INVALID**: ${reasonsOf(r).join('; ')}.`, '');
     if (r.error) out.push('```', r.error, '```', '');
     out.push(r.markdown, '');
   }

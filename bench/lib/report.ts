@@ -2,7 +2,8 @@ import type { HistogramSummary } from './histogram.js';
 
 /** What each scenario hands back, and how the run is printed and written. */
 
-export type Status = 'MET' | 'MISSED' | 'NOT MEASURED';
+/** NOT JUDGED: a smaller run than the goal's size missed it (it cannot say whether the goal holds at its size). */
+export type Status = 'MET' | 'MISSED' | 'NOT MEASURED' | 'NOT JUDGED';
 
 export interface Goal {
   goal: string;
@@ -22,6 +23,10 @@ export interface Headline {
   ceiling?: string;
   ratio?: string;
   bound?: string;
+  /** The number `value` states, when it does not start with it (`--repeat` takes medians of it: bench/lib/repeat.ts). */
+  figure?: number;
+  /** With --repeat: the runs' spread was over 20 % of their median. */
+  unsettled?: boolean;
 }
 
 export interface ScenarioResult {
@@ -34,6 +39,11 @@ export interface ScenarioResult {
   /** Everything measured, for the JSON results. */
   data: unknown;
   error?: string;
+  /**
+   * Why its figures cannot be trusted (bench/lib/validity.ts): errors, or a count impossible for
+   * what it did. Empty or absent: valid. A scenario that failed to run (`error`) is INVALID too.
+   */
+  invalid?: string[];
 }
 
 // ---------- number formatting ----------
@@ -104,4 +114,16 @@ export function latencyTable(summaries: Record<string, HistogramSummary>): strin
 export function errorList(errors: Record<string, number>): string {
   const e = Object.entries(errors);
   return e.length === 0 ? 'none' : e.map(([k, v]) => `${k}: ${fmtNum(v)}`).join('; ');
+}
+
+/**
+ * A goal a smaller run than the goal's size missed is not judged (bench/README.md "Repeated runs and goal sizes"): the run
+ * cannot reach the goal's size, so its miss says nothing of the goal.
+ */
+export function judgeGoals(r: ScenarioResult, mode: 'smoke' | 'quick' | 'full'): ScenarioResult {
+  if (mode === 'full') return r;
+  return {
+    ...r,
+    goals: r.goals.map((g) => (g.status === 'MISSED' && !g.atGoalSize ? { ...g, status: 'NOT JUDGED', note: `not judged at ${mode} size (missed at this size; --full runs the goal's size). ${g.note}` } : g)),
+  };
 }

@@ -6,7 +6,11 @@ import { GeneratorPool, generatorCpu } from '../lib/generators.js';
 import type { HistogramSummary } from '../lib/histogram.js';
 import { nowMs } from '../lib/clock.js';
 import { fmtNum, fmtPct } from '../lib/report.js';
-import type { CallCounts, CallsResult } from '../lib/callGenerator.js';
+import { PUSH_HOP, type CallCounts, type CallsResult } from '../lib/callGenerator.js';
+import { p99AtMostMs, promDelta, scrapeHistogram } from '../lib/promMetrics.js';
+
+const RELAY_LAG = 'calling_relay_lag_seconds';
+const PUSH_REQUEST = 'calling_push_request_duration_seconds';
 import type { CallsSetup } from '../workers/calls.js';
 import { countInto } from '../lib/waiter.js';
 
@@ -77,12 +81,21 @@ export interface StepResult extends CallCounts {
   worstP99: { step: string; ms: number };
   pass: boolean;
   boundBy: string;
+  /**
+   * The push path as the server process running the relay and the push jobs measured it over the
+   * step (its Prometheus histograms, so a bound: the p99 is at most the bucket given): from a
+   * call change to its relay appending the events (relay_lag_seconds), and the push provider's
+   * round trip (push_request_duration_seconds).
+   */
+  serverHops?: { relayLagP99AtMostMs: number; relayLagCount: number; providerRequestP99AtMostMs: number; providerRequestCount: number };
+  /** A closed-loop step: this many lifecycles in flight (its targetRate is not an offered rate). */
+  concurrency?: number;
 }
 
 export async function runCallStep(
   ctx: BenchContext,
   pool: GeneratorPool,
-  p: { label: string; rate: number; durationMs: number; p99LimitMs: number; timeoutMs?: number; settleMaxMs?: number; order?: readonly string[] },
+  p: { label: string; rate: number; durationMs: number; p99LimitMs: number; timeoutMs?: number; settleMaxMs?: number; order?: readonly string[]; concurrency?: number },
 ): Promise<StepResult> {
   const waited = await ctx.waitIdle(p.settleMaxMs ?? 20_000);
   if (waited > 1500) ctx.log(`    (waited ${(waited / 1000).toFixed(1)} s for the server to finish the previous backlog)`);
@@ -91,12 +104,16 @@ export async function runCallStep(
   const stats0 = await ctx.commandStats();
   const primaries0 = ctx.cluster ? await ctx.perPrimary() : undefined;
   const reads0 = (await ctx.redisInfo()).readsProcessed;
+  // What the process running the relay and the push jobs measured of itself over the step.
+  const hopsProc = ctx.workerProc ?? ctx.mainProc;
+  const relay0 = await scrapeHistogram(hopsProc?.listening.metricsPort, RELAY_LAG);
+  const provider0 = await scrapeHistogram(hopsProc?.listening.metricsPort, PUSH_REQUEST);
   const t0 = performance.now();
   const startAtMs = nowMs() + 250;
   let lastPrint = 0;
   const live = new Map<number, { started: number; completed: number; errors: number; inflight: number }>();
   const outs = await pool.run<CallsResult>(
-    () => ({ label: p.label, rate: p.rate / pool.size, durationMs: p.durationMs, startAtMs, timeoutMs: p.timeoutMs ?? 10_000 }),
+    () => ({ label: p.label, rate: p.rate / pool.size, durationMs: p.durationMs, startAtMs, timeoutMs: p.timeoutMs ?? 10_000, ...(p.concurrency ? { concurrency: Math.max(1, Math.round(p.concurrency / pool.size)) } : {}) }),
     (i, data) => {
       live.set(i, data as { started: number; completed: number; errors: number; inflight: number });
       const now = Date.now();
@@ -111,6 +128,9 @@ export async function runCallStep(
   const stats1 = await ctx.commandStats();
   const primaries1 = primaries0 ? await ctx.perPrimary() : undefined;
   const reads1 = (await ctx.redisInfo()).readsProcessed;
+  const relay1 = await scrapeHistogram(hopsProc?.listening.metricsPort, RELAY_LAG);
+  const provider1 = await scrapeHistogram(hopsProc?.listening.metricsPort, PUSH_REQUEST);
+  const serverHops = relay1 && provider1 ? { relayLag: promDelta(relay1, relay0), providerRequest: promDelta(provider1, provider0) } : undefined;
   const push = await ctx.collectPush();
   const results = outs.map((o) => o.result);
   const errors: Record<string, number> = {};
@@ -130,7 +150,7 @@ export async function runCallStep(
   const spanMs = Math.max(...results.map((r) => r.spanMs), 1);
   const gen = generatorCpu(outs);
   const worst = Object.entries(latency)
-    .filter(([k]) => k !== 'lifecycle')
+    .filter(([k]) => k !== 'lifecycle' && !k.startsWith(PUSH_HOP))
     .reduce((w, [k, s]) => (s.p99 > w.ms ? { step: k, ms: s.p99 } : w), { step: '', ms: 0 });
   const errorCount = Object.values(errors).reduce((a, b) => a + b, 0);
   const per = Math.max(1, completed);
@@ -169,6 +189,17 @@ export async function runCallStep(
     worstP99: worst,
     pass,
     boundBy: '',
+    ...(serverHops
+      ? {
+          serverHops: {
+            relayLagP99AtMostMs: p99AtMostMs(serverHops.relayLag),
+            relayLagCount: serverHops.relayLag.count,
+            providerRequestP99AtMostMs: p99AtMostMs(serverHops.providerRequest),
+            providerRequestCount: serverHops.providerRequest.count,
+          },
+        }
+      : {}),
+    ...(p.concurrency ? { concurrency: p.concurrency } : {}),
   };
   res.boundBy = describeBound(cpu, gen.bound, gen.maxShare);
   return res;

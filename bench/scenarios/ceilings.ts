@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { invalidReasons } from '../lib/validity.js';
 import { once } from 'node:events';
 import type { BenchContext } from '../lib/context.js';
 import { GeneratorPool, generatorCpu } from '../lib/generators.js';
@@ -22,7 +23,7 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
   const data: Record<string, unknown> = {};
 
   // ---- Redis-bound ----
-  const pool = await GeneratorPool.start(ctx.opts.generators, 'redisCeiling', () => ({ redisUrl: ctx.redisUrl, prefix: `bcl${ctx.tag}`, users: 1000, ringTimeoutMs: 45_000 }) satisfies CeilingSetup);
+  const pool = await GeneratorPool.start(ctx.opts.generators, 'redisCeiling', () => ({ redisUrl: ctx.redisUrl, prefix: `bcl${ctx.tag}`, users: 1000, ringTimeoutMs: 45_000, ...(ctx.opts.recordFormat ? { recordFormat: ctx.opts.recordFormat } : {}) }) satisfies CeilingSetup);
   const variants: CeilingVariant[] = ['lifecycle', 'create'];
   const rows: string[][] = [];
   const per: Partial<Record<CeilingVariant, { r: CeilingResult; redisShare: number; clientShare: number; bound: string; ceiling: number; redisMsPer: number }>> = {};
@@ -81,7 +82,7 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
     'A separate ioredis client pipelines exactly the Redis work of one lifecycle, with the project\'s own scripts and key/argument builders ' +
       '(`createCallKeysArgs`, `answerCallKeysArgs`, `endCallKeysArgs`, `EventLog.appendUsersCall`, `deliveriesFor`, `busyMarkerOps`): per mutation the operation-binding ' +
       '`SET NX GET` and the call script (whose ring index entry is the ring timer); per create the callee\'s busy marker `HGET`; per change the relay\'s `appendEvents` (one call for the change\'s users) ' +
-      '(XADD + SPUBLISH to subscribed channels, busy markers and the push registrations the push handler needs in the same script), the outbox `XREADGROUP` and `XACK`; per create the invited call\'s `HGETALL` for its push. ' +
+      '(XADD + SPUBLISH to subscribed channels, busy markers and the push registrations the push handler needs in the same script), the outbox `XREADGROUP` and `XACK`; per create the invited call\'s read for its push (the project\'s reader, `readStoredCall`: a `GET`). ' +
       'Batches of 40 lifecycles, 4 in flight. No HTTP, WebSocket or server in between: what Redis alone allows. ' +
       'Not included: the ring sweeps (a few commands per second per shard whatever the rate) and the reads a gateway makes when a socket connects.',
     '',
@@ -155,7 +156,18 @@ export async function ceilingsScenario(ctx: BenchContext): Promise<ScenarioResul
     md.push('### Raw uWebSockets.js HTTP ceiling', '', 'Not measured: targeting an existing deployment (the raw app runs on the bench machine).');
   }
 
-  return { id: 'ceilings', title: 'Limits of this machine (ceilings)', headlines, goals: [], markdown: md.join('\n'), data };
+  const httpData = data.http as { rps: number; errors: Record<string, number>[] } | undefined;
+  const invalid = invalidReasons({
+    errors: [
+      ...Object.entries(per).map(([variant, v]) => ({ where: `the Redis-bound ${variant} ceiling`, errors: v!.r.errors })),
+      ...(httpData ? [{ where: 'the raw uWS HTTP ceiling', errors: Object.assign({}, ...httpData.errors) as Record<string, number> }] : []),
+    ],
+    nonZero: [
+      ...Object.entries(per).map(([variant, v]) => ({ what: `the Redis-bound ${variant} ceiling's lifecycles/s`, n: v!.r.perSecond })),
+      ...(httpData ? [{ what: 'raw uWS HTTP requests/s', n: httpData.rps }] : []),
+    ],
+  });
+  return { id: 'ceilings', title: 'Limits of this machine (ceilings)', headlines, goals: [], markdown: md.join('\n'), data, invalid };
 }
 
 /** CPU of one unpipelined round trip: sequential PINGs on a raw socket from this process. */

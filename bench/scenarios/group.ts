@@ -1,4 +1,5 @@
 import type { BenchContext } from '../lib/context.js';
+import { allOf, cleanStep, invalidReasons } from '../lib/validity.js';
 import { GeneratorPool } from '../lib/generators.js';
 import { netOfRest, perMemberCost, type PerMemberRow } from '../lib/groupPlan.js';
 import { errorList, fmtMs, fmtNum, fmtPct, fmtRate, latencyTable, mdTable, type Goal, type ScenarioResult } from '../lib/report.js';
@@ -60,13 +61,21 @@ export async function groupScenario(ctx: BenchContext): Promise<ScenarioResult> 
     const firstRate = z.startRate || (found ? Math.max(5, Math.round(found / z.members / 2)) : 20);
     const { fail, sustained } = await searchAndSustain(z, firstRate, 2, step);
     const halfSustained = await step('half the sustained rate', Math.max(1, Math.round(sustained.targetRate / 2)), z.halfMs);
-    return report(ctx, steps, sustained, halfSustained, fail);
+    // Capacity: closed loop, each group call started as one ends (lib/openLoop.ts closedLoop).
+    let saturated: StepResult | undefined;
+    if (z.saturatedConcurrency > 0) {
+      ctx.log(`  saturated (closed loop): ${z.saturatedConcurrency} group calls in flight for ${z.saturatedMs / 1000} s`);
+      saturated = await runCallStep(ctx, pool, { label: `saturated (closed loop, ${z.saturatedConcurrency} in flight)`, rate: 0, concurrency: z.saturatedConcurrency, durationMs: z.saturatedMs, p99LimitMs: Infinity, timeoutMs: z.timeoutMs, order: GROUP_STEP_ORDER });
+      ctx.log(`  saturated: ${fmtRate(saturated.achievedRate)} group calls done ${fmtNum(saturated.completed)}/${fmtNum(saturated.started)}, errors ${errorList(saturated.errors)}; ${saturated.boundBy}`);
+      await ctx.waitIdle(30_000);
+    }
+    return report(ctx, steps, sustained, halfSustained, fail, saturated);
   } finally {
     await pool.close();
   }
 }
 
-function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, half: StepResult, failedAt: number): ScenarioResult {
+function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, half: StepResult, failedAt: number, saturated?: StepResult): ScenarioResult {
   const z = ctx.opts.sizes.group;
   const sockets = z.members * z.installations;
   const sustainedRate = sustained.pass ? sustained.achievedRate : 0;
@@ -85,7 +94,7 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
     ? `At ${fmtRate(above.targetRate)} ${above.worstP99.step} p99 reached ${fmtMs(above.worstP99.ms)}${Object.keys(above.errors).length ? ` with errors (${errorList(above.errors)})` : ''}; ${above.boundBy}`
     : `Bound: ${sustained.boundBy}`;
   const fmtCost = (metric: string, n: number) => (metric.startsWith('CPU') ? `${n.toFixed(2)} ms` : fmtNum(n, 1));
-  const quick = ctx.opts.sizes.mode === 'quick';
+  const quick = ctx.opts.sizes.mode !== 'full';
 
   const goals: Goal[] = [
     {
@@ -167,6 +176,11 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
     '',
     `Cost per group call (sustained run): ${costSummary(sustained)}`,
     '',
+    saturated
+      ? `**Saturated** (closed loop, ${fmtNum(saturated.concurrency ?? 0)} group calls in flight for ${saturated.durationMs / 1000} s): **${fmtRate(saturated.achievedRate)}** group calls, ${fmtNum(saturated.completed)}/${fmtNum(saturated.started)} complete, errors: ${errorList(saturated.errors)}. ` +
+        `CPU per process there (share of one core): ${Object.entries(saturated.cpu.processes).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmtPct(v)}`).join(', ')}; ${saturated.boundBy}. Sustained ÷ saturated: ${saturated.achievedRate > 0 ? (sustainedRate / saturated.achievedRate).toFixed(2) : 'n/a'}×.`
+      : '',
+    '',
     `### Per-step latency, sustained run (${fmtRate(sustained.targetRate)})`,
     '',
     latencyTable(sustained.latency),
@@ -186,10 +200,14 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
       {
         metric: `sustained group calls/s (${z.members} members × ${z.installations} sockets, 0 errors, p99 < ${ctx.opts.p99LimitMs} ms)`,
         value: sustained.pass ? `${fmtRate(sustainedRate)} for ${sustained.durationMs / 1000} s` : `none: ${fmtRate(sustained.targetRate)} failed (${errorList(sustained.errors)})`,
+        figure: sustainedRate,
         ceiling: one ? `one-to-one ${fmtRate(one.rate)}` : 'n/a',
         ratio: one && one.rate > 0 ? `${((sustainedRate * z.members) / one.rate).toFixed(2)}× in members/s` : 'n/a',
         bound: rateLimit,
       },
+      ...(saturated
+        ? [{ metric: `saturated group calls/s (closed loop, ${fmtNum(saturated.concurrency ?? 0)} in flight)`, value: fmtRate(saturated.achievedRate), figure: saturated.achievedRate, ceiling: 'sustained (same run)', ratio: saturated.achievedRate > 0 ? `${(sustainedRate / saturated.achievedRate).toFixed(2)}× sustained ÷ saturated` : 'n/a', bound: saturated.boundBy }]
+        : []),
       {
         metric: `invitation fan-out to the last socket p99 / join → call.participant p99, at half the sustained rate`,
         value: `${fmtMs(fanout?.p99 ?? NaN)} / ${fmtMs(joined?.p99 ?? NaN)} at ${fmtRate(half.achievedRate)}`,
@@ -206,6 +224,12 @@ function report(ctx: BenchContext, steps: StepResult[], sustained: StepResult, h
     ],
     goals,
     markdown: md,
-    data: { steps, sustained: sustained.label, half: half.label, failedAt, perMember: rows, perMemberGross: grossRows, oneToOne: one ?? null },
+    data: { steps, sustained: sustained.label, half: half.label, failedAt, perMember: rows, perMemberGross: grossRows, oneToOne: one ?? null, saturated },
+    invalid: invalidReasons(
+      allOf(
+        { nonZero: [{ what: 'sustained group calls/s (no sustained run passed)', n: sustainedRate }, ...(saturated ? [{ what: 'saturated group calls/s (closed loop)', n: saturated.achievedRate }] : []), { what: 'invitation fan-out samples at half the sustained rate', n: fanout?.count }, { what: 'join → call.participant samples at half the sustained rate', n: joined?.count }] },
+        cleanStep('the run at half the sustained rate', half),
+      ),
+    ),
   };
 }

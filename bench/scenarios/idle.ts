@@ -1,4 +1,5 @@
 import type { BenchContext } from '../lib/context.js';
+import { invalidReasons } from '../lib/validity.js';
 import { GeneratorPool } from '../lib/generators.js';
 import { settledMemory, startHelper, type ListeningProcess, type SettledMemory } from '../lib/processes.js';
 import { sleep } from '../lib/clock.js';
@@ -111,6 +112,10 @@ export async function idleScenario(ctx: BenchContext): Promise<ScenarioResult> {
     goals: [goal],
     markdown: md,
     data: { ours, raw, openFiles, processes: procs },
+    invalid: invalidReasons({
+      errors: [{ where: 'our sockets', errors: ours.errors }, ...(raw ? [{ where: 'the raw uWS sockets', errors: raw.errors }] : [])],
+      nonZero: [{ what: 'sockets held open', n: ours.heldOpen }],
+    }),
   };
 }
 
@@ -217,7 +222,7 @@ async function measure(ctx: BenchContext, mode: 'signaling' | 'raw', n: number, 
     };
   } finally {
     // Servers first, so the TIME_WAIT ports are theirs, not the generators' source ports.
-    for (const s of servers) await ctx.stopServer(s);
+    await Promise.all(servers.map((s) => ctx.stopServer(s)));
     await pool.close();
   }
 }

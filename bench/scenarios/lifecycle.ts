@@ -1,6 +1,8 @@
 import { cpus } from 'node:os';
 import type { BenchContext } from '../lib/context.js';
 import { errorList, fmtMs, fmtNum, fmtPct, fmtRate, latencyTable, mdTable, ratio, type Goal, type ScenarioResult } from '../lib/report.js';
+import { allOf, cleanStep, invalidReasons } from '../lib/validity.js';
+import { PUSH_HOP } from '../lib/callGenerator.js';
 import { costSummary, measureRest, restSummary, runCallStep, searchAndSustain, startCallsPool, type RestCost, type StepResult } from './callSteps.js';
 
 /**
@@ -26,6 +28,8 @@ interface Measured {
   halfSustained: StepResult;
   failedAt: number;
   rest: RestCost;
+  /** Closed loop with enough in flight to saturate: the capacity, and each process's CPU there. */
+  saturated: StepResult | undefined;
 }
 
 export async function lifecycleScenario(ctx: BenchContext): Promise<ScenarioResult> {
@@ -59,7 +63,7 @@ async function measure(ctx: BenchContext, over: 'http' | 'socket'): Promise<Meas
     const warmRate = Math.min(100, Math.max(10, Math.round((z.startRate || 200) / 4)));
     ctx.log(`  warm-up${mode} (not measured): ${fmtRate(warmRate)} for ${z.warmupMs / 1000} s`);
     await runCallStep(ctx, pool, { label: 'warm-up', rate: warmRate, durationMs: z.warmupMs, p99LimitMs: limit, timeoutMs: z.timeoutMs });
-    const rest = await measureRest(ctx, REST_MS);
+    const rest = await measureRest(ctx, ctx.opts.sizes.mode === 'smoke' ? 1000 : REST_MS);
     ctx.log(`  at rest: ${fmtNum(rest.roundTripsPerSecond)} Redis round trips/s, ${fmtNum(rest.commandsPerSecond)} commands/s`);
     const firstRate = z.startRate || Math.round(Math.min(2000, Math.max(100, (ctx.ceilings.redis?.lifecycle ?? 1000) * 0.15)));
     const { best, fail, sustained } = await searchAndSustain(z, firstRate, 10, step);
@@ -80,7 +84,16 @@ async function measure(ctx: BenchContext, over: 'http' | 'socket'): Promise<Meas
     if (!overloaded) half = await step('half goal rate', GOAL_RATE / 2, z.halfGoalMs);
     else if (full) half = await step('half goal rate (beyond the sustained rate: short burst)', GOAL_RATE / 2, Math.min(z.halfGoalMs, 2000));
     if (half && !half.pass) await ctx.waitIdle(60_000);
-    return { over, steps, sustained, half, halfSustained, failedAt: fail, rest };
+    // Capacity: closed loop, each lifecycle started as one ends, with enough in flight to keep
+    // every process busy. Its latency is no goal's; its rate is what the deployment gives at most.
+    let saturated: StepResult | undefined;
+    if (z.saturatedConcurrency > 0) {
+      ctx.log(`  saturated${mode} (closed loop): ${z.saturatedConcurrency} in flight for ${z.saturatedMs / 1000} s`);
+      saturated = await runCallStep(ctx, pool, { label: `saturated (closed loop, ${z.saturatedConcurrency} in flight)`, rate: 0, concurrency: z.saturatedConcurrency, durationMs: z.saturatedMs, p99LimitMs: Infinity, timeoutMs: z.timeoutMs });
+      ctx.log(`  saturated${mode}: ${fmtRate(saturated.achievedRate)} done ${fmtNum(saturated.completed)}/${fmtNum(saturated.started)}, errors ${errorList(saturated.errors)}; ${saturated.boundBy}`);
+      await ctx.waitIdle(30_000);
+    }
+    return { over, steps, sustained, half, halfSustained, failedAt: fail, rest, saturated };
   } finally {
     await pool.close();
   }
@@ -133,6 +146,7 @@ function withSocketComparison(ctx: BenchContext, r: ScenarioResult, http: Measur
       },
     ],
     goals: [...r.goals, ...goals],
+    invalid: [...(r.invalid ?? []), ...(socketReport.invalid ?? [])],
     markdown: `${r.markdown}\n\n### Answer and end as socket frames (\`--over both\`: the same search, devices send commands on their sockets)\n\n${socketReport.markdown}`,
     data: { ...(r.data as object), socket: socketReport.data },
   };
@@ -149,7 +163,7 @@ function report(ctx: BenchContext, m: Measured): ScenarioResult {
   const accepted = half?.latency['answer → accepted (ws)'];
   const acceptedAtSustained = sustained.latency['answer → accepted (ws)'];
   const notRun = `not run: the highest sustained rate (${fmtRate(sustained.targetRate)}) is far below ${fmtNum(GOAL_RATE / 2)}/s, where the system would only pile up a backlog; answer → accepted p99 at ${fmtRate(sustained.targetRate)} is ${fmtMs(acceptedAtSustained?.p99 ?? NaN)}`;
-  const quick = ctx.opts.sizes.mode === 'quick';
+  const quick = ctx.opts.sizes.mode !== 'full';
   const pushNote = ctx.push.configured ? '' : `Push step: not measured: ${ctx.push.reason}.`;
   // What stops a higher rate: the lowest failing step above the sustained one.
   const above = steps.filter((s) => !s.pass && s.targetRate > sustained.targetRate).sort((a, b) => a.targetRate - b.targetRate)[0];
@@ -209,7 +223,10 @@ function report(ctx: BenchContext, m: Measured): ScenarioResult {
     s.pass ? 'pass' : 'FAIL',
   ]);
 
+  const capacity = capacitySection(ctx, m, above);
   const md = [
+    capacity.markdown,
+    '',
     (m.over === 'socket' ? 'Answer and end go as command frames on the devices\' signaling sockets (`--over socket`, docs/signaling.md "Commands"); create stays an HTTP request. ' : '') +
       `Open loop: lifecycle starts are scheduled at fixed intervals from the target rate and every latency is measured from the scheduled start (no coordinated omission). ` +
       `Each lifecycle: create → \`call.invited\` on the callee's socket${ctx.push.configured ? ' and a push at the fake APNs/FCM' : ''} → the callee answers → \`call.accepted\` on the caller's socket → the caller ends → \`call.ended\` on the callee's socket ` +
@@ -262,7 +279,9 @@ function report(ctx: BenchContext, m: Measured): ScenarioResult {
         ceiling: redisCeiling ? `Redis-bound ${fmtRate(redisCeiling)}` : 'n/a',
         ratio: ratio(sustainedRate, redisCeiling),
         bound: limit,
+        figure: sustainedRate,
       },
+      ...capacity.headlines,
       {
         metric: 'HTTP requests/s in the sustained run',
         value: fmtRate(sustainedRate * requests),
@@ -279,8 +298,104 @@ function report(ctx: BenchContext, m: Measured): ScenarioResult {
     ],
     goals,
     markdown: md,
-    data: { steps, sustained: sustained.label, half: half?.label, failedAt, rest },
+    data: { steps, sustained: sustained.label, half: half?.label, failedAt, rest, saturated: m.saturated, capacity: capacity.data },
+    // The sustained run must have passed (else its throughput is 0) and the run at half of it,
+    // well within capacity, must be clean; every lifecycle of the sustained run counted its push.
+    invalid: invalidReasons(
+      allOf(
+        { nonZero: [{ what: `sustained lifecycles/s${m.over === 'socket' ? ' [socket]' : ''} (no sustained run passed)`, n: sustainedRate }, ...(m.saturated ? [{ what: 'saturated lifecycles/s (closed loop)', n: m.saturated.achievedRate }] : [])] },
+        cleanStep(`the run at half the sustained rate${m.over === 'socket' ? ' [socket]' : ''}`, m.halfSustained),
+        { hold: ctx.push.configured ? [{ ok: Object.entries(sustained.latency).some(([k, v]) => k.startsWith('push') && v.count > 0), what: 'no push counted in the sustained run (push is configured)' }] : [] },
+      ),
+    ),
   };
+}
+
+/** What the machine's cores allow at a step's CPU per lifecycle (all measured processes), or NaN. */
+function machineBoundRate(s: StepResult): number {
+  const total = Object.values(s.cost.cpuMsPerLifecycle).reduce((a, b) => a + b, 0);
+  return total > 0 ? (cpus().length * 1000) / total : NaN;
+}
+
+/**
+ * Issue #50 item 4, "Capacity and what gates it": the saturated throughput (closed loop) with the
+ * CPU of each process there; the sustained rate under the latency goal and its ratio to the
+ * machine-bound rate; and, when a push step gated the search, that step's p99 hop by hop:
+ * scheduled start → create committed (the call and its outbox entry, one script; the generator's
+ * clock against the snapshot's createdAtMs, both this machine's time) → relay appended (the
+ * worker's relay_lag_seconds, a bucket bound) → push job → request at the fake provider (the
+ * generator's) → provider round trip (the worker's push_request_duration_seconds).
+ */
+function capacitySection(ctx: BenchContext, m: Measured, above: StepResult | undefined): { markdown: string; headlines: ScenarioResult['headlines']; data: unknown } {
+  const { sustained, saturated } = m;
+  const sustainedRate = sustained.pass ? sustained.achievedRate : 0;
+  const bound = machineBoundRate(sustained);
+  const lines: string[] = ['### Capacity and what gates it', ''];
+  const headlines: ScenarioResult['headlines'] = [];
+  if (saturated) {
+    const procs = Object.entries(saturated.cpu.processes).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmtPct(v)}`).join(', ');
+    lines.push(
+      `**Saturated** (closed loop, ${fmtNum(saturated.concurrency ?? 0)} lifecycles in flight for ${saturated.durationMs / 1000} s): **${fmtRate(saturated.achievedRate)}**, ` +
+        `${fmtNum(saturated.completed)}/${fmtNum(saturated.started)} complete, errors: ${errorList(saturated.errors)}; lifecycle p99 ${fmtMs(saturated.latency['lifecycle']?.p99 ?? NaN)}. ` +
+        `CPU per process there (share of one core): ${procs}; machine ${fmtPct(saturated.cpu.machineBusy)} of ${cpus().length} cores. ${saturated.boundBy}.`,
+      '',
+    );
+    headlines.push({ metric: `saturated lifecycles/s (closed loop, ${fmtNum(saturated.concurrency ?? 0)} in flight)`, value: `${fmtRate(saturated.achievedRate)}`, figure: saturated.achievedRate, ceiling: Number.isFinite(bound) ? `machine-bound ${fmtRate(bound)}` : 'n/a', ratio: ratio(saturated.achievedRate, bound), bound: saturated.boundBy });
+  }
+  lines.push(
+    `**Sustained under the latency goal** (every step's p99 < ${ctx.opts.p99LimitMs} ms, no errors): ${fmtRate(sustainedRate)}; the machine-bound rate at the sustained run's CPU per lifecycle is ${Number.isFinite(bound) ? fmtRate(bound) : 'n/a'}, ` +
+      `so sustained ÷ machine-bound = **${Number.isFinite(bound) ? (sustainedRate / bound).toFixed(2) : 'n/a'}×** (goal ≥ 0.8×)${saturated ? `; sustained ÷ saturated = ${ratio(sustainedRate, saturated.achievedRate)}` : ''}.` +
+      (saturated && Number.isFinite(machineBoundRate(saturated))
+        ? ` At the saturated run's CPU per lifecycle (the deployment's fixed costs shared by more lifecycles) the cores would allow ${fmtRate(machineBoundRate(saturated))}: sustained ÷ that = ${(sustainedRate / machineBoundRate(saturated)).toFixed(2)}×.`
+        : ''),
+    '',
+  );
+  headlines.push({ metric: 'sustained ÷ machine-bound rate (goal ≥ 0.8×)', value: Number.isFinite(bound) ? `${(sustainedRate / bound).toFixed(2)}×` : 'n/a', figure: Number.isFinite(bound) ? sustainedRate / bound : NaN, ceiling: Number.isFinite(bound) ? `machine-bound ${fmtRate(bound)}` : 'n/a' });
+  let breakdown: Record<string, number> | undefined;
+  if (above) {
+    const gate = above.worstP99;
+    lines.push(`**What gated it**: at ${fmtRate(above.targetRate)} (the lowest failing step) ${gate.step} p99 reached ${fmtMs(gate.ms)}${Object.keys(above.errors).length ? ` with errors (${errorList(above.errors)})` : ''}.`, '');
+  }
+  // The push path hop by hop: of the step a push leg gated, else of the sustained run.
+  const gatedByPush = above && above.worstP99.step.startsWith('push') ? above : undefined;
+  const of = gatedByPush ?? (ctx.push.configured ? sustained : undefined);
+  if (of) {
+    const pushLeg = Object.entries(of.latency).filter(([k]) => k.startsWith('push:')).sort((a, b) => b[1].p99 - a[1].p99)[0];
+    const gate = gatedByPush ? gatedByPush.worstP99 : { step: pushLeg?.[0] ?? 'push', ms: pushLeg?.[1].p99 ?? NaN };
+    lines.push(`The push path hop by hop, ${gatedByPush ? `at ${fmtRate(of.targetRate)}, the step it gated` : `in the sustained run at ${fmtRate(of.targetRate)} (no push leg gated the search)`}:`, '');
+    {
+      const above = of;
+      const hop = (k: string) => above.latency[`${PUSH_HOP} ${k}`]?.p99 ?? NaN;
+      const toCommit = hop('scheduled start → create committed');
+      const toProvider = hop('create committed → provider request');
+      const relay = above.serverHops?.relayLagP99AtMostMs ?? NaN;
+      const provider = above.serverHops?.providerRequestP99AtMostMs ?? NaN;
+      breakdown = { pushP99: gate.ms, toCommit, toProvider, relayLagAtMost: relay, providerRoundTripAtMost: provider };
+      lines.push(
+        mdTable(
+          ['hop (push path)', 'p99', 'measured by'],
+          [
+            ['scheduled start → create committed (call + outbox entry, one script)', fmtMs(toCommit), 'generator clock − snapshot createdAtMs'],
+            ['create committed → relay appended the events (relay read + append)', Number.isFinite(relay) ? `≤ ${fmtMs(relay)}` : '–', "worker's relay_lag_seconds (bucket bound)"],
+            ['create committed → request at the provider (relay + push job queue + send)', fmtMs(toProvider), 'fake provider arrival − createdAtMs'],
+            ['provider round trip (the push job waits for it)', Number.isFinite(provider) ? `≤ ${fmtMs(provider)}` : '–', "worker's push_request_duration_seconds (bucket bound)"],
+            [`${gate.step} (scheduled start → request at the provider)`, fmtMs(gate.ms), 'fake provider'],
+          ],
+        ),
+        '',
+      );
+      const rest = toProvider - (Number.isFinite(relay) ? relay : 0);
+      const parts: [string, number][] = [
+        ['the create (request to commit)', toCommit],
+        // A bucket bound can exceed the whole hop it is part of: at most that hop.
+        ['the relay (change to events appended; at most, a bucket bound)', Math.min(relay, toProvider)],
+        ['the push job after the relay (queue wait, batching, the request)', rest],
+      ];
+      const largest = parts.filter(([, v]) => Number.isFinite(v)).sort((a, b) => b[1] - a[1])[0];
+      if (largest) lines.push(`The ${gate.step} p99 (${fmtMs(gate.ms)}) is mostly in ${largest[0]}: about ${fmtMs(largest[1])}. (p99s of different hops do not add up exactly; the server's figures are bucket bounds.)`, '');
+    }
+  }
+  return { markdown: lines.join('\n'), headlines, data: { saturatedRate: saturated?.achievedRate, sustainedRate, machineBound: bound, machineBoundAtSaturated: saturated ? machineBoundRate(saturated) : undefined, sustainedOverMachineBound: sustainedRate / bound, breakdown } };
 }
 
 /** CPU per lifecycle of each server process, and the rate one core would allow it. */

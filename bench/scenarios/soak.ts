@@ -1,4 +1,6 @@
 import type { BenchContext } from '../lib/context.js';
+import { p99AtMostMs, promDelta, promHistogram, type PromHistogram } from '../lib/promMetrics.js';
+import { invalidReasons } from '../lib/validity.js';
 import { mergeHists } from '../lib/context.js';
 import { randomUUID } from 'node:crypto';
 import { TOKEN_CACHE_SIZE } from '../../src/auth/verifier.js';
@@ -46,12 +48,6 @@ interface ProcessSample {
 }
 
 /** A prom-client histogram summed over its label sets: cumulative counts per upper bound (s). */
-interface PromHistogram {
-  sumS: number;
-  count: number;
-  buckets: Map<number, number>;
-}
-
 /** One read of a process's metrics listener. */
 interface ProcessReading extends ProcessSample {
   /** The server's own HTTP request durations (api) and relay lag (worker), cumulative. */
@@ -122,38 +118,6 @@ async function scrape(p: ListeningProcess): Promise<ProcessReading | undefined> 
     http: promHistogram(text, 'calling_http_request_duration_seconds'),
     relayLag: promHistogram(text, 'calling_relay_lag_seconds'),
   };
-}
-
-/** A histogram from Prometheus text, summed over its label sets. */
-function promHistogram(text: string, name: string): PromHistogram {
-  const h: PromHistogram = { sumS: 0, count: 0, buckets: new Map() };
-  for (const m of text.matchAll(new RegExp(`^${name}_(bucket|sum|count)(?:\\{([^}]*)\\})? ([0-9.e+-]+)$`, 'gm'))) {
-    const v = Number(m[3]);
-    if (m[1] === 'sum') h.sumS += v;
-    else if (m[1] === 'count') h.count += v;
-    else {
-      const le = /le="([^"]+)"/.exec(m[2] ?? '')?.[1] ?? '+Inf';
-      const bound = le === '+Inf' ? Infinity : Number(le);
-      h.buckets.set(bound, (h.buckets.get(bound) ?? 0) + v);
-    }
-  }
-  return h;
-}
-
-/** What `end` counted since `start` (both cumulative). */
-function promDelta(end: PromHistogram, start: PromHistogram | undefined): PromHistogram {
-  const buckets = new Map([...end.buckets].map(([le, n]) => [le, n - (start?.buckets.get(le) ?? 0)]));
-  return { sumS: end.sumS - (start?.sumS ?? 0), count: end.count - (start?.count ?? 0), buckets };
-}
-
-/**
- * The smallest bucket bound that holds 99 % of the observations (ms): the p99 is at most this
- * (Infinity: above the largest finite bucket).
- */
-function p99AtMostMs(h: PromHistogram): number {
-  const bounds = [...h.buckets.keys()].sort((a, b) => a - b);
-  const bound = bounds.find((le) => (h.buckets.get(le) ?? 0) >= 0.99 * h.count);
-  return h.count > 0 && bound !== undefined ? bound * 1000 : NaN;
 }
 
 function fmtAtMost(ms: number): string {
@@ -295,7 +259,8 @@ export async function soakScenario(ctx: BenchContext): Promise<ScenarioResult> {
   // Enough pairs for the calls in flight: an unanswered call holds its pair for the ring window.
   const pairs = Math.ceil((rate * (z.ringTimeoutMs / 1000 / SOAK_KINDS.length + 1) * 2) / ctx.opts.generators) + 20;
   ctx.log(`  ${fmtRate(rate)} (${rateSource}) for ${z.durationMs / 60_000} min, ${fmtNum(pairs * ctx.opts.generators)} pairs of users, ring window ${z.ringTimeoutMs} ms`);
-  await fillTokenCache(target.baseUrl, ctx.secret, ctx.tag);
+  // A smoke run checks that the soak runs and counts; its memory figures mean nothing.
+  if (ctx.opts.sizes.mode !== 'smoke') await fillTokenCache(target.baseUrl, ctx.secret, ctx.tag);
   const pool = await GeneratorPool.start(ctx.opts.generators, 'soak', (i) => ({ baseUrl: target.baseUrl, wsBase: target.wsBase, secret: ctx.secret, tag: `${ctx.tag}`, gen: i, pairs }) satisfies SoakSetup);
   const samples: SoakSample[] = [];
   const t0 = nowMs();
@@ -467,7 +432,12 @@ function report(ctx: BenchContext, samples: readonly SoakSample[], rate: number,
     `${p99Line} Errors over the run: ${errorList(errors)}.`,
   ].join('\n');
 
+  const invalid = invalidReasons({
+    errors: [{ where: 'the soak', errors }],
+    nonZero: [{ what: 'soak lifecycles completed', n: samples.reduce((a, s) => a + s.completed, 0) }, { what: 'soak samples', n: samples.length }],
+  });
   return {
+    invalid,
     id: 'soak',
     title: 'Soak: memory, keys and latency over a long run',
     headlines: [

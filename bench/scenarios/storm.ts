@@ -1,4 +1,5 @@
 import type { BenchContext } from '../lib/context.js';
+import { allOf, cleanStep, invalidReasons } from '../lib/validity.js';
 import { errorList, fmtMs, fmtNum, fmtRate, latencyTable, mdTable, ratio, type ScenarioResult } from '../lib/report.js';
 import { costSummary, runCallStep, startCallsPool } from './callSteps.js';
 
@@ -68,6 +69,13 @@ export async function stormScenario(ctx: BenchContext): Promise<ScenarioResult> 
       goals: [],
       markdown: md,
       data: r,
+      invalid: invalidReasons(
+        allOf(cleanStep('the storm', r), {
+          hold: [
+            { ok: wins === r.completed, what: `${fmtNum(wins)} winning answers for ${fmtNum(r.completed)} calls (exactly one each)` },
+          ],
+        }),
+      ),
     };
   } finally {
     await pool.close();

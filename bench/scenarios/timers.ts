@@ -3,12 +3,16 @@ import type { BenchContext } from '../lib/context.js';
 import { mergeHists } from '../lib/context.js';
 import { GeneratorPool, generatorCpu } from '../lib/generators.js';
 import { Histogram } from '../lib/histogram.js';
-import { nowMs } from '../lib/clock.js';
+import { nowMs, sleep } from '../lib/clock.js';
 import { keys } from '../../src/redis/keys.js';
+import { callReader, type CallReader } from '../lib/callReader.js';
+import type { CallRecord } from '../../src/calls/model.js';
+import { countInto } from '../lib/waiter.js';
 import type { ListeningProcess } from '../lib/processes.js';
 import { errorList, fmtMs, fmtNum, fmtRate, latencyTable, ratio, type ScenarioResult } from '../lib/report.js';
 import type { TimersResult, TimersSetup } from '../workers/timers.js';
 import { describeBound } from './callSteps.js';
+import { invalidReasons } from '../lib/validity.js';
 
 /**
  * Ring timers: many ringing calls nobody answers expire as `unanswered`. Calls are created at a
@@ -16,8 +20,9 @@ import { describeBound } from './callSteps.js';
  * call of the run is pending when the first expires (100,000 over a 45 s ring: ≥ 2,223/s), so
  * the expiries come at that same steady rate. Lateness is measured
  * twice: at the callee's socket for a sample (event arrival − expiresAtMs, what a phone sees),
- * and for every call from its hash (endedAtMs − expiresAtMs, both Redis time: when the expiry
- * was committed). The peak number of calls pending at once comes from the same hashes.
+ * and for every call from its record, read through the project's reader (endedAtMs − expiresAtMs,
+ * both Redis time: when the expiry was committed). The peak number of calls pending at once comes
+ * from the same records.
  */
 
 export const GOAL_TIMERS_PENDING = 100_000;
@@ -27,6 +32,8 @@ export const GOAL_LATENESS_P99_MS = 250;
  * held the rate near 1,780/s, under the 2,223/s that keeps 100,000 calls ringing at once.
  */
 const IN_FLIGHT = 160;
+/** How long after the last expiry a call may still be ringing before it counts as an error. */
+const GRACE_MS = 5000;
 
 export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult> {
   const z = ctx.opts.sizes.timers;
@@ -86,6 +93,17 @@ export async function timersScenario(ctx: BenchContext): Promise<ScenarioResult>
     ],
     markdown: md,
     data: { runs: runs.map(({ markdown: _m, ...r }) => r) },
+    invalid: invalidReasons({
+      errors: runs.map((r, i) => ({ where: `run ${i + 1}`, errors: r.errors })),
+      nonZero: runs.flatMap((r, i) => [
+        { what: `run ${i + 1}: calls created`, n: r.created },
+        { what: `run ${i + 1}: peak pending (calls were created)`, n: r.peakPending },
+        { what: `run ${i + 1}: expiries committed (calls rang out)`, n: r.committed.count },
+        { what: `run ${i + 1}: expiries/s`, n: r.expiryRate },
+        { what: `run ${i + 1}: call.ended unanswered at the sampled callees`, n: r.delivered?.count },
+      ]),
+      hold: runs.map((r, i) => ({ ok: r.committed.count === r.created, what: `run ${i + 1}: ${fmtNum(r.committed.count)} expiries committed of ${fmtNum(r.created)} calls created` })),
+    }),
   };
 }
 
@@ -129,7 +147,7 @@ async function timersRun(ctx: BenchContext, runNo: number): Promise<TimersRun> {
     const stopCpu = await ctx.cpuWindow({ 'timers server': target.pid, 'timers worker': worker?.pid, ...Object.fromEntries(pool.pids().map((p, i) => [`generator ${i}`, p])) });
     let lastPrint = 0;
     const outs = await pool.run<TimersResult>(
-      () => ({ count: perGen, rate: z.rate / gens, concurrency: IN_FLIGHT, sampleEvery, startAtMs: nowMs() + 200, graceMs: 5000 }),
+      () => ({ count: perGen, rate: z.rate / gens, concurrency: IN_FLIGHT, sampleEvery, startAtMs: nowMs() + 200, graceMs: GRACE_MS }),
       (_i, d) => {
         if (Date.now() - lastPrint < 1500) return;
         lastPrint = Date.now();
@@ -145,7 +163,7 @@ async function timersRun(ctx: BenchContext, runNo: number): Promise<TimersRun> {
     const created = results.reduce((a, r) => a + r.created, 0);
     const createRate = (created * 1000) / Math.max(...results.map((r) => r.createMs));
 
-    const commit = await readCommits(ctx.redisUrl, prefix, results.flatMap((r) => r.calls), z.ringTimeoutMs);
+    const commit = await readCommits(ctx.redisUrl, prefix, results.flatMap((r) => r.calls), GRACE_MS);
     for (const [k, v] of Object.entries(commit.errors)) errors[k] = (errors[k] ?? 0) + v;
     const gen = generatorCpu(outs);
     const bound = describeBound(cpu, gen.bound, gen.maxShare);
@@ -188,41 +206,68 @@ async function timersRun(ctx: BenchContext, runNo: number): Promise<TimersRun> {
     };
   } finally {
     await pool.close();
-    if (server) await ctx.stopServer(server);
-    if (worker) await ctx.stopServer(worker);
+    // Both at once: each drains on SIGTERM (docs/operations.md), and nothing here needs an order.
+    await Promise.all([server, worker].filter((p) => p !== undefined).map((p) => ctx.stopServer(p)));
   }
 }
 
-/** Reads every call's hash: commit lateness, peak pending and expiry throughput. */
-async function readCommits(redisUrl: string, prefix: string, calls: [string, number][], ringTimeoutMs: number) {
+/**
+ * Reads every call through the project's own reader (src/calls/storedCall.ts readStoredCall: one
+ * JSON string, or a hash in CALL_RECORD_FORMAT=hash): commit lateness, peak pending and expiry
+ * throughput. A call the reader cannot read, or one not ended `unanswered`, is an error.
+ */
+async function readCommits(redisUrl: string, prefix: string, calls: [string, number][], graceMs: number, read: CallReader = callReader()) {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
   const ks = { prefix, shards: 8 };
   const hist = new Histogram();
   const errors: Record<string, number> = {};
   const events: [number, number][] = [];
   const perSecond = new Map<number, number>();
-  try {
-    for (let i = 0; i < calls.length; i += 2000) {
+  const readAll = async (ids: string[]) => {
+    const out: PromiseSettledResult<CallRecord | undefined>[] = [];
+    for (let i = 0; i < ids.length; i += 2000) {
       const p = redis.pipeline();
-      for (const [callId] of calls.slice(i, i + 2000)) p.hmget(keys.call(ks, callId), 'state', 'endReason', 'createdAtMs', 'expiresAtMs', 'endedAtMs');
-      const res = (await p.exec()) ?? [];
-      for (const [err, v] of res) {
-        const [state, reason, created, expires, ended] = (v ?? []) as (string | null)[];
-        if (err || !state) {
-          errors['call hash missing'] = (errors['call hash missing'] ?? 0) + 1;
-          continue;
-        }
-        if (state !== 'ended' || reason !== 'unanswered') {
-          const k = `call not expired (state ${state}, reason ${reason ?? '-'})`;
-          errors[k] = (errors[k] ?? 0) + 1;
-          continue;
-        }
-        const endedAt = Number(ended);
-        hist.recordMs(endedAt - Number(expires));
-        events.push([Number(created ?? Number(expires) - ringTimeoutMs), 1], [endedAt, -1]);
-        const sec = Math.floor(endedAt / 1000);
-        perSecond.set(sec, (perSecond.get(sec) ?? 0) + 1);
+      const reads = ids.slice(i, i + 2000).map((callId) => read(redis, keys.call(ks, callId), p));
+      await p.exec();
+      out.push(...(await Promise.allSettled(reads)));
+    }
+    return out;
+  };
+  try {
+    // The generators stop waiting once every sampled callee has its event: a call that expires
+    // later, or is being swept, is read again until the last expiry plus the grace period.
+    const lastExpiry = Math.max(0, ...calls.map(([, e]) => e));
+    let ids = calls.map(([callId]) => callId);
+    const settled = new Map<string, PromiseSettledResult<CallRecord | undefined>>();
+    for (;;) {
+      const res = await readAll(ids);
+      ids.forEach((id, i) => settled.set(id, res[i]!));
+      ids = ids.filter((id) => {
+        const r = settled.get(id)!;
+        return r.status === 'fulfilled' && r.value?.state === 'ringing';
+      });
+      if (ids.length === 0 || Date.now() > lastExpiry + graceMs) break;
+      await sleep(200);
+    }
+    for (const r of settled.values()) {
+      if (r.status === 'rejected') {
+        countInto(errors, `call unreadable: ${String((r.reason as Error)?.message ?? r.reason).slice(0, 60)}`);
+        continue;
       }
+      const call = r.value;
+      if (!call) {
+        countInto(errors, 'call record missing');
+        continue;
+      }
+      if (call.state !== 'ended' || call.endReason !== 'unanswered' || call.endedAtMs === undefined) {
+        countInto(errors, `call not expired ${graceMs / 1000} s after the last expiry (state ${call.state}, reason ${call.endReason ?? '-'})`);
+        continue;
+      }
+      const endedAt = call.endedAtMs;
+      hist.recordMs(endedAt - call.expiresAtMs);
+      events.push([call.createdAtMs, 1], [endedAt, -1]);
+      const sec = Math.floor(endedAt / 1000);
+      perSecond.set(sec, (perSecond.get(sec) ?? 0) + 1);
     }
   } finally {
     redis.disconnect();

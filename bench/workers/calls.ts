@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { EventPayload } from '../../src/events/payloads.js';
-import { CallGenerator, type CallsRun, type SocketOwner } from '../lib/callGenerator.js';
+import { CallGenerator, PUSH_HOP, type CallsRun, type SocketOwner } from '../lib/callGenerator.js';
 import { nowMs } from '../lib/clock.js';
 import { InFlight } from '../lib/lifecycleRun.js';
 import { device, type Device } from '../lib/users.js';
@@ -140,7 +140,12 @@ export function createTask(): Task {
         const callId = gen.callId(seq, sched);
         const st = new CallState(callId, sched, pair.devices.length);
         await active.during(callId, st, async () => {
-          await gen.create(hist, pair.caller.token, sched, { callId, calleeUserId: pair.calleeUserId });
+          const committedAt = await gen.create(hist, pair.caller.token, sched, { callId, calleeUserId: pair.calleeUserId });
+          // The push path hop by hop (the report's breakdown of a push step's p99): the create's
+          // commit (Redis time: the call and its outbox entry, one script), then the push's
+          // arrival at the fake provider; the relay's own lag and the provider round trip come
+          // from the worker's metrics (scenarios/callSteps.ts).
+          if (committedAt !== undefined) hist.get(`${PUSH_HOP} scheduled start → create committed`).recordMs(committedAt - sched);
 
           let firstAnswerAt = Infinity;
           const outcomes = await Promise.all(
@@ -150,7 +155,10 @@ export function createTask(): Task {
               // A lone device rings once the push reached it too (its latency is timed by the
               // fakes). In a storm every device answers on its invitation at once instead: the
               // server rightly skips the pushes of a call answered meanwhile.
-              if (s.push && pair.devices.length === 1) await st.pushed[k]!.wait();
+              if (s.push && pair.devices.length === 1) {
+                const pushedAt = await st.pushed[k]!.wait();
+                if (committedAt !== undefined) hist.get(`${PUSH_HOP} create committed → provider request`).recordMs(pushedAt - committedAt);
+              }
               const t0 = nowMs();
               firstAnswerAt = Math.min(firstAnswerAt, t0);
               const res = await command(d, 'answer', callId, { installationId: d.installationId, operationId: randomUUID() });
