@@ -332,11 +332,13 @@ export function parseArgs(argv: readonly string[]): Options {
   if (o.serverNode && o.url) throw new Error('--server-node starts the servers: not with --url');
   if (o.cluster && o.url) throw new Error('--cluster starts its own cluster: not with --url');
   if (o.compareRef && (o.url || o.cluster)) throw new Error('--compare-ref starts its own deployments on one Redis: not with --url or --cluster');
-  // Compare mode runs the comparison alone.
-  if (o.compareRef) scenarios = ['compareRef'];
-  // --repeat with --compare-ref: that many rounds of the two builds, alternated.
-  if (o.compareRef && o.repeat) sizes = { ...sizes, compareRef: { ...sizes.compareRef, runs: o.repeat } };
-  else scenarios = scenarios.filter((s) => s !== 'compareRef');
+  if (o.compareRef) {
+    // Compare mode runs the comparison alone; --repeat is then its number of rounds of the two builds.
+    scenarios = ['compareRef'];
+    if (o.repeat) sizes = { ...sizes, compareRef: { ...sizes.compareRef, runs: o.repeat } };
+  } else {
+    scenarios = scenarios.filter((s) => s !== 'compareRef');
+  }
   // On a cluster: the call path's scenarios (the others measure one Redis or one process).
   if (o.cluster) scenarios = scenarios.filter((s) => s === 'lifecycle' || s === 'storm');
   return {

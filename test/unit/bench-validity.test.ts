@@ -82,6 +82,9 @@ describe('--repeat', () => {
 
   it('alternates the builds with --compare-ref: N rounds', () => {
     expect(parseArgs(['--compare-ref', 'HEAD~1', '--repeat', '3']).sizes.compareRef.runs).toBe(3);
+    // --compare-ref runs the comparison alone, with or without --repeat.
+    expect(parseArgs(['--compare-ref', 'HEAD~1']).scenarios).toEqual(['compareRef']);
+    expect(parseArgs(['--compare-ref', 'HEAD~1', '--repeat', '3']).scenarios).toEqual(['compareRef']);
     expect(parseArgs(['--scenarios', 'timers', '--repeat', '3']).repeat).toBe(3);
     expect(parseArgs(['--size', 'smoke', '--scenarios', 'all']).scenarios).toEqual(['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'idle', 'timers', 'compare', 'soak']);
   });
