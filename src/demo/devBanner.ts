@@ -25,7 +25,9 @@ export function devBanner(o: { baseUrl: string; alice: string; bob: string; curl
     'Try: paste the tokens into a shell, then these lines (again for another call):',
     `  ID=$(node -p 'crypto.randomUUID()')`,
     ...request,
-    ...(o.demo ? [`Softphone: ${o.baseUrl}/demo/ (open it twice, sign in as alice and bob)`] : []),
+    o.demo
+      ? `Softphone: ${o.baseUrl}/demo/ (open it twice, sign in as alice and bob)`
+      : `Softphone: not served by this command; \`npm run demo\` serves it at ${o.baseUrl}/demo/`,
     '',
     '',
   ].join('\n');
