@@ -63,6 +63,8 @@ export class CallingClient {
   private readonly fetchImpl: FetchLike;
   constructor(private readonly opts: ClientOptions) {
     this.fetchImpl = (opts.fetch as FetchLike | undefined) ?? globalFetch();
+    // The signaling client fetches missed in-call messages through this client (docs/devices.md "In-call messages").
+    opts.signaling?.useMessageSource((callId, afterSeq) => this.messagesAfter(callId, afterSeq));
   }
 
   createCall(input: { calleeUserId: string; callId?: string; video?: boolean; operationId?: string }): Promise<CallSnapshot> {
