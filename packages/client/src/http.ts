@@ -17,13 +17,8 @@ import type {
 import { EventFilter } from './eventFilter.js';
 import { SignalingUnavailableError, type SignalingClient } from './signaling.js';
 
-/**
- * A typed client for the HTTP API (docs/api.md "API"). Every mutating call carries an operationId
- * (generated unless given), so retrying the same call after a timeout is safe. With `signaling`,
- * the call commands (answer, end, rename, sendMessage, invite, ringing) go over its socket while
- * it is open, and over HTTP otherwise (docs/signaling.md "Commands").
- */
 
+/** A refusal from the server: the RFC 9457 problem it sent (docs/api.md "Errors"), its `code` and `status`. */
 export class ProblemError extends Error {
   override name = 'ProblemError';
   constructor(readonly problem: Problem) {
@@ -59,6 +54,12 @@ export interface CatchUpResult {
   cursor: string;
 }
 
+/**
+ * A typed client for the HTTP API (docs/api.md "API"). Every mutating call carries an operationId
+ * (generated unless given), so retrying the same call after a timeout is safe. With `signaling`,
+ * the call commands (answer, end, rename, sendMessage, invite, ringing) go over its socket while
+ * it is open, and over HTTP otherwise (docs/signaling.md "Commands").
+ */
 export class CallingClient {
   private readonly fetchImpl: FetchLike;
   constructor(private readonly opts: ClientOptions) {
@@ -67,6 +68,7 @@ export class CallingClient {
     opts.signaling?.useMessageSource((callId, afterSeq) => this.messagesAfter(callId, afterSeq));
   }
 
+  /** Creates a one-to-one call and rings the callee (POST /v1/calls); `callId` is made here unless given, so a retry finds the same call. */
   createCall(input: { calleeUserId: string; callId?: string; video?: boolean; operationId?: string }): Promise<CallSnapshot> {
     return this.request('POST', '/v1/calls', {
       callId: input.callId ?? randomId(),
@@ -103,6 +105,7 @@ export class CallingClient {
     return this.command('ringing', 'ringing', callId, { via: input.via, operationId: input.operationId ?? randomId() });
   }
 
+  /** Answers from this installation; one answer wins, the others get ProblemError `answer_conflict` (docs/api.md "Answer"). */
   answer(callId: string, input: { installationId: string; expectedRevision?: string; operationId?: string }): Promise<CallSnapshot> {
     return this.command('answer', 'answer', callId, {
       installationId: input.installationId,
@@ -124,6 +127,7 @@ export class CallingClient {
     });
   }
 
+  /** Changes the name the callee's screen shows for the call (docs/api.md "Rename"). */
   rename(callId: string, input: { displayName: string; operationId?: string }): Promise<CallSnapshot> {
     return this.command('rename', 'rename', callId, { displayName: input.displayName, operationId: input.operationId ?? randomId() });
   }
@@ -153,6 +157,7 @@ export class CallingClient {
     return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/${path}`, body);
   }
 
+  /** The call's snapshot (GET /v1/calls/{id}): what to check before ringing for a late push. */
   getCall(callId: string): Promise<CallSnapshot> {
     return this.request('GET', `/v1/calls/${encodeURIComponent(callId)}`);
   }
@@ -209,6 +214,7 @@ export class CallingClient {
     return this.request('GET', `/v1/calls${qs ? `?${qs}` : ''}`);
   }
 
+  /** Registers this installation's VoIP (iOS) or FCM (Android) push token (docs/devices.md "Register push tokens"). */
   putPushToken(
     installationId: string,
     kind: PushTokenKind,
@@ -217,6 +223,7 @@ export class CallingClient {
     return this.request('PUT', `/v1/installations/${encodeURIComponent(installationId)}/push-tokens/${kind}`, body);
   }
 
+  /** Removes a push token (sign-out). */
   async deletePushToken(installationId: string, kind: PushTokenKind): Promise<void> {
     await this.request('DELETE', `/v1/installations/${encodeURIComponent(installationId)}/push-tokens/${kind}`);
   }

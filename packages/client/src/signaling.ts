@@ -85,7 +85,9 @@ export interface SignalingOptions {
   onMessage?: (message: CallMessage) => void;
   /** Events were lost (log trimmed or reset): refetch the calls you know of. */
   onGap?: (reason: GapReason, cursor: string) => void;
+  /** The replay is done, live from here (at start, after each reconnect, and after a resync on an open socket). */
   onSynced?: (cursor: string) => void;
+  /** The socket closed (docs/signaling.md "Close codes"); the client reconnects unless stopped or refused. */
   onClose?: (code: number, reason: string) => void;
   /**
    * The token was refused. Return a new token to reconnect with it, or nothing to stay stopped
@@ -139,6 +141,7 @@ interface PendingStart {
   timer: ReturnType<typeof setTimeout>;
 }
 
+/** One installation's signaling socket (docs/signaling.md): events, in-call messages and command frames, resumed by cursor. */
 export class SignalingClient {
   private ws: MinimalWebSocket | undefined;
   private stopped = true;
@@ -181,6 +184,7 @@ export class SignalingClient {
     else this.followed.set(callId, new MessageSeqs(heldSeq));
   }
 
+  /** Stops following a call's in-call messages. */
   unfollowMessages(callId: string): void {
     this.followed.delete(callId);
   }
@@ -228,6 +232,7 @@ export class SignalingClient {
     this.opts.saveCursor?.(cursor);
   }
 
+  /** The cursor the next connection resumes from: the last one handed to saveCursor. */
   get cursor(): string | undefined {
     return this.lastCursor;
   }
@@ -252,10 +257,12 @@ export class SignalingClient {
   }
   private pendingPromise: Promise<void> | undefined;
 
+  /** Closes the socket (1000) and stops reconnecting; a pending start() rejects. */
   stop(): void {
     this.halt(new Error('signaling: stopped before synced'));
   }
 
+  /** Sends a `ping` frame; the server answers `pong`. */
   ping(): void {
     this.sendFrame({ type: 'ping' });
   }
