@@ -157,6 +157,8 @@ export class SignalingClient {
   private readonly commands = new Map<string, PendingCommand>();
   /** The calls whose in-call messages are followed: the seqs held (MessageSeqs), by callId. */
   private readonly followed = new Map<string, MessageSeqs>();
+  /** Calls a `call.ended` event stopped following: a late message does not follow them again. */
+  private readonly ended = new Set<string>();
   private fetchMessages: SignalingOptions['fetchMessages'];
 
   constructor(private readonly opts: SignalingOptions) {
@@ -218,12 +220,18 @@ export class SignalingClient {
   }
 
   private deliverMessage(message: CallMessage): void {
-    if (!this.followed.has(message.callId)) {
+    if (!this.followed.has(message.callId) && !this.ended.has(message.callId)) {
       this.followed.set(message.callId, new MessageSeqs(0));
       while (this.followed.size > (this.opts.dedupeWindow ?? 1000)) this.followed.delete(this.followed.keys().next().value as string);
     }
-    this.followed.get(message.callId)!.add(message.seq);
+    this.followed.get(message.callId)?.add(message.seq);
     if (this.filter.accept(message)) this.opts.onMessage?.(message);
+  }
+
+  private stopFollowing(callId: string): void {
+    this.followed.delete(callId);
+    this.ended.add(callId);
+    while (this.ended.size > (this.opts.dedupeWindow ?? 1000)) this.ended.delete(this.ended.values().next().value as string);
   }
 
   private moveCursor(cursor: string | undefined): void {
@@ -458,7 +466,7 @@ export class SignalingClient {
         const before = this.lastCursor;
         if (frame.cursor !== undefined) this.lastCursor = frame.cursor;
         if (!frame.event) return;
-        if (frame.event.type === 'call.ended') this.followed.delete(frame.event.callId);
+        if (frame.event.type === 'call.ended') this.stopFollowing(frame.event.callId);
         if (this.filter.accept(frame.event)) this.opts.onEvent(frame.event, this.lastCursor ?? '');
         else if (frame.cursor !== undefined) this.opts.onCursor?.(frame.cursor);
         if (this.lastCursor !== undefined && this.lastCursor !== before) this.opts.saveCursor?.(this.lastCursor);
