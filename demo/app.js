@@ -296,7 +296,9 @@ async function startGroupMedia(call) {
       return reconnectGroupMedia(call, err.message);
     }
     if (err instanceof ProblemError && err.problem.code === 'sfu_unavailable') {
-      note(`No media: ${err.problem.detail ?? 'the server has no SFU for group calls'}. The call's signaling goes on.`);
+      // Said once, in the note; the server's own words go to the event log.
+      note("No media: no SFU for this call; the call's signaling goes on.");
+      log('media-session', err.message, 'sys');
     } else showError(err);
   }
 }
@@ -504,14 +506,25 @@ const STATE_TEXT = {
   ended: 'Call ended',
 };
 
+/**
+ * What the call is called on screen. A group call's invitation carries its title as
+ * `displayName` (docs/group-calls.md "Creating one"): once the snapshot says it is a group call,
+ * the title is shown as the title and the caller by name, not the title as if it were the caller.
+ */
+function callTitle(call) {
+  if (!call.group) return call.role === 'caller' ? `to ${call.peer}` : `from ${call.peer}`;
+  const title = call.title ? `“${call.title}”` : 'Untitled';
+  return call.role === 'caller' ? title : `${title}, from ${call.callerName ?? call.peer}`;
+}
+
 function render() {
   const call = state.call;
   const status = call?.status ?? 'idle';
   $('call-state').dataset.state = status;
   $('call-state').textContent = STATE_TEXT[status === 'outgoing' && call.rung ? 'rung' : status];
   const kind = `${call?.group ? ' · group call' : ''}${call?.video ? ' · video' : ' · audio'}`;
-  $('call-peer').textContent = !call ? 'Nobody on the line' : call.role === 'caller' ? `to ${call.peer}${kind}` : `from ${call.peer}${kind}`;
-  $('peer-avatar').textContent = call ? initial(call.peer) : '☎';
+  $('call-peer').textContent = !call ? 'Nobody on the line' : `${callTitle(call)}${kind}`;
+  $('peer-avatar').textContent = call ? initial(call.group ? call.title || call.peer : call.peer) : '☎';
   $('videos').hidden = !!call?.group;
   $('videos').classList.toggle('live', status === 'connected');
   $('videos').classList.toggle('ringing', status === 'incoming' || status === 'outgoing');

@@ -19,13 +19,17 @@ export function devBanner(o: { baseUrl: string; alice: string; bob: string; curl
       ];
   return [
     '',
+    // Above the tokens, apart from the lines to paste (a shell must never run it).
+    o.demo
+      ? `Softphone: ${o.baseUrl}/demo/ (open it twice, sign in as alice and bob)`
+      : `Softphone: not served here; npm run demo serves it at ${o.baseUrl}/demo/`,
+    '',
     'Dev tokens (24 h):',
     `  ALICE=${o.alice}`,
     `  BOB=${o.bob}`,
     'Try: paste the tokens into a shell, then these lines (again for another call):',
     `  ID=$(node -p 'crypto.randomUUID()')`,
     ...request,
-    ...(o.demo ? [`Softphone: ${o.baseUrl}/demo/ (open it twice, sign in as alice and bob)`] : []),
     '',
     '',
   ].join('\n');

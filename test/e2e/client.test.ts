@@ -743,13 +743,13 @@ describe('SignalingClient automatic resume', () => {
     B = await startB();
 
     // Barrier for "no reconnect came", without a quiet period: a witness client, started only
-    // now, against a port where nothing listens. Its first retry waits at least 50 ms (half of
-    // its first 100 ms backoff), longer than any backoff of c (40 ms at most), and was scheduled
+    // now, against a port where nothing listens. Its first retry waits at least 50 ms (its
+    // minBackoffMs), longer than any backoff of c (40 ms at most), and was scheduled
     // after c's stop(); Node runs timers in the order they are due, so once the witness opens its
     // second socket, a reconnect of c that stop() failed to cancel has fired too, and its socket
     // (opened synchronously after the token, a string here) is in cap.opened.
     const witnessCap = capturingWebSocket();
-    const witness = new SignalingClient({ url: `ws://127.0.0.1:${await freePort()}`, token: callee.token, WebSocket: witnessCap.Ctor, onEvent: () => {} });
+    const witness = new SignalingClient({ url: `ws://127.0.0.1:${await freePort()}`, token: callee.token, WebSocket: witnessCap.Ctor, minBackoffMs: 50, maxBackoffMs: 60, onEvent: () => {} });
     clients.push(witness);
     const witnessStart = witness.start().catch((err: unknown) => err);
     await c.rec.until("the witness's retry", () => witnessCap.opened.length >= 2);
@@ -761,6 +761,99 @@ describe('SignalingClient automatic resume', () => {
     const metrics = await (await fetch(`${B.metricsUrl}/metrics`)).text();
     expect(metrics).toMatch(/^calling_ws_open_sockets\{encoding="json"\} 0$/m);
   }, 60_000);
+});
+
+describe('SignalingClient after a gateway crash (kill -9)', () => {
+  it('reconnects with backoff, resumes from the cursor it saved, and fetches the in-call messages from the highest seq held without a gap', async () => {
+    const caller = party(uid('caller'), uid('caller-phone'));
+    const callee = party(uid('callee'), uid('callee-phone'));
+    const callerApi = http(A, caller);
+    const cap = capturingWebSocket();
+    const saved: string[] = [];
+    const messages: number[] = [];
+    const c = await online(B, callee, {
+      WebSocket: cap.Ctor,
+      saveCursor: (cursor) => saved.push(cursor),
+      onMessage: (m) => messages.push(m.seq),
+    });
+    // The callee's API client fetches missed messages for its signaling client; its GETs of
+    // messages can be held, to let a later message arrive live before the fetch is answered.
+    const gets: string[] = [];
+    let hold: Promise<void> | undefined;
+    let release!: () => void;
+    const calleeApi = new CallingClient({
+      baseUrl: A.url,
+      token: callee.token,
+      signaling: c.client,
+      fetch: async (url: string, init: { method?: string }) => {
+        if ((init.method ?? 'GET') === 'GET' && /\/messages\?/.test(url)) {
+          gets.push(new URL(url).search);
+          if (hold) await hold;
+        }
+        return fetch(url, init as RequestInit);
+      },
+    });
+    expect(saved).toEqual([c.client.cursor]); // the first synced's cursor, saved though no event came
+
+    const call = await callerApi.createCall({ calleeUserId: callee.userId });
+    await c.rec.waitForEvents(1);
+    await calleeApi.answer(call.callId, { installationId: callee.installationId });
+    c.client.followMessages(call.callId);
+    await callerApi.sendMessage(call.callId, { n: 1 });
+    await c.rec.until('message 1', () => messages.length === 1);
+    expect(c.client.heldMessageSeq(call.callId)).toBe(1);
+
+    // The gateway crashes: no close frame (1006). Message 2 is sent while the callee is away.
+    B.child.kill('SIGKILL');
+    await c.rec.until('the 1006 close', () => c.rec.closes.length >= 1);
+    expect(c.rec.closes[0]!.code).toBe(1006);
+    await callerApi.sendMessage(call.callId, { n: 2 });
+    const cursorAtCrash = saved.at(-1)!;
+    expect(c.client.cursor).toBe(cursorAtCrash);
+
+    // The gateway comes back; the fetch after its `synced` is held until message 3 came live.
+    hold = new Promise<void>((resolve) => (release = resolve));
+    const getsBefore = gets.length;
+    await B.stop().catch(() => {}); // reaped (it was killed)
+    B = await startB();
+    await c.rec.until('resynced', () => c.rec.reconnected());
+    expect(new URL(cap.opened.at(-1)!).searchParams.get('cursor')).toBe(cursorAtCrash);
+    await c.rec.until('the fetch after synced', () => gets.length > getsBefore);
+    await callerApi.sendMessage(call.callId, { n: 3 });
+    await c.rec.until('message 3, live', () => messages.includes(3));
+    expect(c.client.heldMessageSeq(call.callId)).toBe(1); // 2 is missing: 3 is held past a gap
+    release();
+    await c.rec.until('message 2, fetched', () => messages.includes(2));
+
+    // Asked from the highest seq held without a gap (1), not the highest held (3); 3 not handed on twice.
+    expect(gets.slice(getsBefore)[0]).toBe('?afterSeq=1');
+    expect(messages).toEqual([1, 3, 2]);
+    expect(c.client.heldMessageSeq(call.callId)).toBe(3);
+    // The cursors saved are the ones the client resumes from: the last is the client's own.
+    expect(saved.at(-1)).toBe(c.client.cursor);
+
+    // Hang-up: the call.ended event stops following the call's messages.
+    await callerApi.end(call.callId, { reason: 'localHangup' });
+    await c.rec.until('call.ended', () => c.rec.payloads().some((e) => e.type === 'call.ended'));
+    expect(c.client.heldMessageSeq(call.callId)).toBeUndefined();
+    c.rec.expectClean();
+  }, 60_000);
+
+  it('a gap frame\'s cursor is saved and resumed from', async () => {
+    const callee = party(uid('callee'), uid('callee-phone'));
+    const head = (await http(A, callee).callEvents()).nextCursor;
+    // A cursor of another epoch of this user's log: the log was reset since (docs/signaling.md "Cursors").
+    const stale = head.replace(/^[^_]+/, (epoch) => (epoch === '1' ? '2' : '1'));
+    const saved: string[] = [];
+    const c = await online(A, callee, { cursor: stale, saveCursor: (cursor) => saved.push(cursor) });
+    expect(c.rec.gaps).toEqual(['reset']);
+    expect(saved.length).toBeGreaterThanOrEqual(1);
+    expect(saved.at(-1)).toBe(c.client.cursor);
+    expect(saved).not.toContain(stale);
+    // The saved cursor is one the server resumes from without a gap.
+    const page = await http(A, callee).callEvents(saved.at(-1));
+    expect(page.gap).toBeUndefined();
+  });
 });
 
 describe('SignalingClient encodings', () => {

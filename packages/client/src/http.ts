@@ -17,13 +17,8 @@ import type {
 import { EventFilter } from './eventFilter.js';
 import { SignalingUnavailableError, type SignalingClient } from './signaling.js';
 
-/**
- * A typed client for the HTTP API (docs/api.md "API"). Every mutating call carries an operationId
- * (generated unless given), so retrying the same call after a timeout is safe. With `signaling`,
- * the call commands (answer, end, rename, sendMessage, invite, ringing) go over its socket while
- * it is open, and over HTTP otherwise (docs/signaling.md "Commands").
- */
 
+/** A refusal from the server: the RFC 9457 problem it sent (docs/api.md "Errors"), its `code` and `status`. */
 export class ProblemError extends Error {
   override name = 'ProblemError';
   constructor(
@@ -63,12 +58,21 @@ export interface CatchUpResult {
   cursor: string;
 }
 
+/**
+ * A typed client for the HTTP API (docs/api.md "API"). Every mutating call carries an operationId
+ * (generated unless given), so retrying the same call after a timeout is safe. With `signaling`,
+ * the call commands (answer, end, rename, sendMessage, invite, ringing) go over its socket while
+ * it is open, and over HTTP otherwise (docs/signaling.md "Commands").
+ */
 export class CallingClient {
   private readonly fetchImpl: FetchLike;
   constructor(private readonly opts: ClientOptions) {
     this.fetchImpl = (opts.fetch as FetchLike | undefined) ?? globalFetch();
+    // The signaling client fetches missed in-call messages through this client (docs/devices.md "In-call messages").
+    opts.signaling?.useMessageSource((callId, afterSeq) => this.messagesAfter(callId, afterSeq));
   }
 
+  /** Creates a one-to-one call and rings the callee (POST /v1/calls); `callId` is made here unless given, so a retry finds the same call. */
   createCall(input: { calleeUserId: string; callId?: string; video?: boolean; operationId?: string }): Promise<CallSnapshot> {
     return this.request('POST', '/v1/calls', {
       callId: input.callId ?? randomId(),
@@ -105,6 +109,7 @@ export class CallingClient {
     return this.command('ringing', 'ringing', callId, { via: input.via, operationId: input.operationId ?? randomId() });
   }
 
+  /** Answers from this installation; one answer wins, the others get ProblemError `answer_conflict` (docs/api.md "Answer"). */
   answer(callId: string, input: { installationId: string; expectedRevision?: string; operationId?: string }): Promise<CallSnapshot> {
     return this.command('answer', 'answer', callId, {
       installationId: input.installationId,
@@ -126,6 +131,7 @@ export class CallingClient {
     });
   }
 
+  /** Changes the name the callee's screen shows for the call (docs/api.md "Rename"). */
   rename(callId: string, input: { displayName: string; operationId?: string }): Promise<CallSnapshot> {
     return this.command('rename', 'rename', callId, { displayName: input.displayName, operationId: input.operationId ?? randomId() });
   }
@@ -155,6 +161,7 @@ export class CallingClient {
     return this.request('POST', `/v1/calls/${encodeURIComponent(callId)}/${path}`, body);
   }
 
+  /** The call's snapshot (GET /v1/calls/{id}): what to check before ringing for a late push. */
   getCall(callId: string): Promise<CallSnapshot> {
     return this.request('GET', `/v1/calls/${encodeURIComponent(callId)}`);
   }
@@ -211,6 +218,7 @@ export class CallingClient {
     return this.request('GET', `/v1/calls${qs ? `?${qs}` : ''}`);
   }
 
+  /** Registers this installation's VoIP (iOS) or FCM (Android) push token (docs/devices.md "Register push tokens"). */
   putPushToken(
     installationId: string,
     kind: PushTokenKind,
@@ -219,6 +227,7 @@ export class CallingClient {
     return this.request('PUT', `/v1/installations/${encodeURIComponent(installationId)}/push-tokens/${kind}`, body);
   }
 
+  /** Removes a push token (sign-out). */
   async deletePushToken(installationId: string, kind: PushTokenKind): Promise<void> {
     await this.request('DELETE', `/v1/installations/${encodeURIComponent(installationId)}/push-tokens/${kind}`);
   }

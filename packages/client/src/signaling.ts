@@ -1,12 +1,15 @@
 import { Packr } from 'msgpackr';
 import { globalFetch, globalWebSocket, isNode, type FetchLike } from './runtime.js';
 import { EventFilter } from './eventFilter.js';
+import { backoffDelay } from './backoff.js';
 import type { CallMessage, CommandReply, EventPayload, GapReason } from './types.js';
 
 /**
  * The signaling client (docs/signaling.md): it connects to /v1/signaling, hands each new event to
- * `onEvent`, and after a close reconnects with backoff, resuming from the last cursor it
- * processed. Repeated eventIds and stale revisions are dropped (EventFilter). A rejected token
+ * `onEvent`, and after a close reconnects with exponential backoff and full jitter, resuming from
+ * the last cursor it processed (an event's, or a `synced` or `gap` frame's). After every `synced`
+ * it fetches the in-call messages of the calls it follows from the highest seq it holds without
+ * a gap (docs/devices.md "In-call messages"). Repeated eventIds and stale revisions are dropped (EventFilter). A rejected token
  * (401/403 at the upgrade, or an expired static token) stops it and asks `onAuthFailure` for a new
  * one instead of retrying the same token.
  */
@@ -71,11 +74,20 @@ export interface SignalingOptions {
   onEvent: (event: EventPayload, cursor: string) => void;
   /** The cursor moved past an event already handed on (its copy from the log): store it as onEvent's. */
   onCursor?: (cursor: string) => void;
+  /**
+   * Every cursor to keep, as it moves: after an event handed to onEvent, the log's copy of an
+   * early event, a `synced` frame and a `gap` frame. Store the last one (the app's storage) and
+   * pass it as `cursor` when the app starts again: a device that received no event resumes
+   * from its `synced` cursor.
+   */
+  saveCursor?: (cursor: string) => void;
   /** An in-call message from the other party (repeated eventIds dropped). */
   onMessage?: (message: CallMessage) => void;
   /** Events were lost (log trimmed or reset): refetch the calls you know of. */
   onGap?: (reason: GapReason, cursor: string) => void;
+  /** The replay is done, live from here (at start, after each reconnect, and after a resync on an open socket). */
   onSynced?: (cursor: string) => void;
+  /** The socket closed (docs/signaling.md "Close codes"); the client reconnects unless stopped or refused. */
   onClose?: (code: number, reason: string) => void;
   /**
    * The token was refused. Return a new token to reconnect with it, or nothing to stay stopped
@@ -84,7 +96,19 @@ export interface SignalingOptions {
   onAuthFailure?: (failure: AuthFailure) => string | undefined | Promise<string | undefined>;
   /** Reconnect after a close (default true). */
   reconnect?: boolean;
+  /**
+   * Reconnect attempt n (from 0; back to 0 once synced) waits a random time between
+   * `minBackoffMs` (default 0) and min(`maxBackoffMs` (default 10 000), 250 ms × 2^n): full jitter.
+   */
   maxBackoffMs?: number;
+  minBackoffMs?: number;
+  /**
+   * Where the client fetches missed in-call messages (GET /v1/calls/{id}/messages). A
+   * CallingClient given this signaling client sets it; set it yourself otherwise.
+   */
+  fetchMessages?: (callId: string, afterSeq: number) => Promise<{ messages: CallMessage[] }>;
+  /** A fetch of missed in-call messages failed; the next `synced` (or recoverMessages) retries it. */
+  onError?: (err: Error) => void;
   /** How many recent eventIds (and calls' revisions) to remember. */
   dedupeWindow?: number;
   /** start() rejects (and the client stops) when not synced within this time; default 30 000. */
@@ -117,6 +141,7 @@ interface PendingStart {
   timer: ReturnType<typeof setTimeout>;
 }
 
+/** One installation's signaling socket (docs/signaling.md): events, in-call messages and command frames, resumed by cursor. */
 export class SignalingClient {
   private ws: MinimalWebSocket | undefined;
   private stopped = true;
@@ -130,13 +155,92 @@ export class SignalingClient {
   private nextToken: string | undefined;
   /** Commands sent and not yet answered, by operationId. */
   private readonly commands = new Map<string, PendingCommand>();
+  /** The calls whose in-call messages are followed: the seqs held (MessageSeqs), by callId. */
+  private readonly followed = new Map<string, MessageSeqs>();
+  /** Calls a `call.ended` event stopped following: a late message does not follow them again. */
+  private readonly ended = new Set<string>();
+  private fetchMessages: SignalingOptions['fetchMessages'];
 
   constructor(private readonly opts: SignalingOptions) {
     this.lastCursor = opts.cursor;
     this.token = opts.token;
     this.filter = new EventFilter(opts.dedupeWindow ?? 1000);
+    this.fetchMessages = opts.fetchMessages;
   }
 
+  /** Sets where missed in-call messages are fetched from, unless the options named it. */
+  useMessageSource(fetchMessages: NonNullable<SignalingOptions['fetchMessages']>): void {
+    this.fetchMessages ??= fetchMessages;
+  }
+
+  /**
+   * Follows a call's in-call messages (docs/api.md "In-call messages"): after every `synced` (a
+   * reconnect, or a resync on an open socket) the client fetches the messages after the highest
+   * seq it holds without a gap and hands the new ones to onMessage, in seq order. A message
+   * received for a call follows it too; a `call.ended` event, or unfollowMessages, stops it.
+   * `heldSeq`: the highest seq without a gap the app already holds (after an app kill).
+   */
+  followMessages(callId: string, heldSeq = 0): void {
+    const seqs = this.followed.get(callId);
+    if (seqs) seqs.hold(heldSeq);
+    else this.followed.set(callId, new MessageSeqs(heldSeq));
+  }
+
+  /** Stops following a call's in-call messages. */
+  unfollowMessages(callId: string): void {
+    this.followed.delete(callId);
+  }
+
+  /** The highest seq of a followed call held without a gap: the `afterSeq` to fetch from. */
+  heldMessageSeq(callId: string): number | undefined {
+    return this.followed.get(callId)?.contiguous;
+  }
+
+  /** Fetches a followed call's missed messages now (e.g. after a network change); resolves once delivered. */
+  recoverMessages(callId: string): Promise<void> {
+    const seqs = this.followed.get(callId);
+    if (!seqs || !this.fetchMessages) return Promise.resolve();
+    const fetchMessages = this.fetchMessages;
+    // One fetch at a time per call; a fetch asked for while one runs goes after it, from the seq then held.
+    seqs.fetching = seqs.fetching.then(async () => {
+      if (this.followed.get(callId) !== seqs) return;
+      const { messages } = await fetchMessages(callId, seqs.contiguous);
+      for (const m of [...messages].sort((a, b) => a.seq - b.seq)) this.deliverMessage(m);
+    });
+    return seqs.fetching.catch((err: unknown) => {
+      seqs.fetching = Promise.resolve();
+      throw err;
+    });
+  }
+
+  private recoverAll(): void {
+    for (const callId of this.followed.keys()) {
+      this.recoverMessages(callId).catch((err: unknown) => this.opts.onError?.(err instanceof Error ? err : new Error(String(err))));
+    }
+  }
+
+  private deliverMessage(message: CallMessage): void {
+    if (!this.followed.has(message.callId) && !this.ended.has(message.callId)) {
+      this.followed.set(message.callId, new MessageSeqs(0));
+      while (this.followed.size > (this.opts.dedupeWindow ?? 1000)) this.followed.delete(this.followed.keys().next().value as string);
+    }
+    this.followed.get(message.callId)?.add(message.seq);
+    if (this.filter.accept(message)) this.opts.onMessage?.(message);
+  }
+
+  private stopFollowing(callId: string): void {
+    this.followed.delete(callId);
+    this.ended.add(callId);
+    while (this.ended.size > (this.opts.dedupeWindow ?? 1000)) this.ended.delete(this.ended.values().next().value as string);
+  }
+
+  private moveCursor(cursor: string | undefined): void {
+    if (cursor === undefined || cursor === this.lastCursor) return;
+    this.lastCursor = cursor;
+    this.opts.saveCursor?.(cursor);
+  }
+
+  /** The cursor the next connection resumes from: the last one handed to saveCursor. */
   get cursor(): string | undefined {
     return this.lastCursor;
   }
@@ -161,10 +265,12 @@ export class SignalingClient {
   }
   private pendingPromise: Promise<void> | undefined;
 
+  /** Closes the socket (1000) and stops reconnecting; a pending start() rejects. */
   stop(): void {
     this.halt(new Error('signaling: stopped before synced'));
   }
 
+  /** Sends a `ping` frame; the server answers `pong`. */
   ping(): void {
     this.sendFrame({ type: 'ping' });
   }
@@ -301,7 +407,7 @@ export class SignalingClient {
       this.halt(new Error(`signaling: closed ${code} ${reason}`));
       return;
     }
-    const delay = Math.min(this.opts.maxBackoffMs ?? 10_000, 100 * 2 ** this.attempt++) * (0.5 + Math.random() / 2);
+    const delay = backoffDelay(this.attempt++, { baseMs: 250, minMs: this.opts.minBackoffMs ?? 0, maxMs: this.opts.maxBackoffMs ?? 10_000 });
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = undefined;
       void this.connect();
@@ -357,19 +463,22 @@ export class SignalingClient {
         // Without a cursor, an early copy (docs/signaling.md "Early events"): handed on at once with
         // the cursor so far (resuming from it replays the event from the log, where the filter
         // drops it); its copy from the log follows with its cursor, and only the cursor is handed on.
+        const before = this.lastCursor;
         if (frame.cursor !== undefined) this.lastCursor = frame.cursor;
         if (!frame.event) return;
+        if (frame.event.type === 'call.ended') this.stopFollowing(frame.event.callId);
         if (this.filter.accept(frame.event)) this.opts.onEvent(frame.event, this.lastCursor ?? '');
         else if (frame.cursor !== undefined) this.opts.onCursor?.(frame.cursor);
+        if (this.lastCursor !== undefined && this.lastCursor !== before) this.opts.saveCursor?.(this.lastCursor);
         return;
       }
       case 'gap':
-        this.lastCursor = frame.cursor;
+        this.moveCursor(frame.cursor);
         this.opts.onGap?.(frame.reason!, frame.cursor!);
         return;
       case 'message': {
         const message = frame.event as unknown as CallMessage | undefined;
-        if (message && this.filter.accept(message)) this.opts.onMessage?.(message);
+        if (message) this.deliverMessage(message);
         return;
       }
       case 'reply': {
@@ -381,10 +490,11 @@ export class SignalingClient {
         return;
       }
       case 'synced':
-        this.lastCursor = frame.cursor;
+        this.moveCursor(frame.cursor);
         this.attempt = 0;
         this.opts.onSynced?.(frame.cursor!);
         this.settle();
+        this.recoverAll();
         return;
     }
   }
@@ -392,5 +502,38 @@ export class SignalingClient {
   private sendFrame(frame: object): void {
     if (!this.ws || this.ws.readyState !== 1) return;
     this.ws.send(this.opts.encoding === 'msgpack' ? packr.pack(frame) : JSON.stringify(frame));
+  }
+}
+
+/**
+ * The seqs of one call's in-call messages held by this installation: `contiguous` is the highest
+ * seq held with every seq below it (the sender counts from 1), `above` the seqs held past a gap.
+ * Fetching after `contiguous`, not after the highest seq held, recovers a message missed while a
+ * later one arrived live (docs/api.md "In-call messages").
+ */
+class MessageSeqs {
+  contiguous: number;
+  private readonly above = new Set<number>();
+  fetching: Promise<void> = Promise.resolve();
+
+  constructor(held: number) {
+    this.contiguous = held;
+  }
+
+  hold(held: number): void {
+    if (held > this.contiguous) this.contiguous = held;
+    this.advance();
+  }
+
+  add(seq: number): void {
+    if (seq <= this.contiguous) return;
+    this.above.add(seq);
+    this.advance();
+    if (this.above.size > 10_000) this.above.clear(); // bounded: a gap that never fills is refetched past
+  }
+
+  private advance(): void {
+    for (const s of this.above) if (s <= this.contiguous) this.above.delete(s);
+    while (this.above.delete(this.contiguous + 1)) this.contiguous++;
   }
 }
