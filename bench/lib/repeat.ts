@@ -2,7 +2,7 @@ import { fmtNum, fmtPct, mdTable, type Headline, type ScenarioResult } from './r
 import { spreadOf, type Spread } from './spread.js';
 
 /**
- * `--repeat N` (bench/README.md "Repeated runs"): one scenario run N times, reported as one. Each
+ * `--repeat N` (bench/README.md "Repeated runs and goal sizes"): one scenario run N times, reported as one. Each
  * headline's figure is given as the median of the runs and their spread, lowest–highest; a figure
  * whose spread (highest − lowest) is over UNSETTLED_SPREAD of its median is marked unsettled: the
  * machine or the hour moved it as much as any change would. The goals, the charts and the detail

@@ -286,7 +286,7 @@ describe('browser softphone', () => {
     await alice.waitForSelector('#call-state[data-state="outgoing"]');
     for (const page of [bob, carol]) {
       await page.waitForSelector('#call-state[data-state="incoming"]');
-      await expect.poll(() => page.textContent('#call-peer')).toContain('from Standup · group call');
+      await expect.poll(() => page.textContent('#call-peer')).toContain('“Standup”, from Alice · group call');
       await member(page, aliceId, 'joined');
     }
     await member(alice, bobId, 'ringing');

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 /**
- * The bench smoke test (issue #50, bench/README.md "Smoke size"): every scenario of the bench runs
+ * The bench smoke test (issue #50, bench/README.md "Smoke size and the bench smoke test"): every scenario of the bench runs
  * at its smoke size (`--size smoke --scenarios all`: a few seconds and a few dozen calls each,
  * against its own redis-server and server processes on free ports) and must be valid: no errors,
  * non-zero throughput, every expected event counted. A storage or protocol change that breaks a

@@ -65,8 +65,9 @@ export function problems(comment: string, file: string): string[] {
     const candidates = [join(root, name), join(root, 'docs', name), join(root, dirname(file), name)];
     if (!candidates.some((c) => existsSync(c))) out.push(`names ${name}, which is not in the repo`);
   }
-  for (const m of comment.matchAll(/\b(README(?:\.md)?|docs\/[\w-]+\.md)\s+((?:"[^"]+"(?:\s*,\s*|\s+and\s+)?)+)/g)) {
-    const doc = m[1]!.startsWith('README') ? 'README.md' : m[1]!;
+  // A README anywhere (README, bench/README.md, packages/client/README.md) or a page of docs/.
+  for (const m of comment.matchAll(/(?<![\w/.-])((?:[\w-]+\/)*README(?:\.md)?|docs\/[\w-]+\.md)\s+((?:"[^"]+"(?:\s*,\s*|\s+and\s+)?)+)/g)) {
+    const doc = m[1]!.replace(/README$/, 'README.md');
     if (!existsSync(join(root, doc))) continue; // reported above
     for (const q of m[2]!.matchAll(/"([^"]+)"/g)) {
       const section = q[1]!.replace(/`/g, '');
@@ -83,6 +84,8 @@ describe('citations in code comments', () => {
     expect(problems('see docs/nowhere.md', 'src/x.ts')).toEqual(['names docs/nowhere.md, which is not in the repo']);
     expect(problems('README "No such heading"', 'src/x.ts')).toEqual(['cites README.md "No such heading", which has no such section']);
     expect(problems('docs/protocol.md "Events", "Limits" and README "Quick start"', 'src/x.ts')).toEqual([]);
+    expect(problems('bench/README.md "Comparing two builds"', 'bench/x.ts')).toEqual([]);
+    expect(problems('bench/README.md "Quick start"', 'bench/x.ts')).toEqual(['cites bench/README.md "Quick start", which has no such section']);
     expect(comments('const u = "http://x"; // spec 4.1\n/**\n * docs/protocol.md "States and\n * transitions"\n */', false)).toEqual([
       'spec 4.1',
       'docs/protocol.md "States and transitions"',
