@@ -1,3 +1,4 @@
+import { isInvalid } from './validity.js';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -100,9 +101,18 @@ export function updatedFigures(file: FiguresFile, meta: RunMeta, results: readon
   return { ...file, figures };
 }
 
+/** Whether a run may update the figures (recordFigures). */
+export function standsForFigures(meta: Pick<RunMeta, 'mode'>, results: readonly ScenarioResult[], report: string): boolean {
+  return meta.mode !== 'smoke' && report.startsWith('bench/results/') && !results.some(isInvalid);
+}
+
 /** Writes the figures this run measured into bench/results/figures.json (bench/lib/output.ts calls it with the run's Markdown report). */
 export function recordFigures(meta: RunMeta, results: readonly ScenarioResult[], reportPath: string): void {
   const report = relative(root, reportPath);
+  // Only a report this repository keeps (bench/results), at a size whose figures mean something,
+  // from a valid run: a smoke run (the CI test), a run written elsewhere (--out) or an INVALID one
+  // leaves the figures as they are.
+  if (!standsForFigures(meta, results, report)) return;
   const next = updatedFigures(readFigures(), meta, results, report);
   writeFileSync(`${root}${FIGURES_FILE}`, `${JSON.stringify(next, null, 2)}\n`);
 }

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { readFigures, shown, updatedFigures, type FiguresFile } from '../../bench/lib/figures.js';
+import { readFigures, shown, standsForFigures, updatedFigures, type FiguresFile } from '../../bench/lib/figures.js';
 import type { RunMeta } from '../../bench/lib/runMeta.js';
 import type { ScenarioResult } from '../../bench/lib/report.js';
 
@@ -61,6 +61,14 @@ describe('bench/results/figures.json', () => {
     expect(updatedFigures(file, meta(), [lifecycle('1,234/s for 6 s (DISTURBED)')], 'x.md')).toEqual(file);
     expect(updatedFigures(file, meta({ topology: 'Redis Cluster of 3 primaries' }), [lifecycle('1,234/s')], 'x.md')).toEqual(file);
     expect(updatedFigures(file, meta({ target: 'https://calls.example.com' }), [lifecycle('1,234/s')], 'x.md')).toEqual(file);
+  });
+
+  it('a smoke run, a run written outside bench/results (--out) and an INVALID run record no figure', () => {
+    const ok = lifecycle('1,234/s for 6 s');
+    expect(standsForFigures(meta(), [ok], 'bench/results/x.md')).toBe(true);
+    expect(standsForFigures(meta({ mode: 'smoke' }), [ok], 'bench/results/x.md')).toBe(false);
+    expect(standsForFigures(meta(), [ok], '../../tmp/bench-smoke-1/x.md')).toBe(false);
+    expect(standsForFigures(meta(), [{ ...ok, error: 'it failed' }], 'bench/results/x.md')).toBe(false);
   });
 
   it('docs/performance.md holds the current figures only: at most 250 lines, every figure in its table', () => {
