@@ -16,12 +16,8 @@
   expectedRevision  decimal string, or '' when not given
   firstUse          on a cluster, '1' when the user's operationId binding was new: no record of
                     this operation exists unless a concurrent replay made it
-  retention         callMs (lua/includes/retention.lua)
-  operationTtlMs    how long the operation's record is kept
-  fingerprint       hash of the request; a replay must carry the same
-  earlyNotice       '1' on a single Redis: the change's early notice is published
-                    (lua/includes/appendOutbox.lua); '' on a cluster
-  traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
+  retention, operationTtlMs, fingerprint, earlyNotice, traceparent: those of every change of a
+                    call (lua/includes/openCallChange.lua)
 
   Returns one of
     { 'fresh' | 'replay', code, status, fields } with code

@@ -15,12 +15,8 @@
   forAll            '1': the caller of a group call ends it for everyone (else it leaves)
   firstUse          on a cluster, '1' when the user's operationId binding was new: no record of
                     this operation exists unless a concurrent replay made it
-  retention         callMs (lua/includes/retention.lua)
-  operationTtlMs    how long the operation's record is kept
-  fingerprint       hash of the request; a replay must carry the same
-  earlyNotice       '1' on a single Redis: the change's early notice is published
-                    (lua/includes/appendOutbox.lua); '' on a cluster
-  traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
+  retention, operationTtlMs, fingerprint, earlyNotice, traceparent: those of every change of a
+                    call (lua/includes/openCallChange.lua)
 
   The rules are the call machine's `end` rows (docs/protocol.md "The call machine"): an ended
   call and echo reasons change nothing; the caller cancels a ringing call, or ends an accepted one

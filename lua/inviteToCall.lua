@@ -19,12 +19,8 @@
   busy              JSON array: those of them in an accepted call (call waiting off): made `busy`
   ringTimeoutMs
   maxInvitees       GROUP_CALL_MAX_MEMBERS: members besides the caller a call may hold
-  retention         callMs (lua/includes/retention.lua)
-  operationTtlMs    how long the operation's record is kept
-  fingerprint       hash of the request; a replay must carry the same
-  earlyNotice       '1' on a single Redis: the change's early notice is published
-                    (lua/includes/appendOutbox.lua); '' on a cluster
-  traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
+  retention, operationTtlMs, fingerprint, earlyNotice, traceparent: those of every change of a
+                    call (lua/includes/openCallChange.lua)
 
   Returns
     { 'fresh' | 'replay', 'ok', 200, fields }

@@ -17,12 +17,8 @@
   userId            the requesting user
   via               how the invitation reached the installation: socket, apns or fcm (kept
                     with the receipt for the relay's invitation-to-receipt metric)
-  retention         callMs (lua/includes/retention.lua)
-  operationTtlMs    how long the operation's record is kept
-  fingerprint       hash of the request; a replay must carry the same
-  earlyNotice       '1' on a single Redis: the change's early notice is published
-                    (lua/includes/appendOutbox.lua); '' on a cluster
-  traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
+  retention, operationTtlMs, fingerprint, earlyNotice, traceparent: those of every change of a
+                    call (lua/includes/openCallChange.lua)
 
   Returns
     { 'fresh' | 'replay', 'ringing' | 'ok', 200, fields }  'ringing': this was the invitee's first receipt

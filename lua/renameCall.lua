@@ -13,12 +13,8 @@
   userId            the requesting user
   displayName       already cut to 256 UTF-8 bytes
   maxRenames        renames one call may have (each is an event in the callee's log)
-  retention         callMs (lua/includes/retention.lua)
-  operationTtlMs    how long the operation's record is kept
-  fingerprint       hash of the request; a replay must carry the same
-  earlyNotice       '1' on a single Redis: the change's early notice is published
-                    (lua/includes/appendOutbox.lua); '' on a cluster
-  traceparent       optional: the request's W3C trace context (docs/operations.md "Tracing")
+  retention, operationTtlMs, fingerprint, earlyNotice, traceparent: those of every change of a
+                    call (lua/includes/openCallChange.lua)
 
   An ended call, or the same name again, is returned unchanged (no revision, no event). A call
   renamed maxRenames times already is refused (`rename_limit`): one call cannot fill the

@@ -9,6 +9,14 @@
 --      and whether its early notice is published ('1', else ''; appendOutbox.lua);
 --   4. a ringing call past its expiresAtMs is ended as unanswered first (lazy expiry).
 -- Returns `call, now`, or `nil, nil, reply` when the script must answer `reply` at once.
+--
+-- The arguments every such script takes besides its own (src/redis/scripts.ts CHANGE_ARGS):
+--   retention       callMs (lua/includes/retention.lua)
+--   operationTtlMs  how long the operation's record is kept
+--   fingerprint     hash of the request; a replay must carry the same
+--   earlyNotice     '1' on a single Redis: the change's early notice is published
+--                   (lua/includes/appendOutbox.lua); '' on a cluster
+--   traceparent     optional: the request's W3C trace context (docs/operations.md "Tracing")
 --@include "nowMs"
 --@include "callRecord"
 --@include "callParties"
