@@ -18,7 +18,7 @@ import { mintToken } from '../../src/auth/devTokens.js';
 import { startStack, type Stack } from '../support/stack.js';
 import type { TestServer } from '../support/server.js';
 import { TEST_JWT_SECRET, tokenFor, type Identity } from '../support/tokens.js';
-import { shardBarriers, sleep, uid } from '../support/fixtures.js';
+import { DEFAULT_CALL_SHARDS, relayDone, shardBarriers, sleep, uid } from '../support/fixtures.js';
 import { waitUntil } from '../support/wait.js';
 
 /**
@@ -811,6 +811,9 @@ describe('SignalingClient after a gateway crash (kill -9)', () => {
     await c.rec.until('the 1006 close', () => c.rec.closes.length >= 1);
     expect(c.rec.closes[0]!.code).toBe(1006);
     await callerApi.sendMessage(call.callId, { n: 2 });
+    // Message 2 is out before the gateway comes back: on a cluster the relay publishes it, a hop
+    // later, and a gateway back by then would get it live instead of by the fetch.
+    await relayDone(stack.redis, { prefix: 'cb', shards: DEFAULT_CALL_SHARDS }, [call.callId]);
     const cursorAtCrash = saved.at(-1)!;
     expect(c.client.cursor).toBe(cursorAtCrash);
 
