@@ -19,6 +19,21 @@ local function sideOf(r)
   return r.role == 'caller' and 'caller' or 'callee'
 end
 
+-- Moves the member in the call to the requesting installation (the `move` rows: docs/protocol.md
+-- "Moving a call"). The installation it leaves is kept as `movedFrom` for the change's deliveries
+-- (it is told `movedElsewhere`); a call of two keeps its two installations in its own fields.
+local function applyMove(callKey, call, outboxKey, now, r)
+  local m = r.member
+  if r.pair then
+    local field = r.role == 'caller' and 'callerInstallationId' or 'answeredByInstallationId'
+    setCallFields(callKey, call, nil, field, r.installationId, 'movedFromInstallationId', m.installationId, 'revision', nextRevision(call))
+  else
+    m.movedFrom, m.installationId = m.installationId, r.installationId
+    saveMembers(callKey, call, nil)
+  end
+  return appendOutbox(outboxKey, call, 'moved', now, { m.userId })
+end
+
 local function applyToGroup(callKey, call, outboxKey, ringingKey, now, retention, r, t)
   local m = r.member
   if t.ends then
@@ -104,6 +119,7 @@ end
 local function runRequest(callKey, call, outboxKey, ringingKey, now, retention, r)
   local t = decideRequest(call, r)
   if not (t.member or t.ends) then return t.code, t.status, nil end
+  if t.change == 'moved' then return t.code, t.status, applyMove(callKey, call, outboxKey, now, r) end
   local apply = r.pair and applyToPair or applyToGroup
   return t.code, t.status, apply(callKey, call, outboxKey, ringingKey, now, retention, r, t)
 end

@@ -11,7 +11,7 @@
 --@include "callMachineRules"
 --@include "groupMembers"
 
-local ECHO_REASONS = { remoteEnded = true, callerCancelled = true, answeredElsewhere = true }
+local ECHO_REASONS = { remoteEnded = true, callerCancelled = true, answeredElsewhere = true, movedElsewhere = true }
 
 -- The guards the rows name (src/calls/machine.ts GUARDS).
 local GUARDS = {

@@ -25,22 +25,28 @@ local function machineRow(r, G)
     if member == 'joined' and G.sameInstallation(r) then return 16, { code = 'ok', status = 200, member = 'left', change = 'member' } end
     if (member == 'invited' or member == 'ringing') then return 17, { code = 'ok', status = 200, member = 'byReason', change = 'member' } end
     return 18, { code = 'ok', status = 200 }
+  elseif event == 'move' then
+    if (call == 'ringing' or call == 'ended') then return 19, { code = 'not_in_call', status = 409 } end
+    if member == 'joined' and G.sameInstallation(r) then return 20, { code = 'ok', status = 200 } end
+    if G.staleRevision(r) then return 21, { code = 'revision_conflict', status = 409 } end
+    if member == 'joined' then return 22, { code = 'ok', status = 200, member = 'joined', change = 'moved' } end
+    return 23, { code = 'not_in_call', status = 409 }
   elseif event == 'ringOut' then
-    if (member == 'invited' or member == 'ringing') and G.windowPassed(r) then return 19, { code = 'ok', status = 200, member = 'missed', change = 'member' } end
-    return 20, { code = 'ok', status = 200 }
+    if (member == 'invited' or member == 'ringing') and G.windowPassed(r) then return 24, { code = 'ok', status = 200, member = 'missed', change = 'member' } end
+    return 25, { code = 'ok', status = 200 }
   elseif event == 'invite' then
-    if (member == 'declined' or member == 'missed' or member == 'busy' or member == 'left') and G.busyElsewhere(r) then return 21, { code = 'ok', status = 200, member = 'busy', change = 'invited' } end
-    if (member == 'declined' or member == 'missed' or member == 'busy' or member == 'left') then return 22, { code = 'ok', status = 200, member = 'invited', change = 'invited' } end
-    return 23, { code = 'ok', status = 200 }
+    if (member == 'declined' or member == 'missed' or member == 'busy' or member == 'left') and G.busyElsewhere(r) then return 26, { code = 'ok', status = 200, member = 'busy', change = 'invited' } end
+    if (member == 'declined' or member == 'missed' or member == 'busy' or member == 'left') then return 27, { code = 'ok', status = 200, member = 'invited', change = 'invited' } end
+    return 28, { code = 'ok', status = 200 }
   elseif event == 'remove' then
-    if call == 'ended' then return 24, { code = 'ok', status = 200 } end
-    if role == 'caller' and call == 'ringing' then return 25, { code = 'ok', status = 200, ends = true, change = 'ended' } end
-    if (member == 'joined' or member == 'invited' or member == 'ringing') then return 26, { code = 'ok', status = 200, member = 'left', change = 'member' } end
-    return 27, { code = 'ok', status = 200 }
+    if call == 'ended' then return 29, { code = 'ok', status = 200 } end
+    if role == 'caller' and call == 'ringing' then return 30, { code = 'ok', status = 200, ends = true, change = 'ended' } end
+    if (member == 'joined' or member == 'invited' or member == 'ringing') then return 31, { code = 'ok', status = 200, member = 'left', change = 'member' } end
+    return 32, { code = 'ok', status = 200 }
   elseif event == 'close' then
-    if (member == 'invited' or member == 'ringing') then return 28, { code = 'ok', status = 200, member = 'missed' } end
-    if member == 'joined' then return 29, { code = 'ok', status = 200, member = 'left' } end
-    return 30, { code = 'ok', status = 200 }
+    if (member == 'invited' or member == 'ringing') then return 33, { code = 'ok', status = 200, member = 'missed' } end
+    if member == 'joined' then return 34, { code = 'ok', status = 200, member = 'left' } end
+    return 35, { code = 'ok', status = 200 }
   end
   return redis.error_reply('ERR the call machine has no row for ' .. tostring(event))
 end

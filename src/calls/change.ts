@@ -4,8 +4,9 @@ import { parseCallFields, CorruptRecordError, type CallRecord } from './model.js
  * One change of a call as the call scripts wrote it to the outbox (lua/includes/appendOutbox.lua).
  * `ringing`: an invitee's first ringing receipt. Group calls only (docs/group-calls.md): `joined`
  * (a member joined), `member` (members declined, missed, left), `invited` (members rung into the call).
+ * `moved`: a member in the call moved it to another of its installations (docs/protocol.md "Moving a call").
  */
-export const CHANGE_KINDS = ['created', 'answered', 'ended', 'renamed', 'ringing', 'joined', 'member', 'invited'] as const;
+export const CHANGE_KINDS = ['created', 'answered', 'ended', 'renamed', 'ringing', 'joined', 'member', 'invited', 'moved'] as const;
 export type ChangeKind = (typeof CHANGE_KINDS)[number];
 
 export interface CallChange {

@@ -16,9 +16,10 @@ import { MEMBER_STATES, type CallState, type MemberState } from './model.js';
  * What the machine decides: a party's requests (`ring`, `answer`, `end`), a member's ring window
  * ending (`ringOut`), a member rung into a live group call (`invite`: each invitee; a user new to
  * the call is decided as a member who is out), the app's backend removing a member (`remove`, docs/server-api.md "Remove
- * a participant"), and what becomes of each member when the call ends (`close`).
+ * a participant"), a member in the call moving it to another of its installations (`move`,
+ * docs/protocol.md "Moving a call"), and what becomes of each member when the call ends (`close`).
  */
-export const MACHINE_EVENTS = ['ring', 'answer', 'end', 'ringOut', 'invite', 'remove', 'close'] as const;
+export const MACHINE_EVENTS = ['ring', 'answer', 'end', 'move', 'ringOut', 'invite', 'remove', 'close'] as const;
 export type MachineEvent = (typeof MACHINE_EVENTS)[number];
 
 /** Who makes a request: the caller, or an invitee (the callee of a one-to-one call). */
@@ -32,7 +33,7 @@ export const GUARDS = {
   sameInstallation: 'the request comes from the member’s installation in the call',
   otherInstallation: 'the member is in the call from another installation',
   staleRevision: '`expectedRevision` is given and is not the call’s revision',
-  echoReason: 'the reason is one the server tells (`remoteEnded`, `callerCancelled`, `answeredElsewhere`)',
+  echoReason: 'the reason is one the server tells (`remoteEnded`, `callerCancelled`, `answeredElsewhere`, `movedElsewhere`)',
   forAll: '`forAll` is true',
   pair: 'the call is a one-to-one call (two members)',
   windowPassed: 'the member’s ring window has passed (`ringUntilMs`; a one-to-one call’s `expiresAtMs`)',
@@ -46,16 +47,17 @@ export type Guard = keyof typeof GUARDS;
  *  - `member`: the member's next state; `byReason`: from the reason its phone reported (`busy` →
  *    busy, `unanswered` → missed, any other → declined);
  *  - `ends`: the call ends at once, with the member's reason, side and installation;
- *  - `change`: the kind of the change appended to the call's outbox (what the parties are told).
+ *  - `change`: the kind of the change appended to the call's outbox (what the parties are told);
+ *    `moved`: the member stays `joined`, from the requesting installation.
  * A row without `member` or `ends` changes nothing.
  */
 export interface Outcome {
-  code: 'ok' | 'ringing' | 'forbidden' | 'answer_conflict' | 'revision_conflict';
+  code: 'ok' | 'ringing' | 'forbidden' | 'answer_conflict' | 'revision_conflict' | 'not_in_call';
   /** 403: refused before anything changes (a binding the request made is undone). */
   status: 200 | 403 | 409;
   member?: MemberState | 'byReason';
   ends?: true;
-  change?: 'joined' | 'member' | 'ringing' | 'invited' | 'ended';
+  change?: 'joined' | 'member' | 'ringing' | 'invited' | 'ended' | 'moved';
 }
 
 export interface Rule {
@@ -105,6 +107,12 @@ export const RULES: readonly Rule[] = [
   { event: 'end', member: ['joined'], when: ['sameInstallation'], then: { ...OK, member: 'left', change: 'member' }, says: 'a member in the call leaves' },
   { event: 'end', member: RINGING, then: { ...OK, member: 'byReason', change: 'member' }, says: 'a member still ringing declines (or reports busy or rang out)' },
   { event: 'end', then: OK, says: 'anyone else (another installation, a member who is out) changes nothing' },
+  // ---- moving the call to another installation of a member in it (docs/protocol.md "Moving a call")
+  { event: 'move', call: ['ringing', 'ended'], then: { code: 'not_in_call', status: 409 }, says: 'only an accepted call moves' },
+  { event: 'move', member: ['joined'], when: ['sameInstallation'], then: OK, says: 'already on this installation: nothing changes' },
+  { event: 'move', when: ['staleRevision'], then: { code: 'revision_conflict', status: 409 }, says: 'the call changed since the revision the device saw (another installation moved first)' },
+  { event: 'move', member: ['joined'], then: { ...OK, member: 'joined', change: 'moved' }, says: 'the member goes on from this installation; the one it leaves is told `movedElsewhere`' },
+  { event: 'move', then: { code: 'not_in_call', status: 409 }, says: 'a member not in the call (ringing or out) has nothing to move' },
   // ---- ring windows (the ring sweeps, and every request first: lua/includes/expireIfDue.lua)
   { event: 'ringOut', member: RINGING, when: ['windowPassed'], then: { ...OK, member: 'missed', change: 'member' }, says: 'a member still ringing past its window missed the call' },
   { event: 'ringOut', then: OK, says: 'a member not ringing, or within its window, stays' },
@@ -193,13 +201,14 @@ export function machineLua(): string {
   ].join('\n');
 }
 
-const EVENT_NAMES: Record<MachineEvent, string> = { ring: 'ringing receipt', answer: 'answer', end: 'end', ringOut: 'ring window ends', invite: 'invitation into a live call', remove: 'removal by the app’s backend', close: 'the call ends' };
+const EVENT_NAMES: Record<MachineEvent, string> = { ring: 'ringing receipt', answer: 'answer', end: 'end', move: 'move to another installation', ringOut: 'ring window ends', invite: 'invitation into a live call', remove: 'removal by the app’s backend', close: 'the call ends' };
 
 /** What a row's outcome does, in words (the docs' table). */
 function outcomeWords(t: Outcome): string {
   if (t.status !== 200) return `\`${t.status} ${t.code}\`, nothing changes`;
   if (t.ends) return 'the call ends';
   if (t.member === 'byReason') return 'the member is `declined` (`busy`, `missed` when its phone said `busy`, `unanswered`)';
+  if (t.change === 'moved') return 'the member is `joined` from the requesting installation';
   if (t.member) return `the member is \`${t.member}\`${t.member === 'joined' ? ' (the call is `accepted`)' : ''}`;
   return 'nothing changes';
 }

@@ -27,6 +27,8 @@ export interface Member {
   removedFrom?: MemberState;
   /** The state a joined member joined from. */
   joinedFrom?: MemberState;
+  /** The installation a member in the call last moved the call from (docs/protocol.md "Moving a call"). */
+  movedFrom?: string;
   /** When the call ended: what the member was doing then (ringing or in the call). */
   endedIn?: 'invited' | 'ringing' | 'joined';
 }
@@ -59,6 +61,8 @@ export interface CallRecord {
   /** A one-to-one call: when the callee's first ringing receipt came, and how the invitation had reached it. */
   ringingAtMs?: number;
   ringingVia?: string;
+  /** A one-to-one call: the installation its last move left (docs/protocol.md "Moving a call"). */
+  movedFromInstallationId?: string;
   /** A group call (docs/group-calls.md); absent on a one-to-one call. */
   group?: GroupPart;
 }
@@ -116,6 +120,7 @@ export function parseCallFields(flat: unknown): CallRecord {
   if (f.endedByInstallationId) rec.endedByInstallationId = f.endedByInstallationId;
   if (f.ringingAtMs) rec.ringingAtMs = int(f.ringingAtMs, 'ringingAtMs');
   if (f.ringingVia) rec.ringingVia = f.ringingVia;
+  if (f.movedFromInstallationId) rec.movedFromInstallationId = f.movedFromInstallationId;
   if (f.kind === 'group') rec.group = { title: f.title ?? '', members: parseMembers(f.members) };
   return rec;
 }
@@ -138,6 +143,7 @@ function parseMembers(json: string | undefined): Member[] {
     if (typeof r.installationId === 'string') m.installationId = r.installationId;
     if (typeof r.byInstallationId === 'string') m.byInstallationId = r.byInstallationId;
     if (typeof r.via === 'string') m.via = r.via;
+    if (typeof r.movedFrom === 'string') m.movedFrom = r.movedFrom;
     if (MEMBER_STATE_SET.has(r.joinedFrom as string)) m.joinedFrom = r.joinedFrom as MemberState;
     if (MEMBER_STATE_SET.has(r.removedFrom as string)) m.removedFrom = r.removedFrom as MemberState;
     if (r.endedIn === 'invited' || r.endedIn === 'ringing' || r.endedIn === 'joined') m.endedIn = r.endedIn;

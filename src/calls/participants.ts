@@ -58,6 +58,11 @@ export function inCallInstallation(call: CallRecord, userId: string): string | u
   return p?.state === 'joined' ? p.installationId : undefined;
 }
 
+/** The installation `userId`'s last move of the call left (docs/protocol.md "Moving a call"). */
+export function movedFrom(call: CallRecord, userId: string): string | undefined {
+  return call.group ? participantOf(call, userId)?.movedFrom : call.movedFromInstallationId;
+}
+
 /** The side a user is on: the caller's, or (every invitee of a group call too) the callee's. */
 export function sideOf(call: CallRecord, userId: string): Side | undefined {
   const p = participantOf(call, userId);

@@ -14,11 +14,12 @@ export const END_REASONS = [
   'answeredElsewhere',
   'failed',
   'busy',
+  'movedElsewhere',
 ] as const;
 export type EndReason = (typeof END_REASONS)[number];
 
 /**
- * Reasons accepted by POST /v1/calls/{id}/end. The last three are echoes of ends the backend
+ * Reasons accepted by POST /v1/calls/{id}/end. The last four are echoes of ends the backend
  * told the phone about; they are absorbed (they never change a call) so a client that reports
  * them back does no harm.
  */
@@ -31,6 +32,7 @@ export const REQUEST_END_REASONS = [
   'remoteEnded',
   'callerCancelled',
   'answeredElsewhere',
+  'movedElsewhere',
 ] as const satisfies readonly EndReason[];
 export type RequestEndReason = (typeof REQUEST_END_REASONS)[number];
 

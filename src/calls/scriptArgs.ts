@@ -229,7 +229,10 @@ export interface AnswerInput {
   fingerprint: string;
 }
 
-export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall<'answerCall'> {
+/** A move (lua/moveCall.lua) takes what an answer takes: the installation that claims the call. */
+export type MoveInput = AnswerInput;
+
+export function answerCallKeysArgs(s: StoreSettings, i: AnswerInput, firstUse = false, topology: Topology = 'cluster'): ScriptCall<'answerCall' | 'moveCall'> {
   return {
     keys: userRequestKeys(s, i, topology),
     args: {

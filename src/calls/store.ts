@@ -21,6 +21,7 @@ import {
   ringingKeysArgs,
   sendMessageKeysArgs,
   type AnswerInput,
+  type MoveInput,
   type CreateGroupInput,
   type CreateInput,
   type CreateLimit,
@@ -42,7 +43,7 @@ import {
 export * from './scriptArgs.js';
 
 /** 'ringing': a ringing receipt that was the invitee's first (lua/noteRinging.lua). */
-export type OutcomeCode = 'ok' | 'ringing' | 'answer_conflict' | 'revision_conflict';
+export type OutcomeCode = 'ok' | 'ringing' | 'answer_conflict' | 'revision_conflict' | 'not_in_call';
 export type FailureCode = 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_exists' | 'rename_limit' | 'not_group' | 'call_not_active' | 'too_many_members';
 
 export type Outcome =
@@ -55,7 +56,7 @@ export function fingerprint(action: string, parts: readonly (string | number | b
 }
 
 const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists', 'rename_limit', 'not_group', 'call_not_active', 'too_many_members']);
-const OUTCOMES = new Set<string>(['ok', 'ringing', 'answer_conflict', 'revision_conflict']);
+const OUTCOMES = new Set<string>(['ok', 'ringing', 'answer_conflict', 'revision_conflict', 'not_in_call']);
 
 /** Maps every reply of the create/answer/end/read scripts to a typed outcome. */
 export function parseOutcome(reply: unknown): Outcome {
@@ -124,7 +125,7 @@ export class CallStore {
     if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, userId, operationId));
   }
 
-  private async mutate<N extends 'answerCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging'>(
+  private async mutate<N extends 'answerCall' | 'moveCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging'>(
     userId: string,
     operationId: string,
     fp: string,
@@ -250,6 +251,11 @@ export class CallStore {
 
   answer(i: AnswerInput): Promise<Outcome> {
     return this.mutate(i.userId, i.operationId, i.fingerprint, 'answerCall', (firstUse) => answerCallKeysArgs(this.settings, i, firstUse, this.topology));
+  }
+
+  /** Moves an accepted call to another installation of a member in it (lua/moveCall.lua). */
+  move(i: MoveInput): Promise<Outcome> {
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'moveCall', (firstUse) => answerCallKeysArgs(this.settings, i, firstUse, this.topology));
   }
 
   end(i: EndInput): Promise<Outcome> {

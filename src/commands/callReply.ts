@@ -21,6 +21,8 @@ export function callReply(outcome: Outcome, userId: string, forbidden = 'only th
       return problemReply(errors.answerConflict(snapshot));
     case 'revision_conflict':
       return problemReply(errors.revisionConflict(snapshot));
+    case 'not_in_call':
+      return problemReply(errors.notInCall(snapshot));
   }
 }
 

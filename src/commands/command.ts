@@ -13,7 +13,7 @@ import type { RedisRateLimiter } from '../limits/rateLimiter.js';
  */
 export interface CallCommand<S extends z.ZodType = z.ZodType> {
   /** The frame's `type`. */
-  name: 'answer' | 'end' | 'rename' | 'message' | 'invite' | 'ringing';
+  name: 'answer' | 'end' | 'move' | 'rename' | 'message' | 'invite' | 'ringing';
   /** The route's last path segment. */
   path: string;
   body: S;

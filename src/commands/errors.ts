@@ -20,6 +20,7 @@ export const errorCatalogue = {
   idempotency_conflict: { status: 409, title: 'Operation ID reused with a different request', when: 'operationId reused with a different request' },
   revision_conflict: { status: 409, title: 'Revision does not match', when: '`expectedRevision` does not match (`snapshot`)' },
   call_exists: { status: 409, title: 'Call ID already used', when: 'callId already used' },
+  not_in_call: { status: 409, title: 'Not in the call', when: 'a move of a call that is not accepted, or by a user who is not in it (`snapshot`: [Moving a call](protocol.md#moving-a-call))' },
   call_not_active: { status: 409, title: 'Call is not ringing or accepted', when: 'an in-call message, or an invitation into a group call, after the call ended' },
   group_call_full: { status: 409, title: 'Group call is full', when: 'an invitation that would take a group call past `GROUP_CALL_MAX_MEMBERS` members besides its caller ([group calls](group-calls.md))' },
   payload_too_large: { status: 413, title: 'Payload too large', when: 'body over `BODY_LIMIT_BYTES`' },
@@ -77,6 +78,8 @@ export const errors = {
   idempotencyConflict: () => new ApiError('idempotency_conflict', 'this operationId was already used with a different request'),
   revisionConflict: (snapshot: CallSnapshot) =>
     new ApiError('revision_conflict', `expectedRevision does not match the call's revision ${snapshot.revision}`, { snapshot }),
+  notInCall: (snapshot: CallSnapshot) =>
+    new ApiError('not_in_call', snapshot.state === 'accepted' ? 'you are not in this call: only a member in it moves it' : `the call is ${snapshot.state}: only an accepted call moves`, { snapshot }),
   callExists: () => new ApiError('call_exists', 'this callId is already used by another call'),
   callNotActive: (what = 'messages can only be sent') => new ApiError('call_not_active', `the call has ended; ${what} while it rings or is accepted`),
   groupCallFull: () => new ApiError('group_call_full', 'a group call holds at most GROUP_CALL_MAX_MEMBERS members besides its caller'),

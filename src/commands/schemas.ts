@@ -82,6 +82,13 @@ export const answerCallBody = z.object({
   expectedRevision: decimalRevision.optional(),
 });
 
+/** A move: this installation claims the accepted call (docs/protocol.md "Moving a call"). */
+export const moveCallBody = z.object({
+  operationId: opaqueId,
+  installationId: principalId,
+  expectedRevision: decimalRevision.describe('the revision this installation saw; two installations that move at once saw the same one, and the second gets 409 `revision_conflict`'),
+});
+
 export const endCallBody = z.object({
   operationId: opaqueId,
   reason: z.enum(REQUEST_END_REASONS),

@@ -11,12 +11,13 @@ import { schema } from './openapiParts.js';
  * in docs/schemas/. Checked in as docs/asyncapi.json; a test parses it with @asyncapi/parser.
  */
 
-const eventSchemas = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed', 'call.ringing', 'call.participant'].map((name) => ({ $ref: `./schemas/${name}.json` }));
+const eventSchemas = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed', 'call.ringing', 'call.participant', 'call.moved'].map((name) => ({ $ref: `./schemas/${name}.json` }));
 
 /** What each command frame does; its fields are its HTTP route's body (docs/openapi.json) plus `callId`. */
 const COMMAND_SUMMARIES: Record<CallCommand['name'], { summary: string; example: Record<string, unknown> }> = {
   answer: { summary: 'Answer the call (POST /v1/calls/{id}/answer): the first answering installation wins.', example: { installationId: 'bob-phone' } },
   end: { summary: 'Hang up, cancel or decline (POST /v1/calls/{id}/end).', example: { reason: 'localHangup' } },
+  move: { summary: 'Move an accepted call to this installation of a member in it (POST /v1/calls/{id}/move).', example: { installationId: 'bob-tablet', expectedRevision: '3' } },
   rename: { summary: 'The caller changes the name shown (POST /v1/calls/{id}/rename).', example: { displayName: 'Alice (work)' } },
   message: { summary: 'An in-call message, e.g. SDP or an ICE candidate (POST /v1/calls/{id}/messages).', example: { payload: { kind: 'candidate', candidate: 'candidate:1 1 udp 2122260223 192.0.2.7 54400 typ host' } } },
   invite: { summary: 'A participant rings more users into a group call (POST /v1/calls/{id}/invite).', example: { userIds: ['dave'] } },

@@ -10,7 +10,7 @@ import {
   fcmMessageSchema,
   invitationSchema,
   messageSchema,
-  participantSchema,
+  participantSchema, movedSchema,
   renamedSchema,
   ringingSchema,
 } from '../events/payloadSchemas.js';
@@ -35,6 +35,7 @@ export function generatedDocuments(): Map<string, string> {
     'call.renamed': renamedSchema,
     'call.ringing': ringingSchema,
     'call.participant': participantSchema,
+    'call.moved': movedSchema,
     'call.message': messageSchema,
     'ios-voip-push-body': apnsBodySchema,
     'android-push-message': fcmMessageSchema,

@@ -53,6 +53,7 @@ export function openApiDocument(): Record<string, unknown> {
         CreateOneToOneCall: forbidding(schema(s.oneToOneCallBody, 'input'), 'calleeUserIds', 'title'),
         CreateGroupCall: forbidding(schema(s.groupCallBody, 'input'), 'calleeUserId'),
         AnswerCall: schema(s.answerCallBody, 'input'),
+        MoveCall: schema(s.moveCallBody, 'input'),
         EndCall: schema(s.endCallBody, 'input'),
         RenameCall: schema(s.renameCallBody, 'input'),
         MediaSessionRequest: schema(s.mediaSessionBody, 'input'),
@@ -176,11 +177,24 @@ export function openApiDocument(): Record<string, unknown> {
         'End a call',
         'Hang up, cancel, decline, or report a local failure, with the reason as this side saw it. The other side ' +
           'is told the reason from its own side (docs/protocol.md "End reasons"). The echoes `remoteEnded`, ' +
-          '`callerCancelled` and `answeredElsewhere` are accepted and change nothing. Ending an ended call returns ' +
+          '`callerCancelled`, `answeredElsewhere` and `movedElsewhere` are accepted and change nothing. Ending an ended call returns ' +
           'its terminal snapshot.',
         ['EndCall', { hangUp: { summary: 'Hang up', value: { operationId: 'op-end-1', reason: 'localHangup' } } }],
         ['The terminal (or current) snapshot', 'Ended', ENDED],
         ['invalid_request', 'not_found', 'idempotency_conflict', ...COMMON],
+      ),
+      '/v1/calls/{id}/move': callCommandPath(
+        'moveCall',
+        'Move an accepted call to this installation',
+        'Another installation of a user in an accepted call claims it (docs/protocol.md "Moving a call"): the call ' +
+          'keeps its callId and stays accepted, and goes on from this installation. The installation it leaves gets ' +
+          '`call.ended` with `movedElsewhere`; everyone else in the call gets `call.moved` and needs a new media ' +
+          'session with it (new ICE, or the SFU room again). `expectedRevision` is required: of two installations ' +
+          'that move at once, the second gets `revision_conflict`. A move of a call that is not accepted, or by a ' +
+          'user not in it, gets `not_in_call`; a move to the installation already in the call changes nothing.',
+        ['MoveCall', { move: { summary: 'Move the call to the tablet', value: { operationId: 'op-move-1', installationId: 'bob-tablet', expectedRevision: '2' } } }],
+        ['The moved call’s snapshot', 'Moved', { ...ACCEPTED, revision: '3', answeredByInstallationId: 'bob-tablet' }],
+        ['invalid_request', 'forbidden', 'not_found', 'revision_conflict', 'not_in_call', 'idempotency_conflict', ...COMMON],
       ),
       '/v1/calls/{id}/rename': callCommandPath(
         'renameCall',

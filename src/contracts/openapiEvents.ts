@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { acceptedSchema, endedSchema, invitationSchema, participantSchema, renamedSchema, ringingSchema } from '../events/payloadSchemas.js';
+import { acceptedSchema, endedSchema, invitationSchema, movedSchema, participantSchema, renamedSchema, ringingSchema } from '../events/payloadSchemas.js';
 import { ref, schema } from './openapiParts.js';
 
 /** The events of the log, each by its `type` and its component name in the OpenAPI document. */
@@ -10,6 +10,7 @@ const EVENTS: [type: string, component: string, payload: z.ZodType][] = [
   ['call.renamed', 'CallRenamed', renamedSchema],
   ['call.ringing', 'CallRinging', ringingSchema],
   ['call.participant', 'CallParticipant', participantSchema],
+  ['call.moved', 'CallMoved', movedSchema],
 ];
 
 /** Each event's schema, and `CallEvent`: one of them, told apart by `type`. */

@@ -88,6 +88,7 @@ const PROBLEM_DETAIL: Record<ErrorCode, string> = {
   idempotency_conflict: 'operationId was used for a different request',
   revision_conflict: 'expectedRevision 1 does not match the current revision 2',
   call_exists: 'this callId was already used',
+  not_in_call: 'the call is ringing: only an accepted call moves',
   call_not_active: 'the call has ended; messages are only for ringing or accepted calls',
   group_call_full: 'a group call holds at most GROUP_CALL_MAX_MEMBERS members besides its caller',
   payload_too_large: 'request body exceeds the limit of 16384 bytes',

@@ -3,6 +3,7 @@ import { wasAnswered } from '../calls/model.js';
 import type { CallChange } from '../calls/change.js';
 import { acceptedPayload, endedPayload, invitationPayload, renamedPayload, ringingPayload } from './payloads.js';
 import { groupDeliveriesFor } from './groupAudience.js';
+import { movedDeliveries } from './movedAudience.js';
 import type { Delivery } from './delivery.js';
 
 /**
@@ -42,6 +43,8 @@ export function deliveriesFor(change: CallChange): Delivery[] {
     case 'invited':
       // Group call changes only.
       return [];
+    case 'moved':
+      return movedDeliveries(change);
     case 'ended': {
       const by = call.endedBy ?? 'system';
       const reason = call.endReason ?? 'remoteEnded';

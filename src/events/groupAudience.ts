@@ -3,6 +3,7 @@ import { reasonForSide, type EndReason } from '../calls/reasons.js';
 import type { CallChange } from '../calls/change.js';
 import { endedPayload, invitationPayload, participantPayload, renamedPayload, ringingPayload } from './payloads.js';
 import type { Delivery } from './delivery.js';
+import { movedDeliveries } from './movedAudience.js';
 
 /**
  * Who is told what about one change of a group call (docs/group-calls.md "Who receives what"):
@@ -57,6 +58,8 @@ export function groupDeliveriesFor(change: CallChange): Delivery[] {
       });
     case 'ended':
       return endedDeliveries(call, atMs);
+    case 'moved':
+      return movedDeliveries(change);
     case 'answered':
       return [];
   }

@@ -65,6 +65,16 @@ export const participantSchema = z
   })
   .meta({ title: 'call.participant' });
 
+/** A member in the call moved it to another of its installations (docs/protocol.md "Moving a call"). */
+export const movedSchema = z
+  .object({
+    ...eventCommon,
+    type: z.literal('call.moved'),
+    userId: z.string().min(1).describe('the member who moved the call'),
+    installationId: z.string().min(1).describe('the installation the member is in the call from now: a new media session is needed with it'),
+  })
+  .meta({ title: 'call.moved' });
+
 /**
  * An in-call message (docs/api.md "In-call messages"): not a change of the call (no `revision`), and
  * not in the event log; delivered in a `message` signaling frame.
@@ -82,7 +92,7 @@ export const messageSchema = z
   })
   .meta({ title: 'call.message', description: 'In-call message between the parties of a ringing or accepted call' });
 
-export const eventSchema = z.discriminatedUnion('type', [invitationSchema, acceptedSchema, endedSchema, renamedSchema, ringingSchema, participantSchema]);
+export const eventSchema = z.discriminatedUnion('type', [invitationSchema, acceptedSchema, endedSchema, renamedSchema, ringingSchema, participantSchema, movedSchema]);
 
 /** The iOS VoIP push body (docs/protocol.md "iOS VoIP invitation"). */
 export const apnsBodySchema = z

@@ -1,7 +1,7 @@
 import type { CallRecord, Member } from '../calls/model.js';
 import type { EndReason } from '../calls/reasons.js';
 import type { z } from 'zod';
-import type { acceptedSchema, endedSchema, invitationSchema, participantSchema, renamedSchema, ringingSchema } from './payloadSchemas.js';
+import type { acceptedSchema, endedSchema, invitationSchema, movedSchema, participantSchema, renamedSchema, ringingSchema } from './payloadSchemas.js';
 
 /** Builders of the event payloads (schemas in payloadSchemas.ts; docs/protocol.md "Events"). */
 
@@ -11,8 +11,9 @@ export type EndedPayload = z.infer<typeof endedSchema>;
 export type RenamedPayload = z.infer<typeof renamedSchema>;
 export type RingingPayload = z.infer<typeof ringingSchema>;
 export type ParticipantPayload = z.infer<typeof participantSchema>;
+export type MovedPayload = z.infer<typeof movedSchema>;
 
-export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload;
+export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload | MovedPayload;
 
 /**
  * Event IDs are derived from the change, so a relay that delivers a change twice delivers the
@@ -94,4 +95,8 @@ export function participantPayload(call: CallRecord, occurredAtMs: number, m: Me
   };
   if (m.state === 'joined' && m.installationId) p.installationId = m.installationId;
   return p;
+}
+
+export function movedPayload(call: CallRecord, occurredAtMs: number, userId: string, installationId: string): MovedPayload {
+  return { schemaVersion: 1, eventId: eventIdFor(call, `moved.${userId}`), type: 'call.moved', callId: call.callId, revision: call.revision, occurredAtMs, userId, installationId };
 }

@@ -1,5 +1,6 @@
 import type { CallChange, ChangeHandler } from '../calls/change.js';
 import { memberOf, type CallRecord } from '../calls/model.js';
+import { inCallInstallation, movedFrom } from '../calls/participants.js';
 import type { Config } from '../config/config.js';
 import type { Logger } from '../util/logger.js';
 import { SfuUnavailableError } from './janusApi.js';
@@ -9,7 +10,8 @@ import type { RoomKeepingSfu, SfuParticipant } from './sfu.js';
  * The life of a call's SFU room, as a side effect of the relayed changes (docs/operations.md
  * "SFU media"): made when the call is accepted (a one-to-one call's answer with MEDIA_MODE=sfu, a
  * group call's first join), emptied of each group member who leaves or is removed, removed when
- * an accepted call ends. Run by the relay, so at least once and after a crash too; every step is
+ * an accepted call ends; a member who moves the call to another installation leaves the room from
+ * the one it left (docs/protocol.md "Moving a call"). Run by the relay, so at least once and after a crash too; every step is
  * idempotent, so a retried batch makes no second room and kicks no one twice. A call's changes
  * run in outbox order; different calls at once.
  *
@@ -23,11 +25,12 @@ export function roomKeeper(sfu: Pick<RoomKeepingSfu, 'openRoom' | 'closeRoom' | 
     if (!usesSfu(c.call)) return;
     if (c.kind === 'answered' || (c.kind === 'joined' && c.call.acceptedAtMs === c.atMs)) await sfu.openRoom(c.call.callId);
     else if (c.kind === 'member') await sfu.evict(c.call.callId, leavers(c, now));
+    else if (c.kind === 'moved') await sfu.evict(c.call.callId, movedAway(c, now));
     else if (c.kind === 'ended' && c.call.acceptedAtMs !== undefined) await sfu.closeRoom(c.call.callId);
   };
   return {
     name: 'sfu-rooms',
-    callsOf: (changes) => changes.filter((c) => c.kind === 'member').map((c) => c.call.callId),
+    callsOf: (changes) => changes.filter((c) => c.kind === 'member' || c.kind === 'moved').map((c) => c.call.callId),
     async handle(changes, reads) {
       const byCall = new Map<string, CallChange[]>();
       for (const c of changes) byCall.set(c.call.callId, [...(byCall.get(c.call.callId) ?? []), c]);
@@ -60,4 +63,16 @@ function leavers(c: CallChange, now: CallRecord | undefined): SfuParticipant[] {
     gone.push({ callId: c.call.callId, userId, installationId: m.installationId });
   }
   return gone;
+}
+
+/**
+ * The installations a `moved` change took out of the call: the one each subject moved from, but
+ * not one the subject is in the call from again by the time the relay read the call (`now`).
+ */
+function movedAway(c: CallChange, now: CallRecord | undefined): SfuParticipant[] {
+  return (c.subjects ?? []).flatMap((userId) => {
+    const from = movedFrom(c.call, userId);
+    if (from === undefined || (now && inCallInstallation(now, userId) === from)) return [];
+    return [{ callId: c.call.callId, userId, installationId: from }];
+  });
 }

@@ -60,7 +60,7 @@ export function pushesFor(
     }
     return out;
   }
-  if (!enabled.androidPush || change.kind === 'renamed' || change.kind === 'ringing') return out;
+  if (!enabled.androidPush || change.kind === 'renamed' || change.kind === 'ringing' || change.kind === 'moved') return out;
   // Signals follow the signaling deliveries of the change, so both say the same thing.
   const wasRinging = change.kind === 'answered' || !wasAnswered(call);
   for (const d of deliveriesFor(change)) {

@@ -63,6 +63,7 @@ export const scriptDefinitions = {
   },
   noteRinging: { numberOfKeys: 'variable', traced: true, args: ['userId', 'via', ...CHANGE_ARGS] },
   answerCall: { numberOfKeys: 'variable', traced: true, args: ['userId', 'installationId', 'expectedRevision', 'firstUse', ...CHANGE_ARGS] },
+  moveCall: { numberOfKeys: 'variable', traced: true, args: ['userId', 'installationId', 'expectedRevision', 'firstUse', ...CHANGE_ARGS] },
   endCall: { numberOfKeys: 'variable', traced: true, args: ['userId', 'installationId', 'reason', 'forAll', 'firstUse', ...CHANGE_ARGS] },
   endCallByServer: { numberOfKeys: 3, args: ['reason', 'retention', 'earlyNotice'] },
   removeMember: { numberOfKeys: 3, args: ['userId', 'retention', 'earlyNotice'] },

@@ -8,15 +8,16 @@ import { isPrivateNetworkHost } from './privateNetwork.js';
  * validated at start; an error names the endpoint and the field.
  */
 
-export const WEBHOOK_EVENT_TYPES = ['call.created', 'call.accepted', 'call.ended', 'call.participant', 'push.token_removed'] as const;
+export const WEBHOOK_EVENT_TYPES = ['call.created', 'call.accepted', 'call.ended', 'call.participant', 'call.moved', 'push.token_removed'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /**
- * What an endpoint that names no events gets: every type but `call.participant`, which came with
- * group calls and goes only to endpoints that name it, so a receiver written for the first four
- * never sees a type it does not know (docs/webhooks.md "Configuration").
+ * What an endpoint that names no events gets: every type but `call.participant` (it came with
+ * group calls) and `call.moved` (with moving a call), which go only to endpoints that name them, so
+ * a receiver written for the first four never sees a type it does not know (docs/webhooks.md
+ * "Configuration").
  */
-export const DEFAULT_WEBHOOK_EVENTS: readonly WebhookEventType[] = WEBHOOK_EVENT_TYPES.filter((t) => t !== 'call.participant');
+export const DEFAULT_WEBHOOK_EVENTS: readonly WebhookEventType[] = WEBHOOK_EVENT_TYPES.filter((t) => t !== 'call.participant' && t !== 'call.moved');
 
 /** A Standard Webhooks secret: `whsec_` and the base64 of 24 to 64 random bytes. */
 const secretSchema = z.string().refine((s) => {

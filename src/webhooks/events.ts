@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { CallChange } from '../calls/change.js';
 import { memberOf } from '../calls/model.js';
+import { movedFrom, participantOf } from '../calls/participants.js';
 import { callOutcome, reasonSeenBy } from '../history/callHistory.js';
 import type { PushTokenKind } from '../push/kinds.js';
 import type { WebhookEventType } from './endpoints.js';
@@ -62,6 +63,13 @@ export function callEventsOf(change: CallChange): WebhookEvent[] {
       return participants;
     case 'ringing':
       return call.group ? participants : [];
+    case 'moved':
+      return (change.subjects ?? []).flatMap((userId): WebhookEvent[] => {
+        const to = participantOf(call, userId)?.installationId;
+        const from = movedFrom(call, userId);
+        if (!to || !from) return [];
+        return [{ type: 'call.moved', key: `${key}.m.${userId}`, atMs, data: { callId: call.callId, callerUserId: call.callerUserId, userId, fromInstallationId: from, toInstallationId: to, occurredAtMs: atMs } }];
+      });
     case 'ended': {
       const o = callOutcome(call);
       return [

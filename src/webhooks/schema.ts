@@ -40,6 +40,15 @@ export const callParticipantData = z.object({
   occurredAtMs: z.number().int(),
 });
 
+export const callMovedData = z.object({
+  callId: z.string(),
+  callerUserId: z.string(),
+  userId: z.string().describe('the member who moved the call to another of its installations'),
+  fromInstallationId: z.string().describe('the installation it left (told `movedElsewhere`)'),
+  toInstallationId: z.string().describe('the installation it is in the call from now'),
+  occurredAtMs: z.number().int(),
+});
+
 export const callAcceptedData = z.object({
   ...parties,
   acceptedAtMs: z.number().int(),
@@ -76,5 +85,6 @@ export const webhookBodies = {
   'call.accepted': envelope('call.accepted', callAcceptedData),
   'call.ended': envelope('call.ended', callEndedData),
   'call.participant': envelope('call.participant', callParticipantData),
+  'call.moved': envelope('call.moved', callMovedData),
   'push.token_removed': envelope('push.token_removed', tokenRemovedData),
 } as const;

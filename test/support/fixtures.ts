@@ -129,6 +129,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   idempotency_conflict: 409,
   revision_conflict: 409,
   call_exists: 409,
+  not_in_call: 409,
   call_not_active: 409,
   group_call_full: 409,
   payload_too_large: 413,

@@ -4,9 +4,9 @@ import { END_REASONS, REQUEST_END_REASONS, reasonForSide, type EndReason, type E
 /** src/calls/reasons.ts: the end reasons of docs/protocol.md "End reasons" and how each side reads them. */
 
 describe('END_REASONS / REQUEST_END_REASONS', () => {
-  it('END_REASONS are exactly the reasons docs/protocol.md names (including busy)', () => {
+  it('END_REASONS are exactly the reasons docs/protocol.md names (including busy, and movedElsewhere: "Moving a call")', () => {
     expect([...END_REASONS].sort()).toEqual(
-      ['localHangup', 'declined', 'unanswered', 'remoteEnded', 'callerCancelled', 'answeredElsewhere', 'failed', 'busy'].sort(),
+      ['localHangup', 'declined', 'unanswered', 'remoteEnded', 'callerCancelled', 'answeredElsewhere', 'failed', 'busy', 'movedElsewhere'].sort(),
     );
   });
 

@@ -95,7 +95,7 @@ describe('OpenAPI content', () => {
     expect(page.properties.events.items).toEqual({ $ref: '#/components/schemas/CallEvent' });
     expect(page.required).toEqual(expect.arrayContaining(['events', 'nextCursor', 'hasMore']));
     const variants = doc.components.schemas.CallEvent.oneOf.map((r: { $ref: string }) => r.$ref);
-    expect(variants).toEqual(['CallInvited', 'CallAccepted', 'CallEnded', 'CallRenamed', 'CallRinging', 'CallParticipant'].map((n) => `#/components/schemas/${n}`));
+    expect(variants).toEqual(['CallInvited', 'CallAccepted', 'CallEnded', 'CallRenamed', 'CallRinging', 'CallParticipant', 'CallMoved'].map((n) => `#/components/schemas/${n}`));
     const limit = doc.paths['/v1/call-events'].get.parameters.find((p: { name: string }) => p.name === 'limit');
     expect(limit.schema).toEqual({ type: 'integer', minimum: 1, maximum: 500, default: 100 });
     expect(limit.description).toMatch(/entries/);
@@ -111,13 +111,13 @@ describe('AsyncAPI document of /v1/signaling', () => {
     expect(document!.version()).toBe('3.0.0');
     const event = document!.components().messages().get('event')!;
     const variants = (event.payload()!.json() as { properties: { event: { oneOf: { title: string; $id: string }[] } } }).properties.event.oneOf;
-    const events = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed', 'call.ringing', 'call.participant'];
+    const events = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed', 'call.ringing', 'call.participant', 'call.moved'];
     expect(variants.map((v) => v.title)).toEqual(events);
     expect(variants.map((v) => v.$id)).toEqual(events.map((n) => `${SCHEMA_ID_BASE}${n}.json`));
     const channel = document!.channels().get('signaling')!;
     expect(channel.address()).toBe('/v1/signaling');
     expect(channel.messages().all().map((m) => m.id()).sort()).toEqual(
-      ['answerCommand', 'endCommand', 'error', 'event', 'gap', 'inviteCommand', 'message', 'messageCommand', 'ping', 'pong', 'renameCommand', 'reply', 'ringingCommand', 'synced'],
+      ['answerCommand', 'endCommand', 'error', 'event', 'gap', 'inviteCommand', 'message', 'messageCommand', 'moveCommand', 'ping', 'pong', 'renameCommand', 'reply', 'ringingCommand', 'synced'],
     );
     // A command frame is its route's body plus type and callId.
     const answerFrame = document!.components().messages().get('answerCommand')!.payload()!.json() as { required: string[] };

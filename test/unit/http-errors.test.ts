@@ -28,9 +28,10 @@ describe('errorCatalogue', () => {
     }
   });
 
-  it('adds only method_not_allowed (405), call_not_active (409, docs/api.md "In-call messages"), group_call_full (409, docs/group-calls.md) and sfu_unavailable (503, docs/api.md "Media session") beyond the original design', () => {
+  it('adds only method_not_allowed (405), call_not_active (409, docs/api.md "In-call messages"), group_call_full (409, docs/group-calls.md), not_in_call (409, docs/protocol.md "Moving a call") and sfu_unavailable (503, docs/api.md "Media session") beyond the original design', () => {
     const extra = Object.keys(errorCatalogue).filter((c) => !(c in DOCUMENTED_STATUSES));
-    expect(extra.sort()).toEqual(['call_not_active', 'group_call_full', 'method_not_allowed', 'sfu_unavailable']);
+    expect(extra.sort()).toEqual(['call_not_active', 'group_call_full', 'method_not_allowed', 'not_in_call', 'sfu_unavailable']);
+    expect(errorCatalogue.not_in_call.status).toBe(409);
     expect(errorCatalogue.group_call_full.status).toBe(409);
     expect(errorCatalogue.method_not_allowed.status).toBe(405);
     expect(errorCatalogue.call_not_active.status).toBe(409);

@@ -119,6 +119,16 @@ export class CallingClient {
   }
 
   /**
+   * Moves an accepted call to this installation (docs/protocol.md "Moving a call"), with the
+   * revision it saw: the installation it leaves gets `call.ended` `movedElsewhere`, the others in
+   * the call `call.moved`. ProblemError `revision_conflict` when another installation moved first,
+   * `not_in_call` when the call is not accepted or this user is not in it.
+   */
+  move(callId: string, input: { installationId: string; expectedRevision: string; operationId?: string }): Promise<CallSnapshot> {
+    return this.command('move', 'move', callId, { installationId: input.installationId, expectedRevision: input.expectedRevision, operationId: input.operationId ?? randomId() });
+  }
+
+  /**
    * Hangs up, declines or cancels. In a group call a member leaves with it; the caller, from its
    * installation in the call, ends it for everyone with `forAll` (docs/group-calls.md "Leaving,
    * declining, cancelling").

@@ -12,7 +12,8 @@ export type EndReason =
   | 'callerCancelled'
   | 'answeredElsewhere'
   | 'failed'
-  | 'busy';
+  | 'busy'
+  | 'movedElsewhere';
 
 /** What POST /v1/calls/{id}/end accepts. */
 export type RequestEndReason = EndReason;
@@ -115,7 +116,17 @@ export interface ParticipantPayload extends EventCommon {
   installationId?: string;
 }
 
-export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload;
+/** A user in the call moved it to another of its installations (docs/protocol.md "Moving a call"): connect media to it anew. */
+export interface MovedPayload extends EventCommon {
+  type: 'call.moved';
+  occurredAtMs: number;
+  /** The user who moved the call. */
+  userId: string;
+  /** The installation that user is in the call from now. */
+  installationId: string;
+}
+
+export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload | MovedPayload;
 
 export interface IceServer {
   urls: string[];
