@@ -86,6 +86,13 @@ export class Api {
   answer(callId, installationId) {
     return this.operation(`/v1/calls/${encodeURIComponent(callId)}/answer`, { installationId }, { type: 'answer', callId });
   }
+  /** Moves an accepted call to this installation (docs/protocol.md "Moving a call"), with the revision it saw. */
+  move(callId, installationId, expectedRevision) {
+    return this.operation(`/v1/calls/${encodeURIComponent(callId)}/move`, { installationId, expectedRevision }, { type: 'move', callId });
+  }
+  getCall(callId) {
+    return this.request('GET', `/v1/calls/${encodeURIComponent(callId)}`);
+  }
   /** `forAll`: a group call's caller ends it for everyone instead of leaving. */
   end(callId, reason, forAll) {
     return this.operation(`/v1/calls/${encodeURIComponent(callId)}/end`, { reason, ...(forAll ? { forAll } : {}) }, { type: 'end', callId });

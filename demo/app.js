@@ -192,6 +192,12 @@ function handleEvent(e) {
       call.peer = e.displayName;
       render();
       return;
+    case 'call.moved':
+      // The other party goes on from another installation (docs/protocol.md "Moving a call"): a
+      // new peer connection with it; messages from the installation it left are dropped.
+      call.peerInstallationId = e.installationId;
+      if (!call.group && call.media) restartMedia(call);
+      return;
   }
 }
 
@@ -214,6 +220,7 @@ function onMessage(m) {
   const call = state.call;
   log('call.message', `#${m.seq} ${m.payload.kind ?? 'message'} from ${m.fromInstallationId}`);
   if (call?.id === m.callId) call.lastSeq = Math.max(call.lastSeq, m.seq);
+  if (call?.id === m.callId && call.peerInstallationId && m.fromInstallationId !== call.peerInstallationId) return;
   if (call?.id === m.callId && call.media) {
     call.media.deliver(m.payload);
     return;
@@ -422,6 +429,36 @@ async function endCall(reason, forAll = false) {
 
 const hangUp = () => endCall('localHangup');
 
+/**
+ * Takes the call from this user's other installation (docs/protocol.md "Moving a call"): with the
+ * revision of the snapshot just read; then this page's own media session and connection.
+ */
+async function moveHere() {
+  const call = state.call;
+  if (!call || call.group) return;
+  clearError();
+  try {
+    const snapshot = await state.api.getCall(call.id);
+    await state.api.move(call.id, state.session.installationId, snapshot.revision);
+    call.status = 'connecting';
+    call.endReason = undefined;
+    render();
+    startMedia(call);
+  } catch (err) {
+    showError(err);
+  }
+}
+
+/** A new peer connection for the call, as at its start (the other party moved). */
+function restartMedia(call) {
+  call.mediaKeeper?.stop();
+  call.media?.close();
+  call.media = undefined;
+  call.status = 'connecting';
+  render();
+  startMedia(call);
+}
+
 async function startMedia(call) {
   try {
     // The client package's keeper renews the media session before it expires; each new one's ICE
@@ -492,6 +529,7 @@ const END_TEXT = {
   callerCancelled: (c) => `${c.peer} cancelled the call`,
   unanswered: (c) => (c.role === 'caller' ? 'No answer' : 'Missed call'),
   answeredElsewhere: () => 'Answered on another device',
+  movedElsewhere: () => 'Moved to another device',
   busy: (c) => `${c.peer} is busy`,
   failed: () => 'The call failed',
 };
@@ -537,6 +575,8 @@ function render() {
   $('call-btn').disabled = !!call && !isOver(call);
   $('group-call-btn').disabled = !!call && !isOver(call);
   $('callback-btn').hidden = status !== 'ended' || !call.peerUserId || call.group;
+  // A call this user took on another installation can move here while it goes on.
+  $('move-btn').hidden = status !== 'ended' || call.group || (call.endReason !== 'answeredElsewhere' && call.endReason !== 'movedElsewhere');
   $('members').hidden = !call?.group;
   $('tiles').hidden = !call?.groupMedia;
   $('invite-form').hidden = !call?.group || (status !== 'connected' && !(status === 'outgoing' && call.role === 'caller'));
@@ -589,6 +629,8 @@ function describeEvent(e) {
       return `${e.userId}'s phone rings`;
     case 'call.participant':
       return `${e.userId} ${e.state}${e.installationId ? ` on ${e.installationId}` : ''}`;
+    case 'call.moved':
+      return `${e.userId} moved it to ${e.installationId}`;
     default:
       return '';
   }
@@ -627,6 +669,7 @@ $('decline-btn').addEventListener('click', () => endCall('declined'));
 $('cancel-btn').addEventListener('click', hangUp);
 $('hangup-btn').addEventListener('click', hangUp);
 $('reconnect-btn').addEventListener('click', () => state.signaling?.reconnect());
+$('move-btn').addEventListener('click', moveHere);
 $('callback-btn').addEventListener('click', () => placeCall(state.call.peerUserId, state.call.video));
 // The duration of the call in progress.
 setInterval(() => {

@@ -190,6 +190,40 @@ describe('browser softphone', () => {
     await shot(bob, 'call-bob-remote-ended');
   }, 150_000);
 
+  it("move: Bob's second page takes the accepted call from his first; media flows to it, the first shows movedElsewhere", async () => {
+    const { alice, bob, bobId } = await users(server.url);
+    const bobTablet = await signedIn(server.url, bobId, 'Bob');
+    await dial(alice, bob, bobId, 'move');
+    await bobTablet.waitForSelector('#call-state[data-state="incoming"]');
+    await bob.click('#answer-btn');
+    await Promise.all([alice, bob].map((p) => p.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 })));
+    await endReason(bobTablet, 'answeredElsewhere');
+    await shot(bobTablet, 'move-tablet-answered-elsewhere');
+
+    // The tablet takes the call: the phone's call ends as moved, Alice connects anew to the tablet.
+    await alice.evaluate(() => ((window as any).pcBeforeMove = window.softphone.pc));
+    await bobTablet.click('#move-btn');
+    await endReason(bob, 'movedElsewhere');
+    expect(await bob.textContent('#end-reason')).toContain('Moved to another device');
+    expect(await bob.evaluate(() => window.softphone.pc === undefined)).toBe(true);
+    await Promise.all([alice, bobTablet].map((p) => p.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 })));
+    for (const page of [alice, bobTablet]) {
+      await expect.poll(async () => (await peerStats(page))?.bytesReceived ?? 0, { timeout: 20_000 }).toBeGreaterThan(10_000);
+      expect(await peerStats(page)).toMatchObject({ policy: 'relay', state: 'connected', localType: 'relay', remoteType: 'relay', kinds: ['audio', 'video'] });
+    }
+    // Alice's media is a new peer connection, with the tablet; the one with the phone is closed.
+    expect(await alice.evaluate(() => window.softphone.pc !== (window as any).pcBeforeMove && (window as any).pcBeforeMove.connectionState === 'closed')).toBe(true);
+    await shot(alice, 'move-alice-connected-to-tablet');
+    await shot(bobTablet, 'move-tablet-connected');
+    await shot(bob, 'move-phone-moved-elsewhere');
+
+    // The call is one call throughout: the tablet hangs up and Alice sees Bob hang up.
+    await bobTablet.click('#hangup-btn');
+    await endReason(bobTablet, 'localHangup');
+    await endReason(alice, 'remoteEnded');
+    for (const page of [alice, bob, bobTablet]) expect(errorsOf.get(page)).toEqual([]);
+  }, 150_000);
+
   it('decline: the callee declines; both sides show declined', async () => {
     const { alice, bob, bobId } = await users(server.url);
     await dial(alice, bob, bobId, 'decline');
