@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { stackForFile } from '../support/stack.js';
+import { forFile, startStack } from '../support/stack.js';
+import { connect } from '../support/ws-client.js';
+import { newSecret, startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.js';
+import { waitUntil } from '../support/wait.js';
 import { acceptedCall, device, end, eventsUntil, expectJson, expectProblem, getCall, headCursor, ringingCall, sibling, uid, type Device } from '../support/fixtures.js';
 import { groupCall } from '../support/groupCall.js';
 import { readAllEvents } from './helpers.js';
@@ -12,7 +15,23 @@ import { readAllEvents } from './helpers.js';
  */
 
 let url: string;
-stackForFile({ TURN_SECRET: 'move-test-turn-secret', TURN_URLS: 'turn:127.0.0.1:3478' }, (s) => (url = s.url));
+let hooks: WebhookReceiver;
+const secret = newSecret();
+forFile(
+  async () => {
+    hooks = await startWebhookReceiver([secret]);
+    const webhooks = [{ id: 'moves', url: hooks.url, secret, events: ['call.moved', 'call.ended'] }];
+    const stack = await startStack({ TURN_SECRET: 'move-test-turn-secret', TURN_URLS: 'turn:127.0.0.1:3478', WEBHOOKS: JSON.stringify(webhooks) });
+    return {
+      stack,
+      async stop() {
+        await stack.stop();
+        await hooks.close();
+      },
+    };
+  },
+  (s) => (url = s.stack.url),
+);
 
 function move(d: Device, callId: string, expectedRevision: string, operationId = uid('op')) {
   return d.api.post(`/v1/calls/${callId}/move`, { operationId, installationId: d.installationId, expectedRevision });
@@ -91,6 +110,37 @@ describe('moving a one-to-one call', () => {
 
     expectJson(await end(caller, callId, 'localHangup'), 200);
     expectProblem(await move(tablet, callId, '3'), 'not_in_call', 'the call is ended: only an accepted call moves', ['snapshot']);
+  });
+});
+
+describe('moving over the socket, and what the app backend and history see', () => {
+  it('a `move` frame moves the call as the route does; the webhook call.moved names both installations; the history keeps the one at the end', async () => {
+    const { callId, caller, callee: phone } = await acceptedCall(url);
+    const tablet = sibling(url, phone);
+    const socket = await connect(url, tablet.token);
+    try {
+      const reply = await socket.command({ type: 'move', callId, operationId: uid('op'), installationId: tablet.installationId, expectedRevision: '2' });
+      expect(reply).toMatchObject({ type: 'reply', status: 200, body: { callId, state: 'accepted', revision: '3', answeredByInstallationId: tablet.installationId } });
+    } finally {
+      await socket.close();
+    }
+    expectJson(await end(caller, callId, 'localHangup'), 200);
+
+    const ofCall = (type: string) => [...hooks.unique().values()].filter((w) => w.json?.type === type && w.json?.data?.callId === callId);
+    await waitUntil('the webhooks of the move and the end', () => ofCall('call.moved').length === 1 && ofCall('call.ended').length === 1);
+    expect(ofCall('call.moved')[0]!.json.data).toEqual({
+      callId,
+      callerUserId: caller.userId,
+      userId: phone.userId,
+      fromInstallationId: phone.installationId,
+      toInstallationId: tablet.installationId,
+      occurredAtMs: expect.any(Number),
+    });
+    expect(ofCall('call.ended')[0]!.json.data).toMatchObject({ answeredByInstallationId: tablet.installationId, reasons: { caller: 'localHangup', callee: 'remoteEnded' } });
+
+    await waitUntil('the history records', async () => ((await phone.api.get('/v1/calls')).json.calls ?? []).some((r: { callId: string }) => r.callId === callId));
+    const record = ((await tablet.api.get('/v1/calls')).json.calls as { callId: string }[]).find((r) => r.callId === callId);
+    expect(record).toMatchObject({ direction: 'incoming', answeredByInstallationId: tablet.installationId, endReason: 'remoteEnded' });
   });
 });
 
