@@ -1,12 +1,14 @@
 /**
  * The hand-written pages with generated regions (`<!-- generated:NAME … -->` … `<!-- /generated:NAME -->`),
  * each as `npm run docs` writes it: the page as checked in, with every region rewritten from its
- * one source: src/contracts/docTables.ts, the call machine's rows (src/calls/machine.ts), and bench/results/figures.json for the figures. test/unit/generated-pages.test.ts fails while a checked-in
+ * one source: src/contracts/docTables.ts, the call machine's rows (src/calls/machine.ts), the
+ * audience rules run over every group change (src/events/audienceTable.ts), and bench/results/figures.json for the figures. test/unit/generated-pages.test.ts fails while a checked-in
  * page differs from this.
  */
 import { readFileSync } from 'node:fs';
 import { commandsTable, errorsTable, fillRegions, idempotencyList } from '../src/contracts/docTables.js';
 import { machineTable, memberStatesTable } from '../src/calls/machine.js';
+import { groupAudienceTable } from '../src/events/audienceTable.js';
 import { figuresTable, headlineTable, readFigures } from '../bench/lib/figures.js';
 
 const root = new URL('../', import.meta.url);
@@ -21,6 +23,7 @@ export function pageRegions(read: (path: string) => string = readRepo): Map<stri
     ['docs/api.md', { errors: errorsTable(), idempotency: idempotencyList() }],
     ['docs/signaling.md', { commands: commandsTable() }],
     ['docs/protocol.md', { machine: machineTable(), memberStates: memberStatesTable() }],
+    ['docs/group-calls.md', { audience: groupAudienceTable() }],
   ]);
 }
 
