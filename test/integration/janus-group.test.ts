@@ -192,6 +192,42 @@ describe('a group call through Janus, one-to-one calls staying p2p', () => {
     expect(await roomsOf(callId)).toEqual([]);
   });
 
+  it('a member who moves the call to its tablet: the phone is kicked and its credential no longer opens the room; the tablet gets one that does', async () => {
+    const { callId, caller, members } = await groupCall(stack.url, 2, { joined: 2 });
+    const [bob, carol] = members as [Device, Device];
+    await relayDone(stack.redis, ks, [callId]);
+    const sessions: (() => Promise<void>)[] = [];
+    try {
+      const access = new Map<Device, Access>();
+      for (const d of [caller, bob, carol]) {
+        const acc = await sfuAccess(d, callId);
+        access.set(d, acc);
+        const stay = await stayInRoom(janus.apiUrl, acc.room, acc.token, acc.participantId);
+        sessions.push(stay.leave);
+        expect(stay.outcome).toEqual({ joined: true });
+      }
+      const bobTablet = sibling(stack.url, bob);
+      const revision = (await getCall(bob, callId)).json.revision as string;
+      expectJson(await bobTablet.api.post(`/v1/calls/${callId}/move`, { operationId: `op-${Date.now()}`, installationId: bobTablet.installationId, expectedRevision: revision }), 200);
+      await relayDone(stack.redis, ks, [callId]);
+
+      const phone = access.get(bob)!;
+      const ids = (...ds: Device[]) => ds.map((d) => access.get(d)!.participantId).sort();
+      expect(await inRoom(callId)).toEqual(ids(caller, carol));
+      expect(await joinRoom(janus.apiUrl, phone.room, phone.token, phone.participantId)).toMatchObject({ joined: false, stage: 'join', code: 433 });
+      expectProblem(await mediaSession(bob, callId), 'forbidden', /this call is accepted/);
+      const tablet = await sfuAccess(bobTablet, callId);
+      const stay = await stayInRoom(janus.apiUrl, tablet.room, tablet.token, tablet.participantId);
+      sessions.push(stay.leave);
+      expect(stay.outcome).toEqual({ joined: true });
+      expect(await inRoom(callId)).toEqual([...ids(caller, carol), tablet.participantId].sort());
+    } finally {
+      await Promise.all(sessions.map((leave) => leave()));
+    }
+    expectJson(await endForAll(caller, callId), 200);
+    await relayDone(stack.redis, ks, [callId]);
+  });
+
   it('a member who renews its credential stays: its Janus session outlives the first token, the new one keeps it and opens the room, the expired one leaves the list; once it leaves, neither opens anything', async () => {
     const { callId, caller, members } = await groupCall(stack.url, 2, { joined: 2 });
     const [bob] = members as [Device, Device];
