@@ -167,6 +167,21 @@ class Join extends Request {
   }
 }
 
+/** A member moves the call to this installation (docs/protocol.md "Moving a call"), with the current revision or a stale one. */
+class Move extends Request {
+  constructor(who: Who, inst: number, transport: Transport, readonly expected: 'current' | 'stale') {
+    super(who, inst, transport);
+  }
+  async apply(m: GroupModel, r: Real) {
+    const stale = m.revision > 1 ? m.revision - 1 : m.revision + 1;
+    const body = { installationId: r.devices[this.user]![this.inst]!.installationId, expectedRevision: String(this.expected === 'current' ? m.revision : stale) };
+    await this.request(r, 'move', body, m.move(this.user, this.inst, this.expected));
+  }
+  toString() {
+    return `move(${this.by()}, ${this.expected} revision)`;
+  }
+}
+
 class End extends Request {
   constructor(who: Who, inst: number, transport: Transport, readonly reason: string, readonly forAll: boolean) {
     super(who, inst, transport);
@@ -302,6 +317,9 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   // Anyone's join, the caller's too (it rejoins after leaving).
   w(1, fc.tuple(userArb, instArb, transportArb).map(([u, i, t]): Step => new Join(u, i, t))),
   w(2, inviteeArb.map((u): Step => new RaceJoin(u))),
+  // Moves, mostly by a member with the revision it read, to either of its installations.
+  w(2, fc.tuple(inviteeArb, instArb, transportArb).map(([u, i, t]): Step => new Move(u, i, t, 'current'))),
+  w(1, fc.tuple(userArb, instArb, transportArb, fc.constantFrom<'current' | 'stale'>('current', 'stale')).map(([u, i, t, e]): Step => new Move(u, i, t, e))),
   w(4, fc.tuple(inviteeArb, instArb, transportArb).map(([u, i, t]): Step => new Receipt(u, i, t, 'socket'))),
   w(1, fc.tuple(userArb, instArb, transportArb, fc.constantFrom<'socket' | 'apns' | 'fcm'>('socket', 'apns', 'fcm')).map(([u, i, t, p]): Step => new Receipt(u, i, t, p))),
   w(4, fc.tuple(inviteeArb, instArb, transportArb, reasonArb).map(([u, i, t, reason]): Step => new End(u, i, t, reason, false))),
@@ -431,7 +449,7 @@ describe('group calls: cases the model found', () => {
 function comparable(e: Record<string, unknown>): ModelEvent {
   const out: ModelEvent = { type: e.type as ModelEvent['type'], revision: Number(e.revision) };
   if (e.type === 'call.participant') Object.assign(out, { userId: e.userId, state: e.state });
-  if (e.type === 'call.ringing') out.userId = e.userId as string;
+  if (e.type === 'call.ringing' || e.type === 'call.moved') out.userId = e.userId as string;
   if (e.type === 'call.ended') out.reason = e.reason as string;
   return out;
 }

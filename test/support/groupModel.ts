@@ -23,7 +23,7 @@ export interface ModelMember {
 
 /** One event as the model predicts it: the fields the rules decide. */
 export interface ModelEvent {
-  type: 'call.invited' | 'call.participant' | 'call.ringing' | 'call.ended';
+  type: 'call.invited' | 'call.participant' | 'call.ringing' | 'call.ended' | 'call.moved';
   revision: number;
   userId?: string;
   state?: MemberState;
@@ -39,7 +39,7 @@ export interface Outcome {
 const OK: Outcome = { status: 200 };
 const refused = (status: number, code: string): Outcome => ({ status, code });
 const ringing = (m: ModelMember) => m.state === 'invited' || m.state === 'ringing';
-const ECHO_REASONS = new Set(['remoteEnded', 'callerCancelled', 'answeredElsewhere']);
+const ECHO_REASONS = new Set(['remoteEnded', 'callerCancelled', 'answeredElsewhere', 'movedElsewhere']);
 
 export class GroupModel {
   state: CallState = 'ringing';
@@ -122,6 +122,29 @@ export class GroupModel {
       // "its other installations get call.ended with the reason its phone gave"
       this.memberChange([m], { inst, reason: reason === 'busy' || reason === 'unanswered' ? reason : 'declined' });
       return OK;
+    }
+    return OK;
+  }
+
+  /**
+   * docs/protocol.md "Moving a call": only while the call is accepted; to the installation
+   * already in the call, nothing; a stale `expectedRevision` is 409 revision_conflict; a member
+   * not in the call (ringing or out) is 409 not_in_call. "The installation it leaves gets
+   * call.ended with movedElsewhere; everyone else in the call gets call.moved."
+   */
+  move(user: number, inst: number, expected: 'current' | 'stale'): Outcome {
+    const m = this.member(user);
+    if (!m) return refused(404, 'not_found');
+    if (this.state !== 'accepted') return refused(409, 'not_in_call');
+    if (m.state === 'joined' && m.inst === inst) return OK;
+    if (expected === 'stale') return refused(409, 'revision_conflict');
+    if (m.state !== 'joined') return refused(409, 'not_in_call');
+    const left = m.inst!;
+    m.inst = inst;
+    const revision = ++this.revision;
+    this.to(user, left, { type: 'call.ended', revision, reason: 'movedElsewhere' });
+    for (const o of this.members) {
+      if (o.state === 'joined' && o.user !== user) this.to(o.user, o.inst!, { type: 'call.moved', revision, userId: this.userIds[user] });
     }
     return OK;
   }
