@@ -176,7 +176,7 @@ describe('commands over the socket and over HTTP', () => {
     const badCallId = await caller.ws.command({ type: 'end', callId: 'a b', operationId: uid('op'), reason: 'localHangup' });
     expect(badCallId).toMatchObject({ status: 400, body: { code: 'invalid_request', detail: expect.stringMatching(/^callId: /) } });
     caller.ws.send({ type: 'create', calleeUserId: 'x' });
-    expect(await caller.ws.next('error', 5000)).toMatchObject({ code: 'bad_message', detail: expect.stringMatching(/answer, end, rename, message/) });
+    expect(await caller.ws.next('error', 5000)).toMatchObject({ code: 'bad_message', detail: expect.stringMatching(/answer, end, move, rename, message/) });
   });
 
   it('answer and end as frames reach every device as they do over HTTP', async () => {
