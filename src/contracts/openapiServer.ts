@@ -268,6 +268,12 @@ const WEBHOOK_EXAMPLES: Record<string, unknown> = {
       reasons: { caller: 'unanswered', callee: 'unanswered' }, ringingMs: 45_000, talkMs: 0, missed: true,
     },
   },
+  'call.moved': { type: 'call.moved', timestamp: new Date(T0 + 90_000).toISOString(), data: { callId: CALL_ID, callerUserId: 'alice', userId: 'bob', fromInstallationId: 'bob-phone', toInstallationId: 'bob-tablet', occurredAtMs: T0 + 90_000 } },
+  'call.missed': {
+    type: 'call.missed',
+    timestamp: new Date(T0 + 45_000).toISOString(),
+    data: { callId: CALL_ID, callerUserId: 'alice', callerDisplayName: 'Alice', callerHandle: 'app:alice', userId: 'bob', video: false, invitedAtMs: T0, occurredAtMs: T0 + 45_000 },
+  },
   'push.token_removed': { type: 'push.token_removed', timestamp: new Date(T0).toISOString(), data: { userId: 'bob', installationId: 'bob-phone', kind: 'iosVoip', appId: 'com.example.calls', tokenSuffix: '9f9f9f', reason: 'Unregistered', removedAtMs: T0 } },
 };
 

@@ -7,6 +7,7 @@ import type { CallChange } from '../calls/change.js';
 import type { z } from 'zod';
 import type { callHistoryEntry } from './schema.js';
 import { DEFAULT_HISTORY_RETENTION_MS } from '../calls/retention.js';
+import { participants } from '../calls/participants.js';
 
 /**
  * Call history (docs/call-history.md): every ended call leaves a record. The script that ends it
@@ -20,13 +21,14 @@ import { DEFAULT_HISTORY_RETENTION_MS } from '../calls/retention.js';
 /** One call in one user's history, from that user's point of view (its schema: ./schema.ts). */
 export type HistoryEntry = z.infer<typeof callHistoryEntry>;
 
-/** What an ended call's record says about its timing and whether the callee missed it (webhooks share it). */
+/**
+ * What an ended call's record says about its timing and whether it was missed (webhooks share
+ * it): never answered, and an invitee (a one-to-one call's callee) missed it (src/calls/missed.ts).
+ */
 export function callOutcome(call: CallRecord): { missed: boolean; ringingMs: number; talkMs: number; endedAtMs: number } {
   const endedAtMs = call.endedAtMs ?? call.createdAtMs;
   const answered = wasAnswered(call);
-  const endedBy = call.endedBy ?? 'system';
-  const reason = call.endReason ?? 'remoteEnded';
-  const missed = !answered && ((endedBy === 'system' && reason === 'unanswered') || endedBy === 'caller');
+  const missed = !answered && participants(call).some((p) => p.role === 'invitee' && p.state === 'missed');
   return {
     missed,
     ringingMs: Math.max(0, (call.acceptedAtMs ?? endedAtMs) - call.createdAtMs),

@@ -8,16 +8,16 @@ import { isPrivateNetworkHost } from './privateNetwork.js';
  * validated at start; an error names the endpoint and the field.
  */
 
-export const WEBHOOK_EVENT_TYPES = ['call.created', 'call.accepted', 'call.ended', 'call.participant', 'call.moved', 'push.token_removed'] as const;
+export const WEBHOOK_EVENT_TYPES = ['call.created', 'call.accepted', 'call.ended', 'call.participant', 'call.moved', 'call.missed', 'push.token_removed'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /**
- * What an endpoint that names no events gets: every type but `call.participant` (it came with
- * group calls) and `call.moved` (with moving a call), which go only to endpoints that name them, so
- * a receiver written for the first four never sees a type it does not know (docs/webhooks.md
- * "Configuration").
+ * What an endpoint that names no events gets: the first four types. Those added since
+ * (`call.participant` with group calls, `call.moved` with moving a call, `call.missed`) go only to
+ * endpoints that name them, so a receiver written for the first four never sees a type it does
+ * not know (docs/webhooks.md "Configuration").
  */
-export const DEFAULT_WEBHOOK_EVENTS: readonly WebhookEventType[] = WEBHOOK_EVENT_TYPES.filter((t) => t !== 'call.participant' && t !== 'call.moved');
+export const DEFAULT_WEBHOOK_EVENTS: readonly WebhookEventType[] = ['call.created', 'call.accepted', 'call.ended', 'push.token_removed'];
 
 /** A Standard Webhooks secret: `whsec_` and the base64 of 24 to 64 random bytes. */
 const secretSchema = z.string().refine((s) => {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { CallChange } from '../calls/change.js';
 import { memberOf } from '../calls/model.js';
 import { movedFrom, participantOf } from '../calls/participants.js';
+import { missedBy } from '../calls/missed.js';
 import { callOutcome, reasonSeenBy } from '../history/callHistory.js';
 import type { PushTokenKind } from '../push/kinds.js';
 import type { WebhookEventType } from './endpoints.js';
@@ -26,10 +27,34 @@ export type WebhookEvent = {
 
 /**
  * The webhook events of one call change: call.created, call.accepted (a group call's first join)
- * and call.ended, and a group call's `call.participant` per member it changed; renames and
- * one-to-one ringing receipts have none.
+ * and call.ended, a group call's `call.participant` per member it changed, `call.moved`, and
+ * `call.missed` per invitee it made miss the call; renames and one-to-one ringing receipts have none.
  */
 export function callEventsOf(change: CallChange): WebhookEvent[] {
+  return [...changeEvents(change), ...missedEvents(change)];
+}
+
+/** `call.missed`, per invitee the change made miss the call (src/calls/missed.ts). */
+function missedEvents(change: CallChange): WebhookEvent[] {
+  const { call, atMs } = change;
+  return missedBy(change).map((p) => ({
+    type: 'call.missed',
+    key: `${call.callId}.${call.revision}.x.${p.userId}`,
+    atMs,
+    data: {
+      callId: call.callId,
+      callerUserId: call.callerUserId,
+      callerDisplayName: call.group?.title || call.callerDisplayName,
+      callerHandle: call.callerHandle,
+      userId: p.userId,
+      video: call.video,
+      invitedAtMs: p.invitedAtMs ?? call.createdAtMs,
+      occurredAtMs: atMs,
+    },
+  }));
+}
+
+function changeEvents(change: CallChange): WebhookEvent[] {
   const { call, atMs } = change;
   const key = `${call.callId}.${call.revision}`;
   const parties = { callId: call.callId, callerUserId: call.callerUserId, callerInstallationId: call.callerInstallationId, calleeUserId: call.calleeUserId, video: call.video };

@@ -49,6 +49,17 @@ export const callMovedData = z.object({
   occurredAtMs: z.number().int(),
 });
 
+export const callMissedData = z.object({
+  callId: z.string(),
+  callerUserId: z.string(),
+  callerDisplayName: z.string().describe('the name the call showed (a group call: its title when it has one)'),
+  callerHandle: z.string(),
+  userId: z.string().describe('the invitee who missed the call'),
+  video: z.boolean(),
+  invitedAtMs: z.number().int().describe('when this user was rung'),
+  occurredAtMs: z.number().int().describe('when it stopped ringing'),
+});
+
 export const callAcceptedData = z.object({
   ...parties,
   acceptedAtMs: z.number().int(),
@@ -86,5 +97,6 @@ export const webhookBodies = {
   'call.ended': envelope('call.ended', callEndedData),
   'call.participant': envelope('call.participant', callParticipantData),
   'call.moved': envelope('call.moved', callMovedData),
+  'call.missed': envelope('call.missed', callMissedData),
   'push.token_removed': envelope('push.token_removed', tokenRemovedData),
 } as const;

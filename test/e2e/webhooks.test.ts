@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { answer, device, end, uid, type Device } from '../support/fixtures.js';
+import { answer, device, end, sleep, uid, type Device } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
 import { androidToken, isRegistered, registerAndroid, startPushStack, type PushStack } from './push-helpers.js';
 import { createWebhookQueues } from '../../src/webhooks/queue.js';
@@ -19,13 +19,14 @@ import { api } from '../support/http.js';
 
 const SCHEDULE_MS = [300, 600, 1200];
 const serverKey = newServerKey();
-const secrets = { main: newSecret(), rotNew: newSecret(), rotOld: newSecret(), gone: newSecret(), dead: newSecret() };
+const secrets = { main: newSecret(), rotNew: newSecret(), rotOld: newSecret(), gone: newSecret(), dead: newSecret(), missed: newSecret() };
 let ps: PushStack;
 let url: string;
 let main: WebhookReceiver;
 let rotating: WebhookReceiver;
 let gone: WebhookReceiver;
 let dead: WebhookReceiver;
+let missed: WebhookReceiver;
 
 forFile(
   async () => {
@@ -33,6 +34,7 @@ forFile(
     rotating = await startWebhookReceiver([secrets.rotOld, secrets.rotNew]);
     gone = await startWebhookReceiver([secrets.gone]);
     dead = await startWebhookReceiver([secrets.dead]);
+    missed = await startWebhookReceiver([secrets.missed]);
     gone.answer = () => ({ status: 410 });
     dead.answer = () => ({ status: 500 });
     const endpoints = [
@@ -40,13 +42,14 @@ forFile(
       { id: 'rotating', url: rotating.url, secret: [secrets.rotNew, secrets.rotOld], events: ['call.ended'] },
       { id: 'gone', url: gone.url, secret: secrets.gone, events: ['call.created'] },
       { id: 'dead', url: dead.url, secret: secrets.dead, events: ['call.created'] },
+      { id: 'missed', url: missed.url, secret: secrets.missed, events: ['call.missed'] },
     ];
     const stack = await startPushStack({ WEBHOOKS: JSON.stringify(endpoints), WEBHOOK_RETRY_SCHEDULE: SCHEDULE_MS.map((ms) => `${ms}ms`).join(','), WEBHOOK_TIMEOUT_MS: '2000', SERVER_API_KEYS: serverKey.hash });
     return {
       stack,
       async stop() {
         await stack.stop();
-        await Promise.all([main, rotating, gone, dead].map((r) => r.close()));
+        await Promise.all([main, rotating, gone, dead, missed].map((r) => r.close()));
       },
     };
   },
@@ -118,6 +121,46 @@ describe('events', () => {
     await end(caller, callId, 'localHangup');
     const w = await arrived(main, 'call.ended', callId);
     expect(w.json.data).toMatchObject({ endedBy: 'caller', reasons: { caller: 'localHangup', callee: 'callerCancelled' }, missed: true, acceptedAtMs: null, talkMs: 0 });
+  });
+
+  it('call.missed: one per invitee who missed the call (a cancel, its phone ringing out, a group call ended while it rang), none for a decline or an answer; only to an endpoint that names it', async () => {
+    const caller = device(url, uid('caller'), uid('phone'), 'Carol');
+    const ok = (res: { status: number; text: string }) => expect(res.status, res.text).toBe(200);
+    // Cancelled by the caller.
+    const cancelled = await createCall(caller, uid('callee'));
+    ok(await end(caller, cancelled.callId, 'localHangup'));
+    // The callee's phone rang out.
+    const callee = device(url);
+    const rangOut = await createCall(caller, callee.userId, { video: true });
+    ok(await end(callee, rangOut.callId, 'unanswered'));
+    // Declined, and answered then hung up: not missed.
+    const decliner = device(url);
+    const declined = await createCall(caller, decliner.userId);
+    ok(await end(decliner, declined.callId, 'declined'));
+    const answerer = device(url);
+    const answered = await createCall(caller, answerer.userId);
+    ok(await answer(answerer, answered.callId));
+    ok(await end(answerer, answered.callId, 'localHangup'));
+    // A group call: one joins, one declines, one still rings when the caller ends it for everyone.
+    const [joins, declines, rings] = [device(url), device(url), device(url)];
+    const group = await createCall(caller, '', { calleeUserId: undefined, calleeUserIds: [joins.userId, declines.userId, rings.userId], title: 'Standup' });
+    ok(await answer(joins, group.callId));
+    ok(await end(declines, group.callId, 'declined'));
+    ok(await caller.api.post(`/v1/calls/${group.callId}/end`, { operationId: uid('op'), reason: 'localHangup', forAll: true }));
+
+    const w = await arrived(missed, 'call.missed', cancelled.callId);
+    expect(w.verifiedBy).toEqual([0]);
+    expect(w.json.data).toEqual({ callId: cancelled.callId, callerUserId: caller.userId, callerDisplayName: 'Carol', callerHandle: `app:${caller.userId}`, userId: w.json.data.userId, video: false, invitedAtMs: cancelled.snapshot.createdAtMs, occurredAtMs: expect.any(Number) });
+    expect((await arrived(missed, 'call.missed', rangOut.callId)).json.data).toMatchObject({ userId: callee.userId, video: true });
+    expect((await arrived(missed, 'call.missed', group.callId)).json.data).toMatchObject({ userId: rings.userId, callerDisplayName: 'Standup' });
+    // Each once; the others none (their call.ended reached the main endpoint first).
+    for (const c of [declined, answered, group]) await arrived(main, 'call.ended', c.callId);
+    await sleep(500);
+    expect(of(missed, 'call.missed', group.callId)).toHaveLength(1);
+    expect([...of(missed, 'call.missed', declined.callId), ...of(missed, 'call.missed', answered.callId)]).toEqual([]);
+    expect([...main.unique().values()].filter((x) => x.json?.type === 'call.missed')).toEqual([]);
+    // The callee whose phone rang out has it as a missed call in its history too.
+    expect((await callee.api.get('/v1/calls?missed=true')).json.calls.map((r: { callId: string }) => r.callId)).toContain(rangOut.callId);
   });
 
   it('an endpoint gets only the types it asked for; a rotating secret signs with both values, and either verifies', async () => {

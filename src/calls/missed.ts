@@ -1,0 +1,21 @@
+import type { CallChange } from './change.js';
+import { participants, type Participant } from './participants.js';
+
+/**
+ * Who missed a call (docs/call-history.md "Missed calls"), one rule for both kinds: an invitee that
+ * was rung and stopped ringing without joining and without declining or being busy, that is in
+ * the member state `missed`. It rang out (its ring window, or its phone reported `unanswered`), or
+ * the call ended while it still rang (the caller cancelled, the server API ended it, the call
+ * ended by itself).
+ *
+ * `missedBy` names those a change made miss the call, each once: a `member` change's subjects that
+ * rang out; at the end, the invitees still ringing then, and the callee of a one-to-one call,
+ * whose ring-out is the call's end.
+ */
+export function missedBy(change: CallChange): Participant[] {
+  const all = participants(change.call);
+  if (change.kind === 'member') return all.filter((p) => p.state === 'missed' && change.subjects?.includes(p.userId));
+  if (change.kind !== 'ended') return [];
+  // A group member who rang out before the end was named by its own change (no `endedIn`).
+  return all.filter((p) => p.role === 'invitee' && p.state === 'missed' && (p.endedIn !== undefined || !change.call.group));
+}
