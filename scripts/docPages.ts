@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { commandsTable, errorsTable, fillRegions, idempotencyList } from '../src/contracts/docTables.js';
 import { machineTable, memberStatesTable } from '../src/calls/machine.js';
-import { groupAudienceTable } from '../src/events/audienceTable.js';
+import { groupAudienceTable, pairAudienceTable } from '../src/events/audienceTable.js';
 import { figuresTable, headlineTable, readFigures } from '../bench/lib/figures.js';
 
 const root = new URL('../', import.meta.url);
@@ -20,7 +20,7 @@ export function pageRegions(read: (path: string) => string = readRepo): Map<stri
   return new Map<string, Record<string, string>>([
     ['README.md', { figures: headlineTable(figures, 'README.md') }],
     ['docs/performance.md', { figures: figuresTable(figures, 'docs/performance.md') }],
-    ['docs/api.md', { errors: errorsTable(), idempotency: idempotencyList() }],
+    ['docs/api.md', { errors: errorsTable(), idempotency: idempotencyList(), audience: pairAudienceTable() }],
     ['docs/signaling.md', { commands: commandsTable() }],
     ['docs/protocol.md', { machine: machineTable(), memberStates: memberStatesTable() }],
     ['docs/group-calls.md', { audience: groupAudienceTable() }],

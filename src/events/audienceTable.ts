@@ -4,10 +4,12 @@ import { deliveriesFor } from './audience.js';
 import type { Delivery } from './delivery.js';
 
 /**
- * docs/group-calls.md "Who receives what", as the Markdown table `npm run docs` writes: each
- * change of a group call run through the audience rules themselves (deliveriesFor) on a call
- * with a member in every kind of place, and every delivery described by whom it reaches. So the
- * table cannot say other than the code does (test/unit/generated-pages.test.ts).
+ * docs/group-calls.md and docs/api.md "Who receives what", as the Markdown tables `npm run docs`
+ * writes: each change of a call run through the audience rules themselves (deliveriesFor), and
+ * every delivery described by whom it reaches. So the tables cannot say other than the code does
+ * (test/unit/generated-pages.test.ts).
+ *
+ * A one-to-one call: Alice calls Bob, each with a phone and a tablet; Bob answers on his phone.
  *
  * The call: the caller `caller` (on `caller-phone`), the member the change is about `member`, a
  * member in the call `joined`, one still ringing `ringing` and one who declined `out`; every
@@ -101,4 +103,62 @@ export function groupAudienceTable(): string {
     return `| ${s.change} | ${told.length ? told.join('; ') : 'nobody'} |`;
   });
   return ['| Change | Who is told what |', '|---|---|', ...rows].join('\n');
+}
+
+interface PairScenario {
+  change: string;
+  kind: ChangeKind;
+  call: Partial<CallRecord>;
+}
+
+const ACCEPTED: Partial<CallRecord> = { state: 'accepted', answeredByInstallationId: 'bob-phone', acceptedAtMs: T };
+const ENDED = (endedBy: CallRecord['endedBy'], endReason: CallRecord['endReason'], byInstallation: string, accepted: boolean): Partial<CallRecord> => ({
+  ...(accepted ? ACCEPTED : {}),
+  state: 'ended',
+  endedBy,
+  endReason,
+  endedAtMs: T + 1,
+  ...(byInstallation ? { endedByInstallationId: byInstallation } : {}),
+});
+
+const PAIR_SCENARIOS: PairScenario[] = [
+  { change: 'created', kind: 'created', call: { state: 'ringing' } },
+  { change: 'Bob’s first ringing receipt', kind: 'ringing', call: { state: 'ringing', ringingAtMs: T } },
+  { change: 'answered (on Bob’s phone)', kind: 'answered', call: ACCEPTED },
+  { change: 'Alice renamed the ringing call', kind: 'renamed', call: { state: 'ringing' } },
+  { change: 'Alice renamed the accepted call', kind: 'renamed', call: ACCEPTED },
+  { change: 'Alice cancelled (or failed) while it rang', kind: 'ended', call: ENDED('caller', 'localHangup', 'alice-phone', false) },
+  { change: 'Bob declined on his phone (or it reported busy, or rang out)', kind: 'ended', call: ENDED('callee', 'declined', 'bob-phone', false) },
+  { change: 'the ring window ended', kind: 'ended', call: ENDED('system', 'unanswered', '', false) },
+  { change: 'Bob was in an accepted call (`CALL_WAITING=false`)', kind: 'ended', call: ENDED('system', 'busy', '', false) },
+  { change: 'Alice hung up after the answer', kind: 'ended', call: ENDED('caller', 'localHangup', 'alice-phone', true) },
+  { change: 'Bob hung up after the answer', kind: 'ended', call: ENDED('callee', 'localHangup', 'bob-phone', true) },
+  { change: 'the app’s backend ended the ringing call', kind: 'ended', call: ENDED('system', 'remoteEnded', '', false) },
+  { change: 'the app’s backend ended the accepted call', kind: 'ended', call: ENDED('system', 'remoteEnded', '', true) },
+  { change: 'Bob moved the call from his phone to his tablet', kind: 'moved', call: { ...ACCEPTED, answeredByInstallationId: 'bob-tablet', movedFromInstallationId: 'bob-phone' } },
+];
+
+/** Which of a party's installations a one-to-one delivery reaches, in words. */
+function pairInstallations(d: Delivery, call: CallRecord): string {
+  const named: Record<string, string> = { 'alice-phone': 'her calling installation', 'bob-phone': 'his phone', 'bob-tablet': 'his tablet' };
+  if (d.only) return d.only === call.movedFromInstallationId ? `the installation he left (${named[d.only]})` : (named[d.only] ?? d.only);
+  if (d.except) return `every installation but ${named[d.except] ?? d.except}`;
+  return 'every installation';
+}
+
+export function pairAudienceTable(): string {
+  const rows = PAIR_SCENARIOS.flatMap((s) => {
+    const call: CallRecord = {
+      callId: 'call', revision: '3', callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'Alice', callerHandle: 'app:alice',
+      calleeUserId: 'bob', video: false, createdAtMs: T, expiresAtMs: T + 45_000, state: 'ringing', ...s.call,
+    };
+    const told = deliveriesFor({ entryId: '1-0', shard: 0, kind: s.kind, atMs: T, call, ...(s.kind === 'ringing' || s.kind === 'moved' ? { subjects: ['bob'] } : {}) });
+    if (told.length === 0) return [`| ${s.change} | nobody | |`];
+    return told.map((d) => {
+      const who = d.userId === 'alice' ? 'Alice' : 'Bob';
+      const event = `\`${d.payload.type}\`${d.payload.type === 'call.ended' ? ` \`${d.payload.reason}\`` : ''}`;
+      return `| ${s.change} | ${who}, ${pairInstallations(d, call)} | ${event} |`;
+    });
+  });
+  return ['| Change | Receives | Event |', '|---|---|---|', ...rows].join('\n');
 }
