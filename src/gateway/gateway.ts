@@ -14,6 +14,7 @@ import { CLOSE } from '../contracts/signaling.js';
 import { LiveSubscriptions } from './liveSubscriptions.js';
 import { commandReply } from './commandFrames.js';
 import { upgradeHandler } from './upgrade.js';
+import { SIGNAL_EPOCH, signalFrame, type SignalSender } from './signals.js';
 import type { GatewaySettings, Socket, SocketData } from './socket.js';
 import {
   decodeClientFrame,
@@ -21,6 +22,7 @@ import {
   encodeFrame,
   encodeMessageFrame,
   encodeReplyFrame,
+  encodeSignalFrame,
   type ClientFrame,
   type Encoding,
   type ServerFrame,
@@ -49,6 +51,9 @@ export interface GatewayStats {
   earlyEventsSent: number;
   /** In-call messages sent (docs/api.md "In-call messages"). */
   messagesSent: number;
+  /** Live signals sent to sockets, and those refused (docs/signaling.md "Live signals"). */
+  signalsSent: number;
+  signalsRefused: number;
   /** Command frames answered, by command and status (docs/signaling.md "Commands"). */
   commands: Map<string, number>;
 }
@@ -57,7 +62,7 @@ export class Gateway {
   /** The sockets this gateway holds, by user, with their users' live subscriptions. */
   private readonly live: LiveSubscriptions<Socket>;
   private sweepTimer: NodeJS.Timeout | undefined;
-  readonly stats: GatewayStats = { eventsSent: 0, earlyEventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0, commands: new Map() };
+  readonly stats: GatewayStats = { eventsSent: 0, earlyEventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0, signalsSent: 0, signalsRefused: 0, commands: new Map() };
 
   constructor(
     subscriber: RedisClient,
@@ -67,6 +72,7 @@ export class Gateway {
     private readonly settings: GatewaySettings,
     /** What the command frames run with: the same as their HTTP routes. */
     private readonly commands: CommandDeps,
+    private readonly signals: SignalSender,
   ) {
     this.live = new LiveSubscriptions<Socket>(
       subscriber,
@@ -123,6 +129,10 @@ export class Gateway {
       this.send(ws, { type: 'pong' });
       return;
     }
+    if (frame?.type === 'signal') {
+      void this.sendSignal(ws, frame);
+      return;
+    }
     const command = typeof frame?.type === 'string' ? CALL_COMMANDS.get(frame.type) : undefined;
     if (!frame || !command) {
       this.send(ws, { type: 'error', code: 'bad_message', detail: `expected {"type":"ping"} or a command frame (${[...CALL_COMMANDS.keys()].join(', ')})` });
@@ -152,6 +162,34 @@ export class Gateway {
     const operationId = typeof frame.operationId === 'string' ? frame.operationId : undefined;
     const retryAfter = reply.headers?.['retry-after'];
     this.sendRaw(ws, encodeReplyFrame(data.encoding, operationId, reply.status, reply.body ?? '{}', retryAfter === undefined ? undefined : Number(retryAfter)));
+  }
+
+  /**
+   * A live signal (docs/signaling.md "Live signals"): no reply when sent (at most once, nothing
+   * to acknowledge); an `error` frame when refused.
+   */
+  private async sendSignal(ws: Socket, frame: ClientFrame): Promise<void> {
+    const data = ws.getUserData();
+    const parsed = signalFrame.safeParse(frame);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      this.send(ws, { type: 'error', code: 'bad_message', detail: `signal: ${issue ? `${issue.path.join('.') || 'frame'}: ${issue.message}` : 'invalid'}` });
+      return;
+    }
+    try {
+      const outcome = await this.signals.send(data.userId, data.installationId, parsed.data);
+      if (outcome.kind === 'refused') {
+        this.stats.signalsRefused++;
+        const detail = outcome.reason === 'not_found' ? 'no such call' : 'only a member joined to the call, from its joined installation, may send signals';
+        this.send(ws, { type: 'error', code: 'signal_refused', reason: outcome.reason, callId: parsed.data.callId, detail });
+      } else if (outcome.kind === 'limited') {
+        this.stats.signalsRefused++;
+        this.send(ws, { type: 'error', code: 'signal_refused', reason: 'rate_limited', callId: parsed.data.callId, retryAfterMs: outcome.retryAfterMs, detail: 'too many signals on this call; this one was dropped' });
+      }
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message, userId: data.userId }, 'signal failed');
+      this.send(ws, { type: 'error', code: 'signal_refused', reason: 'unavailable', callId: parsed.data.callId, detail: 'temporary failure; this signal was dropped' });
+    }
   }
 
   /** Starts the token-expiry sweep (one timer for all sockets instead of one per socket). */
@@ -242,6 +280,14 @@ export class Gateway {
     }
     if (msg.epoch === EARLY_EPOCH) {
       this.onEarly(ws, msg);
+      return;
+    }
+    if (msg.epoch === SIGNAL_EPOCH) {
+      // A live signal: outside the log, sent at once even while syncing, never buffered.
+      if (isForInstallation(msg.only || undefined, undefined, data.installationId)) {
+        this.stats.signalsSent++;
+        this.sendRaw(ws, encodeSignalFrame(data.encoding, msg.json));
+      }
       return;
     }
     if (msg.id === '') {

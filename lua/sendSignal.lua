@@ -1,0 +1,80 @@
+--[[
+  One live in-call signal (docs/signaling.md "Live signals"): checked and published in one round
+  trip, never stored in a log. Only a member joined to the call, from its joined installation,
+  may send; it reaches the other joined members' joined installations.
+
+  KEYS[1] callKey
+  KEYS[2] presenceKey  the call's current signal state, a hash: userId -> JSON
+                       { installationId, joinedAtMs, muted, speaking, handRaised, video }
+  KEYS[3] limitKey     the call's fixed-window signal counter (all senders together)
+
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  userId
+  installationId
+  kind             muted | speaking | handRaised | video (state: kept in the presence map) or
+                   reaction | custom (not kept)
+  state            for a state kind, '1' or '0'; '' otherwise
+  signalJson       the signal as delivered (a JSON object, already validated and bounded)
+  liveChannel      on a single Redis, the users' live channel with a NUL where the userId goes:
+                   published here. '' on a cluster, where each recipient's channel lives in
+                   its user's slot: the gateway publishes to the recipients this returns.
+  limit            signals per window on this call; 0: no limit
+  windowMs         the limit's window
+  presenceTtlMs    the presence map's lifetime after its last write
+
+  A member's entry counts only for the joined stay it was written in (its installationId and
+  joinedAtMs): one who left and joined again starts with no state.
+
+  Returns
+    { 'sent', userId1, installationId1, userId2, installationId2, … }  the recipients
+    { 'same' }                     a state kind's value as kept already: nothing sent
+    { 'error', 'not_found' | 'not_joined' }
+    { 'limited', retryAfterMs }    over the call's limit: nothing sent
+]]
+local callKey, presenceKey, limitKey = KEYS[1], KEYS[2], KEYS[3]
+--@arguments
+--@include "groupMembers"
+--@include "liveChannel"
+--@include "fixedWindow"
+
+local call = loadCall(callKey)
+if not call then return { 'error', 'not_found' } end
+local me
+for _, m in ipairs(callMembers(call)) do
+  if m.userId == userId then me = m end
+end
+if not me or me.state ~= 'joined' or me.installationId ~= installationId or call.values.state == 'ended' then
+  return { 'error', 'not_joined' }
+end
+
+limit = tonumber(limit)
+if limit > 0 then
+  local rest = hitFixedWindow(limitKey, limit, tonumber(windowMs))
+  if rest > 0 then return { 'limited', rest } end
+end
+
+if state ~= '' then
+  local stay = tostring(me.joinedAtMs or '')
+  local kept = redis.call('HGET', presenceKey, userId)
+  local entry = kept and cjson.decode(kept) or nil
+  if not entry or entry.installationId ~= installationId or tostring(entry.joinedAtMs or '') ~= stay then
+    entry = { installationId = installationId, joinedAtMs = me.joinedAtMs }
+  end
+  local value = state == '1'
+  if entry[kind] == value then return { 'same' } end
+  entry[kind] = value
+  redis.call('HSET', presenceKey, userId, cjson.encode(entry))
+  redis.call('PEXPIRE', presenceKey, presenceTtlMs)
+end
+
+local out = { 'sent' }
+for _, m in ipairs(callMembers(call)) do
+  if m.state == 'joined' and m.userId ~= userId and m.installationId then
+    out[#out + 1] = m.userId
+    out[#out + 1] = m.installationId
+    if liveChannel ~= '' then
+      redis.call('SPUBLISH', liveChannelOf(liveChannel, m.userId), '!signal\n\n\n' .. m.installationId .. '\n\n' .. signalJson)
+    end
+  end
+end
+return out
