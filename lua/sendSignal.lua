@@ -4,8 +4,7 @@
   may send; it reaches the other joined members' joined installations.
 
   KEYS[1] callKey
-  KEYS[2] presenceKey  the call's current signal state, a hash: userId -> JSON
-                       { installationId, joinedAtMs, muted, speaking, handRaised, video }
+  KEYS[2] presenceKey  the call's presence map (lua/includes/presence.lua)
   KEYS[3] limitKey     the call's fixed-window signal counter (all senders together)
 
   Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
@@ -22,9 +21,6 @@
   windowMs         the limit's window
   presenceTtlMs    the presence map's lifetime after its last write
 
-  A member's entry counts only for the joined stay it was written in (its installationId and
-  joinedAtMs): one who left and joined again starts with no state.
-
   Returns
     { 'sent', userId1, installationId1, userId2, installationId2, … }  the recipients
     { 'same' }                     a state kind's value as kept already: nothing sent
@@ -36,6 +32,7 @@ local callKey, presenceKey, limitKey = KEYS[1], KEYS[2], KEYS[3]
 --@include "groupMembers"
 --@include "liveChannel"
 --@include "fixedWindow"
+--@include "presence"
 
 local call = loadCall(callKey)
 if not call then return { 'error', 'not_found' } end
@@ -54,12 +51,7 @@ if limit > 0 then
 end
 
 if state ~= '' then
-  local stay = tostring(me.joinedAtMs or '')
-  local kept = redis.call('HGET', presenceKey, userId)
-  local entry = kept and cjson.decode(kept) or nil
-  if not entry or entry.installationId ~= installationId or tostring(entry.joinedAtMs or '') ~= stay then
-    entry = { installationId = installationId, joinedAtMs = me.joinedAtMs }
-  end
+  local entry = keptPresence(presenceKey, me) or { stay = presenceStay(me) }
   local value = state == '1'
   if entry[kind] == value then return { 'same' } end
   entry[kind] = value

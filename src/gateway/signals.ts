@@ -4,6 +4,7 @@ import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { liveChannelArg } from '../calls/scriptArgs.js';
 import { opaqueId } from '../commands/schemas.js';
+import { STATE_KINDS } from '../calls/presence.js';
 
 /**
  * Live in-call signals (docs/signaling.md "Live signals"): mute, speaking, raised hand, camera,
@@ -24,8 +25,6 @@ const SIGNAL_LIMIT_WINDOW_MS = 1000;
 /** The presence map outlives its last write by this much (a call's state is gone with it long before). */
 const PRESENCE_TTL_MS = 24 * 3600_000;
 
-/** The kinds whose current value is kept in the call's presence map. */
-export const STATE_KINDS = ['muted', 'speaking', 'handRaised', 'video'] as const;
 
 const customValue = z.unknown().refine((v) => v !== undefined && Buffer.byteLength(JSON.stringify(v)) <= SIGNAL_CUSTOM_MAX_BYTES, {
   message: `a JSON value of at most ${SIGNAL_CUSTOM_MAX_BYTES} bytes`,

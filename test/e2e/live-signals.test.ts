@@ -101,23 +101,35 @@ describe('live signals', () => {
     expect(g.a1.ws.closeInfo).toBeUndefined();
   });
 
-  it('a state already kept is not sent again; a member who leaves stops receiving', async () => {
+  it('a state already kept is not sent again; a member who leaves stops receiving, and their state is cleared for everyone', async () => {
     const g = await groupInCall();
+    signal(g.c1, g.callId, 'handRaised', true);
+    await waitUntil('Carol’s hand at Alice and Bob', () => signals(g.a1).length === 1 && signals(g.b1).length === 1);
     signal(g.a1, g.callId, 'muted', true);
     signal(g.a1, g.callId, 'muted', true);
     signal(g.a1, g.callId, 'muted', false);
     signal(g.a1, g.callId, 'muted', false);
     signal(g.a1, g.callId, 'video', false);
-    await waitUntil('three changes', () => signals(g.b1).length === 3 && signals(g.c1).length === 3);
-    expect(signals(g.b1).map((s) => [s.kind, s.value])).toEqual([['muted', true], ['muted', false], ['video', false]]);
+    await waitUntil('three changes', () => signals(g.b1).length === 4 && signals(g.c1).length === 3);
+    expect(signals(g.c1).map((s) => [s.kind, s.value])).toEqual([['muted', true], ['muted', false], ['video', false]]);
+    for (const d of [g.a1, g.b1]) {
+      expect((await getCall(d, g.callId)).json.presence).toEqual({ [g.a1.userId]: { muted: false, video: false }, [g.c1.userId]: { handRaised: true } });
+    }
 
     const left = await end(g.c1, g.callId, 'localHangup');
     expect(left.status, left.text).toBe(200);
     signal(g.c1, g.callId, 'muted', true);
     await waitUntil('Carol refused', () => refusals(g.c1).length === 1);
     signal(g.a1, g.callId, 'reaction', 'bye');
-    await waitUntil('the reaction at Bob', () => signals(g.b1).length === 4);
+    await waitUntil('the reaction at Bob', () => signals(g.b1).length === 5);
     expect(signals(g.c1)).toHaveLength(3);
+    for (const d of [g.a1, g.b1]) expect((await getCall(d, g.callId)).json.presence, 'Carol’s state is gone').toEqual({ [g.a1.userId]: { muted: false, video: false } });
+
+    // The call's end clears everything.
+    for (const d of [g.a1, g.b1]) expect((await end(d, g.callId, 'localHangup')).status).toBe(200);
+    const ended = await getCall(g.a1, g.callId);
+    expect(ended.json.state).toBe('ended');
+    expect(ended.json.presence).toBeUndefined();
   });
 
   it('a flood is cut: past the call’s limit each signal is refused with rate_limited; past the socket’s limit the socket is closed with 4029', async () => {
@@ -138,7 +150,7 @@ describe('live signals', () => {
     expect(closed.code).toBe(CLOSE.rateLimited);
   });
 
-  it('a reconnecting device gets no old signals', async () => {
+  it('a reconnecting device gets the current state from the call and no old signals', async () => {
     const g = await groupInCall();
     signal(g.a1, g.callId, 'handRaised', true);
     await waitUntil('at Bob', () => signals(g.b1).length === 1);
@@ -150,5 +162,6 @@ describe('live signals', () => {
     expect(signals(again)).toEqual([expect.objectContaining({ userId: g.c1.userId, kind: 'reaction', value: 'hi' })]);
     const snapshot = await getCall(again, g.callId);
     expect(snapshot.status).toBe(200);
+    expect(snapshot.json.presence).toEqual({ [g.a1.userId]: { handRaised: true } });
   });
 });
