@@ -169,7 +169,7 @@ export const callSnapshot = z.object({
   presence: z
     .record(z.string(), z.object({ muted: z.boolean().optional(), speaking: z.boolean().optional(), handRaised: z.boolean().optional(), video: z.boolean().optional() }))
     .optional()
-    .describe('GET /v1/calls/{id} of a call in progress: by userId, the live signal state each member in the call has sent since it joined (docs/signaling.md "Live signals"); a member who left has none'),
+    .describe('GET /v1/calls/{id} of a call in progress: by userId, the live signal state each member in the call has sent since it joined (docs/signaling.md "Live signals"); a member who left has none; absent when no member in the call has sent one'),
 });
 
 export const mediaSession = z.object({

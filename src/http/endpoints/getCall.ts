@@ -14,6 +14,8 @@ export function getCallRoute(deps: ApiDeps): Route {
     if (reply.status !== 200 || !reply.body) return reply;
     const snapshot = JSON.parse(reply.body) as { state: string };
     if (snapshot.state === 'ended') return reply;
-    return { ...reply, body: JSON.stringify({ ...snapshot, presence: await deps.calls.presence(callId) }) };
+    const presence = await deps.calls.presence(callId);
+    // Absent while nobody has sent a state: the snapshot stays what every other route returns.
+    return Object.keys(presence).length === 0 ? reply : { ...reply, body: JSON.stringify({ ...snapshot, presence }) };
   });
 }
