@@ -1,4 +1,6 @@
+import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
+import { SignalingClient, type LiveSignal, type SignalRefusal } from '@calling-backend/client';
 import { stackForFile } from '../support/stack.js';
 import { answer, end, getCall, uid } from '../support/fixtures.js';
 import type { Frame } from '../support/ws-client.js';
@@ -165,5 +167,32 @@ describe('live signals', () => {
     const snapshot = await getCall(again, g.callId);
     expect(snapshot.status).toBe(200);
     expect(snapshot.json.presence).toEqual({ [g.a1.userId]: { handRaised: true } });
+  });
+
+  it('the client package sends with signal() and hands on received signals and refusals', async () => {
+    const g = await groupInCall();
+    const got: LiveSignal[] = [];
+    const refused: SignalRefusal[] = [];
+    const client = new SignalingClient({
+      url: urlB.replace(/^http/, 'ws'),
+      token: g.a1.token,
+      WebSocket,
+      onEvent: () => {},
+      onSignal: (sig) => got.push(sig),
+      onSignalRefused: (r) => refused.push(r),
+    });
+    try {
+      await client.start();
+      expect(client.signal(g.callId, { kind: 'handRaised', value: true })).toBe(true);
+      expect(client.signal(uid('nocall'), { kind: 'reaction', value: '👍' })).toBe(true);
+      await waitUntil('Alice’s hand at Bob and Carol', () => signals(g.b1).length === 1 && signals(g.c1).length === 1);
+      expect(signals(g.b1)[0]).toMatchObject({ userId: g.a1.userId, kind: 'handRaised', value: true });
+      signal(g.b1, g.callId, 'muted', true);
+      await waitUntil('Bob’s mute and the refusal at the client', () => got.length === 1 && refused.length === 1);
+      expect(got[0]).toEqual({ callId: g.callId, userId: g.b1.userId, kind: 'muted', value: true, atMs: expect.any(Number) });
+      expect(refused[0]).toMatchObject({ reason: 'not_found', detail: expect.any(String) });
+    } finally {
+      client.stop();
+    }
   });
 });
