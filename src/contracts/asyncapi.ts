@@ -5,7 +5,7 @@ import type { CallCommand } from '../commands/command.js';
 import { opaqueId } from '../commands/schemas.js';
 import { schema } from './openapiParts.js';
 import { STATE_KINDS } from '../calls/presence.js';
-import { SIGNAL_CUSTOM_MAX_BYTES } from '../gateway/signals.js';
+import { SIGNAL_CUSTOM_MAX_BYTES } from '../config/signalLimits.js';
 
 /**
  * The AsyncAPI 3.0 document of /v1/signaling (docs/signaling.md in machine-readable form): the

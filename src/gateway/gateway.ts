@@ -14,7 +14,7 @@ import { CLOSE } from '../contracts/signaling.js';
 import { LiveSubscriptions } from './liveSubscriptions.js';
 import { commandReply } from './commandFrames.js';
 import { upgradeHandler } from './upgrade.js';
-import { SIGNAL_EPOCH, signalFrame, type SignalSender } from './signals.js';
+import { SIGNAL_EPOCH, sendSignalFrame, type SignalSender } from './signals.js';
 import type { GatewaySettings, Socket, SocketData } from './socket.js';
 import {
   decodeClientFrame,
@@ -164,32 +164,11 @@ export class Gateway {
     this.sendRaw(ws, encodeReplyFrame(data.encoding, operationId, reply.status, reply.body ?? '{}', retryAfter === undefined ? undefined : Number(retryAfter)));
   }
 
-  /**
-   * A live signal (docs/signaling.md "Live signals"): no reply when sent (at most once, nothing
-   * to acknowledge); an `error` frame when refused.
-   */
+  /** A live signal (docs/signaling.md "Live signals"): no reply when sent; an `error` frame when refused. */
   private async sendSignal(ws: Socket, frame: ClientFrame): Promise<void> {
-    const data = ws.getUserData();
-    const parsed = signalFrame.safeParse(frame);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      this.send(ws, { type: 'error', code: 'bad_message', detail: `signal: ${issue ? `${issue.path.join('.') || 'frame'}: ${issue.message}` : 'invalid'}` });
-      return;
-    }
-    try {
-      const outcome = await this.signals.send(data.userId, data.installationId, parsed.data);
-      if (outcome.kind === 'refused') {
-        this.stats.signalsRefused++;
-        const detail = outcome.reason === 'not_found' ? 'no such call' : 'only a member joined to the call, from its joined installation, may send signals';
-        this.send(ws, { type: 'error', code: 'signal_refused', reason: outcome.reason, callId: parsed.data.callId, detail });
-      } else if (outcome.kind === 'limited') {
-        this.stats.signalsRefused++;
-        this.send(ws, { type: 'error', code: 'signal_refused', reason: 'rate_limited', callId: parsed.data.callId, retryAfterMs: outcome.retryAfterMs, detail: 'too many signals on this call; this one was dropped' });
-      }
-    } catch (err) {
-      this.logger.warn({ err: (err as Error).message, userId: data.userId }, 'signal failed');
-      this.send(ws, { type: 'error', code: 'signal_refused', reason: 'unavailable', callId: parsed.data.callId, detail: 'temporary failure; this signal was dropped' });
-    }
+    const answer = await sendSignalFrame(this.signals, ws.getUserData(), frame, this.logger);
+    if (answer?.code === 'signal_refused') this.stats.signalsRefused++;
+    if (answer) this.send(ws, answer);
   }
 
   /** Starts the token-expiry sweep (one timer for all sockets instead of one per socket). */

@@ -5,6 +5,9 @@ import { runScript } from '../redis/scripts.js';
 import { liveChannelArg } from '../calls/scriptArgs.js';
 import { opaqueId } from '../commands/schemas.js';
 import { STATE_KINDS } from '../calls/presence.js';
+import { SIGNAL_CUSTOM_MAX_BYTES } from '../config/signalLimits.js';
+import type { Logger } from '../util/logger.js';
+import type { ClientFrame, ServerFrame } from './protocol.js';
 
 /**
  * Live in-call signals (docs/signaling.md "Live signals"): mute, speaking, raised hand, camera,
@@ -18,8 +21,6 @@ import { STATE_KINDS } from '../calls/presence.js';
 /** Published on a user's live channel in place of a log epoch (src/events/eventLog.ts parseLiveMessage). */
 export const SIGNAL_EPOCH = '!signal';
 
-/** The largest `custom` value, as JSON text. */
-export const SIGNAL_CUSTOM_MAX_BYTES = 1024;
 /** The call's signal limit's window (RATE_CALL_SIGNALS_PER_S). */
 const SIGNAL_LIMIT_WINDOW_MS = 1000;
 /** The presence map outlives its last write by this much (a call's state is gone with it long before). */
@@ -85,6 +86,33 @@ export class SignalSender {
       await Promise.all(sends);
     }
     return { kind: 'sent', recipients: rest.length / 2 };
+  }
+}
+
+/**
+ * A `signal` client frame sent on (docs/signaling.md "Live signals"): nothing to answer when sent
+ * or unchanged; else the `error` frame to answer with (a malformed frame, or a refusal).
+ */
+export async function sendSignalFrame(sender: SignalSender, me: { userId: string; installationId: string }, frame: ClientFrame, logger: Logger): Promise<Extract<ServerFrame, { type: 'error' }> | undefined> {
+  const parsed = signalFrame.safeParse(frame);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { type: 'error', code: 'bad_message', detail: `signal: ${issue ? `${issue.path.join('.') || 'frame'}: ${issue.message}` : 'invalid'}` };
+  }
+  const callId = parsed.data.callId;
+  try {
+    const outcome = await sender.send(me.userId, me.installationId, parsed.data);
+    if (outcome.kind === 'refused') {
+      const detail = outcome.reason === 'not_found' ? 'no such call' : 'only a member joined to the call, from its joined installation, may send signals';
+      return { type: 'error', code: 'signal_refused', reason: outcome.reason, callId, detail };
+    }
+    if (outcome.kind === 'limited') {
+      return { type: 'error', code: 'signal_refused', reason: 'rate_limited', callId, retryAfterMs: outcome.retryAfterMs, detail: 'too many signals on this call; this one was dropped' };
+    }
+    return undefined;
+  } catch (err) {
+    logger.warn({ err: (err as Error).message, userId: me.userId }, 'signal failed');
+    return { type: 'error', code: 'signal_refused', reason: 'unavailable', callId, detail: 'temporary failure; this signal was dropped' };
   }
 }
 
