@@ -9,19 +9,17 @@
 ]]
 local callKey, presenceKey = KEYS[1], KEYS[2]
 --@arguments
---@include "groupMembers"
+--@include "callRecord"
 --@include "presence"
 
 local call = loadCall(callKey)
 local out = {}
-if not call or call.values.state == 'ended' then return out end
-for _, m in ipairs(callMembers(call)) do
-  if m.state == 'joined' then
-    local entry = keptPresence(presenceKey, m)
-    if entry then
-      out[#out + 1] = m.userId
-      out[#out + 1] = cjson.encode(entry)
-    end
+if not call then return out end
+for _, m in ipairs(joinedMembers(call)) do
+  local entry = keptPresence(presenceKey, m)
+  if entry then
+    out[#out + 1] = m.userId
+    out[#out + 1] = cjson.encode(entry)
   end
 end
 return out

@@ -29,20 +29,19 @@
 ]]
 local callKey, presenceKey, limitKey = KEYS[1], KEYS[2], KEYS[3]
 --@arguments
---@include "groupMembers"
+--@include "callRecord"
 --@include "liveChannel"
 --@include "fixedWindow"
 --@include "presence"
 
 local call = loadCall(callKey)
 if not call then return { 'error', 'not_found' } end
+local members = joinedMembers(call)
 local me
-for _, m in ipairs(callMembers(call)) do
+for _, m in ipairs(members) do
   if m.userId == userId then me = m end
 end
-if not me or me.state ~= 'joined' or me.installationId ~= installationId or call.values.state == 'ended' then
-  return { 'error', 'not_joined' }
-end
+if not me or me.installationId ~= installationId then return { 'error', 'not_joined' } end
 
 limit = tonumber(limit)
 if limit > 0 then
@@ -60,8 +59,8 @@ if state ~= '' then
 end
 
 local out = { 'sent' }
-for _, m in ipairs(callMembers(call)) do
-  if m.state == 'joined' and m.userId ~= userId and m.installationId then
+for _, m in ipairs(members) do
+  if m.userId ~= userId and m.installationId then
     out[#out + 1] = m.userId
     out[#out + 1] = m.installationId
     if liveChannel ~= '' then

@@ -195,4 +195,21 @@ describe('live signals', () => {
       client.stop();
     }
   });
+
+  it('a one-to-one call: the two installations in it, once answered; not while it rings, not the callee’s other installation', async () => {
+    const [a1] = sockets.add(await online(user(urlA, 1, 'Alice'), urlA)) as [OnlineDevice];
+    const [b1, b2] = sockets.add(await online(user(urlB, 2, 'Bob'), urlB)) as [OnlineDevice, OnlineDevice];
+    const call = await createCall(a1, b1.userId);
+    signal(b1, call.callId, 'muted', true);
+    await waitUntil('refused while ringing', () => refusals(b1).length === 1);
+    expect((await answer(b1, call.callId)).status).toBe(200);
+    signal(a1, call.callId, 'video', false);
+    signal(b1, call.callId, 'muted', true);
+    signal(b2, call.callId, 'muted', true);
+    await waitUntil('each side has the other’s', () => signals(b1).length === 1 && signals(a1).length === 1 && refusals(b2).length === 1);
+    expect(signals(b1)[0]).toMatchObject({ userId: a1.userId, kind: 'video', value: false });
+    expect(signals(a1)[0]).toMatchObject({ userId: b1.userId, kind: 'muted', value: true });
+    expect(signals(b2)).toEqual([]);
+    expect((await getCall(a1, call.callId)).json.presence).toEqual({ [a1.userId]: { video: false }, [b1.userId]: { muted: true } });
+  });
 });
