@@ -24,6 +24,7 @@ const CLUSTER_SUITES = [
   'test/e2e/relay-leases.test.ts',
   'test/e2e/client.test.ts',
   'test/e2e/call-messages.test.ts',
+  'test/e2e/live-signals.test.ts',
   'test/e2e/call-move.test.ts',
   'test/e2e/messages-chaos.test.ts',
   'test/e2e/push-invitations.test.ts',

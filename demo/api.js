@@ -114,11 +114,11 @@ export class Api {
  * with backoff when the socket drops.
  */
 export class Signaling {
-  constructor({ token, installationKey, onEvent, onMessage, onStatus, onGap, onSynced }) {
+  constructor({ token, installationKey, onEvent, onMessage, onSignal, onStatus, onGap, onSynced }) {
     this.token = token;
     this.cursorKey = `softphone.cursor.${installationKey}`;
     this.cursor = localStorage.getItem(this.cursorKey) || undefined;
-    this.handlers = { onEvent, onMessage, onStatus, onGap, onSynced };
+    this.handlers = { onEvent, onMessage, onSignal, onStatus, onGap, onSynced };
     this.seen = new Set();
     this.ws = undefined;
     this.stopped = false;
@@ -143,6 +143,11 @@ export class Signaling {
       this.commands.set(body.operationId, { resolve, reject, timer, ws });
       ws.send(JSON.stringify({ ...body, type, callId }));
     });
+  }
+
+  /** A live signal for the other members in the call (docs/signaling.md "Live signals"): fire and forget. */
+  signal(callId, kind, value) {
+    if (this.isOpen()) this.ws.send(JSON.stringify({ type: 'signal', callId, kind, value }));
   }
 
   connect() {
@@ -173,6 +178,9 @@ export class Signaling {
           if (this.seen.has(frame.event.eventId)) return;
           this.seen.add(frame.event.eventId);
           this.handlers.onMessage(frame.event);
+          return;
+        case 'signal':
+          this.handlers.onSignal?.(frame.signal);
           return;
         case 'reply': {
           const pending = this.commands.get(frame.operationId);

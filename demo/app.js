@@ -90,6 +90,7 @@ function start(session) {
     installationKey: session.installationId,
     onEvent,
     onMessage,
+    onSignal,
     onStatus,
     onGap: (reason) => log('gap', `events lost (${reason}); continuing from the head`, 'sys'),
     onSynced,
@@ -216,6 +217,14 @@ function onScreen(call) {
   for (const e of ahead) handleEvent(e);
 }
 
+/** Another member's live signal (docs/signaling.md "Live signals"): the members list shows it. */
+function onSignal(sig) {
+  const call = state.call;
+  if (!call?.group || call.id !== sig.callId) return;
+  call.members.applySignal(sig);
+  render();
+}
+
 function onMessage(m) {
   const call = state.call;
   log('call.message', `#${m.seq} ${m.payload.kind ?? 'message'} from ${m.fromInstallationId}`);
@@ -246,6 +255,7 @@ function applyGroup(call, snapshot) {
   call.callerUserId = snapshot.caller.userId;
   call.callerName = snapshot.caller.displayName;
   call.members.applySnapshot(snapshot);
+  if (snapshot.presence) call.members.applyPresence(snapshot.presence);
 }
 
 /** A group call: in the call once joined (the caller: once someone else joined); its media through the SFU. */
@@ -581,6 +591,12 @@ function render() {
   $('tiles').hidden = !call?.groupMedia;
   $('invite-form').hidden = !call?.group || (status !== 'connected' && !(status === 'outgoing' && call.role === 'caller'));
   if (call?.group) renderMembers($('participants'), call, state.session.userId);
+  $('signal-btns').hidden = !call?.group || status !== 'connected';
+  const mine = call?.members.presence.get(state.session.userId) ?? {};
+  $('mute-btn').setAttribute('aria-pressed', String(!!mine.muted));
+  $('mute-btn').textContent = mine.muted ? 'Unmute' : 'Mute';
+  $('hand-btn').setAttribute('aria-pressed', String(!!mine.handRaised));
+  $('hand-btn').textContent = mine.handRaised ? 'Lower hand' : 'Raise hand';
   $('call-timer').textContent = '';
   const reason = $('end-reason');
   reason.hidden = status !== 'ended';
@@ -659,6 +675,19 @@ $('group-form').addEventListener('submit', (e) => {
   e.preventDefault();
   placeGroupCall(userIdsOf($('group-users').value), $('group-title').value.trim(), $('video').checked);
 });
+/** Toggles this member's own live state: shown here at once, sent to the others as a signal. */
+function toggleSignal(kind) {
+  const call = state.call;
+  if (!call?.group) return;
+  const me = state.session.userId;
+  const value = !call.members.presence.get(me)?.[kind];
+  call.members.applySignal({ userId: me, kind, value });
+  state.signaling.signal(call.id, kind, value);
+  render();
+}
+$('mute-btn').addEventListener('click', () => toggleSignal('muted'));
+$('hand-btn').addEventListener('click', () => toggleSignal('handRaised'));
+
 $('invite-form').addEventListener('submit', (e) => {
   e.preventDefault();
   inviteMore(userIdsOf($('invite-users').value));

@@ -10,6 +10,19 @@ export class Members {
   constructor() {
     /** userId → { state, revision (BigInt) }, in the snapshot's order (the caller first). */
     this.byUser = new Map();
+    /** userId → { muted, handRaised, … }: live signal state (docs/signaling.md "Live signals"). */
+    this.presence = new Map();
+  }
+
+  /** The snapshot's `presence` (GET /v1/calls/{id}): the current state, replacing what the page had. */
+  applyPresence(presence) {
+    this.presence = new Map(Object.entries(presence ?? {}));
+  }
+
+  /** A live signal from another member: a state kind updates its entry. */
+  applySignal(signal) {
+    if (typeof signal.value !== 'boolean') return;
+    this.presence.set(signal.userId, { ...this.presence.get(signal.userId), [signal.kind]: signal.value });
   }
 
   /** A group call's snapshot: every participant with its state. */
@@ -35,6 +48,8 @@ export class Members {
     const known = this.byUser.get(userId);
     if (known && revision < known.revision) return;
     this.byUser.set(userId, { state, revision });
+    // A member out of the call has no live state (its state is cleared when it leaves).
+    if (state !== 'joined') this.presence.delete(userId);
   }
 
   /** Members in the call besides `userId`. */
@@ -43,7 +58,7 @@ export class Members {
   }
 
   list() {
-    return [...this.byUser].map(([userId, m]) => ({ userId, state: m.state }));
+    return [...this.byUser].map(([userId, m]) => ({ userId, state: m.state, presence: this.presence.get(userId) ?? {} }));
   }
 }
 
@@ -60,17 +75,22 @@ const MEMBER_TEXT = {
 /** The members list: one item per member, its state in `data-state` (for scripts and tests). */
 export function renderMembers(ol, call, selfUserId) {
   ol.replaceChildren(
-    ...call.members.list().map(({ userId, state }) => {
+    ...call.members.list().map(({ userId, state, presence }) => {
       const li = document.createElement('li');
       li.dataset.userId = userId;
       li.dataset.state = state;
+      li.dataset.muted = String(!!presence.muted);
+      li.dataset.handRaised = String(!!presence.handRaised);
       const who = document.createElement('span');
       who.textContent = `${userId}${userId === selfUserId ? ' (you)' : ''}${userId === call.callerUserId ? ' · caller' : ''}`;
       const pill = document.createElement('span');
       pill.className = 'pill';
       pill.dataset.state = state;
       pill.textContent = MEMBER_TEXT[state] ?? state;
-      li.append(who, pill);
+      const signals = document.createElement('span');
+      signals.className = 'signals';
+      signals.textContent = `${presence.muted ? '🔇' : ''}${presence.handRaised ? '✋' : ''}`;
+      li.append(who, pill, signals);
       return li;
     }),
   );

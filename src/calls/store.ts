@@ -8,6 +8,7 @@ import { inCallInstallation } from './participants.js';
 import { readStoredCall } from './storedCall.js';
 import type { EndReason } from './reasons.js';
 import { retentionArg } from './retention.js';
+import { memberPresence, type MemberPresence } from './presence.js';
 import {
   answerCallKeysArgs,
   createCallKeysArgs,
@@ -301,6 +302,17 @@ export class CallStore {
     return (reply[1] as string[] | undefined) ?? [];
   }
 
+  /**
+   * The live signal state of each member in the call now (lua/readPresence.lua), by userId: the
+   * snapshot's `presence` (docs/signaling.md "Live signals"). Empty for an ended or unknown call.
+   */
+  async presence(callId: string): Promise<Record<string, MemberPresence>> {
+    const flat = (await runScript(this.redis, 'readPresence', [keys.call(this.settings, callId), keys.callPresence(this.settings, callId)], {})) as string[];
+    const out: Record<string, MemberPresence> = {};
+    for (let i = 0; i < flat.length; i += 2) out[flat[i]!] = memberPresence(JSON.parse(flat[i + 1]!) as Record<string, unknown>);
+    return out;
+  }
+
   async read(callId: string, userId: string): Promise<Outcome> {
     const c = readCallKeysArgs(this.settings, callId, userId, this.topology);
     return parseOutcome(await runScript(this.redis, 'readCall', c.keys, c.args));
@@ -342,3 +354,4 @@ export class CallStore {
     return readStoredCall(this.redis, keys.call(this.settings, callId));
   }
 }
+

@@ -166,6 +166,10 @@ export const callSnapshot = z.object({
     )
     .optional()
     .describe('a group call only (docs/group-calls.md): the caller first, then every member in invitation order; calleeUserId is then ""'),
+  presence: z
+    .record(z.string(), z.object({ muted: z.boolean().optional(), speaking: z.boolean().optional(), handRaised: z.boolean().optional(), video: z.boolean().optional() }))
+    .optional()
+    .describe('GET /v1/calls/{id} of a call in progress: by userId, the live signal state each member in the call has sent since it joined (docs/signaling.md "Live signals"); a member who left has none; absent when no member in the call has sent one'),
 });
 
 export const mediaSession = z.object({

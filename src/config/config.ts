@@ -125,6 +125,7 @@ export const configSchema = z
     RENAMES_PER_CALL: int(10, 1, 1000).describe('Renames allowed per call in all.'),
     GROUP_CALL_MAX_MEMBERS: int(GROUP_CALL_MAX_MEMBERS_DEFAULT, 1, 64).describe('Members a group call may ring besides its caller, late invitations included (docs/group-calls.md).'),
     RATE_CALL_MESSAGES_PER_10S: int(100, 0).describe('In-call messages per call and sender per 10 s (0: off; docs/api.md "In-call messages").'),
+    RATE_CALL_SIGNALS_PER_S: int(100, 0).describe('Live signals per call per second, all senders together (0: off; docs/signaling.md "Live signals").'),
     RATE_WS_MESSAGES_PER_10S: int(50, 0).describe('Frames per socket per 10 s (0: off).'),
     RATE_AUTH_FAILURES_PER_MIN: int(30, 0).describe('Failed authentications per client address per minute before it is refused with 429 (0: off).'),
     CORS_ORIGINS: corsOriginsSchema.describe('Browser origins allowed to call the API: a comma-separated list, or `*` (docs/api.md "CORS").'),

@@ -4,6 +4,8 @@ import { CALL_COMMANDS } from '../commands/callCommands.js';
 import type { CallCommand } from '../commands/command.js';
 import { opaqueId } from '../commands/schemas.js';
 import { schema } from './openapiParts.js';
+import { STATE_KINDS } from '../calls/presence.js';
+import { SIGNAL_CUSTOM_MAX_BYTES } from '../config/signalLimits.js';
 
 /**
  * The AsyncAPI 3.0 document of /v1/signaling (docs/signaling.md in machine-readable form): the
@@ -99,6 +101,8 @@ export function asyncApiDocument(): Record<string, unknown> {
           gap: { $ref: '#/components/messages/gap' },
           synced: { $ref: '#/components/messages/synced' },
           message: { $ref: '#/components/messages/message' },
+          signal: { $ref: '#/components/messages/signal' },
+          signalSend: { $ref: '#/components/messages/signalSend' },
           reply: { $ref: '#/components/messages/reply' },
           pong: { $ref: '#/components/messages/pong' },
           error: { $ref: '#/components/messages/error' },
@@ -133,7 +137,7 @@ export function asyncApiDocument(): Record<string, unknown> {
         channel: { $ref: '#/channels/signaling' },
         title: 'Receive events',
         summary: 'What the server sends: events, gaps, the end of the replay, in-call messages, replies to commands, pongs and errors.',
-        messages: ['event', 'gap', 'synced', 'message', 'reply', 'pong', 'error'].map((m) => ({ $ref: `#/channels/signaling/messages/${m}` })),
+        messages: ['event', 'gap', 'synced', 'message', 'signal', 'reply', 'pong', 'error'].map((m) => ({ $ref: `#/channels/signaling/messages/${m}` })),
       },
       sendPing: {
         action: 'send',
@@ -141,6 +145,14 @@ export function asyncApiDocument(): Record<string, unknown> {
         title: 'Keepalive',
         summary: `At most RATE_WS_MESSAGES_PER_10S client frames (of any type) per 10 s, else close ${CLOSE.rateLimited}.`,
         messages: [{ $ref: '#/channels/signaling/messages/ping' }],
+      },
+      sendSignals: {
+        action: 'send',
+        channel: { $ref: '#/channels/signaling' },
+        title: 'Live signals',
+        summary:
+          `A joined member's live state (muted, speaking, handRaised, video), reactions and small custom values for the other joined members: not stored, at most once, in order per sender; no reply when sent, an error frame (signal_refused) when refused; over RATE_CALL_SIGNALS_PER_S per call each is dropped (docs/signaling.md "Live signals").`,
+        messages: [{ $ref: '#/channels/signaling/messages/signalSend' }],
       },
       sendCommands: {
         action: 'send',
@@ -213,6 +225,22 @@ export function asyncApiDocument(): Record<string, unknown> {
             },
           },
         ),
+        signal: frame(
+          'signal',
+          'Live signal',
+          'Another joined member\'s live signal (not in the event log, no cursor, never replayed): the state kinds update that member\'s entry of the call\'s presence.',
+          { signal: signalBody(true) },
+          ['signal'],
+          { type: 'signal', signal: { callId: '3f1c9a52-7d1e-4f0e-9b8a-2c6d5e4f7a10', userId: 'alice', kind: 'muted', value: true, atMs: 1795236718120 } },
+        ),
+        signalSend: frame(
+          'signal',
+          'Send a live signal',
+          `For the other members in the call; you must be joined to it from this installation. \`custom\`: any JSON value up to ${SIGNAL_CUSTOM_MAX_BYTES} bytes.`,
+          signalBody(false).properties,
+          ['callId', 'kind', 'value'],
+          { type: 'signal', callId: '3f1c9a52-7d1e-4f0e-9b8a-2c6d5e4f7a10', kind: 'handRaised', value: true },
+        ),
         reply: frame(
           'reply',
           'Reply',
@@ -235,8 +263,14 @@ export function asyncApiDocument(): Record<string, unknown> {
         error: frame(
           'error',
           'Error',
-          'A client frame that is not a ping or a command (not an object, or an unknown type); the connection stays open.',
-          { code: { type: 'string', const: 'bad_message' }, detail: { type: 'string' } },
+          'A client frame that is not a ping, a command or a well-formed signal (bad_message), or a signal that was dropped (signal_refused, with its reason); the connection stays open.',
+          {
+            code: { type: 'string', enum: ['bad_message', 'signal_refused'] },
+            detail: { type: 'string' },
+            reason: { type: 'string', enum: ['not_found', 'not_joined', 'rate_limited', 'unavailable'], description: 'signal_refused only' },
+            callId: { type: 'string', description: 'signal_refused only' },
+            retryAfterMs: { type: 'integer', description: 'signal_refused with rate_limited only' },
+          },
           ['code', 'detail'],
           { type: 'error', code: 'bad_message', detail: 'expected {"type":"ping"} or a command frame (answer, end, rename, message)' },
         ),
@@ -244,5 +278,20 @@ export function asyncApiDocument(): Record<string, unknown> {
         ping: frame('ping', 'Ping', 'Application-level keepalive, answered with pong.', {}, [], { type: 'ping' }),
       },
     },
+  };
+}
+
+/** A live signal's fields (docs/signaling.md "Live signals"); `delivered`: as the recipients get it. */
+function signalBody(delivered: boolean): { type: 'object'; properties: Record<string, unknown>; required: string[] } {
+  const properties: Record<string, unknown> = {
+    callId: { type: 'string' },
+    kind: { type: 'string', enum: [...STATE_KINDS, 'reaction', 'custom'] },
+    value: { description: 'a boolean for muted, speaking, handRaised and video; a string of 1 to 32 characters for reaction; any JSON value for custom' },
+  };
+  if (!delivered) return { type: 'object', properties, required: ['callId', 'kind', 'value'] };
+  return {
+    type: 'object',
+    properties: { ...properties, userId: { type: 'string', description: 'the sender' }, atMs: { type: 'integer', description: 'when the server took it' } },
+    required: ['callId', 'userId', 'kind', 'value', 'atMs'],
   };
 }

@@ -96,14 +96,18 @@ function replyBody(op: Operation): string {
 /**
  * docs/signaling.md "Commands": one row per frame a client sends in the AsyncAPI document. A
  * command frame runs the command of that name (src/commands/callCommands.ts) and is its route's
- * body plus `type` and `callId`. A frame type the AsyncAPI document sends that is neither `ping`
- * nor a command stops the generation.
+ * body plus `type` and `callId`. A frame type the AsyncAPI document sends that is neither `ping`,
+ * `signal` nor a command stops the generation.
  */
 export function commandsTable(): string {
   const rows = ['| frame `type` | HTTP route | fields besides `type`, `callId` | `reply` body on success |', '|---|---|---|---|'];
   for (const type of asyncApiFrameTypes().send) {
     if (type === 'ping') {
       rows.push('| `ping` | — (keepalive) | — | none: answered with a `pong` frame |');
+      continue;
+    }
+    if (type === 'signal') {
+      rows.push('| `signal` | — ([live signal](#live-signals)) | `kind`, `value` | none: not answered; an `error` frame when refused |');
       continue;
     }
     const command = CALL_COMMANDS.get(type);

@@ -14,6 +14,7 @@ import { CLOSE } from '../contracts/signaling.js';
 import { LiveSubscriptions } from './liveSubscriptions.js';
 import { commandReply } from './commandFrames.js';
 import { upgradeHandler } from './upgrade.js';
+import { SIGNAL_EPOCH, sendSignalFrame, type SignalSender } from './signals.js';
 import type { GatewaySettings, Socket, SocketData } from './socket.js';
 import {
   decodeClientFrame,
@@ -21,6 +22,7 @@ import {
   encodeFrame,
   encodeMessageFrame,
   encodeReplyFrame,
+  encodeSignalFrame,
   type ClientFrame,
   type Encoding,
   type ServerFrame,
@@ -49,6 +51,9 @@ export interface GatewayStats {
   earlyEventsSent: number;
   /** In-call messages sent (docs/api.md "In-call messages"). */
   messagesSent: number;
+  /** Live signals sent to sockets, and those refused (docs/signaling.md "Live signals"). */
+  signalsSent: number;
+  signalsRefused: number;
   /** Command frames answered, by command and status (docs/signaling.md "Commands"). */
   commands: Map<string, number>;
 }
@@ -57,7 +62,7 @@ export class Gateway {
   /** The sockets this gateway holds, by user, with their users' live subscriptions. */
   private readonly live: LiveSubscriptions<Socket>;
   private sweepTimer: NodeJS.Timeout | undefined;
-  readonly stats: GatewayStats = { eventsSent: 0, earlyEventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0, commands: new Map() };
+  readonly stats: GatewayStats = { eventsSent: 0, earlyEventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0, signalsSent: 0, signalsRefused: 0, commands: new Map() };
 
   constructor(
     subscriber: RedisClient,
@@ -67,6 +72,7 @@ export class Gateway {
     private readonly settings: GatewaySettings,
     /** What the command frames run with: the same as their HTTP routes. */
     private readonly commands: CommandDeps,
+    private readonly signals: SignalSender,
   ) {
     this.live = new LiveSubscriptions<Socket>(
       subscriber,
@@ -123,6 +129,10 @@ export class Gateway {
       this.send(ws, { type: 'pong' });
       return;
     }
+    if (frame?.type === 'signal') {
+      void this.sendSignal(ws, frame);
+      return;
+    }
     const command = typeof frame?.type === 'string' ? CALL_COMMANDS.get(frame.type) : undefined;
     if (!frame || !command) {
       this.send(ws, { type: 'error', code: 'bad_message', detail: `expected {"type":"ping"} or a command frame (${[...CALL_COMMANDS.keys()].join(', ')})` });
@@ -152,6 +162,13 @@ export class Gateway {
     const operationId = typeof frame.operationId === 'string' ? frame.operationId : undefined;
     const retryAfter = reply.headers?.['retry-after'];
     this.sendRaw(ws, encodeReplyFrame(data.encoding, operationId, reply.status, reply.body ?? '{}', retryAfter === undefined ? undefined : Number(retryAfter)));
+  }
+
+  /** A live signal (docs/signaling.md "Live signals"): no reply when sent; an `error` frame when refused. */
+  private async sendSignal(ws: Socket, frame: ClientFrame): Promise<void> {
+    const answer = await sendSignalFrame(this.signals, ws.getUserData(), frame, this.logger);
+    if (answer?.code === 'signal_refused') this.stats.signalsRefused++;
+    if (answer) this.send(ws, answer);
   }
 
   /** Starts the token-expiry sweep (one timer for all sockets instead of one per socket). */
@@ -242,6 +259,14 @@ export class Gateway {
     }
     if (msg.epoch === EARLY_EPOCH) {
       this.onEarly(ws, msg);
+      return;
+    }
+    if (msg.epoch === SIGNAL_EPOCH) {
+      // A live signal: outside the log, sent at once even while syncing, never buffered.
+      if (isForInstallation(msg.only || undefined, undefined, data.installationId)) {
+        this.stats.signalsSent++;
+        this.sendRaw(ws, encodeSignalFrame(data.encoding, msg.json));
+      }
       return;
     }
     if (msg.id === '') {

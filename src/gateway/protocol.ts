@@ -25,7 +25,8 @@ export type ServerFrame =
   | { type: 'gap'; reason: 'trimmed' | 'reset'; cursor: string }
   | { type: 'synced'; cursor: string }
   | { type: 'pong' }
-  | { type: 'error'; code: 'bad_message'; detail: string };
+  | { type: 'error'; code: 'bad_message'; detail: string }
+  | { type: 'error'; code: 'signal_refused'; reason: 'not_found' | 'not_joined' | 'rate_limited' | 'unavailable'; callId: string; retryAfterMs?: number; detail: string };
 
 /** An event frame; for JSON the stored payload text is spliced in without re-serialising. */
 /** An event frame; without a cursor, an early copy, ahead of the log (docs/signaling.md "Early events"). */
@@ -40,6 +41,12 @@ export function encodeEventFrame(encoding: Encoding, cursor: string | undefined,
 export function encodeMessageFrame(encoding: Encoding, eventJson: string): string | Uint8Array {
   if (encoding === 'json') return `{"type":"message","event":${eventJson}}`;
   return packr.pack({ type: 'message', event: JSON.parse(eventJson) as unknown });
+}
+
+/** A live signal frame (docs/signaling.md "Live signals"): outside the log, no cursor. */
+export function encodeSignalFrame(encoding: Encoding, signalJson: string): string | Uint8Array {
+  if (encoding === 'json') return `{"type":"signal","signal":${signalJson}}`;
+  return packr.pack({ type: 'signal', signal: JSON.parse(signalJson) as unknown });
 }
 
 export function encodeFrame(encoding: Encoding, frame: ServerFrame): string | Uint8Array {

@@ -46,6 +46,10 @@ export const keys = {
   /** Fixed-window counter of one sender's messages on one call. */
   callMessageLimit: (ks: KeySpace, callId: string, userId: string) =>
     `${ks.prefix}:${callShardTag(ks, callId)}:rl:msg:${callId}:${userId.length}:${userId}`,
+  /** A call's current live-signal state per member (lua/sendSignal.lua). */
+  callPresence: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:presence:${callId}`,
+  /** Fixed-window counter of a call's live signals, all senders together. */
+  callSignalLimit: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:rl:sig:${callId}`,
   /** The live relays (by heartbeat): each takes about shards ÷ relays of the outbox shards. */
   relays: (ks: KeySpace) => `${ks.prefix}:relays`,
   /** Which relay reads a shard's outbox right now. */

@@ -1,6 +1,7 @@
 import type { Uws } from '../transport/uws.js';
 import { connectRedis } from '../redis/connection.js';
 import { Gateway } from '../gateway/gateway.js';
+import { SignalSender } from '../gateway/signals.js';
 import type { RoleContext, StartedRole } from './context.js';
 
 /** The gateway role: the devices' signaling sockets (docs/signaling.md). */
@@ -20,7 +21,7 @@ export async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>
     maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
     maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
     readBatch: 200,
-  }, ctx.deps);
+  }, ctx.deps, new SignalSender(ctx.redis, ctx.ks, config.RATE_CALL_SIGNALS_PER_S));
   gateway.mount(app);
   gateway.startSweeps();
   metrics.gaugesFrom('ws_open_sockets', 'Open signaling WebSockets by encoding (json, msgpack)', ['encoding'], () =>
@@ -29,6 +30,8 @@ export async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>
   metrics.countersFrom('ws_events_sent_total', 'Events sent over signaling', [], () => [[[], gateway.stats.eventsSent]]);
   metrics.countersFrom('ws_early_events_sent_total', 'Of the events sent over signaling, those sent early, ahead of the log', [], () => [[[], gateway.stats.earlyEventsSent]]);
   metrics.countersFrom('ws_messages_sent_total', 'In-call messages sent over signaling', [], () => [[[], gateway.stats.messagesSent]]);
+  metrics.countersFrom('ws_signals_sent_total', 'Live signals sent over signaling', [], () => [[[], gateway.stats.signalsSent]]);
+  metrics.countersFrom('ws_signals_refused_total', 'Live signals refused (not joined, no such call, over the call\'s limit)', [], () => [[[], gateway.stats.signalsRefused]]);
   metrics.countersFrom('ws_commands_total', 'Command frames answered, by command and status (docs/signaling.md "Commands")', ['command', 'status'], () =>
     [...gateway.stats.commands].map(([key, n]): [string[], number] => [key.split(' '), n]),
   );

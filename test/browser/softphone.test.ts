@@ -354,11 +354,22 @@ describe('browser softphone', () => {
     for (const page of [alice, bob, carol]) for (const userId of [aliceId, bobId, carolId]) await member(page, userId, 'joined');
     await shots('three-in-call');
 
+    // Live signals (docs/signaling.md "Live signals"): Carol mutes and raises her hand; the others' lists show it.
+    await carol.click('#mute-btn');
+    await carol.click('#hand-btn');
+    for (const page of [alice, bob, carol]) await page.waitForSelector(`#participants li[data-user-id="${carolId}"][data-muted="true"][data-hand-raised="true"]`);
+    expect(await carol.textContent('#mute-btn')).toBe('Unmute');
+    await carol.click('#hand-btn');
+    for (const page of [alice, bob]) await page.waitForSelector(`#participants li[data-user-id="${carolId}"][data-muted="true"][data-hand-raised="false"]`);
+    await shots('signals');
+
     // Carol leaves: the call goes on for alice and bob.
     await carol.click('#hangup-btn');
     await endReason(carol, 'localHangup');
     expect(await carol.textContent('#end-reason')).toContain('You left the call');
     for (const page of [alice, bob]) await member(page, carolId, 'left');
+    // Her live state is cleared with her leave.
+    for (const page of [alice, bob]) expect(await page.getAttribute(`#participants li[data-user-id="${carolId}"]`, 'data-muted')).toBe('false');
     for (const page of [alice, bob]) expect(await page.getAttribute('#call-state', 'data-state')).toBe('connected');
     // This server has no SFU: the pages in the call say there is no media (media-session 503 sfu_unavailable), and show no tiles.
     for (const page of [alice, bob]) {

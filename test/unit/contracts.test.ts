@@ -117,7 +117,7 @@ describe('AsyncAPI document of /v1/signaling', () => {
     const channel = document!.channels().get('signaling')!;
     expect(channel.address()).toBe('/v1/signaling');
     expect(channel.messages().all().map((m) => m.id()).sort()).toEqual(
-      ['answerCommand', 'endCommand', 'error', 'event', 'gap', 'inviteCommand', 'message', 'messageCommand', 'moveCommand', 'ping', 'pong', 'renameCommand', 'reply', 'ringingCommand', 'synced'],
+      ['answerCommand', 'endCommand', 'error', 'event', 'gap', 'inviteCommand', 'message', 'messageCommand', 'moveCommand', 'ping', 'pong', 'renameCommand', 'reply', 'ringingCommand', 'signal', 'signalSend', 'synced'],
     );
     // A command frame is its route's body plus type and callId.
     const answerFrame = document!.components().messages().get('answerCommand')!.payload()!.json() as { required: string[] };

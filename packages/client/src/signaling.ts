@@ -2,7 +2,7 @@ import { Packr } from 'msgpackr';
 import { globalFetch, globalWebSocket, isNode, type FetchLike } from './runtime.js';
 import { EventFilter } from './eventFilter.js';
 import { backoffDelay } from './backoff.js';
-import type { CallMessage, CommandReply, EventPayload, GapReason } from './types.js';
+import type { CallMessage, CommandReply, EventPayload, GapReason, LiveSignal, SignalBody, SignalRefusal } from './types.js';
 
 /**
  * The signaling client (docs/signaling.md): it connects to /v1/signaling, hands each new event to
@@ -83,6 +83,10 @@ export interface SignalingOptions {
   saveCursor?: (cursor: string) => void;
   /** An in-call message from the other party (repeated eventIds dropped). */
   onMessage?: (message: CallMessage) => void;
+  /** Another joined member's live signal (docs/signaling.md "Live signals"): at most once, never replayed. */
+  onSignal?: (signal: LiveSignal) => void;
+  /** A signal of yours the server dropped: not joined, no such call, or over the call's limit. */
+  onSignalRefused?: (refusal: SignalRefusal) => void;
   /** Events were lost (log trimmed or reset): refetch the calls you know of. */
   onGap?: (reason: GapReason, cursor: string) => void;
   /** The replay is done, live from here (at start, after each reconnect, and after a resync on an open socket). */
@@ -275,6 +279,18 @@ export class SignalingClient {
     this.sendFrame({ type: 'ping' });
   }
 
+  /**
+   * Sends a live signal to the other joined members of the call (docs/signaling.md "Live
+   * signals"): fire and forget, at most once; dropped when the socket is not open (a signal is
+   * stale a moment later: after a reconnect, send the current state again). A refusal comes
+   * back through onSignalRefused.
+   */
+  signal(callId: string, body: SignalBody): boolean {
+    if (!this.isOpen) return false;
+    this.sendFrame({ type: 'signal', callId, kind: body.kind, value: body.value });
+    return true;
+  }
+
   /** Whether the socket is open: commands can go over it. */
   get isOpen(): boolean {
     return this.ws?.readyState === 1;
@@ -449,7 +465,18 @@ export class SignalingClient {
   }
 
   private onFrame(data: unknown): void {
-    let frame: { type: string; cursor?: string; event?: EventPayload; reason?: GapReason; operationId?: string; status?: number; body?: unknown; retryAfterS?: number };
+    let frame: {
+      type: string;
+      cursor?: string;
+      event?: EventPayload;
+      reason?: GapReason;
+      operationId?: string;
+      status?: number;
+      body?: unknown;
+      retryAfterS?: number;
+      signal?: LiveSignal;
+      code?: string;
+    } & Partial<Omit<SignalRefusal, 'reason'>>;
     try {
       frame =
         typeof data === 'string'
@@ -481,6 +508,16 @@ export class SignalingClient {
         if (message) this.deliverMessage(message);
         return;
       }
+      case 'signal':
+        if (frame.signal) this.opts.onSignal?.(frame.signal);
+        return;
+      case 'error':
+        if (frame.code === 'signal_refused' && frame.callId !== undefined) {
+          const refusal: SignalRefusal = { callId: frame.callId, reason: frame.reason as unknown as SignalRefusal['reason'], detail: frame.detail ?? '' };
+          if (frame.retryAfterMs !== undefined) refusal.retryAfterMs = frame.retryAfterMs;
+          this.opts.onSignalRefused?.(refusal);
+        }
+        return;
       case 'reply': {
         const pending = frame.operationId === undefined ? undefined : this.commands.get(frame.operationId);
         if (!pending) return;

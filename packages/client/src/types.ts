@@ -61,6 +61,11 @@ export interface CallSnapshot {
    * is then `""`). A one-to-one snapshot has no participants.
    */
   participants?: CallParticipant[];
+  /**
+   * GET /v1/calls/{id} of a call in progress: by userId, the live signal state each member in the
+   * call has sent since it joined; absent while none has (docs/signaling.md "Live signals").
+   */
+  presence?: Record<string, MemberPresence>;
 }
 
 interface EventCommon {
@@ -224,6 +229,35 @@ export interface CallMessage {
   /** The sender's sequence number on this call, from 1. */
   seq: number;
   payload: Record<string, unknown>;
+}
+
+/** The signal kinds whose current value the call keeps in its `presence`. */
+export type StateSignalKind = 'muted' | 'speaking' | 'handRaised' | 'video';
+
+/** A member's kept live signal state (CallSnapshot `presence`): the kinds it has sent. */
+export type MemberPresence = Partial<Record<StateSignalKind, boolean>>;
+
+/**
+ * A live signal to send (docs/signaling.md "Live signals"): a state kind with a boolean, a
+ * `reaction` (1 to 32 characters), or a `custom` JSON value of at most 1 KiB.
+ */
+export type SignalBody = { kind: StateSignalKind; value: boolean } | { kind: 'reaction'; value: string } | { kind: 'custom'; value: unknown };
+
+/** Another joined member's live signal, as received: not stored, never replayed. */
+export type LiveSignal = SignalBody & {
+  callId: string;
+  /** The sender. */
+  userId: string;
+  /** When the server took it. */
+  atMs: number;
+};
+
+/** A signal the server dropped (an `error` frame `signal_refused`). */
+export interface SignalRefusal {
+  callId: string;
+  reason: 'not_found' | 'not_joined' | 'rate_limited' | 'unavailable';
+  detail: string;
+  retryAfterMs?: number;
 }
 
 /** An in-call message the server stored (POST /v1/calls/{id}/messages, or a `message` frame). */

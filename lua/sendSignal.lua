@@ -1,0 +1,71 @@
+--[[
+  One live in-call signal (docs/signaling.md "Live signals"): checked and published in one round
+  trip, never stored in a log. Only a member joined to the call, from its joined installation,
+  may send; it reaches the other joined members' joined installations.
+
+  KEYS[1] callKey
+  KEYS[2] presenceKey  the call's presence map (lua/includes/presence.lua)
+  KEYS[3] limitKey     the call's fixed-window signal counter (all senders together)
+
+  Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
+  userId
+  installationId
+  kind             muted | speaking | handRaised | video (state: kept in the presence map) or
+                   reaction | custom (not kept)
+  state            for a state kind, '1' or '0'; '' otherwise
+  signalJson       the signal as delivered (a JSON object, already validated and bounded)
+  liveChannel      on a single Redis, the users' live channel with a NUL where the userId goes:
+                   published here. '' on a cluster, where each recipient's channel lives in
+                   its user's slot: the gateway publishes to the recipients this returns.
+  limit            signals per window on this call; 0: no limit
+  windowMs         the limit's window
+  presenceTtlMs    the presence map's lifetime after its last write
+
+  Returns
+    { 'sent', userId1, installationId1, userId2, installationId2, … }  the recipients
+    { 'same' }                     a state kind's value as kept already: nothing sent
+    { 'error', 'not_found' | 'not_joined' }
+    { 'limited', retryAfterMs }    over the call's limit: nothing sent
+]]
+local callKey, presenceKey, limitKey = KEYS[1], KEYS[2], KEYS[3]
+--@arguments
+--@include "callRecord"
+--@include "liveChannel"
+--@include "fixedWindow"
+--@include "presence"
+
+local call = loadCall(callKey)
+if not call then return { 'error', 'not_found' } end
+local members = joinedMembers(call)
+local me
+for _, m in ipairs(members) do
+  if m.userId == userId then me = m end
+end
+if not me or me.installationId ~= installationId then return { 'error', 'not_joined' } end
+
+limit = tonumber(limit)
+if limit > 0 then
+  local rest = hitFixedWindow(limitKey, limit, tonumber(windowMs))
+  if rest > 0 then return { 'limited', rest } end
+end
+
+if state ~= '' then
+  local entry = keptPresence(presenceKey, me) or { stay = presenceStay(me) }
+  local value = state == '1'
+  if entry[kind] == value then return { 'same' } end
+  entry[kind] = value
+  redis.call('HSET', presenceKey, userId, cjson.encode(entry))
+  redis.call('PEXPIRE', presenceKey, presenceTtlMs)
+end
+
+local out = { 'sent' }
+for _, m in ipairs(members) do
+  if m.userId ~= userId and m.installationId then
+    out[#out + 1] = m.userId
+    out[#out + 1] = m.installationId
+    if liveChannel ~= '' then
+      redis.call('SPUBLISH', liveChannelOf(liveChannel, m.userId), '!signal\n\n\n' .. m.installationId .. '\n\n' .. signalJson)
+    end
+  end
+end
+return out

@@ -1,0 +1,122 @@
+import { z } from 'zod';
+import { topologyOf, type RedisClient } from '../redis/connection.js';
+import { keys, type KeySpace } from '../redis/keys.js';
+import { runScript } from '../redis/scripts.js';
+import { liveChannelArg } from '../calls/scriptArgs.js';
+import { opaqueId } from '../commands/schemas.js';
+import { STATE_KINDS } from '../calls/presence.js';
+import { SIGNAL_CUSTOM_MAX_BYTES } from '../config/signalLimits.js';
+import type { Logger } from '../util/logger.js';
+import type { ClientFrame, ServerFrame } from './protocol.js';
+
+/**
+ * Live in-call signals (docs/signaling.md "Live signals"): mute, speaking, raised hand, camera,
+ * reactions and small app-defined signals, sent by a joined member to the call's other joined
+ * members over the socket. Not stored in any log and never replayed: at most once, in order per
+ * sender. One script run per signal (lua/sendSignal.lua) checks the sender is joined, counts the
+ * call's limit, keeps the state kinds in the call's presence map (an unchanged state is not sent
+ * again) and, on a single Redis, publishes to the recipients in the same round trip.
+ */
+
+/** Published on a user's live channel in place of a log epoch (src/events/eventLog.ts parseLiveMessage). */
+export const SIGNAL_EPOCH = '!signal';
+
+/** The call's signal limit's window (RATE_CALL_SIGNALS_PER_S). */
+const SIGNAL_LIMIT_WINDOW_MS = 1000;
+/** The presence map outlives its last write by this much (a call's state is gone with it long before). */
+const PRESENCE_TTL_MS = 24 * 3600_000;
+
+
+const customValue = z.unknown().refine((v) => v !== undefined && Buffer.byteLength(JSON.stringify(v)) <= SIGNAL_CUSTOM_MAX_BYTES, {
+  message: `a JSON value of at most ${SIGNAL_CUSTOM_MAX_BYTES} bytes`,
+});
+
+/** A `signal` client frame's fields besides `type` (docs/signaling.md "Live signals"). */
+export const signalFrame = z.union([
+  z.object({ callId: opaqueId, kind: z.enum(STATE_KINDS), value: z.boolean() }),
+  z.object({ callId: opaqueId, kind: z.literal('reaction'), value: z.string().min(1).max(32) }),
+  z.object({ callId: opaqueId, kind: z.literal('custom'), value: customValue }),
+]);
+
+export type SignalInput = { callId: string; kind: string; value: unknown };
+
+/** What a `signal` frame came to. */
+export type SignalOutcome =
+  | { kind: 'sent'; recipients: number }
+  | { kind: 'same' }
+  | { kind: 'refused'; reason: 'not_found' | 'not_joined' }
+  | { kind: 'limited'; retryAfterMs: number };
+
+export class SignalSender {
+  private readonly liveChannel: string;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly ks: KeySpace,
+    /** RATE_CALL_SIGNALS_PER_S: signals per call per second, all senders together (0: off). */
+    private readonly perCallPerS: number,
+  ) {
+    this.liveChannel = liveChannelArg(ks, topologyOf(redis));
+  }
+
+  async send(userId: string, installationId: string, signal: SignalInput): Promise<SignalOutcome> {
+    const { callId, kind, value } = signal;
+    const signalJson = JSON.stringify({ callId, userId, kind, value, atMs: Date.now() });
+    const stateKind = (STATE_KINDS as readonly string[]).includes(kind);
+    const reply = (await runScript(this.redis, 'sendSignal', [keys.call(this.ks, callId), keys.callPresence(this.ks, callId), keys.callSignalLimit(this.ks, callId)], {
+      userId,
+      installationId,
+      kind,
+      state: stateKind ? (value ? '1' : '0') : '',
+      signalJson,
+      liveChannel: this.liveChannel,
+      limit: String(this.perCallPerS),
+      windowMs: String(SIGNAL_LIMIT_WINDOW_MS),
+      presenceTtlMs: String(PRESENCE_TTL_MS),
+    })) as string[];
+    const [outcome, ...rest] = reply;
+    if (outcome === 'same') return { kind: 'same' };
+    if (outcome === 'limited') return { kind: 'limited', retryAfterMs: Number(rest[0]) };
+    if (outcome === 'error') return { kind: 'refused', reason: rest[0] === 'not_found' ? 'not_found' : 'not_joined' };
+    if (this.liveChannel === '') {
+      // A cluster: each recipient's channel is in its user's slot, not the call's. Issued in
+      // order on the connection to that slot's node, so a sender's signals stay in order.
+      const sends: Promise<unknown>[] = [];
+      for (let i = 0; i < rest.length; i += 2) sends.push(this.redis.spublish(keys.liveChannel(this.ks, rest[i]!), signalMessage(rest[i + 1]!, signalJson)));
+      await Promise.all(sends);
+    }
+    return { kind: 'sent', recipients: rest.length / 2 };
+  }
+}
+
+/**
+ * A `signal` client frame sent on (docs/signaling.md "Live signals"): nothing to answer when sent
+ * or unchanged; else the `error` frame to answer with (a malformed frame, or a refusal).
+ */
+export async function sendSignalFrame(sender: SignalSender, me: { userId: string; installationId: string }, frame: ClientFrame, logger: Logger): Promise<Extract<ServerFrame, { type: 'error' }> | undefined> {
+  const parsed = signalFrame.safeParse(frame);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { type: 'error', code: 'bad_message', detail: `signal: ${issue ? `${issue.path.join('.') || 'frame'}: ${issue.message}` : 'invalid'}` };
+  }
+  const callId = parsed.data.callId;
+  try {
+    const outcome = await sender.send(me.userId, me.installationId, parsed.data);
+    if (outcome.kind === 'refused') {
+      const detail = outcome.reason === 'not_found' ? 'no such call' : 'only a member joined to the call, from its joined installation, may send signals';
+      return { type: 'error', code: 'signal_refused', reason: outcome.reason, callId, detail };
+    }
+    if (outcome.kind === 'limited') {
+      return { type: 'error', code: 'signal_refused', reason: 'rate_limited', callId, retryAfterMs: outcome.retryAfterMs, detail: 'too many signals on this call; this one was dropped' };
+    }
+    return undefined;
+  } catch (err) {
+    logger.warn({ err: (err as Error).message, userId: me.userId }, 'signal failed');
+    return { type: 'error', code: 'signal_refused', reason: 'unavailable', callId, detail: 'temporary failure; this signal was dropped' };
+  }
+}
+
+/** A signal on a user's live channel, for one installation (the same layout as lua/sendSignal.lua's). */
+export function signalMessage(installationId: string, signalJson: string): string {
+  return `${SIGNAL_EPOCH}\n\n\n${installationId}\n\n${signalJson}`;
+}
