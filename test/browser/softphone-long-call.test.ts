@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { describe, it, type ExpectStatic } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { janusRigForFile } from './mediaBrowser.js';
 import type { Stack } from '../support/stack.js';
@@ -13,15 +13,18 @@ import { janusRoomId } from '../../src/media/janus.js';
  * Calls that outlive their media credential (issue #51), in the browser softphone (demo/) with
  * Debian's Chromium, a real server with MEDIA_CREDENTIAL_TTL_S=30, a real Janus and coturn:
  *
- * - A group call of three through Janus: 120 s in (4× the lifetime), every page's inbound RTP
+ * - A group call of three through Janus: 90 s in (3× the lifetime), every page's inbound RTP
  *   still grows from both others, each page's Janus token has been renewed by the client
  *   package's MediaSessionKeeper (demo/mediaSession.js). Then Janus is killed and started again:
  *   without a reload, every page's media comes back within the server's retry-after plus a few
  *   seconds. Then carol leaves: she is out of the room at once, she receives nothing more, and
  *   the other two drop her feed and keep receiving each other.
- * - A one-to-one call forced relay-only through coturn: at 90 s an ICE restart (after a new media
- *   session, applied with setConfiguration) gets a new relay allocation, and at 120 s both sides'
+ * - A one-to-one call forced relay-only through coturn: at 60 s an ICE restart (after a new media
+ *   session, applied with setConfiguration) gets a new relay allocation, and at 90 s both sides'
  *   inbound RTP still grows through a relay.
+ *
+ * The two calls run at once (the one-to-one call needs coturn only, not Janus), so the file waits
+ * out the credential's lifetimes once.
  *
  * coturn relays on the host's address, where Janus's media candidates are.
  */
@@ -78,8 +81,11 @@ function groupBytes(page: Page): Promise<Record<string, number>> {
   });
 }
 
-/** `page` receives from every one of `userIds`: each one's inbound RTP grows (and nobody else's tile is there). */
-async function receivesFrom(page: Page, userIds: string[], timeout = STEP_TIMEOUT_MS): Promise<void> {
+/**
+ * `page` receives from every one of `userIds`: each one's inbound RTP grows (and nobody else's tile
+ * is there). `expect` is the test's own: the two tests run at once (vitest's concurrent tests).
+ */
+async function receivesFrom(expect: ExpectStatic, page: Page, userIds: string[], timeout = STEP_TIMEOUT_MS): Promise<void> {
   const sorted = [...userIds].sort();
   await expect.poll(async () => Object.keys(await groupBytes(page)).sort(), { timeout }).toEqual(sorted);
   const before = await groupBytes(page);
@@ -121,8 +127,8 @@ function peerStats(page: Page) {
   });
 }
 
-describe('calls longer than the media credential (MEDIA_CREDENTIAL_TTL_S=30)', () => {
-  it('group call through Janus: media from both others on every page at 120 s; back after a Janus restart without a reload; a member who leaves is out at once', async () => {
+describe.concurrent('calls longer than the media credential (MEDIA_CREDENTIAL_TTL_S=30)', () => {
+  it('group call through Janus: media from both others on every page at 90 s; back after a Janus restart without a reload; a member who leaves is out at once', async ({ expect }) => {
     const suffix = randomUUID().slice(0, 8);
     const [aliceId, bobId, carolId] = ['alice', 'bob', 'carol'].map((n) => `${n}-${suffix}`) as [string, string, string];
     const [alice, bob, carol] = await Promise.all([signedIn(aliceId, 'Alice'), signedIn(bobId, 'Bob'), signedIn(carolId, 'Carol')]);
@@ -135,14 +141,14 @@ describe('calls longer than the media credential (MEDIA_CREDENTIAL_TTL_S=30)', (
     const room = janusRoomId(await alice.evaluate(() => window.softphone.state.call.id as string));
     await bob.click('#answer-btn');
     await carol.click('#answer-btn');
-    for (const [id, page] of Object.entries(pages)) await receivesFrom(page, others(id));
+    for (const [id, page] of Object.entries(pages)) await receivesFrom(expect, page, others(id));
     const t0 = Date.now();
     const firstTokens = await Promise.all([alice, bob, carol].map(tokenOf));
 
-    // 120 s in: 4× the credential's lifetime.
-    await until(t0, 4 * TTL_S * 1000);
+    // 90 s in: 3× the credential's lifetime.
+    await until(t0, 3 * TTL_S * 1000);
     for (const [id, page] of Object.entries(pages)) {
-      await receivesFrom(page, others(id));
+      await receivesFrom(expect, page, others(id));
       expect(await page.getAttribute('#media-state', 'data-state'), id).toBe('connected');
     }
     const renewed = await Promise.all([alice, bob, carol].map(tokenOf));
@@ -153,7 +159,7 @@ describe('calls longer than the media credential (MEDIA_CREDENTIAL_TTL_S=30)', (
     for (const page of [alice, bob, carol]) await page.waitForSelector('#media-state[data-state="reconnecting"]');
     await janus.start();
     const back = Date.now();
-    await Promise.all(Object.entries(pages).map(([id, page]) => receivesFrom(page, others(id), RETRY_AFTER_MS + RECONNECT_SLACK_MS)));
+    await Promise.all(Object.entries(pages).map(([id, page]) => receivesFrom(expect, page, others(id), RETRY_AFTER_MS + RECONNECT_SLACK_MS)));
     const reconnectMs = Date.now() - back;
     process.stdout.write(`media back on all three pages ${reconnectMs} ms after Janus answered again\n`);
     expect(reconnectMs).toBeLessThanOrEqual(RETRY_AFTER_MS + RECONNECT_SLACK_MS);
@@ -166,8 +172,8 @@ describe('calls longer than the media credential (MEDIA_CREDENTIAL_TTL_S=30)', (
     expect(await carol.evaluate(() => window.softphone.state.call.groupMedia)).toBeUndefined();
     expect(await groupBytes(carol)).toEqual({});
     await expect.poll(() => participantIds(room)).not.toContain(carolFeed);
-    await receivesFrom(alice, [bobId]);
-    await receivesFrom(bob, [aliceId]);
+    await receivesFrom(expect, alice, [bobId]);
+    await receivesFrom(expect, bob, [aliceId]);
 
     await alice.click('#end-all-btn');
     for (const page of [alice, bob]) await page.waitForSelector('#call-state[data-state="ended"]');
@@ -175,7 +181,7 @@ describe('calls longer than the media credential (MEDIA_CREDENTIAL_TTL_S=30)', (
     await Promise.all([alice, bob, carol].map((p) => p.context().close()));
   }, 300_000);
 
-  it('one-to-one relay-only through coturn: an ICE restart at 90 s gets a new relay allocation; media both ways at 120 s', async () => {
+  it('one-to-one relay-only through coturn: an ICE restart at 60 s gets a new relay allocation; media both ways at 90 s', async ({ expect }) => {
     const suffix = randomUUID().slice(0, 8);
     const bobId = `bob-${suffix}`;
     const [alice, bob] = await Promise.all([signedIn(`alice-${suffix}`, 'Alice', true), signedIn(bobId, 'Bob', true)]);
@@ -189,9 +195,9 @@ describe('calls longer than the media credential (MEDIA_CREDENTIAL_TTL_S=30)', (
       await expect.poll(() => peerStats(page)).toMatchObject({ policy: 'relay', state: 'connected', localType: 'relay', remoteType: 'relay' });
     }
 
-    // 90 s in (3× the lifetime): the allocation made with the first credential still relays; an
+    // 60 s in (2× the lifetime): the allocation made with the first credential still relays; an
     // ICE restart gathers again, with the new media session's credentials.
-    await until(t0, 3 * TTL_S * 1000);
+    await until(t0, 2 * TTL_S * 1000);
     const before = (await peerStats(alice))!;
     expect(before).toMatchObject({ state: 'connected', localType: 'relay' });
     const iceServersBefore = await alice.evaluate(() => JSON.stringify(window.softphone.pc.getConfiguration().iceServers));
@@ -205,8 +211,8 @@ describe('calls longer than the media credential (MEDIA_CREDENTIAL_TTL_S=30)', (
       }, { timeout: STEP_TIMEOUT_MS })
       .toBe(true);
 
-    // 120 s in: both sides receive, through a relay.
-    await until(t0, 4 * TTL_S * 1000);
+    // 90 s in: both sides receive, through a relay.
+    await until(t0, 3 * TTL_S * 1000);
     for (const page of [alice, bob]) {
       const s = (await peerStats(page))!;
       expect(s).toMatchObject({ policy: 'relay', state: 'connected', localType: 'relay' });
