@@ -1,4 +1,4 @@
-import { authUnconfigured, ConfigError, loadConfig, type Config } from './config/config.js';
+import { ConfigError, loadConfig, startRefusal, type Config } from './config/config.js';
 import { startServer } from './server.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from './redis/embedded.js';
 import { devSecret, mintToken } from './auth/devTokens.js';
@@ -33,22 +33,15 @@ async function main(): Promise<void> {
   }
   // In dev mode lines go out one by one, in order with the printed tokens (src/util/logger.ts).
   const logger = createLogger(config.LOG_LEVEL, dev ? process.stdout : undefined);
-  if (authUnconfigured(config)) {
-    process.stderr.write('invalid configuration:\n  AUTH_JWT_SECRET: set one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY or AUTH_JWKS_URL (or run with --dev)\n');
+  const refused = startRefusal(config, production, () => commandRuns('redis-server'));
+  if (refused) {
+    process.stderr.write(`invalid configuration:\n  ${refused}\n`);
     process.exit(2);
   }
 
   let embedded: EmbeddedRedis | undefined;
   let redisTarget: RedisTarget | undefined = config.REDIS_CLUSTER_NODES ? { cluster: config.REDIS_CLUSTER_NODES } : config.REDIS_URL;
-  if (!redisTarget && production) {
-    process.stderr.write('invalid configuration:\n  REDIS_URL: with NODE_ENV=production set REDIS_URL or REDIS_CLUSTER_NODES (the embedded Redis is for development only)\n');
-    process.exit(2);
-  }
   if (!redisTarget) {
-    if (!commandRuns('redis-server')) {
-      process.stderr.write('invalid configuration:\n  REDIS_URL: neither REDIS_URL nor REDIS_CLUSTER_NODES is set, and no redis-server on the PATH to start an embedded one\n');
-      process.exit(2);
-    }
     embedded = await startEmbeddedRedis(config.EMBEDDED_REDIS_DIR);
     redisTarget = embedded.url;
     logger.info({ redis: redisTarget, dir: config.EMBEDDED_REDIS_DIR, redisPid: embedded.pid }, 'started embedded redis-server');

@@ -283,8 +283,22 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
 }
 
 /** True when neither a secret, a public key nor a JWKS URL is configured. */
-export function authUnconfigured(c: Config): boolean {
+function authUnconfigured(c: Config): boolean {
   return !c.AUTH_JWT_SECRET && !c.AUTH_JWT_PUBLIC_KEY && !c.AUTH_JWKS_URL;
+}
+
+/**
+ * What the process refuses to start with beyond the variables' own checks (src/main.ts stops with
+ * exit code 2 and this line): no way to verify tokens (`--dev` makes a secret before this check,
+ * never in production), or no Redis where none may be embedded (in production, or without a
+ * `redis-server` to start). Undefined: it starts.
+ */
+export function startRefusal(c: Config, production: boolean, redisServerRuns: () => boolean): string | undefined {
+  if (authUnconfigured(c)) return 'AUTH_JWT_SECRET: set one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY or AUTH_JWKS_URL (or run with --dev)';
+  if (c.REDIS_URL || c.REDIS_CLUSTER_NODES) return undefined;
+  if (production) return 'REDIS_URL: with NODE_ENV=production set REDIS_URL or REDIS_CLUSTER_NODES (the embedded Redis is for development only)';
+  if (!redisServerRuns()) return 'REDIS_URL: neither REDIS_URL nor REDIS_CLUSTER_NODES is set, and no redis-server on the PATH to start an embedded one';
+  return undefined;
 }
 
 export const configError = (lines: string[]) => new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);

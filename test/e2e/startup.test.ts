@@ -7,9 +7,9 @@ import { startRedis } from '../support/redis-server.js';
 import { runMain, withQuickStart } from '../support/mainProcess.js';
 
 /**
- * Issue 2 items 1-3: the quick start (`--dev` with an embedded Redis and printed tokens), the
- * configuration check that names the bad variable, and the refusal to run on uWebSockets.js's
- * slow `ws` fallback.
+ * The process's start: the quick start (`--dev` with an embedded Redis and printed tokens), the
+ * configuration refusals' exit code (the rules themselves: test/unit/config-refusals.test.ts), and
+ * the refusal to run on uWebSockets.js's slow `ws` fallback.
  */
 
 describe('start-up', () => {
@@ -21,20 +21,12 @@ describe('start-up', () => {
     expect(output).toMatch(/RING_TIMEOUT_MS: Too big/);
   });
 
-  it('without a verification key and without --dev it refuses to start, naming AUTH_JWT_SECRET', async () => {
-    const { code, output } = await runMain({ REDIS_URL: 'redis://127.0.0.1:1' }).exited;
-    expect(code).toBe(2);
-    expect(output).toMatch(/AUTH_JWT_SECRET: set one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY or AUTH_JWKS_URL/);
-  });
-
-  it('with NODE_ENV=production, no Redis configured is a start error (no embedded Redis), and so is no verification key, even with --dev', async () => {
+  it('a start refusal beyond the values (NODE_ENV=production without Redis) stops it with exit code 2 too, and no embedded Redis starts', async () => {
+    // Every refusal's rule is a unit test (test/unit/config-refusals.test.ts); this is main's use of them.
     const noRedis = await runMain({ NODE_ENV: 'production', AUTH_JWT_SECRET: 'x'.repeat(40) }).exited;
     expect(noRedis.code).toBe(2);
     expect(noRedis.output).toMatch(/REDIS_URL: with NODE_ENV=production set REDIS_URL or REDIS_CLUSTER_NODES/);
     expect(noRedis.output).not.toMatch(/embedded redis-server/);
-    const noKey = await runMain({ NODE_ENV: 'production', REDIS_URL: 'redis://127.0.0.1:1' }, ['--dev']).exited;
-    expect(noKey.code).toBe(2);
-    expect(noKey.output).toMatch(/AUTH_JWT_SECRET: set one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY or AUTH_JWKS_URL/);
   });
 
   it('refuses to run on the uWebSockets.js ws fallback unless allowed', async () => {
