@@ -98,6 +98,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Builds the server the tests start, once (test/support/serverBuild.ts).
+    globalSetup: ['test/support/globalSetup.ts'],
     maxWorkers: 2,
     reporters: ['default'],
     projects: scope === 'all' ? [single, cluster] : [single],

@@ -1,13 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { configSchema } from '../../src/config/config.js';
+import { REPO_ROOT, serverBundle } from './serverBuild.js';
 import { TEST_JWT_SECRET } from './tokens.js';
 import { terminate } from './processes.js';
 
 /**
- * Runs the REAL server as a child process (`node --import tsx src/main.ts`), exactly as it runs
- * in production apart from the TypeScript loader. The port comes from its `listening` log line.
+ * Runs the REAL server as a child process: src/main.ts, compiled once per test run
+ * (./serverBuild.ts), exactly as it runs in production apart from how its TypeScript is compiled.
+ * The port comes from its `listening` log line.
  */
 
 export interface TestServer {
@@ -23,7 +23,7 @@ export interface TestServer {
   child: ChildProcess;
 }
 
-export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export { REPO_ROOT };
 const START_TIMEOUT_MS = 30_000;
 const KILL_AFTER_MS = 5_000;
 
@@ -80,7 +80,7 @@ export async function startServer(env: Record<string, string>, opts: StartOption
   });
 
   const [node, ...nodeArgs] = opts.node ?? [process.execPath];
-  const child = spawn(node!, [...nodeArgs, '--import', 'tsx', 'src/main.ts', ...(opts.args ?? [])], {
+  const child = spawn(node!, [...nodeArgs, serverBundle(), ...(opts.args ?? [])], {
     cwd: REPO_ROOT,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
