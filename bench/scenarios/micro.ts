@@ -7,7 +7,7 @@ import { encodeEventFrame } from '../../src/gateway/protocol.js';
 import { invitationPayload } from '../../src/events/payloads.js';
 import { deliveriesFor } from '../../src/events/audience.js';
 import { parseChange } from '../../src/calls/change.js';
-import type { CallRecord } from '../../src/calls/model.js';
+import type { PairCall } from '../../src/calls/model.js';
 import type { BenchContext } from '../lib/context.js';
 import { fmtBytes, fmtNum, mdTable, type ScenarioResult } from '../lib/report.js';
 
@@ -23,7 +23,8 @@ export async function microScenario(ctx: BenchContext): Promise<ScenarioResult> 
   // Twice the verifier's cache size (10,000 tokens), so every verification misses the cache.
   const distinct = Array.from({ length: 20_000 }, (_, i) => mintToken(secret, { sub: `u${i}`, iid: `u${i}-phone` }));
   const key = new TextEncoder().encode(secret);
-  const call: CallRecord = {
+  const call: PairCall = {
+    kind: 'pair',
     callId: '0b7c6f7e-2a53-4c1b-9d1e-6a0f0f6b2d11',
     state: 'ringing',
     revision: '1',

@@ -15,7 +15,7 @@ import { busyMarkerOps, type MarkerOp } from '../../src/calls/activeCalls.js';
 import { deliveriesFor } from '../../src/events/audience.js';
 import { usersToLookUp } from '../../src/push/planner.js';
 import type { CallChange } from '../../src/calls/change.js';
-import type { CallRecord } from '../../src/calls/model.js';
+import type { PairCall } from '../../src/calls/model.js';
 import { readStoredCall } from '../../src/calls/storedCall.js';
 import { RELAY_GROUP } from '../../src/events/outboxAcks.js';
 import { countInto } from '../lib/waiter.js';
@@ -128,7 +128,7 @@ export function createTask(): Task {
           const p = redis.pipeline();
           readsAt.clear();
           let cmds = 0;
-          const calls: CallRecord[] = [];
+          const calls: PairCall[] = [];
           for (let i = 0; i < n; i++) {
             const call = syntheticCall(`cl${process.pid}.${seq++}`, seq % s.users);
             calls.push(call);
@@ -181,7 +181,7 @@ export function createTask(): Task {
   };
 
   /** Adds one lifecycle's commands (in causal order) to the pipeline; returns how many. */
-  function addLifecycle(p: ChainableCommander, call: CallRecord, variant: CeilingVariant): number {
+  function addLifecycle(p: ChainableCommander, call: PairCall, variant: CeilingVariant): number {
     const caller = call.callerUserId;
     const callee = call.calleeUserId;
     const winner = `${callee}-d0`;
@@ -232,18 +232,19 @@ export function createTask(): Task {
     if (variant === 'create') return n;
     const fpA = fingerprint('answer', [call.callId, winner, null]);
     mutate(answerCallKeysArgs(store, { callId: call.callId, userId: callee, installationId: winner, expectedRevision: undefined, operationId: `${call.callId}.answer`, fingerprint: fpA }, true, 'single'), 'answerCall');
-    const accepted: CallRecord = { ...call, state: 'accepted', revision: '2', answeredByInstallationId: winner, acceptedAtMs: now };
+    const accepted: PairCall = { ...call, state: 'accepted', revision: '2', answeredByInstallationId: winner, acceptedAtMs: now };
     relay({ entryId: '0-0', shard: 0, kind: 'answered', atMs: now, call: accepted });
     const fpE = fingerprint('end', [call.callId, 'localHangup']);
     mutate(endCallKeysArgs(store, { callId: call.callId, userId: caller, installationId: call.callerInstallationId, reason: 'localHangup', operationId: `${call.callId}.end`, fingerprint: fpE }, true, 'single'), 'endCall');
-    const ended: CallRecord = { ...accepted, state: 'ended', revision: '3', endedAtMs: now, endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: call.callerInstallationId };
+    const ended: PairCall = { ...accepted, state: 'ended', revision: '3', endedAtMs: now, endReason: 'localHangup', endedBy: 'caller', endedByInstallationId: call.callerInstallationId };
     relay({ entryId: '0-0', shard: 0, kind: 'ended', atMs: now, call: ended });
     return n;
   }
 
-  function syntheticCall(callId: string, u: number): CallRecord {
+  function syntheticCall(callId: string, u: number): PairCall {
     const now = Date.now();
     return {
+      kind: 'pair',
       callId,
       state: 'ringing',
       revision: '1',

@@ -1,5 +1,6 @@
 import type { CallChange } from './change.js';
 import { wasAnswered } from './model.js';
+import { participants, type Participant } from './participants.js';
 
 /**
  * Busy detection: each user's relay state (the event log's meta hash, lua/appendEvents.lua) holds
@@ -10,23 +11,22 @@ import { wasAnswered } from './model.js';
  */
 export type MarkerOp = { op: 'set' | 'clear'; callId: string };
 
-/** The marker changes one change causes, by user. */
+/**
+ * The marker changes one change causes, by user, one rule for both kinds (src/calls/participants.ts):
+ * a participant is busy from its join until it leaves or the call ends. A join also makes the
+ * caller busy (in the call from the start, it is marked with the first join); a one-to-one answer
+ * names no subjects: it joined both. At the end, those in the call then are cleared, and so is the
+ * one whose leave ended it (a one-to-one party's hang-up, a group member's last leave).
+ */
 export function busyMarkerOps(change: CallChange): [userId: string, op: MarkerOp][] {
-  const { kind, call } = change;
-  if (call.group) return groupMarkerOps(change);
-  const parties = [call.callerUserId, call.calleeUserId];
-  if (kind === 'answered') return parties.map((u) => [u, { op: 'set', callId: call.callId }]);
-  if (kind === 'ended' && wasAnswered(call)) return parties.map((u) => [u, { op: 'clear', callId: call.callId }]);
-  return [];
-}
-
-/** A group call: a member is busy from its join (the caller from the first) until it leaves or the call ends. */
-function groupMarkerOps({ kind, call, subjects = [] }: CallChange): [userId: string, op: MarkerOp][] {
-  const members = call.group!.members;
-  const set = (u: string): [string, MarkerOp] => [u, { op: 'set', callId: call.callId }];
-  const clear = (u: string): [string, MarkerOp] => [u, { op: 'clear', callId: call.callId }];
-  if (kind === 'joined') return [...new Set([call.callerUserId, ...subjects])].filter((u) => members.some((m) => m.userId === u && m.state === 'joined')).map(set);
-  if (kind === 'member') return subjects.filter((u) => members.some((m) => m.userId === u && m.state === 'left')).map(clear);
-  if (kind === 'ended' && wasAnswered(call)) return members.filter((m) => m.endedIn === 'joined').map((m) => clear(m.userId));
+  const { kind, call, subjects } = change;
+  const all = participants(call);
+  const mark = (op: MarkerOp['op']) => (p: Participant): [string, MarkerOp] => [p.userId, { op, callId: call.callId }];
+  if (kind === 'answered' || kind === 'joined') {
+    const named = new Set([call.callerUserId, ...(subjects ?? all.map((p) => p.userId))]);
+    return all.filter((p) => p.state === 'joined' && named.has(p.userId)).map(mark('set'));
+  }
+  if (kind === 'member') return all.filter((p) => p.state === 'left' && subjects?.includes(p.userId)).map(mark('clear'));
+  if (kind === 'ended' && wasAnswered(call)) return all.filter((p) => p.endedIn === 'joined' || (p.state === 'left' && p.leftAtMs === call.endedAtMs)).map(mark('clear'));
   return [];
 }

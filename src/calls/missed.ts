@@ -17,5 +17,5 @@ export function missedBy(change: CallChange): Participant[] {
   if (change.kind === 'member') return all.filter((p) => p.state === 'missed' && change.subjects?.includes(p.userId));
   if (change.kind !== 'ended') return [];
   // A group member who rang out before the end was named by its own change (no `endedIn`).
-  return all.filter((p) => p.role === 'invitee' && p.state === 'missed' && (p.endedIn !== undefined || !change.call.group));
+  return all.filter((p) => p.role === 'invitee' && p.state === 'missed' && (p.endedIn !== undefined || change.call.kind === 'pair'));
 }

@@ -33,14 +33,8 @@ export interface Member {
   endedIn?: 'invited' | 'ringing' | 'joined';
 }
 
-/** What a group call holds besides the fields every call has. */
-export interface GroupPart {
-  title: string;
-  members: Member[];
-}
-
-/** A call as stored in its Redis hash (see lua/createCall.lua for the field names). */
-export interface CallRecord {
+/** The fields every call has, one-to-one or group (see lua/createCall.lua for the field names). */
+interface CallFields {
   callId: string;
   state: CallState;
   revision: string;
@@ -48,23 +42,58 @@ export interface CallRecord {
   callerInstallationId: string;
   callerDisplayName: string;
   callerHandle: string;
-  calleeUserId: string;
   video: boolean;
   createdAtMs: number;
   expiresAtMs: number;
-  answeredByInstallationId?: string;
   acceptedAtMs?: number;
   endedAtMs?: number;
   endReason?: EndReason;
   endedBy?: EndedBy;
   endedByInstallationId?: string;
-  /** A one-to-one call: when the callee's first ringing receipt came, and how the invitation had reached it. */
+}
+
+/**
+ * A one-to-one call: a call of two members whose callee's part is kept in the call's own fields
+ * (src/calls/participants.ts projects the two members from them).
+ */
+export interface PairCall extends CallFields {
+  kind: 'pair';
+  calleeUserId: string;
+  answeredByInstallationId?: string;
+  /** When the callee's first ringing receipt came, and how the invitation had reached it. */
   ringingAtMs?: number;
   ringingVia?: string;
-  /** A one-to-one call: the installation its last move left (docs/protocol.md "Moving a call"). */
+  /** The installation the call's last move left (docs/protocol.md "Moving a call"). */
   movedFromInstallationId?: string;
-  /** A group call (docs/group-calls.md); absent on a one-to-one call. */
-  group?: GroupPart;
+}
+
+/** A group call (docs/group-calls.md): its title and its members, the caller first. */
+export interface GroupCall extends CallFields {
+  kind: 'group';
+  title: string;
+  members: Member[];
+}
+
+/** A call as stored (lua/includes/callRecord.lua): one of the two kinds. */
+export type CallRecord = PairCall | GroupCall;
+
+/**
+ * `calleeUserId` as the bodies that every call shares carry it (snapshots, history records,
+ * webhooks): a one-to-one call's callee, and "" for a group call, whose invitees are its
+ * `participants` (docs/group-calls.md "Snapshot").
+ */
+export function calleeField(call: CallRecord): string {
+  return call.kind === 'pair' ? call.calleeUserId : '';
+}
+
+/** The name an invitation shows: a group call's title when it has one, else the caller's name. */
+export function shownName(call: CallRecord): string {
+  return (call.kind === 'group' && call.title) || call.callerDisplayName;
+}
+
+/** The installation that answered a one-to-one call (a group call's joins are its members'). */
+export function answeredBy(call: CallRecord): string | undefined {
+  return call.kind === 'pair' ? call.answeredByInstallationId : undefined;
 }
 
 export class CorruptRecordError extends Error {
@@ -93,7 +122,7 @@ export function parseCallFields(flat: unknown): CallRecord {
   for (let i = 0; i < flat.length; i += 2) f[String(flat[i])] = String(flat[i + 1]);
   const state = str(f.state, 'state');
   if (!STATES.has(state)) throw new CorruptRecordError(`unknown call state ${state}`);
-  const rec: CallRecord = {
+  const rec: CallFields = {
     callId: str(f.callId, 'callId'),
     state: state as CallState,
     revision: String(int(f.revision, 'revision')),
@@ -101,12 +130,10 @@ export function parseCallFields(flat: unknown): CallRecord {
     callerInstallationId: str(f.callerInstallationId, 'callerInstallationId'),
     callerDisplayName: str(f.callerDisplayName, 'callerDisplayName'),
     callerHandle: str(f.callerHandle, 'callerHandle'),
-    calleeUserId: str(f.calleeUserId, 'calleeUserId'),
     video: f.video === '1',
     createdAtMs: int(f.createdAtMs, 'createdAtMs'),
     expiresAtMs: int(f.expiresAtMs, 'expiresAtMs'),
   };
-  if (f.answeredByInstallationId) rec.answeredByInstallationId = f.answeredByInstallationId;
   if (f.acceptedAtMs) rec.acceptedAtMs = int(f.acceptedAtMs, 'acceptedAtMs');
   if (f.endedAtMs) rec.endedAtMs = int(f.endedAtMs, 'endedAtMs');
   if (f.endReason) {
@@ -118,11 +145,13 @@ export function parseCallFields(flat: unknown): CallRecord {
     rec.endedBy = f.endedBy as EndedBy;
   }
   if (f.endedByInstallationId) rec.endedByInstallationId = f.endedByInstallationId;
-  if (f.ringingAtMs) rec.ringingAtMs = int(f.ringingAtMs, 'ringingAtMs');
-  if (f.ringingVia) rec.ringingVia = f.ringingVia;
-  if (f.movedFromInstallationId) rec.movedFromInstallationId = f.movedFromInstallationId;
-  if (f.kind === 'group') rec.group = { title: f.title ?? '', members: parseMembers(f.members) };
-  return rec;
+  if (f.kind === 'group') return { ...rec, kind: 'group', title: f.title ?? '', members: parseMembers(f.members) };
+  const pair: PairCall = { ...rec, kind: 'pair', calleeUserId: str(f.calleeUserId, 'calleeUserId') };
+  if (f.answeredByInstallationId) pair.answeredByInstallationId = f.answeredByInstallationId;
+  if (f.ringingAtMs) pair.ringingAtMs = int(f.ringingAtMs, 'ringingAtMs');
+  if (f.ringingVia) pair.ringingVia = f.ringingVia;
+  if (f.movedFromInstallationId) pair.movedFromInstallationId = f.movedFromInstallationId;
+  return pair;
 }
 
 const MEMBER_STATE_SET = new Set<string>(MEMBER_STATES);
@@ -177,7 +206,7 @@ export function memberEndReason(call: CallRecord, m: Member): EndReason {
 
 /** The member `userId` of a group call, if it is one. */
 export function memberOf(call: CallRecord, userId: string): Member | undefined {
-  return call.group?.members.find((m) => m.userId === userId);
+  return call.kind === 'group' ? call.members.find((m) => m.userId === userId) : undefined;
 }
 
 /** A call as HGETALL returns its hash (an object); undefined when the hash is gone. */

@@ -1,5 +1,5 @@
 import { STATE_BY_REASON } from './machine.js';
-import { wasAnswered, type CallRecord, type Member } from './model.js';
+import { wasAnswered, type CallRecord, type Member, type PairCall } from './model.js';
 import type { Side } from './reasons.js';
 
 /**
@@ -13,12 +13,12 @@ export interface Participant extends Member {
 }
 
 export function participants(call: CallRecord): Participant[] {
-  if (call.group) return call.group.members.map((m, i) => ({ ...m, role: i === 0 ? 'caller' : 'invitee' }));
+  if (call.kind === 'group') return call.members.map((m, i) => ({ ...m, role: i === 0 ? 'caller' : 'invitee' }));
   return [pairCaller(call), pairCallee(call)];
 }
 
 /** The one-to-one caller: in the call from its calling installation until the end. */
-function pairCaller(call: CallRecord): Participant {
+function pairCaller(call: PairCall): Participant {
   const caller: Participant = { role: 'caller', userId: call.callerUserId, state: 'joined', installationId: call.callerInstallationId, joinedAtMs: call.createdAtMs };
   return call.state === 'ended' ? { ...caller, state: 'left', leftAtMs: call.endedAtMs, endedIn: 'joined' } : caller;
 }
@@ -29,10 +29,11 @@ function pairCaller(call: CallRecord): Participant {
  * busy or missed by what its phone reported when it ended the ringing; `busy` when it was never
  * rung; else it was still ringing at the end (a cancel, a ring timeout, the server API): missed.
  */
-function pairCallee(call: CallRecord): Participant {
+function pairCallee(call: PairCall): Participant {
   const callee: Participant = { role: 'invitee', userId: call.calleeUserId, state: 'invited', invitedAtMs: call.createdAtMs };
   const ringing = call.ringingAtMs !== undefined ? 'ringing' : 'invited';
   if (call.ringingAtMs !== undefined) callee.ringingAtMs = call.ringingAtMs;
+  if (call.ringingVia !== undefined) callee.via = call.ringingVia;
   if (call.state === 'ringing') return { ...callee, state: ringing, ringUntilMs: call.expiresAtMs };
   const joined = { installationId: call.answeredByInstallationId, joinedAtMs: call.acceptedAtMs };
   if (call.state === 'accepted') return { ...callee, ...joined, state: 'joined' };
@@ -60,7 +61,7 @@ export function inCallInstallation(call: CallRecord, userId: string): string | u
 
 /** The installation `userId`'s last move of the call left (docs/protocol.md "Moving a call"). */
 export function movedFrom(call: CallRecord, userId: string): string | undefined {
-  return call.group ? participantOf(call, userId)?.movedFrom : call.movedFromInstallationId;
+  return call.kind === 'group' ? participantOf(call, userId)?.movedFrom : call.movedFromInstallationId;
 }
 
 /** The side a user is on: the caller's, or (every invitee of a group call too) the callee's. */

@@ -1,7 +1,7 @@
 import type { KeySpace } from '../redis/keys.js';
 import { keys } from '../redis/keys.js';
 import type { Topology } from '../redis/connection.js';
-import type { CallRecord } from './model.js';
+import type { PairCall } from './model.js';
 import type { RequestEndReason } from './reasons.js';
 import { retentionArg, type Retention } from './retention.js';
 import { GROUP_CALL_MAX_MEMBERS_DEFAULT } from '../config/config.js';
@@ -40,7 +40,7 @@ export const MESSAGE_LIMIT_WINDOW_MS = 10_000;
 
 /** What a create request stores of the call (the rest the script sets), and its operation. */
 export type CreateInput = Pick<
-  CallRecord,
+  PairCall,
   'callId' | 'callerUserId' | 'callerInstallationId' | 'callerDisplayName' | 'callerHandle' | 'calleeUserId' | 'video'
 > & { operationId: string; fingerprint: string };
 

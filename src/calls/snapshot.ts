@@ -1,4 +1,4 @@
-import { wasAnswered, type CallRecord, type MemberState } from './model.js';
+import { calleeField, wasAnswered, type CallRecord, type MemberState } from './model.js';
 import { reasonForSide, type EndReason, type Side } from './reasons.js';
 
 /** The call snapshot (docs/protocol.md "Call snapshot"), as one side sees it. */
@@ -40,20 +40,20 @@ export function toSnapshot(call: CallRecord, viewer: Side): CallSnapshot {
     revision: call.revision,
     state: call.state,
     caller: { userId: call.callerUserId, displayName: call.callerDisplayName, handle: call.callerHandle },
-    calleeUserId: call.calleeUserId,
+    calleeUserId: calleeField(call),
     createdAtMs: call.createdAtMs,
     expiresAtMs: call.expiresAtMs,
     video: call.video,
   };
-  if (call.answeredByInstallationId !== undefined) snap.answeredByInstallationId = call.answeredByInstallationId;
+  if (call.kind === 'pair' && call.answeredByInstallationId !== undefined) snap.answeredByInstallationId = call.answeredByInstallationId;
   if (call.acceptedAtMs !== undefined) snap.acceptedAtMs = call.acceptedAtMs;
   if (call.endedAtMs !== undefined) snap.endedAtMs = call.endedAtMs;
   if (call.state === 'ended' && call.endReason !== undefined) {
     snap.endReason = reasonForSide(call.endReason, call.endedBy ?? 'system', wasAnswered(call), viewer);
   }
-  if (call.group) {
-    snap.title = call.group.title;
-    snap.participants = call.group.members.map((m) => {
+  if (call.kind === 'group') {
+    snap.title = call.title;
+    snap.participants = call.members.map((m) => {
       const p: ParticipantView = { userId: m.userId, state: m.state };
       if (m.installationId !== undefined && (m.state === 'joined' || m.state === 'left')) p.installationId = m.installationId;
       if (m.invitedAtMs !== undefined) p.invitedAtMs = m.invitedAtMs;

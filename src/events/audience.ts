@@ -11,8 +11,8 @@ import type { Delivery } from './delivery.js';
  * "Who receives what"; a group call's: groupAudience.ts).
  */
 export function deliveriesFor(change: CallChange): Delivery[] {
-  if (change.call.group) return groupDeliveriesFor(change);
   const { call, atMs } = change;
+  if (call.kind === 'group') return groupDeliveriesFor(change, call);
   const caller = call.callerUserId;
   const callee = call.calleeUserId;
   switch (change.kind) {
@@ -26,7 +26,7 @@ export function deliveriesFor(change: CallChange): Delivery[] {
         // (it has the HTTP response; docs/protocol.md "What the app does with an event").
         { userId: caller, payload: acceptedPayload(call, atMs) },
         // Every other device of the callee stops ringing, including ones that already got a 409.
-        { userId: callee, payload: endedPayload(call, atMs, 'answeredElsewhere', 'elsewhere'), except: winner },
+        { userId: callee, payload: endedPayload(call, atMs, 'answeredElsewhere', 'elsewhere'), except: winner, stopsRinging: true },
       ];
     }
     case 'renamed': {
@@ -58,16 +58,16 @@ export function deliveriesFor(change: CallChange): Delivery[] {
         // Ring timeout (or busy): both sides; after an answer only the devices in the call.
         return [
           { userId: caller, payload: forCaller },
-          accepted && winner ? { userId: callee, payload: forCallee, only: winner } : { userId: callee, payload: forCallee },
+          accepted && winner ? { userId: callee, payload: forCallee, only: winner } : { userId: callee, payload: forCallee, stopsRinging: true },
         ];
       }
       if (by === 'caller') {
         // Cancel before answer: every callee device stops ringing. Hang-up: the answering device.
-        return [accepted && winner ? { userId: callee, payload: forCallee, only: winner } : { userId: callee, payload: forCallee }];
+        return [accepted && winner ? { userId: callee, payload: forCallee, only: winner } : { userId: callee, payload: forCallee, stopsRinging: true }];
       }
       // The callee ended: the caller is told; while ringing, the callee's other devices stop too.
       const out: Delivery[] = [{ userId: caller, payload: forCaller }];
-      if (!accepted) out.push({ userId: callee, payload: forCallee, except: call.endedByInstallationId ?? '' });
+      if (!accepted) out.push({ userId: callee, payload: forCallee, except: call.endedByInstallationId ?? '', stopsRinging: true });
       return out;
     }
   }

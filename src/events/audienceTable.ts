@@ -1,5 +1,5 @@
 import type { CallChange, ChangeKind } from '../calls/change.js';
-import type { CallRecord, Member } from '../calls/model.js';
+import type { CallRecord, GroupCall, Member, PairCall } from '../calls/model.js';
 import { deliveriesFor } from './audience.js';
 import type { Delivery } from './delivery.js';
 
@@ -28,7 +28,7 @@ interface Scenario {
   kind: ChangeKind;
   /** The member the change is about, as it is after the change (absent: a change of the whole call). */
   member?: Member;
-  call?: Partial<CallRecord>;
+  call?: Partial<GroupCall>;
   /** The states of the others (default: as above), e.g. at the create. */
   rest?: Member[];
 }
@@ -59,7 +59,7 @@ const SCENARIOS: Scenario[] = [
   },
 ];
 
-function recordOf(s: Scenario): CallRecord {
+function recordOf(s: Scenario): GroupCall {
   const caller: Member = { userId: 'caller', state: s.call?.state === 'ended' ? 'left' : 'joined', installationId: 'caller-phone', joinedAtMs: T, ...(s.call?.state === 'ended' ? { endedIn: 'joined' as const } : {}) };
   const members = [caller, ...(s.member ? [s.member] : []), ...(s.rest ?? others)];
   return {
@@ -70,13 +70,14 @@ function recordOf(s: Scenario): CallRecord {
     callerInstallationId: 'caller-phone',
     callerDisplayName: 'Caller',
     callerHandle: 'app:caller',
-    calleeUserId: '',
     video: false,
     createdAtMs: T,
     expiresAtMs: T + 45_000,
     acceptedAtMs: T,
     ...s.call,
-    group: { title: '', members },
+    kind: 'group',
+    title: '',
+    members,
   };
 }
 
@@ -89,8 +90,8 @@ function installations(d: Delivery, m: Member | undefined): string {
   return 'every installation';
 }
 
-function describe(d: Delivery, call: CallRecord): string {
-  const m = call.group!.members.find((x) => x.userId === d.userId);
+function describe(d: Delivery, call: GroupCall): string {
+  const m = call.members.find((x) => x.userId === d.userId);
   const event = `\`${d.payload.type}\`${d.payload.type === 'call.ended' ? ` \`${d.payload.reason}\`` : ''}${d.stopsRinging ? ' (and the Android signal)' : ''}`;
   return `${WHO[d.userId]}, ${installations(d, m)}: ${event}`;
 }
@@ -108,11 +109,11 @@ export function groupAudienceTable(): string {
 interface PairScenario {
   change: string;
   kind: ChangeKind;
-  call: Partial<CallRecord>;
+  call: Partial<PairCall>;
 }
 
-const ACCEPTED: Partial<CallRecord> = { state: 'accepted', answeredByInstallationId: 'bob-phone', acceptedAtMs: T };
-const ENDED = (endedBy: CallRecord['endedBy'], endReason: CallRecord['endReason'], byInstallation: string, accepted: boolean): Partial<CallRecord> => ({
+const ACCEPTED: Partial<PairCall> = { state: 'accepted', answeredByInstallationId: 'bob-phone', acceptedAtMs: T };
+const ENDED = (endedBy: CallRecord['endedBy'], endReason: CallRecord['endReason'], byInstallation: string, accepted: boolean): Partial<PairCall> => ({
   ...(accepted ? ACCEPTED : {}),
   state: 'ended',
   endedBy,
@@ -139,7 +140,7 @@ const PAIR_SCENARIOS: PairScenario[] = [
 ];
 
 /** Which of a party's installations a one-to-one delivery reaches, in words. */
-function pairInstallations(d: Delivery, call: CallRecord): string {
+function pairInstallations(d: Delivery, call: PairCall): string {
   const named: Record<string, string> = { 'alice-phone': 'her calling installation', 'bob-phone': 'his phone', 'bob-tablet': 'his tablet' };
   if (d.only) return d.only === call.movedFromInstallationId ? `the installation he left (${named[d.only]})` : (named[d.only] ?? d.only);
   if (d.except) return `every installation but ${named[d.except] ?? d.except}`;
@@ -148,8 +149,8 @@ function pairInstallations(d: Delivery, call: CallRecord): string {
 
 export function pairAudienceTable(): string {
   const rows = PAIR_SCENARIOS.flatMap((s) => {
-    const call: CallRecord = {
-      callId: 'call', revision: '3', callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'Alice', callerHandle: 'app:alice',
+    const call: PairCall = {
+      kind: 'pair', callId: 'call', revision: '3', callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'Alice', callerHandle: 'app:alice',
       calleeUserId: 'bob', video: false, createdAtMs: T, expiresAtMs: T + 45_000, state: 'ringing', ...s.call,
     };
     const told = deliveriesFor({ entryId: '1-0', shard: 0, kind: s.kind, atMs: T, call, ...(s.kind === 'ringing' || s.kind === 'moved' ? { subjects: ['bob'] } : {}) });

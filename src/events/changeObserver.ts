@@ -1,7 +1,8 @@
 import type { CallChange, ChangeHandler } from '../calls/change.js';
 import type { Logger } from '../util/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { memberOf, memberOutcome, wasAnswered } from '../calls/model.js';
+import { calleeField, memberOutcome, wasAnswered, type GroupCall } from '../calls/model.js';
+import { participantOf, participants } from '../calls/participants.js';
 
 /**
  * The relay's view of every call change for operators: one `info` line per change (docs/operations.md
@@ -22,9 +23,9 @@ export function callChangeObserver(metrics: Metrics, logger: Logger): ChangeHand
               state: call.state,
               revision: Number(call.revision),
               callerUserId: call.callerUserId,
-              calleeUserId: call.calleeUserId,
+              calleeUserId: calleeField(call),
               ...(call.endReason ? { reason: call.endReason, endedBy: call.endedBy } : {}),
-              ...(kind === 'answered' ? { answeredBy: call.answeredByInstallationId } : {}),
+              ...(kind === 'answered' && call.kind === 'pair' ? { answeredBy: call.answeredByInstallationId } : {}),
             },
             'call change',
           );
@@ -41,8 +42,8 @@ export function observeChanges(metrics: Metrics, changes: readonly CallChange[],
     const { kind, call, atMs } = change;
     metrics.relayLag.observe(Math.max(0, nowMs - atMs) / 1000);
     observeReceipts(metrics, change);
-    if (call.group) {
-      observeGroup(metrics, change);
+    if (call.kind === 'group') {
+      observeGroup(metrics, kind, call);
       continue;
     }
     if (kind === 'created') metrics.callsCreated.inc();
@@ -67,24 +68,19 @@ export function observeChanges(metrics: Metrics, changes: readonly CallChange[],
 function observeReceipts(metrics: Metrics, { kind, call, subjects }: CallChange): void {
   if (kind === 'ringing') {
     for (const u of subjects ?? []) {
-      const m = memberOf(call, u);
-      const at = m ? m.ringingAtMs : call.ringingAtMs;
-      const via = (m ? m.via : call.ringingVia) ?? 'unknown';
-      if (at !== undefined) metrics.invitationReceiptSeconds.observe({ via }, Math.max(0, at - (m?.invitedAtMs ?? call.createdAtMs)) / 1000);
+      const p = participantOf(call, u);
+      if (p?.ringingAtMs !== undefined) metrics.invitationReceiptSeconds.observe({ via: p.via ?? 'unknown' }, Math.max(0, p.ringingAtMs - (p.invitedAtMs ?? call.createdAtMs)) / 1000);
     }
   } else if (kind === 'ended') {
-    const silent = call.group
-      ? call.group.members.filter((m) => m.invitedAtMs !== undefined && m.state !== 'busy' && m.ringingAtMs === undefined).length
-      : call.endReason === 'busy' && call.endedBy === 'system'
-        ? 0
-        : Number(call.ringingAtMs === undefined);
+    // Every invitee rung that never sent one; one that was busy was not rung (or its phone said so).
+    const silent = participants(call).filter((p) => p.role === 'invitee' && p.state !== 'busy' && p.ringingAtMs === undefined).length;
     if (silent > 0) metrics.invitationsUnacknowledged.inc(silent);
   }
 }
 
 /** A group call: created, members per call, and each member's outcome at the end. */
-function observeGroup(metrics: Metrics, { kind, call }: CallChange): void {
-  const members = call.group!.members.filter((m) => m.userId !== call.callerUserId);
+function observeGroup(metrics: Metrics, kind: CallChange['kind'], call: GroupCall): void {
+  const members = call.members.filter((m) => m.userId !== call.callerUserId);
   if (kind === 'created') {
     metrics.groupCallsCreated.inc();
     metrics.groupCallMembers.observe(members.length);

@@ -9,7 +9,7 @@ export interface Delivery {
   payload: EventPayload;
   only?: string;
   except?: string;
-  /** A group call's `call.ended` to a member that was ringing: the Android push signal follows it (src/push/planner.ts). */
+  /** A `call.ended` to an invitee that was ringing: the Android push signal follows it (src/push/planner.ts). */
   stopsRinging?: boolean;
 }
 

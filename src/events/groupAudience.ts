@@ -1,4 +1,4 @@
-import { memberOf, STOPPED_BY_PHONE, wasAnswered, type CallRecord, type Member } from '../calls/model.js';
+import { memberOf, STOPPED_BY_PHONE, wasAnswered, type GroupCall, type Member } from '../calls/model.js';
 import { reasonForSide, type EndReason } from '../calls/reasons.js';
 import type { CallChange } from '../calls/change.js';
 import { endedPayload, invitationPayload, participantPayload, renamedPayload, ringingPayload } from './payloads.js';
@@ -13,9 +13,9 @@ import { movedDeliveries } from './movedAudience.js';
  *  - a member whose ringing stops gets `call.ended` with its own reason (`stopsRinging`: the
  *    Android push signal follows it).
  */
-export function groupDeliveriesFor(change: CallChange): Delivery[] {
-  const { call, atMs } = change;
-  const members = call.group!.members;
+export function groupDeliveriesFor(change: CallChange, call: GroupCall): Delivery[] {
+  const { atMs } = change;
+  const members = call.members;
   const subjects = (change.subjects ?? []).flatMap((u) => memberOf(call, u) ?? []);
   const tellInCall = (about: Member): Delivery[] =>
     members.filter((m) => m.state === 'joined' && m.userId !== about.userId).map((m) => ({ userId: m.userId, only: m.installationId, payload: participantPayload(call, atMs, about) }));
@@ -77,10 +77,10 @@ function stopsRinging(m: Member, stop: (m: Member, reason: EndReason, except?: s
 }
 
 /** The end reaches every member that was ringing or in the call then, but the installation that ended it. */
-function endedDeliveries(call: CallRecord, atMs: number): Delivery[] {
+function endedDeliveries(call: GroupCall, atMs: number): Delivery[] {
   const by = call.endedBy ?? 'system';
   const reason = call.endReason ?? 'remoteEnded';
-  return call.group!.members.flatMap((m): Delivery[] => {
+  return call.members.flatMap((m): Delivery[] => {
     if (!m.endedIn) return [];
     const side = m.userId === call.callerUserId ? 'caller' : 'callee';
     // The caller's installation that ended it knows; its calling installation is told when another cancelled.

@@ -1,4 +1,4 @@
-import type { CallRecord, Member } from '../calls/model.js';
+import { shownName, type CallRecord, type Member, type PairCall } from '../calls/model.js';
 import type { EndReason } from '../calls/reasons.js';
 import type { z } from 'zod';
 import type { acceptedSchema, endedSchema, invitationSchema, movedSchema, participantSchema, renamedSchema, ringingSchema } from './payloadSchemas.js';
@@ -32,7 +32,7 @@ export function invitationPayload(call: CallRecord, issuedAtMs: number, invitee?
     schemaVersion: 1,
     type: 'call.invited',
     callId: call.callId,
-    displayName: call.group?.title || call.callerDisplayName,
+    displayName: shownName(call),
     handle: call.callerHandle,
     eventId: eventIdFor(call, 'invited'),
     revision: call.revision,
@@ -42,7 +42,7 @@ export function invitationPayload(call: CallRecord, issuedAtMs: number, invitee?
   };
 }
 
-export function acceptedPayload(call: CallRecord, occurredAtMs: number): AcceptedPayload {
+export function acceptedPayload(call: PairCall, occurredAtMs: number): AcceptedPayload {
   return {
     schemaVersion: 1,
     eventId: eventIdFor(call, 'accepted'),

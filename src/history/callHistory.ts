@@ -1,7 +1,7 @@
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { readIndexedPage, type IndexCursor, type RecordPage } from '../redis/indexedRecords.js';
-import { memberEndReason, memberOutcome, wasAnswered, type CallRecord, type Member } from '../calls/model.js';
+import { memberEndReason, memberOutcome, wasAnswered, type CallRecord, type GroupCall, type Member, type PairCall } from '../calls/model.js';
 import { reasonForSide, type EndReason, type Side } from '../calls/reasons.js';
 import type { CallChange } from '../calls/change.js';
 import type { z } from 'zod';
@@ -42,7 +42,7 @@ export function reasonSeenBy(call: CallRecord, viewer: Side): EndReason {
   return reasonForSide(call.endReason ?? 'remoteEnded', call.endedBy ?? 'system', wasAnswered(call), viewer);
 }
 
-export function historyEntry(call: CallRecord, viewer: Side): HistoryEntry {
+export function historyEntry(call: PairCall, viewer: Side): HistoryEntry {
   const o = callOutcome(call);
   return {
     callId: call.callId,
@@ -74,7 +74,7 @@ export type IndexOps = (['start', string, string, '', ''] | ['end', string, stri
 /** The index work of one change, by user (created: both parties' active sets; ended: both histories). */
 export function indexOpsOf(change: CallChange, add: (userId: string, op: IndexOps[number]) => void): void {
   const { call } = change;
-  if (call.group) return groupIndexOps(change, add);
+  if (call.kind === 'group') return groupIndexOps(change, call, add);
   if (change.kind === 'created') {
     const start: IndexOps[number] = ['start', call.callId, String(call.createdAtMs), '', ''];
     add(call.callerUserId, start);
@@ -121,9 +121,8 @@ export class CallHistory {
  * A group call's index work: each member's call starts when it is invited (the caller's with the
  * call) and every member gets its own record at the end (docs/call-history.md "Group calls").
  */
-function groupIndexOps(change: CallChange, add: (userId: string, op: IndexOps[number]) => void): void {
-  const { call } = change;
-  const members = call.group!.members;
+function groupIndexOps(change: CallChange, call: GroupCall, add: (userId: string, op: IndexOps[number]) => void): void {
+  const members = call.members;
   const started = change.kind === 'created' ? members : change.kind === 'invited' ? members.filter((m) => change.subjects?.includes(m.userId)) : [];
   for (const m of started) add(m.userId, ['start', call.callId, String(m.invitedAtMs ?? call.createdAtMs), '', '']);
   if (change.kind !== 'ended') return;
@@ -134,7 +133,7 @@ function groupIndexOps(change: CallChange, add: (userId: string, op: IndexOps[nu
 }
 
 /** One member's record of a group call: its own outcome and times. */
-export function groupHistoryEntry(call: CallRecord, m: Member): HistoryEntry {
+export function groupHistoryEntry(call: GroupCall, m: Member): HistoryEntry {
   const viewer: Side = m.userId === call.callerUserId ? 'caller' : 'callee';
   const o = callOutcome(call);
   const startedAtMs = m.invitedAtMs ?? call.createdAtMs;
@@ -157,6 +156,6 @@ export function groupHistoryEntry(call: CallRecord, m: Member): HistoryEntry {
     missed: viewer === 'callee' && outcome === 'missed',
     ringingMs: Math.max(0, (m.joinedAtMs ?? endedAtMs) - startedAtMs),
     talkMs: joined ? Math.max(0, endedAtMs - m.joinedAtMs!) : 0,
-    group: { title: call.group!.title, outcome, userIds: call.group!.members.map((x) => x.userId) },
+    group: { title: call.title, outcome, userIds: call.members.map((x) => x.userId) },
   };
 }

@@ -53,6 +53,6 @@ export interface CallMedia {
  * through the configured SFU (none configured: TURN only, docs/group-calls.md "Media"), a
  * one-to-one call only with MEDIA_MODE=sfu.
  */
-export function sfuOf(media: CallMedia, call: Pick<CallRecord, 'group'>): Sfu | undefined {
-  return call.group || media.mode === 'sfu' ? media.sfu : undefined;
+export function sfuOf(media: CallMedia, call: Pick<CallRecord, 'kind'>): Sfu | undefined {
+  return call.kind === 'group' || media.mode === 'sfu' ? media.sfu : undefined;
 }

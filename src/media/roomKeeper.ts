@@ -20,7 +20,7 @@ import type { RoomKeepingSfu, SfuParticipant } from './sfu.js';
  * A refusal is retried with the batch.
  */
 export function roomKeeper(sfu: Pick<RoomKeepingSfu, 'openRoom' | 'closeRoom' | 'evict'>, mode: Config['MEDIA_MODE'], logger: Logger): ChangeHandler {
-  const usesSfu = (call: CallRecord) => call.group !== undefined || mode === 'sfu';
+  const usesSfu = (call: CallRecord) => call.kind === 'group' || mode === 'sfu';
   const apply = async (c: CallChange, now: CallRecord | undefined) => {
     if (!usesSfu(c.call)) return;
     if (c.kind === 'answered' || (c.kind === 'joined' && c.call.acceptedAtMs === c.atMs)) await sfu.openRoom(c.call.callId);

@@ -2,7 +2,7 @@ import { inSpan, SpanKind, tracingEnabled } from '../observability/tracing.js';
 import type { Queue } from 'bullmq';
 import type { CallRecord } from '../calls/model.js';
 import { invitationPayload } from '../events/payloads.js';
-import { memberOf } from '../calls/model.js';
+import { participantOf } from '../calls/participants.js';
 import { partitionOfShard, type Partitioning } from '../redis/partitions.js';
 import { shardOf } from '../redis/keys.js';
 import { tokenHash, type PushRegistry, type PushRegistration, type TokenRemoval } from './registry.js';
@@ -144,10 +144,10 @@ export class PushDispatcher {
       if (msg.t === 'invite') {
         const call = calls.get(msg.callId);
         if (!call) return skip('call-gone');
-        // A group call rings each invitee in its own window, also once the call is accepted.
-        const invitee = call.group ? memberOf(call, msg.userId) : undefined;
-        if (call.group ? !(invitee?.state === 'invited' || invitee?.state === 'ringing') || call.state === 'ended' : call.state !== 'ringing') return skip('not-ringing');
-        const deadlineMs = invitee?.ringUntilMs ?? call.expiresAtMs;
+        // Each invitee rings in its own window (a group call's also once the call is accepted).
+        const invitee = participantOf(call, msg.userId);
+        if (call.state === 'ended' || !(invitee?.state === 'invited' || invitee?.state === 'ringing')) return skip('not-ringing');
+        const deadlineMs = invitee.ringUntilMs ?? call.expiresAtMs;
         if (deadlineMs - now < 1000) return skip('expired');
         ready.push({ msg, reg, payload: invitationPayload(call, now, invitee), deadlineMs });
       } else {

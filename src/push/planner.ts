@@ -1,7 +1,8 @@
 import type { CallChange } from '../calls/change.js';
 import { deliveriesFor } from '../events/audience.js';
 import { isForInstallation } from '../events/delivery.js';
-import { memberOf, wasAnswered } from '../calls/model.js';
+import { wasAnswered, type GroupCall } from '../calls/model.js';
+import { participants, type Participant } from '../calls/participants.js';
 import type { PushRegistration } from './registry.js';
 import type { PushMessage } from './queues.js';
 import { jobIdPart } from './queues.js';
@@ -32,11 +33,13 @@ export interface ProvidersEnabled {
 
 /** The users whose registrations `pushesFor` needs. */
 export function usersToLookUp(change: CallChange): string[] {
-  if (change.call.group) return groupUsersToLookUp(change);
-  if (change.kind === 'created') return [change.call.calleeUserId];
-  if (change.kind === 'answered') return [change.call.calleeUserId, change.call.callerUserId];
+  const { call } = change;
+  const invitees = inviteesOf(change);
+  if (invitees) return invitees;
+  if (call.kind === 'group') return groupUsersToLookUp(change, call);
+  if (change.kind === 'answered') return [call.calleeUserId, call.callerUserId];
   if (change.kind === 'renamed' || change.kind === 'ringing') return [];
-  return wasAnswered(change.call) ? [] : [change.call.calleeUserId];
+  return wasAnswered(call) ? [] : [call.calleeUserId];
 }
 
 export function pushesFor(
@@ -62,11 +65,9 @@ export function pushesFor(
   }
   if (!enabled.androidPush || change.kind === 'renamed' || change.kind === 'ringing' || change.kind === 'moved') return out;
   // Signals follow the signaling deliveries of the change, so both say the same thing.
-  const wasRinging = change.kind === 'answered' || !wasAnswered(call);
+  // Those that stop an invitee's ringing, and a one-to-one caller's `call.accepted`.
   for (const d of deliveriesFor(change)) {
-    if (call.group) {
-      if (!d.stopsRinging) continue;
-    } else if (d.userId === call.calleeUserId ? !(wasRinging && d.payload.type === 'call.ended') : d.payload.type !== 'call.accepted') continue;
+    if (!d.stopsRinging && d.payload.type !== 'call.accepted') continue;
     for (const reg of registrationsOf(d.userId)) {
       if (reg.kind !== 'androidPush') continue;
       if (!isForInstallation(d.only, d.except, reg.installationId)) continue;
@@ -89,17 +90,15 @@ export function pushesFor(
 
 /** Who a change invites: the callee of a new call, the invitees of a new or grown group call. */
 function inviteesOf(change: CallChange): string[] | undefined {
-  const { call } = change;
-  if (change.kind === 'created') return call.group ? call.group.members.filter((m) => m.state === 'invited').map((m) => m.userId) : [call.calleeUserId];
-  if (change.kind === 'invited') return (change.subjects ?? []).filter((u) => memberOf(call, u)?.state === 'invited');
+  const rung = (p: Participant) => p.role === 'invitee' && p.state === 'invited';
+  if (change.kind === 'created') return participants(change.call).filter(rung).map((p) => p.userId);
+  if (change.kind === 'invited') return participants(change.call).filter((p) => rung(p) && change.subjects?.includes(p.userId)).map((p) => p.userId);
   return undefined;
 }
 
 /** A group call: the invitees, and the members whose ringing a change stops (their Android signals). */
-function groupUsersToLookUp(change: CallChange): string[] {
-  const invitees = inviteesOf(change);
-  if (invitees) return invitees;
-  if (change.kind === 'ended') return change.call.group!.members.filter((m) => m.endedIn === 'invited' || m.endedIn === 'ringing').map((m) => m.userId);
+function groupUsersToLookUp(change: CallChange, call: GroupCall): string[] {
+  if (change.kind === 'ended') return call.members.filter((m) => m.endedIn === 'invited' || m.endedIn === 'ringing').map((m) => m.userId);
   if (change.kind === 'joined' || change.kind === 'member') return change.subjects ?? [];
   return [];
 }

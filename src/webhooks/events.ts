@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { CallChange } from '../calls/change.js';
-import { memberOf } from '../calls/model.js';
+import { answeredBy, calleeField, memberOf, shownName } from '../calls/model.js';
 import { movedFrom, participantOf } from '../calls/participants.js';
 import { missedBy } from '../calls/missed.js';
 import { callOutcome, reasonSeenBy } from '../history/callHistory.js';
@@ -44,7 +44,7 @@ function missedEvents(change: CallChange): WebhookEvent[] {
     data: {
       callId: call.callId,
       callerUserId: call.callerUserId,
-      callerDisplayName: call.group?.title || call.callerDisplayName,
+      callerDisplayName: shownName(call),
       callerHandle: call.callerHandle,
       userId: p.userId,
       video: call.video,
@@ -57,8 +57,8 @@ function missedEvents(change: CallChange): WebhookEvent[] {
 function changeEvents(change: CallChange): WebhookEvent[] {
   const { call, atMs } = change;
   const key = `${call.callId}.${call.revision}`;
-  const parties = { callId: call.callId, callerUserId: call.callerUserId, callerInstallationId: call.callerInstallationId, calleeUserId: call.calleeUserId, video: call.video };
-  const group = call.group && { group: { title: call.group.title, members: call.group.members.map((m) => ({ userId: m.userId, state: m.state })) } };
+  const parties = { callId: call.callId, callerUserId: call.callerUserId, callerInstallationId: call.callerInstallationId, calleeUserId: calleeField(call), video: call.video };
+  const group = call.kind === 'group' ? { group: { title: call.title, members: call.members.map((m) => ({ userId: m.userId, state: m.state })) } } : undefined;
   const participants = (change.subjects ?? []).flatMap((u): WebhookEvent[] => {
     const m = memberOf(call, u);
     if (!m) return [];
@@ -74,7 +74,7 @@ function changeEvents(change: CallChange): WebhookEvent[] {
           type: 'call.accepted',
           key,
           atMs,
-          data: { ...parties, createdAtMs: call.createdAtMs, acceptedAtMs: call.acceptedAtMs ?? atMs, answeredByInstallationId: call.answeredByInstallationId ?? null },
+          data: { ...parties, createdAtMs: call.createdAtMs, acceptedAtMs: call.acceptedAtMs ?? atMs, answeredByInstallationId: answeredBy(call) ?? null },
         },
       ];
     case 'joined': {
@@ -87,7 +87,7 @@ function changeEvents(change: CallChange): WebhookEvent[] {
     case 'invited':
       return participants;
     case 'ringing':
-      return call.group ? participants : [];
+      return call.kind === 'group' ? participants : [];
     case 'moved':
       return (change.subjects ?? []).flatMap((userId): WebhookEvent[] => {
         const to = participantOf(call, userId)?.installationId;
@@ -106,7 +106,7 @@ function changeEvents(change: CallChange): WebhookEvent[] {
             ...parties,
             createdAtMs: call.createdAtMs,
             acceptedAtMs: call.acceptedAtMs ?? null,
-            answeredByInstallationId: call.answeredByInstallationId ?? null,
+            answeredByInstallationId: answeredBy(call) ?? null,
             endedAtMs: o.endedAtMs,
             endedBy: call.endedBy ?? 'system',
             endedByInstallationId: call.endedByInstallationId || null,

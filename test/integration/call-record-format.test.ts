@@ -83,12 +83,12 @@ describe('CALL_RECORD_FORMAT=hash', () => {
     const callId = randomUUID();
     const created = await caller.api.post('/v1/calls', { callId, calleeUserIds: [a.userId, b.userId], operationId: uid('op'), title: 'Standup' });
     expect(created.status, created.text).toBe(201);
-    expect((await readAsEarlierVersion(callId)).group).toMatchObject({ title: 'Standup', members: [{ userId: caller.userId, state: 'joined' }, { userId: a.userId, state: 'invited' }, { userId: b.userId, state: 'invited' }] });
+    expect(await readAsEarlierVersion(callId)).toMatchObject({ kind: 'group', title: 'Standup', members: [{ userId: caller.userId, state: 'joined' }, { userId: a.userId, state: 'invited' }, { userId: b.userId, state: 'invited' }] });
     expect((await answer(a, callId)).status).toBe(200);
-    expect(await readAsEarlierVersion(callId)).toMatchObject({ state: 'accepted', group: { members: [{ state: 'joined' }, { userId: a.userId, state: 'joined' }, { state: 'invited' }] } });
+    expect(await readAsEarlierVersion(callId)).toMatchObject({ state: 'accepted', members: [{ state: 'joined' }, { userId: a.userId, state: 'joined' }, { state: 'invited' }] });
     // The caller leaves; with one member left in it the call ends (docs/group-calls.md).
     expect((await end(caller, callId, 'localHangup')).status).toBe(200);
-    expect(await readAsEarlierVersion(callId)).toMatchObject({ state: 'ended', group: { members: [{ state: 'left' }, { state: 'left' }, { userId: b.userId, state: 'missed' }] } });
+    expect(await readAsEarlierVersion(callId)).toMatchObject({ state: 'ended', members: [{ state: 'left' }, { state: 'left' }, { userId: b.userId, state: 'missed' }] });
   });
 
   it('then, during the switch to string: each call keeps its form, whichever server changes it', async () => {

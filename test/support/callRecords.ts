@@ -1,5 +1,5 @@
 import type { Redis, Cluster } from 'ioredis';
-import type { CallRecord } from '../../src/calls/model.js';
+import type { PairCall } from '../../src/calls/model.js';
 import type { PushRegistration } from '../../src/push/registry.js';
 
 /** Who the tests' call is between: Alice (alice-phone) calls Bob, audio. */
@@ -10,14 +10,15 @@ export const ALICE_CALLS_BOB = {
   callerHandle: 'app:alice',
   calleeUserId: 'bob',
   video: false,
-} as const satisfies Partial<CallRecord>;
+} as const satisfies Partial<PairCall>;
 
 /**
  * The unit tests' call: ringing, from Alice (alice-phone) to Bob, audio. Each test overrides what
  * it is about (IDs, times, state), so the rest of the record is spelled once.
  */
-export function ringingCall(over: Partial<CallRecord> = {}): CallRecord {
+export function ringingCall(over: Partial<Omit<PairCall, 'kind'>> = {}): PairCall {
   return {
+    kind: 'pair',
     callId: 'call-1',
     state: 'ringing',
     revision: '1',

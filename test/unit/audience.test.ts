@@ -2,11 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { deliveriesFor } from '../../src/events/audience.js';
 import { isForInstallation } from '../../src/events/delivery.js';
 import type { CallChange } from '../../src/calls/change.js';
-import type { CallRecord } from '../../src/calls/model.js';
+import type { CallRecord, PairCall } from '../../src/calls/model.js';
 import { ringingCall } from '../support/callRecords.js';
 
 const base = ringingCall({ callId: 'c1', createdAtMs: 1000, expiresAtMs: 46_000 });
-const change = (kind: CallChange['kind'], call: Partial<CallRecord>): CallChange => ({
+const change = (kind: CallChange['kind'], call: Partial<Omit<PairCall, 'kind'>>): CallChange => ({
   entryId: '1-0',
   shard: 0,
   kind,

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { toSnapshot } from '../../src/calls/snapshot.js';
-import type { CallRecord } from '../../src/calls/model.js';
+import type { CallRecord, PairCall } from '../../src/calls/model.js';
 import { ringingCall } from '../support/callRecords.js';
 
 /** src/calls/snapshot.ts: the snapshot each side reads (docs/protocol.md "Call snapshot"). */
 
 const ringing = ringingCall({ callId: 'c-1' });
 
-const accepted: CallRecord = { ...ringing, state: 'accepted', revision: '2', answeredByInstallationId: 'bob-phone', acceptedAtMs: 1_700_000_005_000 };
+const accepted: PairCall = { ...ringing, state: 'accepted', revision: '2', answeredByInstallationId: 'bob-phone', acceptedAtMs: 1_700_000_005_000 };
 
 describe('toSnapshot', () => {
   it('ringing: exactly the ringing fields of docs/protocol.md (plus video), in a fixed order, with no installation IDs', () => {

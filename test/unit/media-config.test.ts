@@ -25,21 +25,23 @@ const janus = {
 };
 const livekit = { ...base, MEDIA_MODE: 'sfu', SFU: 'livekit', LIVEKIT_URL: 'wss://lk.example.org', LIVEKIT_API_KEY: 'APIkey1', LIVEKIT_API_SECRET: 's'.repeat(40) };
 
+const pair = { kind: 'pair' } as const;
+
 describe('media configuration', () => {
   it('p2p by default: no SFU for one-to-one calls', () => {
     const c = loadConfig(base);
     expect(c.MEDIA_MODE).toBe('p2p');
-    expect(sfuOf({ mode: c.MEDIA_MODE, sfu: createSfu(c, new Metrics()) }, {})).toBeUndefined();
+    expect(sfuOf({ mode: c.MEDIA_MODE, sfu: createSfu(c, new Metrics()) }, pair)).toBeUndefined();
   });
 
   it('group calls go through the configured SFU whatever MEDIA_MODE says, and get TURN only when none is configured', () => {
-    const group = { group: { title: '', members: [] } };
+    const group = { kind: 'group' } as const;
     const p2pWithJanus = loadConfig({ ...janus, MEDIA_MODE: 'p2p' });
     const media = { mode: p2pWithJanus.MEDIA_MODE, sfu: createSfu(p2pWithJanus, new Metrics()) };
     expect(sfuOf(media, group)?.kind).toBe('janus');
-    expect(sfuOf(media, {})).toBeUndefined();
+    expect(sfuOf(media, pair)).toBeUndefined();
     const sfuMode = loadConfig(janus);
-    expect(sfuOf({ mode: sfuMode.MEDIA_MODE, sfu: createSfu(sfuMode, new Metrics()) }, {})?.kind).toBe('janus');
+    expect(sfuOf({ mode: sfuMode.MEDIA_MODE, sfu: createSfu(sfuMode, new Metrics()) }, pair)?.kind).toBe('janus');
     expect(sfuOf({ mode: 'p2p', sfu: createSfu(loadConfig(base), new Metrics()) }, group)).toBeUndefined();
   });
 

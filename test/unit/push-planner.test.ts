@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { pushesFor, usersToLookUp, SIGNAL_TTL_MS } from '../../src/push/planner.js';
 import type { CallChange } from '../../src/calls/change.js';
-import type { CallRecord } from '../../src/calls/model.js';
+import type { PairCall } from '../../src/calls/model.js';
 import type { PushRegistration } from '../../src/push/registry.js';
 import { registration, ringingCall } from '../support/callRecords.js';
 
@@ -13,7 +13,7 @@ const regs: Record<string, PushRegistration[]> = {
 };
 const all = { iosVoip: true, androidPush: true };
 const plan = (c: CallChange, enabled = all) => pushesFor(c, (u) => regs[u] ?? [], enabled);
-const at = (kind: CallChange['kind'], patch: Partial<CallRecord>): CallChange => ({ entryId: '1-0', shard: 0, kind, atMs: 5000, call: { ...call, ...patch } });
+const at = (kind: CallChange['kind'], patch: Partial<Omit<PairCall, 'kind'>>): CallChange => ({ entryId: '1-0', shard: 0, kind, atMs: 5000, call: { ...call, ...patch } });
 
 describe('push planner (docs/protocol.md "Push formats")', () => {
   it('created: one invitation per callee installation, both platforms, deterministic IDs without ":"', () => {

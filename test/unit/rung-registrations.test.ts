@@ -4,7 +4,7 @@ import { pushHandler } from '../../src/push/relayPushes.js';
 import type { PushDispatcher } from '../../src/push/dispatcher.js';
 import type { PushMessage } from '../../src/push/queues.js';
 import type { BatchReads, CallChange } from '../../src/calls/change.js';
-import type { CallRecord } from '../../src/calls/model.js';
+import type { PairCall } from '../../src/calls/model.js';
 import type { PushRegistration } from '../../src/push/registry.js';
 import { registration, ringingCall } from '../support/callRecords.js';
 
@@ -76,7 +76,7 @@ describe('rung registrations: bounds', () => {
 
 describe('push handler: what the relay reads', () => {
   const call = ringingCall({ callId: 'c1', calleeUserId: 'bob', callerUserId: 'alice', createdAtMs: Date.now(), expiresAtMs: Date.now() + 45_000 });
-  const change = (kind: CallChange['kind'], patch: Partial<CallRecord> = {}): CallChange => ({
+  const change = (kind: CallChange['kind'], patch: Partial<Omit<PairCall, 'kind'>> = {}): CallChange => ({
     entryId: `${kind}-0`,
     shard: 0,
     kind,

@@ -33,7 +33,7 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
     if (!side) throw errors.callNotFound();
     const sfu = sfuOf(deps.media, call);
     // TURN alone cannot carry a group's media: nothing relays offers among its devices.
-    const noSfu = call.group !== undefined && !sfu;
+    const noSfu = call.kind === 'group' && !sfu;
 
     if (call.state === 'ringing' && side === 'callee' && config.MEDIA_SESSION_ANSWERS) {
       // Refused before the claim, so a refusal changes nothing.
@@ -53,7 +53,7 @@ export function mediaSessionRoute(deps: ApiDeps): Route {
     }
 
     if (inCallInstallation(call, me.userId) !== me.installationId) {
-      if (call.state === 'accepted' && side === 'callee' && !call.group) {
+      if (call.state === 'accepted' && side === 'callee' && call.kind === 'pair') {
         throw errors.answerConflict(toSnapshot(call, side));
       }
       throw notInCall(call.state);
