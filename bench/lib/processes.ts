@@ -8,11 +8,12 @@ import { freePort } from '../../src/redis/embedded.js';
 import { configSchema } from '../../src/config/config.js';
 import { sleep } from './clock.js';
 import { rssBytes } from './procstat.js';
+import { buildServerBundle } from '../../scripts/serverBundle.js';
 
 /**
  * The processes a bench run starts: its own redis-server (no persistence), real server
- * processes (`node --import tsx src/main.ts`, exactly as in production but for the TypeScript
- * loader), and helper servers (the Socket.IO comparison, the raw uWS ceiling). Every one is
+ * processes (src/main.ts compiled once per run, scripts/serverBundle.ts: the same code as
+ * production runs), and helper servers (the Socket.IO comparison, the raw uWS ceiling). Every one is
  * killed when the bench exits, whatever happens.
  */
 
@@ -244,7 +245,17 @@ export function startServer(o: ServerOptions): Promise<ListeningProcess> {
   };
   // One directory per process: its main thread and the loader's thread each write a profile.
   const nodeArgs = o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(o.cpuProfDir, `${o.label}.${Date.now()}`)] : [];
-  return spawnListening(o.label, 'src/main.ts', env, { nodeArgs, ...(o.node ? { node: o.node } : {}), ...(o.root ? { cwd: o.root } : {}) });
+  // A profiled server runs from its sources (through tsx), so that its samples name their files (bench/lib/profile.ts).
+  const script = o.cpuProfDir ? 'src/main.ts' : serverOf(o.root ?? REPO_ROOT);
+  return spawnListening(o.label, script, env, { nodeArgs, ...(o.node ? { node: o.node } : {}), ...(o.root ? { cwd: o.root } : {}) });
+}
+
+/** Each checkout's server, compiled once per bench run (scripts/serverBundle.ts). */
+const bundles = new Map<string, string>();
+function serverOf(root: string): string {
+  let bundle = bundles.get(root);
+  if (!bundle) bundles.set(root, (bundle = buildServerBundle(root)));
+  return bundle;
 }
 
 /** Starts a helper script of the bench (Socket.IO server, raw uWS server) the same way. */

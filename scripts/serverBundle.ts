@@ -1,0 +1,30 @@
+import { join } from 'node:path';
+import { buildSync } from 'esbuild';
+
+/**
+ * The server (src/main.ts of the checkout at `root`) compiled into one ES module with its
+ * dependencies left as imports, at `<root>/.test-build/server/main.mjs` (ignored by git): what the
+ * test suite and the bench start, instead of compiling the TypeScript file by file through tsx at
+ * every process start, which cost about a second of CPU each (docs/development.md "Faster loops").
+ * It is the same code `npm run dev` runs. It lives inside the checkout so that its imports resolve
+ * from that checkout's node_modules/ and its walk up to lua/ and demo/ (src/util/packageDir.ts)
+ * finds them. Returns its path.
+ */
+export function buildServerBundle(root: string): string {
+  const outfile = serverBundlePath(root);
+  buildSync({
+    entryPoints: [join(root, 'src', 'main.ts')],
+    bundle: true,
+    packages: 'external',
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    outfile,
+    logLevel: 'warning',
+  });
+  return outfile;
+}
+
+export function serverBundlePath(root: string): string {
+  return join(root, '.test-build', 'server', 'main.mjs');
+}
