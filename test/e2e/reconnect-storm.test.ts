@@ -101,7 +101,7 @@ function party(d: Device, home: 'A' | 'B'): Party {
 }
 
 /** What the test made: each acknowledged change's (callId, revision), and each message sent. */
-const changes: { callId: string; revision: number }[] = [];
+const changes: { callId: string; revision: number; atMs: number }[] = [];
 const sent: { callId: string; seq: number; to: Party }[] = [];
 const endedCalls = new Set<string>();
 
@@ -110,7 +110,7 @@ async function pairLoop(caller: Party, callee: Party, running: () => boolean): P
   const pace = () => sleep(600 + Math.random() * 900);
   const ack = (callId: string, res: { status: number; json: any }) => {
     expect([200, 201], JSON.stringify(res.json)).toContain(res.status);
-    changes.push({ callId, revision: Number(res.json.revision) });
+    changes.push({ callId, revision: Number(res.json.revision), atMs: Date.now() });
   };
   const callerApi = { ...caller.d, api: via(caller.d) };
   const calleeApi = { ...callee.d, api: via(callee.d) };
@@ -200,7 +200,8 @@ describe('a reconnect storm: gateway A killed under a steady flow of changes', (
     const received = new Set(devices.flatMap((p) => p.events.map((e) => `${e.callId}/${e.revision}`)));
     const missing = changes.filter((c) => !received.has(`${c.callId}/${c.revision}`));
     expect(missing).toEqual([]);
-    expect(changes.length).toBeGreaterThan(PAIRS * 4);
+    // The flow went on through the storm.
+    expect(changes.filter((c) => c.atMs > killedAt).length).toBeGreaterThan(PAIRS);
 
     // In-call messages of calls still in progress all arrived, each once (live or fetched after `synced`).
     const inProgress = sent.filter((m) => !endedCalls.has(m.callId));
