@@ -19,7 +19,7 @@ import { createCall, readAllEvents } from './helpers.js';
  *  - each call's events in revision order;
  *  - every device of A resynced within a bound, and B's devices never closed;
  *  - in-call messages of calls still in progress all arrive (fetched after `synced`).
- * How long the storm takes is measured by the bench (bench/README.md "reconnect"), not here.
+ * How long the storm takes is a figure for the bench, not an assertion here.
  */
 
 const PAIRS = 150; // 300 sockets
