@@ -21,6 +21,7 @@ const CLUSTER_SUITES = [
   'test/e2e/signaling-protocol.test.ts',
   'test/e2e/event-log-gaps.test.ts',
   'test/e2e/multi-process-resume.test.ts',
+  'test/e2e/reconnect-storm.test.ts',
   'test/e2e/relay-leases.test.ts',
   'test/e2e/client.test.ts',
   'test/e2e/call-messages.test.ts',

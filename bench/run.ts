@@ -14,6 +14,7 @@ import { compareScenario } from './scenarios/compare.js';
 import { soakScenario } from './scenarios/soak.js';
 import { webhooksScenario } from './scenarios/webhooks.js';
 import { compareRefScenario } from './scenarios/compareRef.js';
+import { reconnectScenario } from './scenarios/reconnect.js';
 import { combineRuns } from './lib/repeat.js';
 import { isInvalid, reasonsOf } from './lib/validity.js';
 import { judgeGoals } from './lib/report.js';
@@ -36,11 +37,12 @@ const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) =>
   idle: { title: 'idle connections', run: idleScenario },
   timers: { title: 'ring timers', run: timersScenario },
   compare: { title: 'in-call messages vs Socket.IO', run: compareScenario },
+  reconnect: { title: 'reconnect storm: a gateway killed', run: reconnectScenario },
   soak: { title: 'soak: memory and keys over a long run', run: soakScenario },
   compareRef: { title: 'two builds compared at one fixed rate', run: compareRefScenario },
 };
 /** Ceilings first: every other scenario's ratios need them. */
-const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'timers', 'idle', 'compare', 'soak', 'compareRef'];
+const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'timers', 'idle', 'compare', 'reconnect', 'soak', 'compareRef'];
 
 /**
  * The group scenario's search, sustained runs (with their retries) and half-rate run, each with

@@ -38,4 +38,18 @@ end
 -- a removed entry after the cursor is a gap.
 local trimmed = redis.call('HGET', metaKey, 'trimmed')
 if trimmed and streamIdLess(cursorId, trimmed) then return { 'gap', 'trimmed', epoch, last } end
-return { 'events', epoch, last, redis.call('XRANGE', logKey, '(' .. cursorId, '+', 'COUNT', limit) }
+
+-- A cursor names an entry this log held ('0-0' for none yet, or the newest entry trimmed). Read
+-- from that entry itself: when it is missing though nothing trimmed it, the log lost writes the
+-- device had already seen. A failover to a replica that had not received them keeps the epoch,
+-- and the log grows again past the cursor; continuing after it would hand on new events as if the
+-- lost ones (a call's revision, which the call may now reuse) still held: a reset instead
+-- (docs/signaling.md "The epoch, proven").
+local entries = redis.call('XRANGE', logKey, cursorId, '+', 'COUNT', limit + 1)
+if entries[1] and entries[1][1] == cursorId then
+  table.remove(entries, 1)
+elseif cursorId ~= '0-0' and cursorId ~= trimmed then
+  return { 'gap', 'reset', epoch, last }
+end
+if #entries > limit then entries[#entries] = nil end
+return { 'events', epoch, last, entries }

@@ -1,12 +1,13 @@
 /** Command-line options and the sizes of each mode. */
 
-export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'idle', 'timers', 'compare', 'soak', 'compareRef'] as const;
+export const ALL_SCENARIOS = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'idle', 'timers', 'compare', 'reconnect', 'soak', 'compareRef'] as const;
 /**
  * Scenarios run only when named: the soak takes minutes (quick) to half an hour (full); webhooks
  * starts three deployments of its own (and is sized by the lifecycle scenario's sustained rate);
- * compareRef is what `--compare-ref <git ref>` runs.
+ * compareRef is what `--compare-ref <git ref>` runs; reconnect kills a gateway of its own and
+ * holds thousands of client sockets in the bench process.
  */
-export const ON_REQUEST: readonly ScenarioId[] = ['webhooks', 'soak', 'compareRef'];
+export const ON_REQUEST: readonly ScenarioId[] = ['webhooks', 'reconnect', 'soak', 'compareRef'];
 export type ScenarioId = (typeof ALL_SCENARIOS)[number];
 
 /** A rate search (scenarios/callSteps.ts searchAndSustain) and what precedes it. */
@@ -37,6 +38,8 @@ export interface Sizes {
     saturatedMs: number;
   };
   storm: { devices: number; rate: number; durationMs: number; pairsPerGenerator: number };
+  /** The reconnect storm (scenarios/reconnect.ts): devices over two gateways, changes a second, before and after the kill. */
+  reconnect: { devices: number; rate: number; beforeMs: number; afterMs: number };
   /**
    * Group calls (docs/group-calls.md): each from a caller to `members` members with
    * `installations` sockets each; `joins` join, `declines` decline, the rest ring until the
@@ -87,6 +90,7 @@ const QUICK: Sizes = {
   ceilings: { redisMs: 3000, httpMs: 2000, httpConcurrency: 64, rawSockets: 5000 },
   lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000, saturatedConcurrency: 64, saturatedMs: 4000 },
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
+  reconnect: { devices: 2000, rate: 100, beforeMs: 3000, afterMs: 2000 },
   group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000, saturatedConcurrency: 16, saturatedMs: 4000 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
@@ -110,6 +114,7 @@ const SMOKE: Sizes = {
   ceilings: { redisMs: 500, httpMs: 500, httpConcurrency: 8, rawSockets: 100 },
   lifecycle: { pairsPerGenerator: 40, warmupMs: 500, startRate: 10, factor: 1.5, stepMs: 1000, maxSteps: 1, bisections: 0, sustainedMs: 1000, halfGoalMs: 1000, timeoutMs: 10_000, saturatedConcurrency: 4, saturatedMs: 1000 },
   storm: { devices: 2, rate: 10, durationMs: 1000, pairsPerGenerator: 20 },
+  reconnect: { devices: 40, rate: 10, beforeMs: 1000, afterMs: 500 },
   group: { groupsPerGenerator: 10, members: 3, installations: 2, joins: 1, declines: 1, warmupMs: 500, startRate: 2, factor: 1.5, stepMs: 1500, maxSteps: 1, bisections: 0, sustainedMs: 1500, halfMs: 1500, timeoutMs: 10_000, saturatedConcurrency: 2, saturatedMs: 1500 },
   idle: { sockets: 50, holdMs: 200 },
   timers: { calls: 40, rate: 40, ringTimeoutMs: 1500, sampleSockets: 10, runs: 1 },
@@ -125,6 +130,7 @@ const FULL: Sizes = {
   ceilings: { redisMs: 10_000, httpMs: 10_000, httpConcurrency: 128, rawSockets: 100_000 },
   lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 128, saturatedMs: 15_000 },
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
+  reconnect: { devices: 20_000, rate: 300, beforeMs: 10_000, afterMs: 5000 },
   group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 32, saturatedMs: 15_000 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
@@ -190,7 +196,7 @@ export function usage(): string {
   --full         the goal sizes: 60 s sustained, 100k idle sockets, 100k pending timers
   --size S       smoke (every scenario at a tiny size: does it run and count what it must; what
                  the bench smoke test runs), quick or full
-  --scenarios all every scenario, the ones run only when named (webhooks, soak) included
+  --scenarios all every scenario, the ones run only when named (webhooks, reconnect, soak) included
   --url/--redis  target an existing deployment (and its Redis, for the ceiling); --secret (or
                  BENCH_JWT_SECRET) is its AUTH_JWT_SECRET, to mint session tokens
   --generators N fork N load generator processes and merge their histograms (default 1)

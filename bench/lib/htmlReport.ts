@@ -217,6 +217,19 @@ function soakCharts(data: SoakData): ChartSpec[] {
   return charts.filter((c) => c.datasets.length > 0);
 }
 
+/**
+ * The reconnect storm: the share of the killed gateway's devices synced again, over the time since
+ * the kill, in 50 ms steps. One dataset per system measured (Socket.IO's joins it when measured).
+ */
+function reconnectCharts(data: { resyncedMs: number[]; onA: number }): ChartSpec[] {
+  if (!data.resyncedMs.length || !data.onA) return [];
+  const stepMs = 50;
+  const steps = Math.ceil(Math.max(...data.resyncedMs) / stepMs) + 1;
+  const labels = Array.from({ length: steps + 1 }, (_, i) => `${i * stepMs}`);
+  const share = labels.map((_, i) => round((100 * data.resyncedMs.filter((ms) => ms <= i * stepMs).length) / data.onA));
+  return [{ id: 'reconnect-resynced', title: 'Reconnect storm: devices of the killed gateway synced again', type: 'line', labels, datasets: [{ label: 'calling backend', data: share }], xTitle: 'ms since the kill', yTitle: '% resynced' }];
+}
+
 /** Charts per scenario id; a scenario without an entry has none. */
 const CHARTS: Record<string, (data: never) => ChartSpec[]> = {
   lifecycle: lifecycleCharts,
@@ -224,6 +237,7 @@ const CHARTS: Record<string, (data: never) => ChartSpec[]> = {
   timers: timersCharts,
   compare: compareCharts,
   soak: soakCharts,
+  reconnect: reconnectCharts,
 };
 
 /** Every chart of a run, in scenario order. */

@@ -54,7 +54,7 @@ describe('bench smoke', () => {
     const { code, output, results } = await bench(['--scenarios', 'all']);
     const byId = Object.fromEntries(results.map((r) => [r.id, r]));
     // Every scenario ran (the comparison of two builds is --compare-ref's), none INVALID.
-    expect(Object.keys(byId).sort(), output).toEqual(['ceilings', 'compare', 'group', 'idle', 'lifecycle', 'micro', 'soak', 'storm', 'timers', 'webhooks']);
+    expect(Object.keys(byId).sort(), output).toEqual(['ceilings', 'compare', 'group', 'idle', 'lifecycle', 'micro', 'reconnect', 'soak', 'storm', 'timers', 'webhooks']);
     for (const r of results) expect({ id: r.id, error: r.error, invalid: r.invalid ?? [] }).toEqual({ id: r.id, error: undefined, invalid: [] });
     expect(code, output).toBe(0);
 
@@ -94,6 +94,11 @@ describe('bench smoke', () => {
     expect(byId.idle!.data.ours.heldOpen).toBeGreaterThan(0);
     expect(byId.compare!.data.ours.throughput.perSecond).toBeGreaterThan(0);
     expect(byId.compare!.data.socketio.throughput.perSecond).toBeGreaterThan(0);
+    // The reconnect storm: every device of the killed gateway back, nothing lost, out of order or extra.
+    const reconnect = byId.reconnect!.data;
+    expect(reconnect.resyncedMs).toHaveLength(reconnect.onA);
+    expect(reconnect.onA).toBeGreaterThan(0);
+    expect({ lost: reconnect.lost, outOfOrder: reconnect.outOfOrder, extra: reconnect.extra }).toEqual({ lost: 0, outOfOrder: 0, extra: 0 });
     expect(byId.webhooks!.data.results.find((r: { variant: string }) => r.variant === 'on').received).toBeGreaterThan(0);
     expect(byId.soak!.data.samples.reduce((a: number, s: { completed: number }) => a + s.completed, 0)).toBeGreaterThan(0);
     expect(byId.ceilings!.data.redis.lifecycle.r.perSecond).toBeGreaterThan(0);

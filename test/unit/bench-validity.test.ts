@@ -86,7 +86,7 @@ describe('--repeat', () => {
     expect(parseArgs(['--compare-ref', 'HEAD~1']).scenarios).toEqual(['compareRef']);
     expect(parseArgs(['--compare-ref', 'HEAD~1', '--repeat', '3']).scenarios).toEqual(['compareRef']);
     expect(parseArgs(['--scenarios', 'timers', '--repeat', '3']).repeat).toBe(3);
-    expect(parseArgs(['--size', 'smoke', '--scenarios', 'all']).scenarios).toEqual(['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'idle', 'timers', 'compare', 'soak']);
+    expect(parseArgs(['--size', 'smoke', '--scenarios', 'all']).scenarios).toEqual(['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'idle', 'timers', 'compare', 'reconnect', 'soak']);
   });
 });
 
