@@ -221,13 +221,14 @@ function soakCharts(data: SoakData): ChartSpec[] {
  * The reconnect storm: the share of the killed gateway's devices synced again, over the time since
  * the kill, in 50 ms steps. One dataset per system measured (Socket.IO's joins it when measured).
  */
-function reconnectCharts(data: { resyncedMs: number[]; onA: number }): ChartSpec[] {
-  if (!data.resyncedMs.length || !data.onA) return [];
+function reconnectCharts(data: { resyncedMs: number[]; onA: number; socketio?: { resyncedMs: number[]; onA: number } }): ChartSpec[] {
+  const systems = [{ label: 'calling backend', ...data }, ...(data.socketio ? [{ label: 'Socket.IO 4, connection state recovery', ...data.socketio }] : [])].filter((s) => s.resyncedMs.length > 0 && s.onA > 0);
+  if (!systems.length) return [];
   const stepMs = 50;
-  const steps = Math.ceil(Math.max(...data.resyncedMs) / stepMs) + 1;
+  const steps = Math.ceil(Math.max(...systems.flatMap((s) => s.resyncedMs)) / stepMs) + 1;
   const labels = Array.from({ length: steps + 1 }, (_, i) => `${i * stepMs}`);
-  const share = labels.map((_, i) => round((100 * data.resyncedMs.filter((ms) => ms <= i * stepMs).length) / data.onA));
-  return [{ id: 'reconnect-resynced', title: 'Reconnect storm: devices of the killed gateway synced again', type: 'line', labels, datasets: [{ label: 'calling backend', data: share }], xTitle: 'ms since the kill', yTitle: '% resynced' }];
+  const share = (s: { resyncedMs: number[]; onA: number }) => labels.map((_, i) => round((100 * s.resyncedMs.filter((ms) => ms <= i * stepMs).length) / s.onA));
+  return [{ id: 'reconnect-resynced', title: 'Reconnect storm: devices of the killed server synced again', type: 'line', labels, datasets: systems.map((s) => ({ label: s.label, data: share(s) })), xTitle: 'ms since the kill', yTitle: '% resynced' }];
 }
 
 /** Charts per scenario id; a scenario without an entry has none. */

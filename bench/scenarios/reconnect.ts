@@ -8,6 +8,7 @@ import { nowMs, sleep } from '../lib/clock.js';
 import { device, type Device } from '../lib/users.js';
 import { invalidReasons } from '../lib/validity.js';
 import { errorList, fmtMs, fmtNum, fmtPct, mdTable, type ScenarioResult } from '../lib/report.js';
+import { socketioStorm } from './reconnectSocketio.js';
 
 /**
  * A reconnect storm (docs/signaling.md "A reconnect storm"): N devices in pairs, spread over two
@@ -18,7 +19,7 @@ import { errorList, fmtMs, fmtNum, fmtPct, mdTable, type ScenarioResult } from '
  * (each installation's received events against its log), repeated at the wire (dropped by eventId
  * by the client) and out of order; Redis CPU and commands, B's CPU and event loop delay during
  * the storm; p99 latency of the changes of pairs wholly on B, before and during the storm.
- * The same storm against Socket.IO is not part of this scenario yet.
+ * Then the same storm against Socket.IO 4 with connection state recovery (reconnectSocketio.ts).
  */
 
 interface Party {
@@ -43,7 +44,7 @@ interface Pair {
 /** A pair's calls: create, answer, three renames each followed by a message, end; then again. */
 const STEPS = ['create', 'answer', 'rename', 'message', 'rename', 'message', 'rename', 'message', 'end'] as const;
 
-export async function reconnectScenario(ctx: BenchContext): Promise<ScenarioResult> {
+async function callingStorm(ctx: BenchContext): Promise<ScenarioResult> {
   const z = ctx.opts.sizes.reconnect;
   const title = `Reconnect storm (${fmtNum(z.devices)} devices, one gateway killed)`;
   if (!ctx.selfHosted) return { id: 'reconnect', title, headlines: [], goals: [], markdown: 'Not run: targeting an existing deployment (the storm kills a process it started).', data: null };
@@ -211,8 +212,7 @@ export async function reconnectScenario(ctx: BenchContext): Promise<ScenarioResu
     ctx.log(`  resynced ${resynced.length}/${onA.length}: 50 % ${fmtMs(at(0.5))}, 99 % ${fmtMs(at(0.99))}, 100 % ${fmtMs(at(1))}; lost ${lost}, repeats ${repeats} (dropped), out of order ${outOfOrder}`);
     const md = [
       `${fmtNum(parties.length)} devices in ${fmtNum(pairs.length)} pairs over two gateways (${onA.length} on A), ${z.rate} changes/s through an api/worker process (create, answer, renames, in-call messages, end). ` +
-        `Gateway A killed with SIGKILL after ${z.beforeMs / 1000} s; its devices reconnect to B with the client package's backoff and full jitter and resume by cursor. ` +
-        'Socket.IO with connection state recovery is not measured in this scenario yet.',
+        `Gateway A killed with SIGKILL after ${z.beforeMs / 1000} s; its devices reconnect to B with the client package's backoff and full jitter and resume by cursor.`,
       '',
       mdTable(
         ['resynced', '50 %', '99 %', '100 %', 'events lost', 'repeats at the wire (dropped by eventId)', 'out of order', 'gaps', 'errors'],
@@ -254,4 +254,42 @@ export async function reconnectScenario(ctx: BenchContext): Promise<ScenarioResu
     await Promise.all([api, B].map((p) => ctx.stopServer(p).catch(() => {})));
     await ctx.stopServer(A).catch(() => {});
   }
+}
+
+const pct = (sorted: number[], n: number, q: number) => (sorted.length === n && n > 0 ? sorted[Math.min(n - 1, Math.ceil(q * n) - 1)]! : NaN);
+
+export async function reconnectScenario(ctx: BenchContext): Promise<ScenarioResult> {
+  const ours = await callingStorm(ctx);
+  if (!ours.data) return ours;
+  const z = ctx.opts.sizes.reconnect;
+  const sio = await socketioStorm(ctx, z);
+  const o = ours.data as { resyncedMs: number[]; onA: number };
+  const at = (r: { resyncedMs: number[]; onA: number }, q: number) => pct(r.resyncedMs, r.onA, q);
+  const ratio99 = at(o, 0.99) / at(sio, 0.99);
+  ctx.log(`  Socket.IO: resynced ${sio.resyncedMs.length}/${sio.onA} (${sio.notRecovered} not recovered): 50 % ${fmtMs(at(sio, 0.5))}, 99 % ${fmtMs(at(sio, 0.99))}, 100 % ${fmtMs(at(sio, 1))}; lost ${sio.lost} of ${sio.sent}, repeats ${sio.repeats}, out of order ${sio.outOfOrder}`);
+  const md = [
+    ours.markdown,
+    '',
+    `The same storm against Socket.IO 4 with connection state recovery and the Redis Streams adapter (bench/socketio/recoveryServer.ts): ${fmtNum(z.devices)} sockets over two servers, ${z.rate} packets/s (one per change, to one device's room), server A killed with SIGKILL; socket.io-client's own backoff (base 250 ms) with a load balancer's view.`,
+    '',
+    mdTable(
+      ['system', 'reconnected', '50 %', '99 %', '100 %', 'not recovered', 'lost', 'repeats', 'out of order', 'errors'],
+      [
+        ['calling backend', `${o.resyncedMs.length}/${o.onA}`, fmtMs(at(o, 0.5)), fmtMs(at(o, 0.99)), fmtMs(at(o, 1)), '0', fmtNum((ours.data as { lost: number }).lost), fmtNum((ours.data as { repeats: number }).repeats), fmtNum((ours.data as { outOfOrder: number }).outOfOrder), '(above)'],
+        ['Socket.IO 4 + recovery', `${sio.resyncedMs.length}/${sio.onA}`, fmtMs(at(sio, 0.5)), fmtMs(at(sio, 0.99)), fmtMs(at(sio, 1)), fmtNum(sio.notRecovered), `${fmtNum(sio.lost)} of ${fmtNum(sio.sent)}`, fmtNum(sio.repeats), fmtNum(sio.outOfOrder), errorList(sio.errors)],
+      ],
+    ),
+    '',
+    `Time to 99 % resynced, ours ÷ Socket.IO's: ${Number.isFinite(ratio99) ? `${ratio99.toFixed(2)}×` : 'n/a'} (goal ≤ 0.5×).`,
+  ].join('\n');
+  return {
+    ...ours,
+    headlines: [
+      ...ours.headlines,
+      { metric: 'reconnect storm: 99 % resynced, ours ÷ Socket.IO with recovery', value: Number.isFinite(ratio99) ? `${ratio99.toFixed(2)}×` : 'n/a', ceiling: 'n/a', ratio: '' },
+    ],
+    markdown: md,
+    data: { ...(ours.data as object), socketio: sio },
+    invalid: [...(ours.invalid ?? []), ...invalidReasons({ errors: [{ where: 'the Socket.IO storm', errors: sio.errors }], nonZero: [{ what: 'Socket.IO packets sent', n: sio.sent }] })],
+  };
 }

@@ -1,0 +1,62 @@
+import { createServer } from 'node:http';
+import { Server } from 'socket.io';
+import { createAdapter } from '@socket.io/redis-streams-adapter';
+import { Redis } from 'ioredis';
+import { createTokenVerifier } from '../../src/auth/verifier.js';
+
+/**
+ * The peer in the reconnect storm (bench/README.md "Reconnect storm"): Socket.IO 4 with
+ * connection state recovery and the Redis Streams adapter, which restores the packets a socket
+ * missed, across servers, for `maxDisconnectionDuration`. Sockets authenticate with the same
+ * session JWT and join room `user:<userId>` (a recovered socket gets its rooms back). A producer
+ * socket emits `change` `{toUserId, callId, seq}`; the server broadcasts `event` `{callId, seq}`
+ * to that user's room through the adapter, and acks.
+ * Env: PORT (0), REDIS_URL, AUTH_JWT_SECRET, SIO_KEY (the adapter's stream and session prefix).
+ * Prints `{"msg":"listening","port":N}`.
+ */
+
+const verify = createTokenVerifier({ secret: process.env.AUTH_JWT_SECRET });
+const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+const key = process.env.SIO_KEY ?? 'socket.io';
+
+const http = createServer((_req, res) => res.writeHead(404).end());
+const io = new Server(http, {
+  transports: ['websocket'],
+  serveClient: false,
+  connectionStateRecovery: { maxDisconnectionDuration: 120_000, skipMiddlewares: true },
+  // A stream long enough that no packet of the storm is trimmed before its socket comes back.
+  adapter: createAdapter(redis, { streamName: `${key}:stream`, sessionKeyPrefix: `${key}:session:`, maxLen: 1_000_000 }),
+});
+
+io.use((socket, next) => {
+  Promise.resolve()
+    .then(() => verify(String((socket.handshake.auth as { token?: unknown }).token ?? '')))
+    .then(
+      (principal) => {
+        socket.data.userId = principal.userId;
+        next();
+      },
+      () => next(new Error('unauthorized')),
+    );
+});
+io.on('connection', (socket) => {
+  if (!socket.recovered) void socket.join(`user:${String(socket.data.userId)}`);
+  socket.on('change', (m: { toUserId?: unknown; callId?: unknown; seq?: unknown }, ack?: (reply: { ok: boolean }) => void) => {
+    if (typeof m?.toUserId !== 'string' || typeof m.callId !== 'string' || typeof m.seq !== 'number') {
+      ack?.({ ok: false });
+      return;
+    }
+    io.to(`user:${m.toUserId}`).emit('event', { callId: m.callId, seq: m.seq });
+    ack?.({ ok: true });
+  });
+});
+
+http.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
+  const addr = http.address();
+  process.stdout.write(`${JSON.stringify({ msg: 'listening', port: typeof addr === 'object' && addr ? addr.port : 0 })}\n`);
+});
+process.on('SIGTERM', () => {
+  void io.close();
+  redis.disconnect();
+  process.exit(0);
+});
