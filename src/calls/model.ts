@@ -1,4 +1,4 @@
-import { END_REASONS, reasonForSide, type EndReason, type EndedBy, type Side } from './reasons.js';
+import { END_REASONS, SCREENED_REASONS, reasonForSide, type EndReason, type EndedBy, type Side, type Screened } from './reasons.js';
 
 /** A call's states (docs/protocol.md "States and transitions"). */
 export const CALL_STATES = ['ringing', 'accepted', 'ended'] as const;
@@ -31,6 +31,8 @@ export interface Member {
   movedFrom?: string;
   /** When the call ended: what the member was doing then (ringing or in the call). */
   endedIn?: 'invited' | 'ringing' | 'joined';
+  /** Never rung: the member's call policy stopped the call (docs/call-policy.md). */
+  screened?: Screened;
 }
 
 /** What a group call holds besides the fields every call has. */
@@ -65,6 +67,8 @@ export interface CallRecord {
   movedFromInstallationId?: string;
   /** A group call (docs/group-calls.md); absent on a one-to-one call. */
   group?: GroupPart;
+  /** A one-to-one call the callee's call policy stopped (docs/call-policy.md): it never rings the callee. */
+  screened?: Screened;
 }
 
 export class CorruptRecordError extends Error {
@@ -121,6 +125,10 @@ export function parseCallFields(flat: unknown): CallRecord {
   if (f.ringingAtMs) rec.ringingAtMs = int(f.ringingAtMs, 'ringingAtMs');
   if (f.ringingVia) rec.ringingVia = f.ringingVia;
   if (f.movedFromInstallationId) rec.movedFromInstallationId = f.movedFromInstallationId;
+  if (f.screened) {
+    if (!(SCREENED_REASONS as readonly string[]).includes(f.screened)) throw new CorruptRecordError(`unknown screened reason ${f.screened}`);
+    rec.screened = f.screened as Screened;
+  }
   if (f.kind === 'group') rec.group = { title: f.title ?? '', members: parseMembers(f.members) };
   return rec;
 }

@@ -9,6 +9,7 @@ import { readStoredCall } from './storedCall.js';
 import type { EndReason } from './reasons.js';
 import { retentionArg } from './retention.js';
 import { memberPresence, type MemberPresence } from './presence.js';
+import { readVerdict } from './callPolicy.js';
 import {
   answerCallKeysArgs,
   createCallKeysArgs,
@@ -153,18 +154,21 @@ export class CallStore {
    * nothing is created and a binding this request made is undone.
    */
   async create(i: CreateInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
-    const [binding, active, refused] = await Promise.all([
+    const [binding, active, refused, screened] = await Promise.all([
       this.bindFirst(i.callerUserId, i.operationId, i.fingerprint),
       // The callee's busy marker, kept by the relay in the event log's meta hash (src/calls/activeCalls.ts).
       this.settings.callWaiting ? null : this.redis.hget(keys.eventLogMeta(this.settings, i.calleeUserId), 'active'),
       this.hitApart(limits),
+      // On a cluster the callee's policy lives in the callee's slot: its verdict is read in this
+      // round trip; on a single Redis the create's script reads it (docs/call-policy.md).
+      this.topology === 'single' ? ('' as const) : readVerdict(this.redis, this.settings, i.calleeUserId, i.callerUserId),
     ]);
     if (refused) {
       await this.unbind(binding, i.callerUserId, i.operationId);
       return refused;
     }
     const busy = await this.stillIn(active, i.calleeUserId);
-    return this.runCreate('createCall', binding, (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits), limits);
+    return this.runCreate('createCall', binding, (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits, screened), limits);
   }
 
   /**

@@ -5,13 +5,20 @@ import { acceptedPayload, endedPayload, invitationPayload, renamedPayload, ringi
 import { groupDeliveriesFor } from './groupAudience.js';
 import { movedDeliveries } from './movedAudience.js';
 import type { Delivery } from './delivery.js';
+import { screenedUserIds } from '../calls/participants.js';
 
 /**
  * Who is told what about one change: the single source of the audience rules (docs/api.md
- * "Who receives what"; a group call's: groupAudience.ts).
+ * "Who receives what"; a group call's: groupAudience.ts). A participant the call policy screened
+ * is told nothing (docs/call-policy.md).
  */
 export function deliveriesFor(change: CallChange): Delivery[] {
-  if (change.call.group) return groupDeliveriesFor(change);
+  const all = change.call.group ? groupDeliveriesFor(change) : pairDeliveriesFor(change);
+  const screened = screenedUserIds(change.call);
+  return screened.size === 0 ? all : all.filter((d) => !screened.has(d.userId));
+}
+
+function pairDeliveriesFor(change: CallChange): Delivery[] {
   const { call, atMs } = change;
   const caller = call.callerUserId;
   const callee = call.calleeUserId;

@@ -90,7 +90,8 @@ export function pushesFor(
 /** Who a change invites: the callee of a new call, the invitees of a new or grown group call. */
 function inviteesOf(change: CallChange): string[] | undefined {
   const { call } = change;
-  if (change.kind === 'created') return call.group ? call.group.members.filter((m) => m.state === 'invited').map((m) => m.userId) : [call.calleeUserId];
+  // A user the call policy screened is never rung (docs/call-policy.md).
+  if (change.kind === 'created') return call.group ? call.group.members.filter((m) => m.state === 'invited' && !m.screened).map((m) => m.userId) : call.screened ? [] : [call.calleeUserId];
   if (change.kind === 'invited') return (change.subjects ?? []).filter((u) => memberOf(call, u)?.state === 'invited');
   return undefined;
 }

@@ -58,6 +58,7 @@ function changeEvents(change: CallChange): WebhookEvent[] {
   const { call, atMs } = change;
   const key = `${call.callId}.${call.revision}`;
   const parties = { callId: call.callId, callerUserId: call.callerUserId, callerInstallationId: call.callerInstallationId, calleeUserId: call.calleeUserId, video: call.video };
+  const screened = call.screened && { screened: call.screened };
   const group = call.group && { group: { title: call.group.title, members: call.group.members.map((m) => ({ userId: m.userId, state: m.state })) } };
   const participants = (change.subjects ?? []).flatMap((u): WebhookEvent[] => {
     const m = memberOf(call, u);
@@ -67,7 +68,7 @@ function changeEvents(change: CallChange): WebhookEvent[] {
   });
   switch (change.kind) {
     case 'created':
-      return [{ type: 'call.created', key, atMs, data: { ...parties, createdAtMs: call.createdAtMs, expiresAtMs: call.expiresAtMs, ...group } }];
+      return [{ type: 'call.created', key, atMs, data: { ...parties, createdAtMs: call.createdAtMs, expiresAtMs: call.expiresAtMs, ...screened, ...group } }];
     case 'answered':
       return [
         {
@@ -114,6 +115,7 @@ function changeEvents(change: CallChange): WebhookEvent[] {
             ringingMs: o.ringingMs,
             talkMs: o.talkMs,
             missed: o.missed,
+            ...screened,
             ...group,
           },
         },

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { END_REASONS } from '../calls/reasons.js';
 import { MEMBER_STATES } from '../calls/model.js';
+import { SCREENED_REASONS } from '../calls/callPolicy.js';
 import { PUSH_TOKEN_KINDS } from '../push/kinds.js';
 
 /**
@@ -29,7 +30,10 @@ const group = z
   .optional()
   .describe('a group call only');
 
-export const callCreatedData = z.object({ ...parties, expiresAtMs: z.number().int().describe('when it stops ringing unless answered'), group });
+/** A one-to-one call the callee's call policy stopped (docs/call-policy.md): the callee was never rung. */
+const screened = z.enum(SCREENED_REASONS).optional().describe("a one-to-one call only: the callee's call policy stopped the call, which never rang the callee (docs/call-policy.md)");
+
+export const callCreatedData = z.object({ ...parties, expiresAtMs: z.number().int().describe('when it stops ringing unless answered'), screened, group });
 
 export const callParticipantData = z.object({
   callId: z.string(),
@@ -78,6 +82,7 @@ export const callEndedData = z.object({
   ringingMs: z.number().int().describe('from the invitation to the answer, or to the end when never answered'),
   talkMs: z.number().int().describe('from the answer to the end; 0 when never answered'),
   missed: z.boolean().describe('a missed call for the callee: it rang out, or the caller cancelled it, before any answer'),
+  screened,
   group,
 });
 
