@@ -10,3 +10,17 @@ local function screenCall(at, callerUserId)
   if p[1] == 'contacts' and redis.call('SISMEMBER', KEYS[at + 1], callerUserId) == 0 then return 'notAllowed' end
   return ''
 end
+
+-- Each invitee's verdict on `callerUserId` (a group create, an invite: docs/call-policy.md "Group
+-- calls"): on a single Redis read from KEYS, two keys per invitee in `invitees`' order from
+-- `policyAt`; on a cluster `screenedArg`, the JSON object of the verdicts read before the script
+-- (lua/readCallPolicy.lua, those that are not ''). Returns userId -> 'blocked' | 'notAllowed'.
+local function screenInvitees(invitees, policyAt, screenedArg, callerUserId)
+  if policyAt == '' then return screenedArg == '' and {} or cjson.decode(screenedArg) end
+  local out, at = {}, tonumber(policyAt)
+  for n, u in ipairs(invitees) do
+    local v = screenCall(at + 2 * (n - 1), callerUserId)
+    if v ~= '' then out[u] = v end
+  end
+  return out
+end

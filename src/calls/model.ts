@@ -155,6 +155,7 @@ function parseMembers(json: string | undefined): Member[] {
     if (MEMBER_STATE_SET.has(r.joinedFrom as string)) m.joinedFrom = r.joinedFrom as MemberState;
     if (MEMBER_STATE_SET.has(r.removedFrom as string)) m.removedFrom = r.removedFrom as MemberState;
     if (r.endedIn === 'invited' || r.endedIn === 'ringing' || r.endedIn === 'joined') m.endedIn = r.endedIn;
+    if ((SCREENED_REASONS as readonly string[]).includes(r.screened as string)) m.screened = r.screened as Screened;
     return m;
   });
 }

@@ -297,9 +297,26 @@ export function createGroupCallKeysArgs(
   firstUse = false,
   topology: Topology = 'cluster',
   limits: readonly Pick<CreateLimit, 'key' | 'rule'>[] = [],
+  screened: Verdicts = {},
 ): ScriptCall<'createGroupCall'> {
   const c = createRequest(s, i, firstUse, topology, limits);
-  return { keys: c.keys, args: { ...c.args, invitees: JSON.stringify(i.inviteeUserIds), busy: JSON.stringify(busy), title: i.title } };
+  const policy = inviteesPolicy(s, c.keys, i.inviteeUserIds, topology, screened);
+  return { keys: policy.keys, args: { ...c.args, invitees: JSON.stringify(i.inviteeUserIds), busy: JSON.stringify(busy), title: i.title, ...policy.args } };
+}
+
+/** Each invitee's verdict on the caller (or the inviting user) that is not '': read before the script on a cluster. */
+export type Verdicts = Record<string, Screened>;
+
+/**
+ * Each invitee's call policy (docs/call-policy.md "Group calls"): on a single Redis its two keys
+ * per invitee after `before`, for the script to read; on a cluster the verdicts read before it.
+ */
+function inviteesPolicy(s: StoreSettings, before: string[], inviteeUserIds: readonly string[], topology: Topology, screened: Verdicts) {
+  const single = topology === 'single';
+  return {
+    keys: single ? [...before, ...inviteeUserIds.flatMap((u) => policyKeys(s, u))] : before,
+    args: { policyAt: single ? String(before.length + 1) : '', screened: single ? '' : JSON.stringify(screened), screenedReply: s.screenedReply ?? 'unanswered' },
+  };
 }
 
 export interface InviteInput {
@@ -311,10 +328,12 @@ export interface InviteInput {
   fingerprint: string;
 }
 
-export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[], topology: Topology = 'cluster'): ScriptCall<'inviteToCall'> {
+export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[], topology: Topology = 'cluster', screened: Verdicts = {}): ScriptCall<'inviteToCall'> {
+  const policy = inviteesPolicy(s, userRequestKeys(s, i, topology), i.inviteeUserIds, topology, screened);
   return {
-    keys: userRequestKeys(s, i, topology),
+    keys: policy.keys,
     args: {
+      ...policy.args,
       userId: i.userId,
       installationId: i.installationId,
       invitees: JSON.stringify(i.inviteeUserIds),

@@ -156,9 +156,10 @@ export function groupHistoryEntry(call: CallRecord, m: Member): HistoryEntry {
     endedAtMs,
     endReason: memberEndReason(call, m),
     endedBy: call.endedBy ?? 'system',
-    missed: viewer === 'callee' && outcome === 'missed',
+    missed: viewer === 'callee' && outcome === 'missed' && !m.screened,
     ringingMs: Math.max(0, (m.joinedAtMs ?? endedAtMs) - startedAtMs),
     talkMs: joined ? Math.max(0, endedAtMs - m.joinedAtMs!) : 0,
+    ...(m.screened ? { screened: m.screened } : {}),
     group: { title: call.group!.title, outcome, userIds: call.group!.members.map((x) => x.userId) },
   };
 }

@@ -92,7 +92,7 @@ function inviteesOf(change: CallChange): string[] | undefined {
   const { call } = change;
   // A user the call policy screened is never rung (docs/call-policy.md).
   if (change.kind === 'created') return call.group ? call.group.members.filter((m) => m.state === 'invited' && !m.screened).map((m) => m.userId) : call.screened ? [] : [call.calleeUserId];
-  if (change.kind === 'invited') return (change.subjects ?? []).filter((u) => memberOf(call, u)?.state === 'invited');
+  if (change.kind === 'invited') return (change.subjects ?? []).filter((u) => memberOf(call, u)?.state === 'invited' && !memberOf(call, u)?.screened);
   return undefined;
 }
 

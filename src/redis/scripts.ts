@@ -55,11 +55,11 @@ export const LUA_DIR = packageDir(import.meta.url, 'lua', 'createCall.lua');
  */
 export const scriptDefinitions = {
   createCall: { numberOfKeys: 'variable', traced: true, args: [...CREATE_ARGS, 'calleeUserId', 'busy', 'policyAt', 'screened', 'screenedReply'] },
-  createGroupCall: { numberOfKeys: 'variable', traced: true, args: [...CREATE_ARGS, 'invitees', 'busy', 'title'] },
+  createGroupCall: { numberOfKeys: 'variable', traced: true, args: [...CREATE_ARGS, 'invitees', 'busy', 'title', 'policyAt', 'screened', 'screenedReply'] },
   inviteToCall: {
     numberOfKeys: 'variable',
     traced: true,
-    args: ['userId', 'installationId', 'invitees', 'busy', 'ringTimeoutMs', 'maxInvitees', ...CHANGE_ARGS],
+    args: ['userId', 'installationId', 'invitees', 'busy', 'ringTimeoutMs', 'maxInvitees', 'policyAt', 'screened', 'screenedReply', ...CHANGE_ARGS],
   },
   noteRinging: { numberOfKeys: 'variable', traced: true, args: ['userId', 'via', ...CHANGE_ARGS] },
   answerCall: { numberOfKeys: 'variable', traced: true, args: ['userId', 'installationId', 'expectedRevision', 'firstUse', ...CHANGE_ARGS] },

@@ -59,11 +59,14 @@ function changeEvents(change: CallChange): WebhookEvent[] {
   const key = `${call.callId}.${call.revision}`;
   const parties = { callId: call.callId, callerUserId: call.callerUserId, callerInstallationId: call.callerInstallationId, calleeUserId: call.calleeUserId, video: call.video };
   const screened = call.screened && { screened: call.screened };
-  const group = call.group && { group: { title: call.group.title, members: call.group.members.map((m) => ({ userId: m.userId, state: m.state })) } };
+  const group = call.group && { group: { title: call.group.title, members: call.group.members.map((m) => ({ userId: m.userId, state: m.state, ...(m.screened ? { screened: m.screened } : {}) })) } };
   const participants = (change.subjects ?? []).flatMap((u): WebhookEvent[] => {
     const m = memberOf(call, u);
     if (!m) return [];
-    const data = { callId: call.callId, callerUserId: call.callerUserId, userId: m.userId, state: m.state, installationId: m.state === 'joined' ? (m.installationId ?? null) : null, occurredAtMs: atMs };
+    const data = {
+      ...{ callId: call.callId, callerUserId: call.callerUserId, userId: m.userId, state: m.state, installationId: m.state === 'joined' ? (m.installationId ?? null) : null, occurredAtMs: atMs },
+      ...(m.screened ? { screened: m.screened } : {}),
+    };
     return [{ type: 'call.participant', key: `${key}.p.${m.userId}`, atMs, data }];
   });
   switch (change.kind) {

@@ -25,7 +25,9 @@ const envelope = <T extends string, D extends z.ZodType>(type: T, data: D) =>
 const group = z
   .object({
     title: z.string(),
-    members: z.array(z.object({ userId: z.string(), state: z.enum(MEMBER_STATES) })).describe('the caller first, then each member invited, with its state after the change'),
+    members: z
+      .array(z.object({ userId: z.string(), state: z.enum(MEMBER_STATES), screened: z.enum(SCREENED_REASONS).optional().describe("the member's call policy stopped the call: it is never rung (docs/call-policy.md)") }))
+      .describe('the caller first, then each member invited, with its state after the change'),
   })
   .optional()
   .describe('a group call only');
@@ -42,6 +44,7 @@ export const callParticipantData = z.object({
   state: z.enum(MEMBER_STATES),
   installationId: z.string().nullable().describe('its installation in the call, once joined'),
   occurredAtMs: z.number().int(),
+  screened: z.enum(SCREENED_REASONS).optional().describe("the member's call policy stopped the call: it is never rung (docs/call-policy.md)"),
 });
 
 export const callMovedData = z.object({

@@ -248,6 +248,59 @@ describe('enforced by the create', () => {
   });
 });
 
+describe('group calls', () => {
+  it('a call of four with one blocked invitee: the other three ring, the blocked one never, and looks to the caller as one ringing out', async () => {
+    const caller = device(url);
+    const invitees = await Promise.all([reachableCallee(), reachableCallee(), reachableCallee(), reachableCallee()]);
+    const [blocker, ...others] = invitees as [Awaited<ReturnType<typeof reachableCallee>>, ...Awaited<ReturnType<typeof reachableCallee>>[]];
+    await blocker.d.api.put('/v1/call-policy', { block: [caller.userId] });
+    const callId = randomUUID();
+    const res = await caller.api.post('/v1/calls', { callId, calleeUserIds: invitees.map((i) => i.userId), operationId: uid('op') });
+    expect(res.status, res.text).toBe(201);
+    // The caller sees every invitee alike.
+    expect((res.json.participants as any[]).slice(1).map((p) => p.state)).toEqual(['invited', 'invited', 'invited', 'invited']);
+    for (const o of others) await waitUntil('rung', () => o.socket.ws.events().some((e) => e.callId === callId && e.type === 'call.invited'));
+    await pushesSettled(ps, [callId]);
+    for (const o of others) expect(pushesTo(o.ios) + pushesTo(o.android)).toBeGreaterThanOrEqual(2);
+    const barrier = await create(device(url), blocker.userId);
+    await waitUntil('the barrier call', () => blocker.socket.ws.events().some((e) => e.callId === barrier.callId));
+    expect(blocker.socket.ws.events().filter((e) => e.callId === callId)).toEqual([]);
+    await pushesSettled(ps, [barrier.callId]);
+    expect(pushesTo(blocker.ios) + pushesTo(blocker.android)).toBe(2);
+    // Everyone rings out; the blocked member's own record says why.
+    await caller.api.post(`/v1/calls/${callId}/end`, { operationId: uid('op'), reason: 'localHangup', forAll: true });
+    await waitUntil('filed', async () => ((await backend().get(`/v1/server/users/${blocker.userId}/calls`)).json.calls as any[]).some((r) => r.callId === callId), 10_000);
+    const record = ((await backend().get(`/v1/server/users/${blocker.userId}/calls`)).json.calls as any[]).find((r) => r.callId === callId);
+    expect(record).toMatchObject({ screened: 'blocked', missed: false });
+    const otherRecord = ((await backend().get(`/v1/server/users/${others[0]!.userId}/calls`)).json.calls as any[]).find((r) => r.callId === callId);
+    expect(otherRecord.screened).toBeUndefined();
+  });
+
+  it('a late invite is checked against the invitee\'s policy at the time of the invite; contacts-only rings only for the list', async () => {
+    const caller = device(url);
+    const first = await reachableCallee();
+    const contactsOnly = await reachableCallee();
+    const friendOf = await reachableCallee();
+    await contactsOnly.d.api.put('/v1/call-policy', { mode: 'contacts' });
+    await backend().put(`/v1/server/users/${friendOf.userId}/allow-list`, { replaceId: 'r1', page: 0, userIds: [caller.userId], last: true });
+    await friendOf.d.api.put('/v1/call-policy', { mode: 'contacts' });
+    const callId = randomUUID();
+    const created = await caller.api.post('/v1/calls', { callId, calleeUserIds: [first.userId], operationId: uid('op') });
+    expect(created.status, created.text).toBe(201);
+    const invited = await caller.api.post(`/v1/calls/${callId}/invite`, { operationId: uid('op'), userIds: [contactsOnly.userId, friendOf.userId] });
+    expect(invited.status, invited.text).toBe(200);
+    await waitUntil('the friend rings', () => friendOf.socket.ws.events().some((e) => e.callId === callId && e.type === 'call.invited'));
+    // A barrier: once anyone may call, a new call reaches the user after anything of the invite.
+    await contactsOnly.d.api.put('/v1/call-policy', { mode: 'everyone' });
+    const barrier = await create(device(url), contactsOnly.userId);
+    await waitUntil('the barrier call', () => contactsOnly.socket.ws.events().some((e) => e.callId === barrier.callId));
+    await caller.api.post(`/v1/calls/${callId}/end`, { operationId: uid('op'), reason: 'localHangup', forAll: true });
+    await waitUntil('filed', async () => ((await backend().get(`/v1/server/users/${contactsOnly.userId}/calls`)).json.calls as any[]).some((r) => r.callId === callId), 10_000);
+    expect(contactsOnly.socket.ws.events().filter((e) => e.callId === callId)).toEqual([]);
+    expect(((await backend().get(`/v1/server/users/${contactsOnly.userId}/calls`)).json.calls as any[]).find((r) => r.callId === callId)).toMatchObject({ screened: 'notAllowed' });
+  });
+});
+
 describe('erase', () => {
   it('removes every policy key with the user (SCAN)', async () => {
     const bob = device(url);

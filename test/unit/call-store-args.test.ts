@@ -164,9 +164,24 @@ describe('*KeysArgs', () => {
     expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').args.limits).toBe('');
     // The group create: the same arguments, with its invitees, busy ones and title.
     const group = createGroupCallKeysArgs(s, { ...caller, inviteeUserIds: ['bob', 'carol'], title: 'T' }, [], false, 'single', [limits[0]!]);
-    expect(group.keys.slice(4)).toEqual([keys.operationBinding(s, 'alice', 'op-1'), keys.callCreateLimit(s, 'alice')]);
-    expect(group.args).toMatchObject({ limits: JSON.stringify([[60, 60_000]]), recordFormat: '', invitees: '["bob","carol"]', busy: '[]', title: 'T' });
-    expect(createGroupCallKeysArgs({ ...s, callRecordFormat: 'hash' }, { ...caller, inviteeUserIds: ['bob'], title: 'T' }, ['bob'], false, 'cluster', [limits[0]!]).args).toMatchObject({ limits: '', recordFormat: 'hash', busy: '["bob"]', title: 'T' });
+    // Then each invitee's policy keys, two per invitee in their order (docs/call-policy.md "Group calls").
+    expect(group.keys.slice(4)).toEqual([
+      keys.operationBinding(s, 'alice', 'op-1'),
+      keys.callCreateLimit(s, 'alice'),
+      keys.callPolicy(s, 'bob'),
+      keys.allowList(s, 'bob'),
+      keys.callPolicy(s, 'carol'),
+      keys.allowList(s, 'carol'),
+    ]);
+    expect(group.args).toMatchObject({ limits: JSON.stringify([[60, 60_000]]), recordFormat: '', invitees: '["bob","carol"]', busy: '[]', title: 'T', policyAt: '7', screened: '' });
+    expect(createGroupCallKeysArgs({ ...s, callRecordFormat: 'hash' }, { ...caller, inviteeUserIds: ['bob'], title: 'T' }, ['bob'], false, 'cluster', [limits[0]!], { bob: 'blocked' }).args).toMatchObject({
+      limits: '',
+      recordFormat: 'hash',
+      busy: '["bob"]',
+      title: 'T',
+      policyAt: '',
+      screened: '{"bob":"blocked"}',
+    });
   });
 
   it('answerCallKeysArgs: the operation key is the answering user’s; expectedRevision absent → empty string', () => {
