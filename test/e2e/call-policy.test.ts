@@ -301,6 +301,39 @@ describe('group calls', () => {
   });
 });
 
+describe('races', () => {
+  it('a policy change and invites at once: each invited user either rang or never does, never half', async () => {
+    const caller = device(url);
+    const first = await reachableCallee();
+    const callId = randomUUID();
+    expect((await caller.api.post('/v1/calls', { callId, calleeUserIds: [first.userId], operationId: uid('op') })).status).toBe(201);
+    const targets = await Promise.all(Array.from({ length: 6 }, () => reachableCallee()));
+    // Each target turns to `nobody` while the caller invites it.
+    await Promise.all(
+      targets.map((t) => Promise.all([caller.api.post(`/v1/calls/${callId}/invite`, { operationId: uid('op'), userIds: [t.userId] }), t.d.api.put('/v1/call-policy', { mode: 'nobody' })])),
+    );
+    await caller.api.post(`/v1/calls/${callId}/end`, { operationId: uid('op'), reason: 'localHangup', forAll: true });
+    await pushesSettled(ps, [callId]);
+    for (const t of targets) {
+      await waitUntil('filed', async () => ((await backend().get(`/v1/server/users/${t.userId}/calls`)).json.calls as any[]).some((r) => r.callId === callId), 10_000);
+      const record = ((await backend().get(`/v1/server/users/${t.userId}/calls`)).json.calls as any[]).find((r) => r.callId === callId);
+      // A barrier: once anyone may call again, a new call reaches the user after anything of the invite.
+      await t.d.api.put('/v1/call-policy', { mode: 'everyone' });
+      const barrier = await create(device(url), t.userId);
+      await waitUntil('the barrier call', () => t.socket.ws.events().some((e) => e.callId === barrier.callId));
+      const told = t.socket.ws.events().filter((e) => e.callId === callId).map((e) => e.type);
+      if (record.screened) {
+        expect(record.screened).toBe('notAllowed');
+        expect(told).toEqual([]);
+        await pushesSettled(ps, [barrier.callId]);
+        expect(pushesTo(t.ios) + pushesTo(t.android)).toBe(2); // the barrier's only
+      } else {
+        expect(told).toEqual(['call.invited', 'call.ended']);
+      }
+    }
+  });
+});
+
 describe('erase', () => {
   it('removes every policy key with the user (SCAN)', async () => {
     const bob = device(url);
