@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Cluster, Redis } from 'ioredis';
 import { ON_CLUSTER } from '../support/stack.js';
+import { CallingClient, ProblemError } from '@calling-backend/client';
 import { device, eventsUntil, expectProblem, headCursor, uid, type Device } from '../support/fixtures.js';
 import { api } from '../support/http.js';
 import { newServerKey } from '../../src/auth/serverKeys.js';
@@ -69,6 +70,16 @@ describe('routes', () => {
     // The server API sees and edits the same policy.
     expect((await backend().get(`/v1/server/users/${bob.userId}/call-policy`)).json).toEqual(again.json);
     expect((await backend().put(`/v1/server/users/${bob.userId}/call-policy`, { mode: 'everyone', unblock: ['mallory'] })).json).toMatchObject({ mode: 'everyone', blockedUserIds: [] });
+  });
+
+  it('the client package reads and edits the policy (CallingClient.callPolicy, editCallPolicy)', async () => {
+    const bob = device(url);
+    const client = new CallingClient({ baseUrl: url, token: bob.token });
+    expect(await client.callPolicy()).toEqual({ userId: bob.userId, mode: 'everyone', blockedUserIds: [], allowListSize: 0 });
+    expect(await client.editCallPolicy({ mode: 'nobody', block: ['mallory'] })).toEqual({ userId: bob.userId, mode: 'nobody', blockedUserIds: ['mallory'], allowListSize: 0 });
+    const refused = await client.editCallPolicy({ block: [bob.userId] }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ProblemError);
+    expect((refused as ProblemError).code).toBe('invalid_request');
   });
 
   it('auth matrix: device routes refuse the server key, server routes refuse a device token, no credential is 401', async () => {
