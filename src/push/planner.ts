@@ -30,9 +30,11 @@ export interface ProvidersEnabled {
   androidPush: boolean;
 }
 
-/** The users whose registrations `pushesFor` needs. */
+/** The users whose registrations `pushesFor` needs: never one the call policy screened, who gets no push. */
 export function usersToLookUp(change: CallChange): string[] {
-  if (change.call.group) return groupUsersToLookUp(change);
+  if (change.call.group) return groupUsersToLookUp(change).filter((u) => !memberOf(change.call, u)?.screened);
+  // A screened callee is never pushed; the caller only gets an Android signal after an answer.
+  if (change.call.screened) return [];
   if (change.kind === 'created') return [change.call.calleeUserId];
   if (change.kind === 'answered') return [change.call.calleeUserId, change.call.callerUserId];
   if (change.kind === 'renamed' || change.kind === 'ringing') return [];
