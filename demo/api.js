@@ -90,6 +90,10 @@ export class Api {
   move(callId, installationId, expectedRevision) {
     return this.operation(`/v1/calls/${encodeURIComponent(callId)}/move`, { installationId, expectedRevision }, { type: 'move', callId });
   }
+  /** Adds a user to this user's block list (docs/call-policy.md): their calls never ring here again. */
+  blockUser(userId) {
+    return this.request('PUT', '/v1/call-policy', { block: [userId] });
+  }
   getCall(callId) {
     return this.request('GET', `/v1/calls/${encodeURIComponent(callId)}`);
   }

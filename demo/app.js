@@ -398,6 +398,19 @@ async function inviteMore(userIds) {
   }
 }
 
+/** Blocks the ringing call's caller (docs/call-policy.md), then declines this call. */
+async function blockCaller() {
+  const call = state.call;
+  if (!call || call.status !== 'incoming' || call.group || !call.peerUserId) return;
+  try {
+    await state.api.blockUser(call.peerUserId);
+  } catch (err) {
+    showError(err);
+    return;
+  }
+  await endCall('declined');
+}
+
 async function answerCall() {
   const call = state.call;
   if (!call || call.status !== 'incoming') return;
@@ -578,6 +591,7 @@ function render() {
   $('videos').classList.toggle('ringing', status === 'incoming' || status === 'outgoing');
   $('answer-btn').hidden = status !== 'incoming';
   $('decline-btn').hidden = status !== 'incoming';
+  $('block-btn').hidden = status !== 'incoming' || !!call.group || !call.peerUserId;
   $('cancel-btn').hidden = status !== 'outgoing';
   $('hangup-btn').hidden = status !== 'connecting' && status !== 'connected';
   $('hangup-btn').textContent = call?.group ? 'Leave' : 'Hang up';
@@ -695,6 +709,7 @@ $('invite-form').addEventListener('submit', (e) => {
 $('end-all-btn').addEventListener('click', () => endCall('localHangup', true));
 $('answer-btn').addEventListener('click', answerCall);
 $('decline-btn').addEventListener('click', () => endCall('declined'));
+$('block-btn').addEventListener('click', blockCaller);
 $('cancel-btn').addEventListener('click', hangUp);
 $('hangup-btn').addEventListener('click', hangUp);
 $('reconnect-btn').addEventListener('click', () => state.signaling?.reconnect());

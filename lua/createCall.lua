@@ -10,8 +10,8 @@
                       the ring sweeps (lua/expireDue.lua)
   KEYS[5] bindingKey  on a single Redis, the caller's operationId binding, taken at the end
                       with the record in it (lua/includes/operationRecord.lua); absent on a cluster
-  KEYS[6..]           on a single Redis, the counters of the create's rate limits (`limits`);
-                      none on a cluster
+  KEYS[6..]           on a single Redis, the counters of the create's rate limits (`limits`),
+                      then the callee's policy hash and allow list (`policyAt`); none on a cluster
 
   Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
   callId
@@ -37,6 +37,12 @@
   calleeUserId
   busy                  '1' when the callee is in an accepted call (and call waiting is off): the
                         call is created already ended as `busy`, so it never rings
+  policyAt              on a single Redis, the index in KEYS of the callee's policy hash, its allow list
+                        after it (lua/includes/callPolicy.lua); '' on a cluster
+  screened              on a cluster, the callee's verdict read before the script
+                        (lua/readCallPolicy.lua); '' on a single Redis
+  screenedReply         what a screened caller is shown: 'unanswered' (it rings out) or 'busy'
+                        (SCREENED_CALL_REPLY, docs/call-policy.md)
   traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
@@ -58,6 +64,7 @@ local busy = busy == '1'
 --@include "openCreate"
 --@include "newCall"
 --@include "createLimits"
+--@include "callPolicy"
 
 -- The limits first: a create over one changes nothing but the counters.
 local limited = hitCreateLimits(6, limits)
@@ -67,12 +74,19 @@ local asHash = recordFormat == 'hash'
 local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], firstUse, asHash)
 if opening then return opening end
 
+-- The callee's call policy, read here so that no call rings past a block set before it
+-- (docs/call-policy.md). A screened call is recorded as such; nothing of it reaches the callee.
+if policyAt ~= '' then screened = screenCall(tonumber(policyAt), callerUserId) end
 local now = nowMs()
 local call = { names = {}, values = {}, hash = asHash, trace = traceparent, early = earlyNotice }
 -- Kept through the ring window and then for the retention period, even if nothing ends it.
-setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, calleeUserId)
+if screened ~= '' then
+  setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, calleeUserId, 'screened', screened)
+else
+  setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, calleeUserId)
+end
 local fields
-if busy then
+if busy or (screened ~= '' and screenedReply == 'busy') then
   -- Born ended: revision 2, one `ended` change in the outbox and no `created` (nothing rings).
   fields = endCallNow(callKey, call, outboxKey, ringingKey, now, 'busy', 'system', '', retention)
 else

@@ -15,6 +15,13 @@
   busy                  JSON array: the invitees in an accepted call (call waiting off); they
                         start `busy` and are not rung
   title                 '' or the call's title (already cut), shown as the invitation's displayName
+  policyAt              on a single Redis, the index in KEYS of the first invitee's policy hash and
+                        allow list, two keys per invitee in `invitees`' order
+                        (lua/includes/callPolicy.lua); '' on a cluster
+  screened              on a cluster, JSON object userId -> verdict read before the script
+                        (lua/readCallPolicy.lua); '' on a single Redis
+  screenedReply         as lua/createCall.lua: a screened invitee rings out for the others
+                        ('unanswered': it stays `invited` until its ring window ends) or is `busy`
   traceparent           optional: the request's W3C trace context (docs/operations.md "Tracing")
 
   Returns one of
@@ -36,6 +43,7 @@ local ringTimeoutMs, retention, operationTtlMs = tonumber(ringTimeoutMs), parseR
 --@include "openCreate"
 --@include "newCall"
 --@include "createLimits"
+--@include "callPolicy"
 
 -- The limits first: a create over one changes nothing but the counters.
 local limited = hitCreateLimits(6, limits)
@@ -48,13 +56,20 @@ if opening then return opening end
 local now = nowMs()
 local busyUsers = {}
 for _, u in ipairs(cjson.decode(busy)) do busyUsers[u] = true end
+local inviteeIds = cjson.decode(invitees)
+-- Each invitee's own call policy (docs/call-policy.md "Group calls"): a screened member is never
+-- rung (src/events/audience.ts, src/push/planner.ts), and looks to the others as one that rang out.
+local verdicts = screenInvitees(inviteeIds, policyAt, screened, callerUserId)
 local members = { { userId = callerUserId, state = 'joined', installationId = callerInstallationId, joinedAtMs = now } }
-for _, u in ipairs(cjson.decode(invitees)) do
-  if busyUsers[u] then
-    members[#members + 1] = { userId = u, state = 'busy', invitedAtMs = now, endedAtMs = now }
+for _, u in ipairs(inviteeIds) do
+  local m
+  if busyUsers[u] or (verdicts[u] and screenedReply == 'busy') then
+    m = { userId = u, state = 'busy', invitedAtMs = now, endedAtMs = now }
   else
-    members[#members + 1] = { userId = u, state = 'invited', invitedAtMs = now, ringUntilMs = now + ringTimeoutMs }
+    m = { userId = u, state = 'invited', invitedAtMs = now, ringUntilMs = now + ringTimeoutMs }
   end
+  m.screened = verdicts[u]
+  members[#members + 1] = m
 end
 local call = { names = {}, values = {}, hash = asHash, trace = traceparent, early = earlyNotice, members = members }
 -- Kept through the ring window and then for the retention period, even if nothing ends it.

@@ -19,6 +19,13 @@
   busy              JSON array: those of them in an accepted call (call waiting off): made `busy`
   ringTimeoutMs
   maxInvitees       GROUP_CALL_MAX_MEMBERS: members besides the caller a call may hold
+  policyAt          on a single Redis, the index in KEYS of the first invitee's policy hash and
+                    allow list, two keys per invitee in `invitees`' order (after the binding);
+                    '' on a cluster
+  screened          on a cluster, JSON object userId -> verdict read before the script; ''
+  screenedReply     as lua/createCall.lua: 'unanswered' or 'busy'
+                    Each invitee's own policy is checked against the inviting user, at the time
+                    of the invite (docs/call-policy.md "Group calls").
   retention, operationTtlMs, fingerprint, earlyNotice, traceparent: those of every change of a
                     call (lua/includes/openCallChange.lua)
 
@@ -36,6 +43,7 @@ local retention, operationTtlMs = parseRetention(retention), tonumber(operationT
 --@include "appendOutbox"
 --@include "openCallChange"
 --@include "applyDecision"
+--@include "callPolicy"
 
 -- On a cluster an invite always reads its record: a concurrent replay may have rung the same
 -- members first.
@@ -50,8 +58,13 @@ if me.state ~= 'joined' or me.installationId ~= installationId then return refus
 
 local busyUsers, subjects = {}, {}
 for _, u in ipairs(cjson.decode(busy)) do busyUsers[u] = true end
+local inviteeIds = cjson.decode(invitees)
+local verdicts = screenInvitees(inviteeIds, policyAt, screened, userId)
+for u in pairs(verdicts) do
+  if screenedReply == 'busy' then busyUsers[u] = true end
+end
 local members = membersOf(call)
-for _, u in ipairs(cjson.decode(invitees)) do
+for _, u in ipairs(inviteeIds) do
   local m = memberOf(call, u)
   if not m then
     -- A user new to the call is decided as a member who is out (never in it).
@@ -63,6 +76,7 @@ for _, u in ipairs(cjson.decode(invitees)) do
   if to then
     m.invitedAtMs, m.installationId, m.joinedAtMs, m.ringingAtMs, m.leftAtMs = now, nil, nil, nil, nil
     m.byInstallationId, m.joinedFrom, m.removedFrom, m.via = nil, nil, nil, nil
+    m.screened = verdicts[u]
     if to == 'busy' then
       m.state, m.ringUntilMs, m.endedAtMs = to, nil, now
     else

@@ -17,5 +17,6 @@ export function missedBy(change: CallChange): Participant[] {
   if (change.kind === 'member') return all.filter((p) => p.state === 'missed' && change.subjects?.includes(p.userId));
   if (change.kind !== 'ended') return [];
   // A group member who rang out before the end was named by its own change (no `endedIn`).
-  return all.filter((p) => p.role === 'invitee' && p.state === 'missed' && (p.endedIn !== undefined || change.call.kind === 'pair'));
+  // A screened invitee was never rung: it did not miss the call (docs/call-policy.md).
+  return all.filter((p) => p.role === 'invitee' && p.state === 'missed' && !p.screened && (p.endedIn !== undefined || change.call.kind === 'pair'));
 }

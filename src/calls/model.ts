@@ -1,4 +1,4 @@
-import { END_REASONS, reasonForSide, type EndReason, type EndedBy, type Side } from './reasons.js';
+import { END_REASONS, SCREENED_REASONS, reasonForSide, type EndReason, type EndedBy, type Side, type Screened } from './reasons.js';
 
 /** A call's states (docs/protocol.md "States and transitions"). */
 export const CALL_STATES = ['ringing', 'accepted', 'ended'] as const;
@@ -31,6 +31,8 @@ export interface Member {
   movedFrom?: string;
   /** When the call ended: what the member was doing then (ringing or in the call). */
   endedIn?: 'invited' | 'ringing' | 'joined';
+  /** Never rung: the member's call policy stopped the call (docs/call-policy.md). */
+  screened?: Screened;
 }
 
 /** The fields every call has, one-to-one or group (see lua/createCall.lua for the field names). */
@@ -65,6 +67,8 @@ export interface PairCall extends CallFields {
   ringingVia?: string;
   /** The installation the call's last move left (docs/protocol.md "Moving a call"). */
   movedFromInstallationId?: string;
+  /** A one-to-one call the callee's call policy stopped (docs/call-policy.md): it never rings the callee. */
+  screened?: Screened;
 }
 
 /** A group call (docs/group-calls.md): its title and its members, the caller first. */
@@ -151,6 +155,10 @@ export function parseCallFields(flat: unknown): CallRecord {
   if (f.ringingAtMs) pair.ringingAtMs = int(f.ringingAtMs, 'ringingAtMs');
   if (f.ringingVia) pair.ringingVia = f.ringingVia;
   if (f.movedFromInstallationId) pair.movedFromInstallationId = f.movedFromInstallationId;
+  if (f.screened) {
+    if (!(SCREENED_REASONS as readonly string[]).includes(f.screened)) throw new CorruptRecordError(`unknown screened reason ${f.screened}`);
+    pair.screened = f.screened as Screened;
+  }
   return pair;
 }
 
@@ -176,6 +184,7 @@ function parseMembers(json: string | undefined): Member[] {
     if (MEMBER_STATE_SET.has(r.joinedFrom as string)) m.joinedFrom = r.joinedFrom as MemberState;
     if (MEMBER_STATE_SET.has(r.removedFrom as string)) m.removedFrom = r.removedFrom as MemberState;
     if (r.endedIn === 'invited' || r.endedIn === 'ringing' || r.endedIn === 'joined') m.endedIn = r.endedIn;
+    if ((SCREENED_REASONS as readonly string[]).includes(r.screened as string)) m.screened = r.screened as Screened;
     return m;
   });
 }

@@ -31,6 +31,7 @@ function pairCaller(call: PairCall): Participant {
  */
 function pairCallee(call: PairCall): Participant {
   const callee: Participant = { role: 'invitee', userId: call.calleeUserId, state: 'invited', invitedAtMs: call.createdAtMs };
+  if (call.screened) callee.screened = call.screened;
   const ringing = call.ringingAtMs !== undefined ? 'ringing' : 'invited';
   if (call.ringingAtMs !== undefined) callee.ringingAtMs = call.ringingAtMs;
   if (call.ringingVia !== undefined) callee.via = call.ringingVia;
@@ -41,6 +42,11 @@ function pairCallee(call: PairCall): Participant {
   if (call.endedBy === 'callee') return { ...callee, state: STATE_BY_REASON[call.endReason ?? ''] ?? 'declined', endedAtMs: call.endedAtMs, byInstallationId: call.endedByInstallationId };
   if (call.endReason === 'busy') return { ...callee, state: 'busy', endedAtMs: call.endedAtMs };
   return { ...callee, state: 'missed', endedAtMs: call.endedAtMs, endedIn: ringing };
+}
+
+/** The participants a call policy kept out (docs/call-policy.md): nothing of the call reaches them but their history. */
+export function screenedUserIds(call: CallRecord): Set<string> {
+  return new Set(participants(call).filter((p) => p.screened).map((p) => p.userId));
 }
 
 /** The participant `userId`, if it is one. */

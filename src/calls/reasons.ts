@@ -53,3 +53,10 @@ export function reasonForSide(storedReason: EndReason, endedBy: EndedBy, wasAcce
   // The callee's phone decided: declined, unanswered (its ring deadline), busy or failed.
   return storedReason === 'failed' ? 'declined' : storedReason;
 }
+
+/**
+ * Why a call did not ring a callee: its call policy (docs/call-policy.md) blocked the caller, or
+ * does not allow it. The callee's history and the webhooks say it; the caller never learns it.
+ */
+export const SCREENED_REASONS = ['blocked', 'notAllowed'] as const;
+export type Screened = (typeof SCREENED_REASONS)[number];

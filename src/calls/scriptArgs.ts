@@ -6,6 +6,7 @@ import type { RequestEndReason } from './reasons.js';
 import { retentionArg, type Retention } from './retention.js';
 import { GROUP_CALL_MAX_MEMBERS_DEFAULT } from '../config/config.js';
 import type { ScriptArgs, ScriptCall } from '../redis/scripts.js';
+import { policyKeys, type Screened } from './callPolicy.js';
 
 export type { ScriptCall } from '../redis/scripts.js';
 
@@ -19,6 +20,8 @@ export interface StoreSettings extends KeySpace, Retention {
   operationTtlMs: number;
   /** When false, a call to a callee in an accepted call ends at once as `busy`. */
   callWaiting: boolean;
+  /** What the caller of a call the callee's policy screened is shown (SCREENED_CALL_REPLY; docs/call-policy.md); unanswered when unset. */
+  screenedReply?: 'unanswered' | 'busy';
   /** How new calls are stored (CALL_RECORD_FORMAT; lua/includes/callRecord.lua); string when unset. */
   callRecordFormat?: 'string' | 'hash';
   /** Members besides the caller a group call may hold (GROUP_CALL_MAX_MEMBERS; its default when unset). */
@@ -94,9 +97,23 @@ export function createCallKeysArgs(
   firstUse = false,
   topology: Topology = 'cluster',
   limits: readonly Pick<CreateLimit, 'key' | 'rule'>[] = [],
+  screened: Screened | '' = '',
 ): ScriptCall<'createCall'> {
   const c = createRequest(s, i, firstUse, topology, limits);
-  return { keys: c.keys, args: { ...c.args, calleeUserId: i.calleeUserId, busy: calleeBusy ? '1' : '0' } };
+  // The callee's policy (docs/call-policy.md): on a single Redis its keys, after the others, for
+  // the script to read; on a cluster the verdict CallStore read before it.
+  const single = topology === 'single';
+  return {
+    keys: single ? [...c.keys, ...policyKeys(s, i.calleeUserId)] : c.keys,
+    args: {
+      ...c.args,
+      calleeUserId: i.calleeUserId,
+      busy: calleeBusy ? '1' : '0',
+      policyAt: single ? String(c.keys.length + 1) : '',
+      screened: single ? '' : screened,
+      screenedReply: s.screenedReply ?? 'unanswered',
+    },
+  };
 }
 
 /**
@@ -130,7 +147,7 @@ function createRequest(
   firstUse: boolean,
   topology: Topology,
   limits: readonly Pick<CreateLimit, 'key' | 'rule'>[],
-): { keys: string[]; args: Omit<ScriptArgs<'createCall'>, 'calleeUserId' | 'busy'> } {
+): { keys: string[]; args: Omit<ScriptArgs<'createCall'>, 'calleeUserId' | 'busy' | 'policyAt' | 'screened' | 'screenedReply'> } {
   const limited = createLimitsKeysArg(limits, topology);
   return {
     keys: [...requestKeys(s, changeKeys(s, i.callId, i.callerUserId, i.operationId), i.callerUserId, i.operationId, topology), ...limited.keys],
@@ -280,9 +297,26 @@ export function createGroupCallKeysArgs(
   firstUse = false,
   topology: Topology = 'cluster',
   limits: readonly Pick<CreateLimit, 'key' | 'rule'>[] = [],
+  screened: Verdicts = {},
 ): ScriptCall<'createGroupCall'> {
   const c = createRequest(s, i, firstUse, topology, limits);
-  return { keys: c.keys, args: { ...c.args, invitees: JSON.stringify(i.inviteeUserIds), busy: JSON.stringify(busy), title: i.title } };
+  const policy = inviteesPolicy(s, c.keys, i.inviteeUserIds, topology, screened);
+  return { keys: policy.keys, args: { ...c.args, invitees: JSON.stringify(i.inviteeUserIds), busy: JSON.stringify(busy), title: i.title, ...policy.args } };
+}
+
+/** Each invitee's verdict on the caller (or the inviting user) that is not '': read before the script on a cluster. */
+export type Verdicts = Record<string, Screened>;
+
+/**
+ * Each invitee's call policy (docs/call-policy.md "Group calls"): on a single Redis its two keys
+ * per invitee after `before`, for the script to read; on a cluster the verdicts read before it.
+ */
+function inviteesPolicy(s: StoreSettings, before: string[], inviteeUserIds: readonly string[], topology: Topology, screened: Verdicts) {
+  const single = topology === 'single';
+  return {
+    keys: single ? [...before, ...inviteeUserIds.flatMap((u) => policyKeys(s, u))] : before,
+    args: { policyAt: single ? String(before.length + 1) : '', screened: single ? '' : JSON.stringify(screened), screenedReply: s.screenedReply ?? 'unanswered' },
+  };
 }
 
 export interface InviteInput {
@@ -294,10 +328,12 @@ export interface InviteInput {
   fingerprint: string;
 }
 
-export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[], topology: Topology = 'cluster'): ScriptCall<'inviteToCall'> {
+export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[], topology: Topology = 'cluster', screened: Verdicts = {}): ScriptCall<'inviteToCall'> {
+  const policy = inviteesPolicy(s, userRequestKeys(s, i, topology), i.inviteeUserIds, topology, screened);
   return {
-    keys: userRequestKeys(s, i, topology),
+    keys: policy.keys,
     args: {
+      ...policy.args,
       userId: i.userId,
       installationId: i.installationId,
       invitees: JSON.stringify(i.inviteeUserIds),

@@ -9,6 +9,7 @@ import { readStoredCall } from './storedCall.js';
 import type { EndReason } from './reasons.js';
 import { retentionArg } from './retention.js';
 import { memberPresence, type MemberPresence } from './presence.js';
+import { readVerdict } from './callPolicy.js';
 import {
   answerCallKeysArgs,
   createCallKeysArgs,
@@ -34,6 +35,7 @@ import {
   type RingingInput,
   type ScriptCall,
   type StoreSettings,
+  type Verdicts,
 } from './scriptArgs.js';
 
 /**
@@ -153,18 +155,21 @@ export class CallStore {
    * nothing is created and a binding this request made is undone.
    */
   async create(i: CreateInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
-    const [binding, active, refused] = await Promise.all([
+    const [binding, active, refused, screened] = await Promise.all([
       this.bindFirst(i.callerUserId, i.operationId, i.fingerprint),
       // The callee's busy marker, kept by the relay in the event log's meta hash (src/calls/activeCalls.ts).
       this.settings.callWaiting ? null : this.redis.hget(keys.eventLogMeta(this.settings, i.calleeUserId), 'active'),
       this.hitApart(limits),
+      // On a cluster the callee's policy lives in the callee's slot: its verdict is read in this
+      // round trip; on a single Redis the create's script reads it (docs/call-policy.md).
+      this.topology === 'single' ? ('' as const) : readVerdict(this.redis, this.settings, i.calleeUserId, i.callerUserId),
     ]);
     if (refused) {
       await this.unbind(binding, i.callerUserId, i.operationId);
       return refused;
     }
     const busy = await this.stillIn(active, i.calleeUserId);
-    return this.runCreate('createCall', binding, (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits), limits);
+    return this.runCreate('createCall', binding, (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits, screened), limits);
   }
 
   /**
@@ -227,18 +232,33 @@ export class CallStore {
 
   /** Creates a group call (lua/createGroupCall.lua); `limits` as for `create` (the caller's, each invitee's). */
   async createGroup(i: CreateGroupInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
-    const [binding, busy, refused] = await Promise.all([this.bindFirst(i.callerUserId, i.operationId, i.fingerprint), this.busyOf(i.inviteeUserIds), this.hitApart(limits)]);
+    const [binding, busy, refused, screened] = await Promise.all([
+      this.bindFirst(i.callerUserId, i.operationId, i.fingerprint),
+      this.busyOf(i.inviteeUserIds),
+      this.hitApart(limits),
+      this.verdictsOf(i.inviteeUserIds, i.callerUserId),
+    ]);
     if (refused) {
       await this.unbind(binding, i.callerUserId, i.operationId);
       return refused;
     }
-    return this.runCreate('createGroupCall', binding, (firstUse) => createGroupCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits), limits);
+    return this.runCreate('createGroupCall', binding, (firstUse) => createGroupCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits, screened), limits);
+  }
+
+  /**
+   * On a cluster, each invitee's verdict on `callerUserId` (lua/readCallPolicy.lua), read in the
+   * round trip of the busy check; on a single Redis the script reads them (docs/call-policy.md).
+   */
+  private async verdictsOf(userIds: readonly string[], callerUserId: string): Promise<Verdicts> {
+    if (this.topology === 'single') return {};
+    const v = await Promise.all(userIds.map((u) => readVerdict(this.redis, this.settings, u, callerUserId)));
+    return Object.fromEntries(userIds.flatMap((u, n) => (v[n] ? [[u, v[n]]] : [])));
   }
 
   /** Rings more members into a group call (lua/inviteToCall.lua). */
   async invite(i: InviteInput): Promise<Outcome> {
-    const busy = await this.busyOf(i.inviteeUserIds);
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'inviteToCall', () => inviteKeysArgs(this.settings, i, busy, this.topology));
+    const [busy, screened] = await Promise.all([this.busyOf(i.inviteeUserIds), this.verdictsOf(i.inviteeUserIds, i.userId)]);
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'inviteToCall', () => inviteKeysArgs(this.settings, i, busy, this.topology, screened));
   }
 
   /** A ringing receipt (lua/noteRinging.lua). */

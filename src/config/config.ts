@@ -105,6 +105,10 @@ export const configSchema = z
       .default('string')
       .describe('How new calls are stored: `string` (one key write per change) or `hash`, the form versions before 2026-11-26 read; set `hash` while upgrading from one of those with processes of both versions running, then `string` (docs/operations.md "Upgrading"). A call keeps the form it was created in.'),
     CALL_WAITING: bool(false).describe('Allow calling a user who is in an accepted call; otherwise the new call ends at once as `busy`.'),
+    SCREENED_CALL_REPLY: z
+      .enum(['unanswered', 'busy'])
+      .default('unanswered')
+      .describe("What the caller of a call the callee's policy stops is shown (docs/call-policy.md): `unanswered` (it rings out at the end of the ring window) or `busy` (it ends at once)."),
     HANDLE_SCHEME: z.string().regex(/^[a-z][a-z0-9+.-]{0,31}$/).default('app').describe('Scheme of the caller handle in invitations (`<scheme>:<userId>`).'),
     BODY_LIMIT_BYTES: int(16 * 1024, 256, 1024 * 1024).describe('Largest request body, in bytes (413 above it).'),
 

@@ -1,4 +1,5 @@
 import * as s from '../commands/schemas.js';
+import { devicePolicyPaths, policySchemas } from './openapiPolicy.js';
 import { historyOperation, serverPaths, serverSchemas, serverSecurityScheme, serverTags, webhooksSection } from './openapiServer.js';
 import { ACCEPTED, CALL_ID, COMMON, CURSOR, ENDED, ENDED_EVENT, INVITED_EVENT, RINGING, T0, callCommandPath, callIdParam, forbidding, json, problems, ref, schema, snapshotExamples } from './openapiParts.js';
 import { eventComponents } from './openapiEvents.js';
@@ -40,6 +41,7 @@ export function openApiDocument(): Record<string, unknown> {
       { name: 'Media', description: 'Short-lived TURN credentials for the parties of an accepted call.' },
       { name: 'Events', description: 'The per-user event log, read by cursor (the same events signaling sends).' },
       { name: 'Push tokens', description: 'Register and remove an installation’s VoIP or Android push token.' },
+      { name: 'Call policy', description: 'Who may call the user: everyone, contacts or nobody, and a block list (docs/call-policy.md).' },
       { name: 'In-call messages', description: 'Messages between the parties of a ringing or accepted call (docs/api.md "In-call messages").' },
       ...serverTags,
     ],
@@ -69,6 +71,7 @@ export function openApiDocument(): Record<string, unknown> {
         ...groupRequestSchemas,
         Problem: problem,
         ...serverSchemas(),
+        ...policySchemas,
       },
     },
     paths: {
@@ -357,6 +360,7 @@ export function openApiDocument(): Record<string, unknown> {
           },
         },
       },
+      ...devicePolicyPaths(),
       ...serverPaths(),
     },
     webhooks: webhooksSection(),

@@ -1,6 +1,7 @@
 import * as s from '../commands/schemas.js';
 import { CALL_ID, COMMON, T0, callIdParam, json, problems, ref, schema } from './openapiParts.js';
 import { webhookBodies } from '../webhooks/schema.js';
+import { serverPolicyPaths } from './openapiPolicy.js';
 
 /**
  * The OpenAPI document's parts for the app's own backend and the call history (docs/server-api.md,
@@ -196,6 +197,7 @@ export function serverPaths(): Record<string, unknown> {
         },
       },
     },
+    ...serverPolicyPaths(userIdParam, SERVER, SERVER_PROBLEMS),
     '/v1/server/webhooks/endpoints': {
       get: {
         operationId: 'serverWebhookEndpoints',

@@ -1,18 +1,25 @@
 import { reasonForSide } from '../calls/reasons.js';
-import { wasAnswered } from '../calls/model.js';
+import { wasAnswered, type PairCall } from '../calls/model.js';
 import type { CallChange } from '../calls/change.js';
 import { acceptedPayload, endedPayload, invitationPayload, renamedPayload, ringingPayload } from './payloads.js';
 import { groupDeliveriesFor } from './groupAudience.js';
 import { movedDeliveries } from './movedAudience.js';
 import type { Delivery } from './delivery.js';
+import { screenedUserIds } from '../calls/participants.js';
 
 /**
  * Who is told what about one change: the single source of the audience rules (docs/api.md
- * "Who receives what"; a group call's: groupAudience.ts).
+ * "Who receives what"; a group call's: groupAudience.ts). A participant the call policy screened
+ * is told nothing (docs/call-policy.md).
  */
 export function deliveriesFor(change: CallChange): Delivery[] {
-  const { call, atMs } = change;
-  if (call.kind === 'group') return groupDeliveriesFor(change, call);
+  const all = change.call.kind === 'group' ? groupDeliveriesFor(change, change.call) : pairDeliveriesFor(change, change.call);
+  const screened = screenedUserIds(change.call);
+  return screened.size === 0 ? all : all.filter((d) => !screened.has(d.userId));
+}
+
+function pairDeliveriesFor(change: CallChange, call: PairCall): Delivery[] {
+  const { atMs } = change;
   const caller = call.callerUserId;
   const callee = call.calleeUserId;
   switch (change.kind) {

@@ -28,7 +28,7 @@ export type HistoryEntry = z.infer<typeof callHistoryEntry>;
 export function callOutcome(call: CallRecord): { missed: boolean; ringingMs: number; talkMs: number; endedAtMs: number } {
   const endedAtMs = call.endedAtMs ?? call.createdAtMs;
   const answered = wasAnswered(call);
-  const missed = !answered && participants(call).some((p) => p.role === 'invitee' && p.state === 'missed');
+  const missed = !answered && participants(call).some((p) => p.role === 'invitee' && p.state === 'missed' && !p.screened);
   return {
     missed,
     ringingMs: Math.max(0, (call.acceptedAtMs ?? endedAtMs) - call.createdAtMs),
@@ -60,6 +60,8 @@ export function historyEntry(call: PairCall, viewer: Side): HistoryEntry {
     missed: viewer === 'callee' && o.missed,
     ringingMs: o.ringingMs,
     talkMs: o.talkMs,
+    // Only the callee's own record says why the call did not ring (docs/call-policy.md).
+    ...(viewer === 'callee' && call.screened ? { screened: call.screened } : {}),
   };
 }
 
@@ -153,9 +155,10 @@ export function groupHistoryEntry(call: GroupCall, m: Member): HistoryEntry {
     endedAtMs,
     endReason: memberEndReason(call, m),
     endedBy: call.endedBy ?? 'system',
-    missed: viewer === 'callee' && outcome === 'missed',
+    missed: viewer === 'callee' && outcome === 'missed' && !m.screened,
     ringingMs: Math.max(0, (m.joinedAtMs ?? endedAtMs) - startedAtMs),
     talkMs: joined ? Math.max(0, endedAtMs - m.joinedAtMs!) : 0,
+    ...(m.screened ? { screened: m.screened } : {}),
     group: { title: call.title, outcome, userIds: call.members.map((x) => x.userId) },
   };
 }

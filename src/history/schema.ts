@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { END_REASONS } from '../calls/reasons.js';
+import { SCREENED_REASONS } from '../calls/callPolicy.js';
 
 const endedBy = z.enum(['caller', 'callee', 'system']);
 
@@ -20,6 +21,10 @@ export const callHistoryEntry = z.object({
   missed: z.boolean().describe('a call to this user that nobody answered: it rang out, or the caller cancelled it'),
   ringingMs: z.number().int().describe('from the invitation to the answer, or to the end when never answered'),
   talkMs: z.number().int().describe('from the answer to the end; 0 when never answered'),
+  screened: z
+    .enum(SCREENED_REASONS)
+    .optional()
+    .describe("in the callee's own record only: the callee's call policy stopped the call, which never rang (docs/call-policy.md)"),
   group: z
     .object({
       title: z.string(),

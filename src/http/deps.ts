@@ -7,6 +7,7 @@ import type { EventLog } from '../events/eventLog.js';
 import type { CallHistory } from '../history/callHistory.js';
 import type { WebhookDeps } from '../webhooks/webhookWorkers.js';
 import type { CallMedia } from '../media/callMedia.js';
+import type { CallPolicyStore } from '../calls/callPolicy.js';
 
 /** What the HTTP endpoints need; built once by the server. */
 export interface ApiDeps extends CommandDeps {
@@ -23,4 +24,6 @@ export interface ApiDeps extends CommandDeps {
   webhooks: WebhookDeps;
   /** What calls' media goes through: MEDIA_MODE and the configured SFU (docs/operations.md "SFU media"). */
   media: CallMedia;
+  /** Who may call each user (docs/call-policy.md). */
+  policies: CallPolicyStore;
 }

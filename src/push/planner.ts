@@ -1,7 +1,7 @@
 import type { CallChange } from '../calls/change.js';
 import { deliveriesFor } from '../events/audience.js';
 import { isForInstallation } from '../events/delivery.js';
-import { wasAnswered, type GroupCall } from '../calls/model.js';
+import { memberOf, wasAnswered, type GroupCall } from '../calls/model.js';
 import { participants, type Participant } from '../calls/participants.js';
 import type { PushRegistration } from './registry.js';
 import type { PushMessage } from './queues.js';
@@ -31,12 +31,14 @@ export interface ProvidersEnabled {
   androidPush: boolean;
 }
 
-/** The users whose registrations `pushesFor` needs. */
+/** The users whose registrations `pushesFor` needs: never one the call policy screened, who gets no push. */
 export function usersToLookUp(change: CallChange): string[] {
   const { call } = change;
   const invitees = inviteesOf(change);
   if (invitees) return invitees;
-  if (call.kind === 'group') return groupUsersToLookUp(change, call);
+  if (call.kind === 'group') return groupUsersToLookUp(change, call).filter((u) => !memberOf(call, u)?.screened);
+  // A screened callee is never pushed; the caller only gets an Android signal after an answer.
+  if (call.screened) return [];
   if (change.kind === 'answered') return [call.calleeUserId, call.callerUserId];
   if (change.kind === 'renamed' || change.kind === 'ringing') return [];
   return wasAnswered(call) ? [] : [call.calleeUserId];
@@ -90,7 +92,8 @@ export function pushesFor(
 
 /** Who a change invites: the callee of a new call, the invitees of a new or grown group call. */
 function inviteesOf(change: CallChange): string[] | undefined {
-  const rung = (p: Participant) => p.role === 'invitee' && p.state === 'invited';
+  // A user the call policy screened is never rung (docs/call-policy.md).
+  const rung = (p: Participant) => p.role === 'invitee' && p.state === 'invited' && !p.screened;
   if (change.kind === 'created') return participants(change.call).filter(rung).map((p) => p.userId);
   if (change.kind === 'invited') return participants(change.call).filter((p) => rung(p) && change.subjects?.includes(p.userId)).map((p) => p.userId);
   return undefined;

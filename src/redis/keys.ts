@@ -94,6 +94,14 @@ export const keys = {
   webhookStream: (ks: KeySpace, partition: number) => `${ks.prefix}:{webhook-${partition}}:first`,
   /** Webhook endpoints disabled by a 410 answer (hash: endpoint id -> JSON). */
   webhookDisabled: (ks: KeySpace) => `${ks.prefix}:{wh}:disabled`,
+  /**
+   * The user's call policy (docs/call-policy.md): a hash of its mode, its block list (`b:<userId>`
+   * fields) and the allow list's replace state; the allow list itself (a set); and the staging
+   * set of an allow-list replace being gathered.
+   */
+  callPolicy: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:policy`,
+  allowList: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:allowed`,
+  allowListNext: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:allowed:next`,
   eventLog: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:log`,
   eventLogMeta: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:logmeta`,
   /**
@@ -119,6 +127,7 @@ export const LONG_LIVED_KEYS: readonly { pattern: RegExp; bound: string }[] = [
   { pattern: /:\{c\d+\}:ringing$/, bound: 'per shard; one entry per ringing call' },
   { pattern: /:migrated:[A-Za-z0-9._-]+$/, bound: 'one per data migration' },
   { pattern: /:\{u:[^}]*\}:calls:active$/, bound: "a user's calls in progress: each leaves at its end, and the empty set is gone" },
+  { pattern: /:\{u:[^}]*\}:(policy|allowed)$/, bound: "a user's call policy: at most MAX_BLOCKED blocked users and MAX_ALLOWED allowed ones (docs/call-policy.md); erased with the user" },
   { pattern: /:\{wh\}:dead(:order)?$/, bound: 'webhook dead letters: at most WEBHOOK_DEAD_LETTERS_MAX, oldest removed first' },
   { pattern: /:\{wh\}:disabled$/, bound: 'one field per configured webhook endpoint a 410 disabled' },
   { pattern: /:\{webhook-\d+\}:first$/, bound: 'per queue partition; trimmed by the webhook workers behind what they acknowledged' },

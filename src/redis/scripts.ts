@@ -54,12 +54,12 @@ export const LUA_DIR = packageDir(import.meta.url, 'lua', 'createCall.lua');
  * more last argument (`traceparent`) while tracing is on (docs/operations.md "Tracing").
  */
 export const scriptDefinitions = {
-  createCall: { numberOfKeys: 'variable', traced: true, args: [...CREATE_ARGS, 'calleeUserId', 'busy'] },
-  createGroupCall: { numberOfKeys: 'variable', traced: true, args: [...CREATE_ARGS, 'invitees', 'busy', 'title'] },
+  createCall: { numberOfKeys: 'variable', traced: true, args: [...CREATE_ARGS, 'calleeUserId', 'busy', 'policyAt', 'screened', 'screenedReply'] },
+  createGroupCall: { numberOfKeys: 'variable', traced: true, args: [...CREATE_ARGS, 'invitees', 'busy', 'title', 'policyAt', 'screened', 'screenedReply'] },
   inviteToCall: {
     numberOfKeys: 'variable',
     traced: true,
-    args: ['userId', 'installationId', 'invitees', 'busy', 'ringTimeoutMs', 'maxInvitees', ...CHANGE_ARGS],
+    args: ['userId', 'installationId', 'invitees', 'busy', 'ringTimeoutMs', 'maxInvitees', 'policyAt', 'screened', 'screenedReply', ...CHANGE_ARGS],
   },
   noteRinging: { numberOfKeys: 'variable', traced: true, args: ['userId', 'via', ...CHANGE_ARGS] },
   answerCall: { numberOfKeys: 'variable', traced: true, args: ['userId', 'installationId', 'expectedRevision', 'firstUse', ...CHANGE_ARGS] },
@@ -95,6 +95,9 @@ export const scriptDefinitions = {
   addDeadLetters: { numberOfKeys: 2, args: ['maxKept'], rest: 'letters' },
   readIndexedRecords: { numberOfKeys: 1, args: ['cursorMs', 'cursorId', 'limit', 'minMs'] },
   hitRateLimit: { numberOfKeys: 'variable', args: [], rest: 'rules' },
+  readCallPolicy: { numberOfKeys: 2, args: ['callerUserId'] },
+  editCallPolicy: { numberOfKeys: 1, args: ['mode', 'block', 'unblock', 'maxBlocked'] },
+  replaceAllowList: { numberOfKeys: 3, args: ['replaceId', 'page', 'userIds', 'last', 'maxAllowed', 'stagingTtlMs'] },
 } as const satisfies Record<string, ScriptDefinition>;
 
 interface ScriptDefinition {

@@ -10,6 +10,8 @@ import { deletePushTokenRoute, putPushTokenRoute } from '../http/endpoints/pushT
 import { callEventsRoute } from '../http/endpoints/callEvents.js';
 import { readMessagesRoute } from '../http/endpoints/callMessages.js';
 import { callHistoryRoute } from '../http/endpoints/callHistory.js';
+import { callPolicyRoutes } from '../http/endpoints/callPolicy.js';
+import { serverPolicyRoutes } from '../http/endpoints/server/serverPolicy.js';
 import { commandRoute } from '../http/endpoints/callRoute.js';
 import type { ServerAuth } from '../http/endpoints/server/serverRoute.js';
 import { serverCallRoutes } from '../http/endpoints/server/serverCalls.js';
@@ -30,6 +32,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
   return [
     callEventsRoute(deps),
     callHistoryRoute(deps),
+    ...callPolicyRoutes(deps),
     createCallRoute(deps),
     getCallRoute(deps),
     ...[...CALL_COMMANDS.values()].map((command) => commandRoute(deps, command)),
@@ -84,6 +87,7 @@ export function startApi(ctx: RoleContext, options: ApiOptions): StartedRole {
   routes.push(
     ...serverCallRoutes(serverAuth, { calls: deps.calls, history: deps.history, users }),
     ...serverUserRoutes(serverAuth, users),
+    ...serverPolicyRoutes(serverAuth, deps.policies),
     ...serverWebhookRoutes(serverAuth, deps.webhooks, replay),
   );
   if (ctx.config.DEMO) {

@@ -1,3 +1,4 @@
+import { CallPolicyStore } from '../calls/callPolicy.js';
 import type { Config } from '../config/config.js';
 import type { RedisClient, RedisTarget } from '../redis/connection.js';
 import { createTokenVerifier } from '../auth/verifier.js';
@@ -53,6 +54,7 @@ export function roleDeps(config: Config, redis: RedisClient, ks: { prefix: strin
       retentionMs: config.CALL_RETENTION_MS,
       operationTtlMs: config.IDEMPOTENCY_TTL_MS,
       callWaiting: config.CALL_WAITING,
+      screenedReply: config.SCREENED_CALL_REPLY,
       callRecordFormat: config.CALL_RECORD_FORMAT,
       maxRenamesPerCall: config.RENAMES_PER_CALL,
       maxGroupInvitees: config.GROUP_CALL_MAX_MEMBERS,
@@ -79,6 +81,7 @@ export function roleDeps(config: Config, redis: RedisClient, ks: { prefix: strin
       ),
     },
     pushRegistry: new PushRegistry(redis, ks, daysMs(config.PUSH_REGISTRATION_IDLE_DAYS)),
+    policies: new CallPolicyStore(redis, ks),
     history: new CallHistory(redis, { ...ks, historyRetentionMs: daysMs(config.CALL_RECORD_RETENTION_DAYS) }),
     webhooks: {
       endpoints: webhookEndpoints(config),

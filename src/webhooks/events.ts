@@ -58,16 +58,21 @@ function changeEvents(change: CallChange): WebhookEvent[] {
   const { call, atMs } = change;
   const key = `${call.callId}.${call.revision}`;
   const parties = { callId: call.callId, callerUserId: call.callerUserId, callerInstallationId: call.callerInstallationId, calleeUserId: calleeField(call), video: call.video };
-  const group = call.kind === 'group' ? { group: { title: call.title, members: call.members.map((m) => ({ userId: m.userId, state: m.state })) } } : undefined;
+  const screened = call.kind === 'pair' && call.screened ? { screened: call.screened } : undefined;
+  const group =
+    call.kind === 'group' ? { group: { title: call.title, members: call.members.map((m) => ({ userId: m.userId, state: m.state, ...(m.screened ? { screened: m.screened } : {}) })) } } : undefined;
   const participants = (change.subjects ?? []).flatMap((u): WebhookEvent[] => {
     const m = memberOf(call, u);
     if (!m) return [];
-    const data = { callId: call.callId, callerUserId: call.callerUserId, userId: m.userId, state: m.state, installationId: m.state === 'joined' ? (m.installationId ?? null) : null, occurredAtMs: atMs };
+    const data = {
+      ...{ callId: call.callId, callerUserId: call.callerUserId, userId: m.userId, state: m.state, installationId: m.state === 'joined' ? (m.installationId ?? null) : null, occurredAtMs: atMs },
+      ...(m.screened ? { screened: m.screened } : {}),
+    };
     return [{ type: 'call.participant', key: `${key}.p.${m.userId}`, atMs, data }];
   });
   switch (change.kind) {
     case 'created':
-      return [{ type: 'call.created', key, atMs, data: { ...parties, createdAtMs: call.createdAtMs, expiresAtMs: call.expiresAtMs, ...group } }];
+      return [{ type: 'call.created', key, atMs, data: { ...parties, createdAtMs: call.createdAtMs, expiresAtMs: call.expiresAtMs, ...screened, ...group } }];
     case 'answered':
       return [
         {
@@ -114,6 +119,7 @@ function changeEvents(change: CallChange): WebhookEvent[] {
             ringingMs: o.ringingMs,
             talkMs: o.talkMs,
             missed: o.missed,
+            ...screened,
             ...group,
           },
         },

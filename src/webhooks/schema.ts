@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { END_REASONS } from '../calls/reasons.js';
 import { MEMBER_STATES } from '../calls/model.js';
+import { SCREENED_REASONS } from '../calls/callPolicy.js';
 import { PUSH_TOKEN_KINDS } from '../push/kinds.js';
 
 /**
@@ -24,12 +25,17 @@ const envelope = <T extends string, D extends z.ZodType>(type: T, data: D) =>
 const group = z
   .object({
     title: z.string(),
-    members: z.array(z.object({ userId: z.string(), state: z.enum(MEMBER_STATES) })).describe('the caller first, then each member invited, with its state after the change'),
+    members: z
+      .array(z.object({ userId: z.string(), state: z.enum(MEMBER_STATES), screened: z.enum(SCREENED_REASONS).optional().describe("the member's call policy stopped the call: it is never rung (docs/call-policy.md)") }))
+      .describe('the caller first, then each member invited, with its state after the change'),
   })
   .optional()
   .describe('a group call only');
 
-export const callCreatedData = z.object({ ...parties, expiresAtMs: z.number().int().describe('when it stops ringing unless answered'), group });
+/** A one-to-one call the callee's call policy stopped (docs/call-policy.md): the callee was never rung. */
+const screened = z.enum(SCREENED_REASONS).optional().describe("a one-to-one call only: the callee's call policy stopped the call, which never rang the callee (docs/call-policy.md)");
+
+export const callCreatedData = z.object({ ...parties, expiresAtMs: z.number().int().describe('when it stops ringing unless answered'), screened, group });
 
 export const callParticipantData = z.object({
   callId: z.string(),
@@ -38,6 +44,7 @@ export const callParticipantData = z.object({
   state: z.enum(MEMBER_STATES),
   installationId: z.string().nullable().describe('its installation in the call, once joined'),
   occurredAtMs: z.number().int(),
+  screened: z.enum(SCREENED_REASONS).optional().describe("the member's call policy stopped the call: it is never rung (docs/call-policy.md)"),
 });
 
 export const callMovedData = z.object({
@@ -78,6 +85,7 @@ export const callEndedData = z.object({
   ringingMs: z.number().int().describe('from the invitation to the answer, or to the end when never answered'),
   talkMs: z.number().int().describe('from the answer to the end; 0 when never answered'),
   missed: z.boolean().describe('a missed call for the callee: it rang out, or the caller cancelled it, before any answer'),
+  screened,
   group,
 });
 

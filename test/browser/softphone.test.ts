@@ -231,6 +231,26 @@ describe('browser softphone', () => {
     await expectEnds('decline', [alice, 'declined', `${bobId} declined`], [bob, 'declined', 'You declined']);
   }, 90_000);
 
+  it('block caller: the callee blocks the ringing caller; the next call rings out for the caller and never rings the callee', async () => {
+    const suffix = randomUUID().slice(0, 8);
+    const bobId = `bob-${suffix}`;
+    // On the short ring window's server, so that the blocked call rings out soon.
+    const [alice, bob] = await Promise.all([signedIn(shortRing.url, `alice-${suffix}`, 'Alice'), signedIn(shortRing.url, bobId, 'Bob')]);
+    await dial(alice, bob, bobId, 'block');
+    expect(await bob.isVisible('#block-btn')).toBe(true);
+    await bob.click('#block-btn');
+    await expectEnds('block', [alice, 'declined'], [bob, 'declined']);
+    expect(requestsOf.get(bob)).toContain('PUT /v1/call-policy');
+    await alice.click('#call-btn');
+    await alice.waitForSelector('#call-state[data-state="outgoing"]');
+    await endReason(alice, 'unanswered');
+    // Bob's page never rang: it still shows the declined call.
+    expect(await bob.getAttribute('#call-state', 'data-state')).toBe('ended');
+    expect(await bob.getAttribute('#end-reason', 'data-reason')).toBe('declined');
+    await shot(bob, 'block-bob-never-rang');
+    expect(errorsOf.get(bob)).toEqual([]);
+  }, 90_000);
+
   it('cancel: the caller hangs up while it rings; the callee shows callerCancelled', async () => {
     const { alice, bob, bobId } = await users(server.url);
     await dial(alice, bob, bobId, 'cancel');

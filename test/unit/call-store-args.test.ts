@@ -122,7 +122,14 @@ describe('*KeysArgs', () => {
       earlyNotice: '',
       limits: '',
       recordFormat: '',
+      policyAt: '',
+      screened: '',
+      screenedReply: 'unanswered',
     });
+    // On a cluster the callee's verdict, read before the script, is an argument (docs/call-policy.md).
+    const screened = createCallKeysArgs({ ...s, screenedReply: 'busy' }, { callId: 'c', callerUserId: 'a', callerInstallationId: 'i', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'b', video: false, operationId: 'o', fingerprint: 'f' }, false, false, 'cluster', [], 'blocked');
+    expect(screened.args).toMatchObject({ policyAt: '', screened: 'blocked', screenedReply: 'busy' });
+    expectOneHashTag(screened.keys);
     // On a single Redis the script publishes the change's early notice (on its shard's early channel).
     // appendOutbox.lua names that channel after the outbox key (`outbox` → `early`).
     for (const shard of [0, 7]) expect(keys.outboxForShard(s, shard).replace(/outbox$/, 'early')).toBe(keys.earlyChannel(s, shard));
@@ -144,20 +151,37 @@ describe('*KeysArgs', () => {
       { key: keys.inviteLimit(s, 'bob'), rule: { limit: 10, windowMs: 60_000 } },
     ];
     const single = createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single', limits);
-    expect(single.keys.slice(4)).toEqual([keys.operationBinding(s, 'alice', 'op-1'), keys.callCreateLimit(s, 'alice'), keys.inviteLimit(s, 'bob')]);
+    // Then the callee's policy keys, which the script reads itself (lua/includes/callPolicy.lua).
+    expect(single.keys.slice(4)).toEqual([keys.operationBinding(s, 'alice', 'op-1'), keys.callCreateLimit(s, 'alice'), keys.inviteLimit(s, 'bob'), keys.callPolicy(s, 'bob'), keys.allowList(s, 'bob')]);
+    expect(single.args).toMatchObject({ policyAt: '8', screened: '' });
     expect(JSON.parse(single.args.limits)).toEqual([[60, 60_000], [10, 60_000]]);
     const cluster = createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'cluster', limits);
     expect(cluster.keys).toHaveLength(4);
     expectOneHashTag(cluster.keys);
     expect(cluster.args.limits).toBe('');
     // Limits off: none on a single Redis either.
-    expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').keys).toHaveLength(5);
+    expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').keys).toHaveLength(7);
     expect(createCallKeysArgs(s, { ...caller, calleeUserId: 'bob' }, false, false, 'single').args.limits).toBe('');
     // The group create: the same arguments, with its invitees, busy ones and title.
     const group = createGroupCallKeysArgs(s, { ...caller, inviteeUserIds: ['bob', 'carol'], title: 'T' }, [], false, 'single', [limits[0]!]);
-    expect(group.keys.slice(4)).toEqual([keys.operationBinding(s, 'alice', 'op-1'), keys.callCreateLimit(s, 'alice')]);
-    expect(group.args).toMatchObject({ limits: JSON.stringify([[60, 60_000]]), recordFormat: '', invitees: '["bob","carol"]', busy: '[]', title: 'T' });
-    expect(createGroupCallKeysArgs({ ...s, callRecordFormat: 'hash' }, { ...caller, inviteeUserIds: ['bob'], title: 'T' }, ['bob'], false, 'cluster', [limits[0]!]).args).toMatchObject({ limits: '', recordFormat: 'hash', busy: '["bob"]', title: 'T' });
+    // Then each invitee's policy keys, two per invitee in their order (docs/call-policy.md "Group calls").
+    expect(group.keys.slice(4)).toEqual([
+      keys.operationBinding(s, 'alice', 'op-1'),
+      keys.callCreateLimit(s, 'alice'),
+      keys.callPolicy(s, 'bob'),
+      keys.allowList(s, 'bob'),
+      keys.callPolicy(s, 'carol'),
+      keys.allowList(s, 'carol'),
+    ]);
+    expect(group.args).toMatchObject({ limits: JSON.stringify([[60, 60_000]]), recordFormat: '', invitees: '["bob","carol"]', busy: '[]', title: 'T', policyAt: '7', screened: '' });
+    expect(createGroupCallKeysArgs({ ...s, callRecordFormat: 'hash' }, { ...caller, inviteeUserIds: ['bob'], title: 'T' }, ['bob'], false, 'cluster', [limits[0]!], { bob: 'blocked' }).args).toMatchObject({
+      limits: '',
+      recordFormat: 'hash',
+      busy: '["bob"]',
+      title: 'T',
+      policyAt: '',
+      screened: '{"bob":"blocked"}',
+    });
   });
 
   it('answerCallKeysArgs: the operation key is the answering user’s; expectedRevision absent → empty string', () => {
@@ -180,11 +204,15 @@ describe('*KeysArgs', () => {
     expect(endCallKeysArgs(s, { callId: 'call-9', userId: 'alice', installationId: 'alice-phone', reason: 'localHangup', forAll: true, operationId: 'op-3', fingerprint: 'fp3' }).args.forAll).toBe('1');
   });
 
-  it('on a single Redis every request script gets the user’s operationId binding as its last key (the script binds); on a cluster it does not', () => {
+  it('on a single Redis every request script gets the user’s operationId binding after the call’s keys (the script binds; a create’s callee policy keys follow it); on a cluster it does not', () => {
     const binding = keys.operationBinding(s, 'alice', 'op-1');
     const request = { callId: 'call-1', userId: 'alice', installationId: 'alice-phone', operationId: 'op-1', fingerprint: 'fp' };
     const builders = [
-      (topology: Topology) => createCallKeysArgs(s, { callId: 'call-1', callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'bob', video: false, operationId: 'op-1', fingerprint: 'fp' }, false, false, topology),
+      (topology: Topology) => {
+        const c = createCallKeysArgs(s, { callId: 'call-1', callerUserId: 'alice', callerInstallationId: 'alice-phone', callerDisplayName: 'A', callerHandle: 'app:a', calleeUserId: 'bob', video: false, operationId: 'op-1', fingerprint: 'fp' }, false, false, topology);
+        if (topology === 'single') expect(c.keys.slice(5)).toEqual([keys.callPolicy(s, 'bob'), keys.allowList(s, 'bob')]);
+        return { keys: topology === 'single' ? c.keys.slice(0, 5) : c.keys };
+      },
       (topology: Topology) => answerCallKeysArgs(s, { ...request, expectedRevision: undefined }, false, topology),
       (topology: Topology) => endCallKeysArgs(s, { ...request, reason: 'localHangup' }, false, topology),
       (topology: Topology) => renameCallKeysArgs(s, { ...request, displayName: 'A' }, topology),

@@ -27,6 +27,15 @@ describe('push planner (docs/protocol.md "Push formats")', () => {
     expect(plan(at('created', {})).map((j) => j.id)).toEqual(p.map((j) => j.id));
   });
 
+  it('a callee the call policy screened (docs/call-policy.md) is never pushed, nor its registrations read', () => {
+    for (const screened of ['blocked', 'notAllowed'] as const) {
+      for (const c of [at('created', { screened }), at('ended', { screened, state: 'ended', revision: '2', endReason: 'unanswered', endedBy: 'system', endedAtMs: 46_000 })]) {
+        expect(usersToLookUp(c)).toEqual([]);
+        expect(plan(c)).toEqual([]);
+      }
+    }
+  });
+
   it('an unconfigured platform gets no jobs', () => {
     expect(plan(at('created', {}), { iosVoip: false, androidPush: true }).every((j) => j.data.kind === 'androidPush')).toBe(true);
     expect(plan(at('created', {}), { iosVoip: false, androidPush: false })).toEqual([]);

@@ -3,6 +3,8 @@ import type {
   CallEventsPage,
   CallHistoryPage,
   CallMessage,
+  CallPolicy,
+  CallPolicyEdit,
   CallSnapshot,
   EventPayload,
   GapReason,
@@ -226,6 +228,19 @@ export class CallingClient {
     if (opts.missed) q.set('missed', 'true');
     const qs = q.toString();
     return this.request('GET', `/v1/calls${qs ? `?${qs}` : ''}`);
+  }
+
+  /** This user's call policy: who may call them (GET /v1/call-policy; the server's docs/call-policy.md). */
+  callPolicy(): Promise<CallPolicy> {
+    return this.request('GET', '/v1/call-policy');
+  }
+
+  /**
+   * Changes this user's call policy (PUT /v1/call-policy): the mode, and users blocked or
+   * unblocked, at once.
+   */
+  editCallPolicy(edit: CallPolicyEdit): Promise<CallPolicy> {
+    return this.request('PUT', '/v1/call-policy', edit);
   }
 
   /** Registers this installation's VoIP (iOS) or FCM (Android) push token (docs/devices.md "Register push tokens"). */

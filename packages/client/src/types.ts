@@ -200,6 +200,31 @@ export interface CallHistoryEntry {
   missed: boolean;
   ringingMs: number;
   talkMs: number;
+  /** In this user's own record of an incoming call only: its call policy stopped the call, which never rang. */
+  screened?: Screened;
+}
+
+/** Why a user's call policy kept a call from ringing that user (the server's docs/call-policy.md). */
+export type Screened = 'blocked' | 'notAllowed';
+
+/** Who may call the user: `everyone` (the default), `contacts` (the allow list only) or `nobody`. */
+export type CallPolicyMode = 'everyone' | 'contacts' | 'nobody';
+
+/** GET and PUT /v1/call-policy: the user's call policy. */
+export interface CallPolicy {
+  userId: string;
+  mode: CallPolicyMode;
+  /** The block list, oldest first: these users' calls never ring, whatever the mode. */
+  blockedUserIds: string[];
+  /** How many users the allow list holds (the app's backend keeps it). */
+  allowListSize: number;
+}
+
+/** PUT /v1/call-policy: the mode when given; `unblock` is applied before `block`. At most 1,000 userIds each. */
+export interface CallPolicyEdit {
+  mode?: CallPolicyMode;
+  block?: string[];
+  unblock?: string[];
 }
 
 /** GET /v1/calls: newest first; `nextCursor` null on the last page. */

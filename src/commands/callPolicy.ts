@@ -1,0 +1,52 @@
+import { z } from 'zod';
+import { principalId } from './schemas.js';
+import { errors } from './errors.js';
+import type { Reply } from './command.js';
+import { CALL_POLICY_MODES, MAX_BLOCKED, MAX_ALLOWED, MAX_IDS_PER_REQUEST, type CallPolicyStore } from '../calls/callPolicy.js';
+
+/**
+ * The call policy's requests (docs/call-policy.md), the same for a user's own devices and for the
+ * app's backend through the server API: read it, change its mode and block list, and (server API
+ * only) replace the allow list page by page.
+ */
+
+const idList = (what: string) =>
+  z
+    .array(principalId)
+    .max(MAX_IDS_PER_REQUEST, `at most ${MAX_IDS_PER_REQUEST} userIds per request`)
+    .default([])
+    .describe(`userIds to ${what}, at most ${MAX_IDS_PER_REQUEST} per request`);
+
+export const callPolicyBody = z.object({
+  mode: z.enum(CALL_POLICY_MODES).optional().describe('who may call: everyone (the default), contacts (the allow list only) or nobody'),
+  block: idList('add to the block list'),
+  unblock: idList('remove from the block list (before `block` is applied)'),
+});
+
+export const allowListPageBody = z.object({
+  replaceId: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'must be 1 to 128 letters, digits or ._:-').describe('names one replace; never reuse it for another list'),
+  page: z.number().int().min(0).max(Math.ceil(MAX_ALLOWED / MAX_IDS_PER_REQUEST)).describe('0, 1, 2, … in order'),
+  userIds: z.array(principalId).max(MAX_IDS_PER_REQUEST, `at most ${MAX_IDS_PER_REQUEST} userIds per page`),
+  last: z.boolean().describe('true on the last page: the new list replaces the old one at once'),
+});
+
+export async function readPolicy(store: CallPolicyStore, userId: string): Promise<Reply> {
+  return { status: 200, body: JSON.stringify(await store.read(userId)) };
+}
+
+export async function editPolicy(store: CallPolicyStore, userId: string, body: z.output<typeof callPolicyBody>): Promise<Reply> {
+  if (body.block.includes(userId)) throw errors.invalidRequest('block: you cannot block yourself');
+  const r = await store.edit(userId, body);
+  if (r.kind === 'too_many_blocked') throw errors.invalidRequest(`block: at most ${MAX_BLOCKED} users may be blocked; nothing was changed`);
+  return { status: 200, body: JSON.stringify(r.policy) };
+}
+
+export async function replaceAllowPage(store: CallPolicyStore, userId: string, body: z.output<typeof allowListPageBody>): Promise<Reply> {
+  const r = await store.replaceAllowPage(userId, body);
+  if (r.kind === 'failure') {
+    if (r.code === 'too_many_allowed') throw errors.invalidRequest(`userIds: an allow list holds at most ${MAX_ALLOWED} users; the replace was dropped, the list in use stays`);
+    if (r.code === 'replace_expired') throw errors.invalidRequest('replaceId: this replace waited too long for its next page; start again from page 0 with a new replaceId');
+    throw errors.invalidRequest('page: pages of a replace are sent in order from 0');
+  }
+  return { status: 200, body: JSON.stringify({ userId, replaceId: body.replaceId, state: r.state, size: r.size }) };
+}

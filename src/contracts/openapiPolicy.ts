@@ -1,0 +1,90 @@
+import { z } from 'zod';
+import { allowListPageBody, callPolicyBody } from '../commands/callPolicy.js';
+import { CALL_POLICY_MODES } from '../calls/callPolicy.js';
+import { COMMON, json, problems, schema } from './openapiParts.js';
+
+/** The OpenAPI document's call policy parts (docs/call-policy.md): the user's routes and the server API's. */
+
+const callPolicy = z.object({
+  userId: z.string(),
+  mode: z.enum(CALL_POLICY_MODES),
+  blockedUserIds: z.array(z.string()).describe('the block list, oldest first'),
+  allowListSize: z.number().int().describe('how many users the allow list holds'),
+});
+const allowListPageResult = z.object({
+  userId: z.string(),
+  replaceId: z.string(),
+  state: z.enum(['gathering', 'committed']).describe('committed: the list in use is now this replace\'s'),
+  size: z.number().int().describe('gathering: ids received so far; committed: the size of the list in use'),
+});
+
+export const policySchemas = {
+  CallPolicy: schema(callPolicy),
+  CallPolicyEdit: schema(callPolicyBody, 'input'),
+  AllowListPage: schema(allowListPageBody, 'input'),
+  AllowListPageResult: schema(allowListPageResult),
+};
+
+const POLICY = { userId: 'bob', mode: 'contacts', blockedUserIds: ['mallory'], allowListSize: 212 };
+const EDIT = { summary: 'Contacts only, block one caller', value: { mode: 'contacts', block: ['mallory'] } };
+const read = (operationId: string, tags: string[], security: unknown, problemCodes: readonly string[]) => ({
+  operationId,
+  tags,
+  ...(security ? { security } : {}),
+  summary: 'Read the call policy',
+  description: 'Who may call the user: the mode, the block list and the allow list\'s size (docs/call-policy.md).',
+  responses: { '200': { description: 'The policy', content: json('CallPolicy', { policy: { summary: 'Contacts only', value: POLICY } }) }, ...problems(...(problemCodes as Parameters<typeof problems>)) },
+});
+const edit = (operationId: string, tags: string[], security: unknown, problemCodes: readonly string[]) => ({
+  operationId,
+  tags,
+  ...(security ? { security } : {}),
+  summary: 'Change the mode and the block list',
+  description:
+    'Sets `mode` (when given), removes `unblock` from the block list, then adds `block`, at once. At most 1,000 users ' +
+    'blocked and 1,000 userIds per request; past either bound nothing changes (400). A call that is blocked or not ' +
+    'allowed never rings: the caller sees it ring out (or busy, SCREENED_CALL_REPLY).',
+  requestBody: { required: true, content: json('CallPolicyEdit', { edit: EDIT }) },
+  responses: { '200': { description: 'The policy now', content: json('CallPolicy', { policy: { summary: 'Contacts only', value: POLICY } }) }, ...problems(...(problemCodes as Parameters<typeof problems>)) },
+});
+
+export function devicePolicyPaths(): Record<string, unknown> {
+  const codes = ['invalid_request', ...COMMON] as const;
+  return { '/v1/call-policy': { get: read('getCallPolicy', ['Call policy'], undefined, codes), put: edit('editCallPolicy', ['Call policy'], undefined, codes) } };
+}
+
+export function serverPolicyPaths(userIdParam: unknown, security: unknown, serverProblems: readonly string[]): Record<string, unknown> {
+  const codes = ['invalid_request', ...serverProblems];
+  return {
+    '/v1/server/users/{userId}/call-policy': {
+      parameters: [userIdParam],
+      get: read('serverGetCallPolicy', ['Server API'], security, codes),
+      put: edit('serverEditCallPolicy', ['Server API'], security, codes),
+    },
+    '/v1/server/users/{userId}/allow-list': {
+      parameters: [userIdParam],
+      put: {
+        operationId: 'serverReplaceAllowList',
+        tags: ['Server API'],
+        security,
+        summary: 'Replace the allow list, page by page',
+        description:
+          'Sends the whole new allow list ("contacts") in pages of at most 1,000 userIds, numbered from 0, under one ' +
+          '`replaceId`. Nothing is seen until the page with `last: true`, which swaps the new list in at once. Any page ' +
+          'sent again is answered as the first time and changes nothing. At most 50,000 users; past it the replace is ' +
+          'dropped and the list in use stays. A replace left unfinished for an hour must start again.',
+        requestBody: {
+          required: true,
+          content: json('AllowListPage', { first: { summary: 'The first of two pages', value: { replaceId: 'sync-2026-11-28T23:00', page: 0, userIds: ['alice', 'carol'], last: false } } }),
+        },
+        responses: {
+          '200': {
+            description: 'The page was taken',
+            content: json('AllowListPageResult', { gathering: { summary: 'More pages to come', value: { userId: 'bob', replaceId: 'sync-2026-11-28T23:00', state: 'gathering', size: 2 } } }),
+          },
+          ...problems(...(codes as Parameters<typeof problems>)),
+        },
+      },
+    },
+  };
+}
