@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import { Server } from 'socket.io';
 import { createAdapter } from '@socket.io/redis-streams-adapter';
 import { Redis } from 'ioredis';
-import { createTokenVerifier } from '../../src/auth/verifier.js';
+import { authenticateSockets } from './auth.js';
 
 /**
  * The peer in the reconnect storm (bench/README.md "Reconnect storm"): Socket.IO 4 with
@@ -15,7 +15,6 @@ import { createTokenVerifier } from '../../src/auth/verifier.js';
  * Prints `{"msg":"listening","port":N}`.
  */
 
-const verify = createTokenVerifier({ secret: process.env.AUTH_JWT_SECRET });
 const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
 const key = process.env.SIO_KEY ?? 'socket.io';
 
@@ -28,17 +27,7 @@ const io = new Server(http, {
   adapter: createAdapter(redis, { streamName: `${key}:stream`, sessionKeyPrefix: `${key}:session:`, maxLen: 1_000_000 }),
 });
 
-io.use((socket, next) => {
-  Promise.resolve()
-    .then(() => verify(String((socket.handshake.auth as { token?: unknown }).token ?? '')))
-    .then(
-      (principal) => {
-        socket.data.userId = principal.userId;
-        next();
-      },
-      () => next(new Error('unauthorized')),
-    );
-});
+authenticateSockets(io);
 io.on('connection', (socket) => {
   if (!socket.recovered) void socket.join(`user:${String(socket.data.userId)}`);
   socket.on('change', (m: { toUserId?: unknown; callId?: unknown; seq?: unknown }, ack?: (reply: { ok: boolean }) => void) => {

@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import { Server } from 'socket.io';
 import { createAdapter } from '@socket.io/redis-adapter';
 import { Redis } from 'ioredis';
-import { createTokenVerifier } from '../../src/auth/verifier.js';
+import { authenticateSockets } from './auth.js';
 
 /**
  * The usual alternative, for the in-call message comparison (bench/README.md, `compare`): a
@@ -17,7 +17,6 @@ import { createTokenVerifier } from '../../src/auth/verifier.js';
  */
 
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const verify = createTokenVerifier({ secret: process.env.AUTH_JWT_SECRET });
 const pub = new Redis(redisUrl);
 const sub = pub.duplicate();
 
@@ -28,17 +27,7 @@ const io = new Server(http, {
   adapter: createAdapter(pub, sub, { key: process.env.SIO_KEY ?? 'socket.io' }),
 });
 
-io.use((socket, next) => {
-  Promise.resolve()
-    .then(() => verify(String((socket.handshake.auth as { token?: unknown }).token ?? '')))
-    .then(
-      (principal) => {
-        socket.data.userId = principal.userId;
-        next();
-      },
-      () => next(new Error('unauthorized')),
-    );
-});
+authenticateSockets(io);
 io.on('connection', (socket) => {
   void socket.join(`user:${String(socket.data.userId)}`);
   socket.on('message', (m: { toUserId?: unknown; payload?: unknown }, ack?: (reply: { ok: boolean }) => void) => {
