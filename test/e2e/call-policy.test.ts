@@ -217,9 +217,14 @@ describe('enforced by the create', () => {
     const barrier = await create(stranger, callee.userId);
     await waitUntil('the stranger rings under everyone', () => callee.socket.ws.events().some((e) => e.callId === barrier.callId));
     expect(callee.socket.ws.events().filter((e) => ([fromStranger.callId, none.callId, blocked.callId] as string[]).includes(e.callId))).toEqual([]);
-    await waitUntil('filed', async () => ((await backend().get(`/v1/server/users/${callee.userId}/calls`)).json.calls as any[]).length >= 4, 10_000);
-    const reasons = Object.fromEntries(((await backend().get(`/v1/server/users/${callee.userId}/calls`)).json.calls as any[]).map((r) => [r.callId, r.screened ?? null]));
-    expect([reasons[fromStranger.callId], reasons[none.callId], reasons[blocked.callId]]).toEqual(['notAllowed', 'notAllowed', 'blocked']);
+    // Each is filed when it rings out for its caller, the three in any order with the others.
+    const screenedCalls = [fromStranger.callId, none.callId, blocked.callId];
+    let reasons: Record<string, unknown> = {};
+    await waitUntil('the three filed', async () => {
+      reasons = Object.fromEntries(((await backend().get(`/v1/server/users/${callee.userId}/calls`)).json.calls as any[]).map((r) => [r.callId, r.screened ?? null]));
+      return screenedCalls.every((id) => id in reasons);
+    }, 10_000);
+    expect(screenedCalls.map((id) => reasons[id])).toEqual(['notAllowed', 'notAllowed', 'blocked']);
   });
 
   it('a block set while creates are in flight: each call either rang the callee or never does', async () => {
@@ -235,7 +240,12 @@ describe('enforced by the create', () => {
     await pushesSettled(ps, ids);
     const barrier = await create(device(url), callee.userId);
     await waitUntil('the barrier call', () => callee.socket.ws.events().some((e) => e.callId === barrier.callId));
-    const history = new Map(((await backend().get(`/v1/server/users/${callee.userId}/calls?limit=200`)).json.calls as any[]).map((r) => [r.callId, r]));
+    // The relay files each call's record at its end, shard by shard: wait for all of them.
+    let history = new Map<string, any>();
+    await waitUntil('every call filed', async () => {
+      history = new Map(((await backend().get(`/v1/server/users/${callee.userId}/calls?limit=200`)).json.calls as any[]).map((r) => [r.callId, r]));
+      return ids.every((id) => history.has(id));
+    }, 10_000);
     for (const id of ids) {
       const told = callee.socket.ws.events().filter((e) => e.callId === id);
       const screened = history.get(id)?.screened;
