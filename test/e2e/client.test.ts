@@ -1032,7 +1032,7 @@ describe('SignalingClient and the session token', () => {
   it('an expired fixed token (4001) asks the callback, which gives a fresh one: it resumes from its cursor', async () => {
     const caller = party(uid('caller'), uid('caller-phone'));
     const callee = party(uid('callee'), uid('callee-phone'));
-    const short = mintToken(TEST_JWT_SECRET, { sub: callee.userId, iid: callee.installationId, ttlSeconds: 3 });
+    const short = mintToken(TEST_JWT_SECRET, { sub: callee.userId, iid: callee.installationId, ttlSeconds: 6 });
     const failures: AuthFailure[] = [];
     const cap = capturingWebSocket();
     const c = await online(A, callee, {
@@ -1045,6 +1045,8 @@ describe('SignalingClient and the session token', () => {
     });
     const call = await http(A, caller).createCall({ calleeUserId: callee.userId });
     await c.rec.waitForEvents(1);
+    // The invitation's copy from the log too (an early copy can come first), long before the token expires.
+    await c.rec.until('the cursor past the invitation', () => c.client.cursor === cap.logCursorOf(c.rec.events[0]!.event.eventId));
     await c.rec.until('the 4001 close and the resync', () => c.rec.reconnected(), 15_000);
     expect(failures).toEqual([{ status: 401, detail: 'closed 4001: token expired; reconnect with a fresh token and your cursor' }]);
     expect(new URL(cap.opened[1]!).searchParams.get('cursor')).toBe(cap.logCursorOf(c.rec.events[0]!.event.eventId));
