@@ -78,8 +78,13 @@ export class Gateway {
       subscriber,
       settings,
       (ws, msg) => this.onLive(ws, msg),
-      () => {
-        for (const ws of this.live.sockets()) this.resync(ws);
+      (failed) => {
+        for (const ws of this.live.sockets()) {
+          // A socket whose user is not subscribed would miss its events: the device reconnects
+          // (with backoff) and subscribes anew.
+          if (failed.has(ws.getUserData().userId)) this.failSocket(ws, new Error('live subscription refused after a resubscription'));
+          else this.resync(ws);
+        }
       },
     );
   }

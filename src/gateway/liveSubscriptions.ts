@@ -26,6 +26,8 @@ export class LiveSubscriptions<S extends object> {
   /** Subscriptions Redis has not confirmed yet, by user. */
   private readonly subscribing = new Map<string, Promise<unknown>>();
   private count = 0;
+  /** Re-subscription rounds started (confirmAll). */
+  private rounds = 0;
   /** Every live channel is `<head><userId><tail>` (keys.liveChannel). */
   private readonly head: string;
   private readonly tail: string;
@@ -36,7 +38,8 @@ export class LiveSubscriptions<S extends object> {
     private readonly subscriber: RedisClient,
     private readonly ks: KeySpace,
     private readonly dispatch: (socket: S, msg: LiveMessage) => void,
-    private readonly onResubscribed: () => void,
+    /** After a re-subscription: `failed` are the users whose subscription Redis refused. */
+    private readonly onResubscribed: (failed: ReadonlySet<string>) => void,
   ) {
     const probe = keys.liveChannel(ks, '\u0000');
     [this.head, this.tail] = probe.split('\u0000') as [string, string];
@@ -46,12 +49,27 @@ export class LiveSubscriptions<S extends object> {
     if (this.earlyChannels.size > 0) subscriber.ssubscribe(...this.earlyChannels).catch(() => {});
     // Pub/Sub drops messages while disconnected: after ioredis re-subscribes (a reconnect, or on
     // a cluster the subscriptions of slots that moved after a failover or resharding), every
-    // socket re-reads its log from its cursor.
+    // socket re-reads its log from its cursor, once its subscription is confirmed (confirmAll).
     for (const event of ['ready', 'subscribersReady']) {
       subscriber.on(event, () => {
-        if (this.byUser.size > 0) this.onResubscribed();
+        if (this.byUser.size > 0) void this.confirmAll();
       });
     }
+  }
+
+  /**
+   * Subscribes every user held here again and waits for Redis to confirm it, then hands over the
+   * users whose subscription failed. ioredis announces its own re-subscription before Redis
+   * confirmed it, and drops one that fails (a MOVED while slots move) without a word: a log
+   * re-read that finished before the subscription took hold, or a subscription that never did,
+   * would leave a socket deaf until the user's next event, or for good. SSUBSCRIBE of a channel
+   * already subscribed changes nothing. A later round supersedes one still waiting.
+   */
+  private async confirmAll(): Promise<void> {
+    const round = ++this.rounds;
+    const failed = new Set<string>();
+    await Promise.all([...this.byUser.keys()].map((userId) => this.subscriber.ssubscribe(keys.liveChannel(this.ks, userId)).catch(() => failed.add(userId))));
+    if (round === this.rounds) this.onResubscribed(failed);
   }
 
   /**

@@ -160,7 +160,14 @@ describe('a failover that loses writes its replica had not received', () => {
       // Then live, in the log's current line.
       const later = new Map<Watched, string>();
       for (const w of [...connected, ...resumed]) later.set(w, (await createCall(caller, w.d.userId)).callId);
-      await waitUntil('the later calls, live', () => [...later].every(([w, id]) => w.events.some((e) => e.callId === id)), 15_000);
+      await waitUntil('the later calls, live', () => [...later].every(([w, id]) => w.events.some((e) => e.callId === id)), 15_000, {
+        detail: () =>
+          [...later]
+            .filter(([w, id]) => !w.events.some((e) => e.callId === id))
+            .map(([w, id]) => `${w.d.userId}: missing ${id}; gaps ${w.gaps.join(',')}; saw ${w.events.map((e) => `${e.type} ${e.callId}`).join(', ')}`)
+            .concat(server.logs().split('\n').filter((l) => !l.includes('"level":"info"')).slice(-20))
+            .join('\n'),
+      });
       for (const w of resumed) expect(w.gaps).toEqual(['reset']);
     } finally {
       if (!killed) {
