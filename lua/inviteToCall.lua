@@ -51,10 +51,9 @@ local readRecord = openOperation(KEYS[5], opKey, fingerprint, nil, true)
 
 local call, now, reply = openCallChange(callKey, opKey, outboxKey, ringingKey, userId, nil, fingerprint, readRecord, retention, earlyNotice, traceparent)
 if reply then return reply end
-if not isGroup(call) then return refuse('not_group') end
-if call.values.state == 'ended' then return refuse('call_not_active') end
-local me = memberOf(call, userId)
-if me.state ~= 'joined' or me.installationId ~= installationId then return refuse('forbidden') end
+-- The call machine's `inviteMore` rows (docs/protocol.md "The call machine"), then each invitee's.
+local asked = decideRequest(call, { event = 'inviteMore', userId = userId, installationId = installationId })
+if asked.status ~= 200 then return refuse(asked.code) end
 
 local busyUsers, subjects = {}, {}
 for _, u in ipairs(cjson.decode(busy)) do busyUsers[u] = true end

@@ -32,12 +32,18 @@ local callKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3]
 local retention = parseRetention(retention)
 local call = loadCall(callKey)
 if not call then return { 'error', 'not_found' } end
-if not isGroup(call) then return { 'error', 'not_group' } end
-local m = memberOf(call, userId)
+-- The call machine's `remove` rows (docs/protocol.md "The call machine"): the kind's row first,
+-- so a user who is not a member is decided as one who is out.
+local members = callMembers(call)
+local m
+for _, each in ipairs(members) do
+  if each.userId == userId then m = each end
+end
+local decision = decideFor(call, members, m or { userId = userId, state = 'left' }, { event = 'remove' })
+if decision.status ~= 200 then return { 'error', decision.code } end
 if not m then return { 'error', 'not_member' } end
 call.early = earlyNotice
 local now = nowMs()
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
--- The call machine's `remove` rows (docs/protocol.md "The call machine").
 local changed, fields = removeFromCall(callKey, call, outboxKey, ringingKey, now, retention, m)
 return { changed and 'removed' or 'unchanged', fields }

@@ -39,7 +39,7 @@
 
   Returns
     { 'fresh' | 'replay', 'ok', 200, { eventId, seq, occurredAtMs } }
-    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' | 'not_group' }
+    { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' | 'not_pair' }
     { 'limited', retryAfterMs }   over the limit: nothing sent, nothing bound
   A refused message leaves no trace: a binding this script made is undone.
 ]]
@@ -54,6 +54,7 @@ local limitKey, bindingKey, limit, windowMs = KEYS[7], KEYS[8], tonumber(limit),
 --@include "fmtInt"
 --@include "callRecord"
 --@include "callParties"
+--@include "callMachine"
 --@include "expireIfDue"
 --@include "operationRecord"
 --@include "liveChannel"
@@ -80,18 +81,17 @@ if not isParty(call, userId) then return refuse('not_found') end
 call.early = liveChannel ~= '' and '1' or ''
 local now = nowMs()
 expireIfDue(callKey, call, outboxKey, ringingKey, now, retention)
-local v = call.values
-if v.state ~= 'ringing' and v.state ~= 'accepted' then return refuse('call_not_active') end
--- In-call messages go between the two parties of a one-to-one call (docs/group-calls.md).
-if isGroup(call) then return refuse('not_group') end
+-- The call machine's `message` rows (docs/protocol.md "The call machine"): between the two
+-- parties of a one-to-one call, each from its installation in the call.
+local asked = decideRequest(call, { event = 'message', userId = userId, installationId = installationId })
+if asked.status ~= 200 then return refuse(asked.code) end
 
+local v = call.values
 local to, only
 if userId == v.callerUserId then
-  if installationId ~= v.callerInstallationId then return refuse('forbidden') end
   to = v.calleeUserId
   only = v.state == 'accepted' and v.answeredByInstallationId or ''
 else
-  if v.state == 'accepted' and installationId ~= v.answeredByInstallationId then return refuse('forbidden') end
   to, only = v.callerUserId, v.callerInstallationId
 end
 

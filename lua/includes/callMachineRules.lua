@@ -34,19 +34,30 @@ local function machineRow(r, G)
   elseif event == 'ringOut' then
     if (member == 'invited' or member == 'ringing') and G.windowPassed(r) then return 24, { code = 'ok', status = 200, member = 'missed', change = 'member' } end
     return 25, { code = 'ok', status = 200 }
+  elseif event == 'inviteMore' then
+    if G.pair(r) then return 26, { code = 'not_group', status = 400 } end
+    if call == 'ended' then return 27, { code = 'call_not_active', status = 409 } end
+    if member == 'joined' and G.sameInstallation(r) then return 28, { code = 'ok', status = 200 } end
+    return 29, { code = 'forbidden', status = 403 }
   elseif event == 'invite' then
-    if (member == 'declined' or member == 'missed' or member == 'busy' or member == 'left') and G.busyElsewhere(r) then return 26, { code = 'ok', status = 200, member = 'busy', change = 'invited' } end
-    if (member == 'declined' or member == 'missed' or member == 'busy' or member == 'left') then return 27, { code = 'ok', status = 200, member = 'invited', change = 'invited' } end
-    return 28, { code = 'ok', status = 200 }
-  elseif event == 'remove' then
-    if call == 'ended' then return 29, { code = 'ok', status = 200 } end
-    if role == 'caller' and call == 'ringing' then return 30, { code = 'ok', status = 200, ends = true, change = 'ended' } end
-    if (member == 'joined' or member == 'invited' or member == 'ringing') then return 31, { code = 'ok', status = 200, member = 'left', change = 'member' } end
+    if (member == 'declined' or member == 'missed' or member == 'busy' or member == 'left') and G.busyElsewhere(r) then return 30, { code = 'ok', status = 200, member = 'busy', change = 'invited' } end
+    if (member == 'declined' or member == 'missed' or member == 'busy' or member == 'left') then return 31, { code = 'ok', status = 200, member = 'invited', change = 'invited' } end
     return 32, { code = 'ok', status = 200 }
+  elseif event == 'message' then
+    if call == 'ended' then return 33, { code = 'call_not_active', status = 409 } end
+    if member == 'joined' and G.pair(r) and G.otherInstallation(r) then return 34, { code = 'forbidden', status = 403 } end
+    if G.pair(r) then return 35, { code = 'ok', status = 200 } end
+    return 36, { code = 'not_pair', status = 400 }
+  elseif event == 'remove' then
+    if G.pair(r) then return 37, { code = 'not_group', status = 400 } end
+    if call == 'ended' then return 38, { code = 'ok', status = 200 } end
+    if role == 'caller' and call == 'ringing' then return 39, { code = 'ok', status = 200, ends = true, change = 'ended' } end
+    if (member == 'joined' or member == 'invited' or member == 'ringing') then return 40, { code = 'ok', status = 200, member = 'left', change = 'member' } end
+    return 41, { code = 'ok', status = 200 }
   elseif event == 'close' then
-    if (member == 'invited' or member == 'ringing') then return 33, { code = 'ok', status = 200, member = 'missed' } end
-    if member == 'joined' then return 34, { code = 'ok', status = 200, member = 'left' } end
-    return 35, { code = 'ok', status = 200 }
+    if (member == 'invited' or member == 'ringing') then return 42, { code = 'ok', status = 200, member = 'missed' } end
+    if member == 'joined' then return 43, { code = 'ok', status = 200, member = 'left' } end
+    return 44, { code = 'ok', status = 200 }
   end
   return redis.error_reply('ERR the call machine has no row for ' .. tostring(event))
 end

@@ -21,8 +21,8 @@ local function closeMembers(call, atMs)
 end
 
 local function endCallNow(callKey, call, outboxKey, ringingKey, atMs, reason, endedBy, endedByInstallationId, retention)
-  local group = isGroup(call)
-  local wasRinging = group or call.values.state == 'ringing'
+  local pair = isPair(call)
+  local wasRinging = not pair or call.values.state == 'ringing'
   local fields = {
     'state', 'ended',
     'revision', nextRevision(call),
@@ -31,7 +31,7 @@ local function endCallNow(callKey, call, outboxKey, ringingKey, atMs, reason, en
     'endedBy', endedBy,
     'endedByInstallationId', endedByInstallationId,
   }
-  if group then
+  if not pair then
     fields[#fields + 1], fields[#fields + 2] = closeMembers(call, atMs)
   end
   setCallFields(callKey, call, retention.call, unpack(fields))

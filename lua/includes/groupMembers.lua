@@ -9,13 +9,10 @@
 --@include "callRecord"
 --@include "callMachineRules"
 
-local function isGroup(call)
-  return call ~= nil and call.values.kind == 'group'
-end
-
--- A one-to-one call: a call of two members (docs/protocol.md "The call machine").
+-- A one-to-one call: a call of two members (docs/protocol.md "The call machine"); how it is
+-- stored is the only thing that differs from a group call's (lua/includes/applyDecision.lua).
 local function isPair(call)
-  return not isGroup(call)
+  return call.values.kind ~= 'group'
 end
 
 -- The decoded members, cached on the call table.
@@ -79,8 +76,8 @@ end
 
 -- Every call's members, the caller first: a group call's as kept, a one-to-one call's two.
 local function callMembers(call)
-  if isGroup(call) then return membersOf(call) end
-  return pairMembers(call)
+  if isPair(call) then return pairMembers(call) end
+  return membersOf(call)
 end
 
 -- The call's ring timer in the shard's ring index: the earliest ring window of a member still

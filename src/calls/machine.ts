@@ -14,12 +14,14 @@ import { MEMBER_STATES, type CallState, type MemberState } from './model.js';
 
 /**
  * What the machine decides: a party's requests (`ring`, `answer`, `end`), a member's ring window
- * ending (`ringOut`), a member rung into a live group call (`invite`: each invitee; a user new to
- * the call is decided as a member who is out), the app's backend removing a member (`remove`, docs/server-api.md "Remove
- * a participant"), a member in the call moving it to another of its installations (`move`,
- * docs/protocol.md "Moving a call"), and what becomes of each member when the call ends (`close`).
+ * ending (`ringOut`), a member asking to ring more users into the call (`inviteMore`), then each
+ * of them (`invite`: a user new to the call is decided as a member who is out), a party's in-call
+ * message (`message`, docs/api.md "In-call messages"), the app's backend removing a member
+ * (`remove`, docs/server-api.md "Remove a participant"), a member in the call moving it to another
+ * of its installations (`move`, docs/protocol.md "Moving a call"), and what becomes of each member
+ * when the call ends (`close`).
  */
-export const MACHINE_EVENTS = ['ring', 'answer', 'end', 'move', 'ringOut', 'invite', 'remove', 'close'] as const;
+export const MACHINE_EVENTS = ['ring', 'answer', 'end', 'move', 'ringOut', 'inviteMore', 'invite', 'message', 'remove', 'close'] as const;
 export type MachineEvent = (typeof MACHINE_EVENTS)[number];
 
 /** Who makes a request: the caller, or an invitee (the callee of a one-to-one call). */
@@ -52,9 +54,12 @@ export type Guard = keyof typeof GUARDS;
  * A row without `member` or `ends` changes nothing.
  */
 export interface Outcome {
-  code: 'ok' | 'ringing' | 'forbidden' | 'answer_conflict' | 'revision_conflict' | 'not_in_call';
-  /** 403: refused before anything changes (a binding the request made is undone). */
-  status: 200 | 403 | 409;
+  code: 'ok' | 'ringing' | 'forbidden' | 'answer_conflict' | 'revision_conflict' | 'not_in_call' | 'call_not_active' | 'not_group' | 'not_pair';
+  /**
+   * 400 (the request does not apply to this kind of call) and 403: refused before anything
+   * changes (a binding the request made is undone).
+   */
+  status: 200 | 400 | 403 | 409;
   member?: MemberState | 'byReason';
   ends?: true;
   change?: 'joined' | 'member' | 'ringing' | 'invited' | 'ended' | 'moved';
@@ -79,6 +84,7 @@ const RINGING: readonly MemberState[] = ['invited', 'ringing'];
 const OUT: readonly MemberState[] = ['declined', 'missed', 'busy', 'left'];
 const OK = { code: 'ok', status: 200 } as const;
 const FORBIDDEN = { code: 'forbidden', status: 403 } as const;
+const NOT_ACTIVE = { code: 'call_not_active', status: 409 } as const;
 
 /**
  * The rows, first match wins. After a row that moves a member, the call ends by itself when it can
@@ -116,11 +122,21 @@ export const RULES: readonly Rule[] = [
   // ---- ring windows (the ring sweeps, and every request first: lua/includes/expireIfDue.lua)
   { event: 'ringOut', member: RINGING, when: ['windowPassed'], then: { ...OK, member: 'missed', change: 'member' }, says: 'a member still ringing past its window missed the call' },
   { event: 'ringOut', then: OK, says: 'a member not ringing, or within its window, stays' },
-  // ---- inviting more into a live group call (docs/group-calls.md "Inviting more"), per invitee
+  // ---- inviting more into a live group call (docs/group-calls.md "Inviting more"): the request, then each invitee
+  { event: 'inviteMore', when: ['pair'], then: { code: 'not_group', status: 400 }, says: 'a one-to-one call takes no more members' },
+  { event: 'inviteMore', call: ['ended'], then: NOT_ACTIVE, says: 'an ended call takes no more members' },
+  { event: 'inviteMore', member: ['joined'], when: ['sameInstallation'], then: OK, says: 'a member in the call invites, from its installation in it' },
+  { event: 'inviteMore', then: FORBIDDEN, says: 'anyone else (ringing, out, another installation) may not' },
   { event: 'invite', member: OUT, when: ['busyElsewhere'], then: { ...OK, member: 'busy', change: 'invited' }, says: 'an invitee in another accepted call is busy and not rung' },
   { event: 'invite', member: OUT, then: { ...OK, member: 'invited', change: 'invited' }, says: 'an invitee who is out (or new to the call) is rung, with a new ring window' },
   { event: 'invite', then: OK, says: 'a member ringing or in the call is left as it is' },
+  // ---- in-call messages (docs/api.md "In-call messages")
+  { event: 'message', call: ['ended'], then: NOT_ACTIVE, says: 'an ended call carries no messages' },
+  { event: 'message', member: ['joined'], when: ['pair', 'otherInstallation'], then: FORBIDDEN, says: 'a party in the call sends from its installation in it (a callee still ringing, from any)' },
+  { event: 'message', when: ['pair'], then: OK, says: 'the two parties of a one-to-one call message each other' },
+  { event: 'message', then: { code: 'not_pair', status: 400 }, says: 'a group call shares its media through the SFU, not in-call messages' },
   // ---- the app's backend removes a member (docs/server-api.md "Remove a participant")
+  { event: 'remove', when: ['pair'], then: { code: 'not_group', status: 400 }, says: 'a one-to-one call is ended, not left by a removal' },
   { event: 'remove', call: ['ended'], then: OK, says: 'an ended call is left as it is' },
   { event: 'remove', who: 'caller', call: ['ringing'], then: { ...OK, ends: true, change: 'ended' }, says: 'the caller removed before anyone joined: the call is cancelled, as by the caller' },
   { event: 'remove', member: ['joined', ...RINGING], then: { ...OK, member: 'left', change: 'member' }, says: 'a member in the call or still ringing is out' },
@@ -201,11 +217,15 @@ export function machineLua(): string {
   ].join('\n');
 }
 
-const EVENT_NAMES: Record<MachineEvent, string> = { ring: 'ringing receipt', answer: 'answer', end: 'end', move: 'move to another installation', ringOut: 'ring window ends', invite: 'invitation into a live call', remove: 'removal by the app’s backend', close: 'the call ends' };
+const EVENT_NAMES: Record<MachineEvent, string> = { ring: 'ringing receipt', answer: 'answer', end: 'end', move: 'move to another installation', ringOut: 'ring window ends', inviteMore: 'a member invites more', invite: 'invitation into a live call', message: 'in-call message', remove: 'removal by the app’s backend', close: 'the call ends' };
 
 /** What a row's outcome does, in words (the docs' table). */
-function outcomeWords(t: Outcome): string {
+function outcomeWords(event: MachineEvent, t: Outcome): string {
+  // The kind refusals answer the generic problem code on the wire, with a detail per request.
+  if (t.status === 400) return `\`400 invalid_request\` (${t.code === 'not_group' ? 'not a group call' : 'not a one-to-one call'}), nothing changes`;
   if (t.status !== 200) return `\`${t.status} ${t.code}\`, nothing changes`;
+  if (event === 'inviteMore') return 'each invitee is decided (the next rows)';
+  if (event === 'message') return 'the message is sent; the call does not change';
   if (t.ends) return 'the call ends';
   if (t.member === 'byReason') return 'the member is `declined` (`busy`, `missed` when its phone said `busy`, `unanswered`)';
   if (t.change === 'moved') return 'the member is `joined` from the requesting installation';
@@ -220,7 +240,7 @@ function outcomeWords(t: Outcome): string {
 export function machineTable(): string {
   const list = (vs: readonly string[] | undefined) => (vs ? vs.map((v) => `\`${v}\``).join(', ') : 'any');
   const rows = RULES.map(
-    (r) => `| ${EVENT_NAMES[r.event]} | ${r.who ?? 'any'} | ${list(r.call)} | ${list(r.member)} | ${r.when ? r.when.map((g) => GUARDS[g]).join('; ') : ''} | ${outcomeWords(r.then)} | ${r.says} |`,
+    (r) => `| ${EVENT_NAMES[r.event]} | ${r.who ?? 'any'} | ${list(r.call)} | ${list(r.member)} | ${r.when ? r.when.map((g) => GUARDS[g]).join('; ') : ''} | ${outcomeWords(r.event, r.then)} | ${r.says} |`,
   );
   return ['| Request | By | Call | Member | When | Then | In words |', '|---|---|---|---|---|---|---|', ...rows].join('\n');
 }

@@ -234,7 +234,7 @@ export function readMessagesKeysArgs(s: StoreSettings, callId: string, userId: s
 
 export type MessageOutcome =
   | { kind: 'sent'; eventId: string; seq: number; occurredAtMs: number; replayed: boolean }
-  | { kind: 'failure'; code: 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' | 'not_group' }
+  | { kind: 'failure'; code: 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_not_active' | 'not_pair' }
   | { kind: 'limited'; retryAfterMs: number };
 
 export interface AnswerInput {

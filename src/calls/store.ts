@@ -304,7 +304,7 @@ export class CallStore {
       await this.unbind(binding, i.userId, i.operationId);
       return { kind: 'limited', retryAfterMs: Number(code) };
     }
-    if (kind === 'error' && (code === 'not_found' || code === 'forbidden' || code === 'idempotency_conflict' || code === 'call_not_active' || code === 'not_group')) {
+    if (kind === 'error' && (code === 'not_found' || code === 'forbidden' || code === 'idempotency_conflict' || code === 'call_not_active' || code === 'not_pair')) {
       if (code !== 'idempotency_conflict') await this.unbind(binding, i.userId, i.operationId);
       return { kind: 'failure', code };
     }

@@ -51,7 +51,7 @@ function messageError(code: Extract<MessageOutcome, { kind: 'failure' }>['code']
       return errors.idempotencyConflict();
     case 'call_not_active':
       return errors.callNotActive();
-    case 'not_group':
+    case 'not_pair':
       return errors.invalidRequest('in-call messages are for one-to-one calls; a group call shares its media through the SFU (docs/group-calls.md)');
   }
 }

@@ -53,8 +53,8 @@ export const groupCallBody = z
  * (whose errors, a missing calleeUserId among them, stay as they always were).
  */
 export const createCallBody = z.unknown().transform((value, ctx): z.output<typeof oneToOneCallBody> | z.output<typeof groupCallBody> => {
-  const isGroup = typeof value === 'object' && value !== null && 'calleeUserIds' in value;
-  const parsed = (isGroup ? groupCallBody : oneToOneCallBody).safeParse(value);
+  const groupBody = typeof value === 'object' && value !== null && 'calleeUserIds' in value;
+  const parsed = (groupBody ? groupCallBody : oneToOneCallBody).safeParse(value);
   if (parsed.success) return parsed.data;
   for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, code: 'custom', input: value });
   return z.NEVER;

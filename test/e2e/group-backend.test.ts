@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { answer, end, uid, type Device } from '../support/fixtures.js';
+import { answer, end, expectProblem, uid, type Device } from '../support/fixtures.js';
 import { forFile, startStack, type Stack } from '../support/stack.js';
 import type { TestServer } from '../support/server.js';
 import { newSecret, startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.js';
@@ -136,6 +136,16 @@ describe('group calls for the app’s backend', () => {
       expect(ringingOut.json.removed).toBe(true);
       expect((await server().del(`/v1/server/calls/${call.callId}/participants/${encodeURIComponent(d1!.userId)}`)).json.removed).toBe(false);
       expect((await server().del(`/v1/server/calls/${call.callId}/participants/nobody`)).status).toBe(404);
+      // A one-to-one call is ended, not left by a removal: refused for its parties and strangers alike.
+      const [e1] = (await online(user(url, 1), url)) as OnlineDevice[];
+      const callee = `user-${randomUUID()}`;
+      const pair = await api(url, e1!.token).post('/v1/calls', { callId: randomUUID(), operationId: uid('op'), calleeUserId: callee });
+      expect(pair.status, pair.text).toBe(201);
+      await e1!.ws.close();
+      for (const who of [callee, 'nobody']) {
+        expectProblem(await server().del(`/v1/server/calls/${pair.json.callId}/participants/${encodeURIComponent(who)}`), 'invalid_request', /end it instead/);
+      }
+      expect((await server().get(`/v1/server/calls/${pair.json.callId}`)).json).toMatchObject({ state: 'ringing', revision: pair.json.revision });
       expect(removed.json.call.state).toBe('accepted');
 
       const ended = await server().post(`/v1/server/calls/${call.callId}/end`, { reason: 'remoteEnded' });

@@ -193,6 +193,27 @@ describe('group calls', () => {
     expect(states(ok(await answer(c2, g.callId)))[c1.userId]).toBe('joined');
   });
 
+  it('a request the kind of call does not take is refused (400) and changes nothing: an invite into a one-to-one call, an in-call message in a group call', async () => {
+    const g = await ringingGroup(1);
+    const [[b1]] = g.invitees as [[OnlineDevice, OnlineDevice]];
+    ok(await answer(b1, g.callId));
+    const groupBefore = (await getCall(g.a1, g.callId)).json.revision;
+    expectProblem(await g.a1.api.post(`/v1/calls/${g.callId}/messages`, { operationId: uid('op'), payload: { t: 'hi' } }), 'invalid_request', /one-to-one calls/);
+    expect((await getCall(g.a1, g.callId)).json.revision).toBe(groupBefore);
+
+    // Two others in a one-to-one call (those of the group call are busy in it).
+    const p = await people(1);
+    const [[q1, q2]] = p.invitees as [[OnlineDevice, OnlineDevice]];
+    const pair = await createCall(p.a1, q1.userId);
+    ok(await answer(q1, pair.callId));
+    const pairBefore = (await getCall(p.a1, pair.callId)).json;
+    // From each party, in the call or not: the kind's row comes before who asks.
+    for (const d of [p.a1, q1, q2]) {
+      expectProblem(await d.api.post(`/v1/calls/${pair.callId}/invite`, { operationId: uid('op'), userIds: [b1.userId] }), 'invalid_request', /one-to-one call/);
+    }
+    expect((await getCall(p.a1, pair.callId)).json).toEqual(pairBefore);
+  });
+
   it('ringing receipts: the first per member tells the caller (call.ringing) and everyone in the call, the caller too (call.participant), and moves the member to ringing; later ones change nothing', async () => {
     const g = await ringingGroup(2);
     const [[b1, b2], [c1, c2]] = g.invitees as [[OnlineDevice, OnlineDevice], [OnlineDevice, OnlineDevice]];
