@@ -61,6 +61,38 @@ export async function closedLoop(
 }
 
 /**
+ * One generator's measured run of `send`, each timed from the time it is given (its start, or its
+ * scheduled start): closed loop (`concurrency` in flight) or open loop at `rate`. Every 250 ms
+ * `sweep` fails what is older than the timeout, every second `tick` reports progress, and the
+ * end waits for the stragglers, but no longer than the timeout and a second.
+ */
+export async function driveLoad(
+  r: ({ mode: 'closed'; concurrency: number } | { mode: 'open'; rate: number }) & { durationMs: number; startAtMs: number; timeoutMs: number },
+  sweep: (startedBefore: number) => void,
+  tick: () => void,
+  send: (fromMs: number) => Promise<void>,
+): Promise<void> {
+  const running = new Set<Promise<void>>();
+  const sweeper = setInterval(() => sweep(nowMs() - r.timeoutMs), 250);
+  const ticker = setInterval(tick, 1000);
+  try {
+    const launch = (_seq: number, fromMs: number) => {
+      const p = send(fromMs);
+      running.add(p);
+      void p.finally(() => running.delete(p));
+      return p;
+    };
+    if (r.mode === 'closed') await closedLoop(r.concurrency, r.durationMs, r.startAtMs, launch);
+    else await openLoop(r.rate, r.durationMs, r.startAtMs, launch);
+    const deadline = nowMs() + r.timeoutMs + 1000;
+    while (running.size > 0 && nowMs() < deadline) await Promise.race([...running, sleep(100)]);
+  } finally {
+    clearInterval(sweeper);
+    clearInterval(ticker);
+  }
+}
+
+/**
  * One generator's open-loop run of lifecycles: launches `lifecycle` at the rate, fails every
  * in-flight lifecycle older than the timeout (`sweep`, every 250 ms), reports progress every
  * second, then drains, but not for ever: whatever still runs after the timeout (plus a margin)

@@ -17,6 +17,10 @@ export interface DeviceSocketOptions {
   onEvent?: (event: EventPayload, atMs: number) => void;
   /** An in-call message for this installation (docs/signaling.md "In-call messages"). */
   onMessage?: (event: CallMessageEvent, atMs: number) => void;
+  /** A live signal of another member (docs/signaling.md "Live signals"). */
+  onSignal?: (signal: LiveSignal, atMs: number) => void;
+  /** An `error` frame (docs/signaling.md "Server → client frames"), e.g. a refused signal. */
+  onError?: (error: ErrorFrame) => void;
   /** A `reply` to one of this socket's command frames not sent with command() (docs/signaling.md "Commands"). */
   onReply?: (reply: CommandReply) => void;
   onClose?: (code: number) => void;
@@ -29,6 +33,22 @@ export interface CallMessageEvent {
   callId: string;
   eventId: string;
   payload: Record<string, unknown>;
+}
+
+/** A `signal` frame's signal (docs/signaling.md "Live signals"). */
+export interface LiveSignal {
+  callId: string;
+  userId: string;
+  kind: string;
+  value: unknown;
+  atMs: number;
+}
+
+/** An `error` frame, as far as the bench reads it. */
+export interface ErrorFrame {
+  type: 'error';
+  code: string;
+  detail?: { reason?: string; callId?: string; retryAfterMs?: number };
 }
 
 /** The answer to a command frame: its HTTP route's status and body. */
@@ -88,6 +108,8 @@ export function openDeviceSocket(o: DeviceSocketOptions): Promise<DeviceSocket> 
         o.onEvent?.(event, at);
       }
       else if (frame.type === 'message' && frame.event) o.onMessage?.(frame.event as CallMessageEvent, at);
+      else if (frame.type === 'signal') o.onSignal?.((frame as unknown as { signal: LiveSignal }).signal, at);
+      else if (frame.type === 'error') o.onError?.(frame as unknown as ErrorFrame);
       else if (frame.type === 'reply') {
         const reply = frame as unknown as CommandReply;
         const w = reply.operationId === undefined ? undefined : waiting.get(reply.operationId);

@@ -9,6 +9,7 @@ import { errorList, fmtBytes, fmtMs, fmtNum, fmtRate, mdTable, ratio, type Scena
 import { DELIVERY, PAYLOAD_BYTES, type DeliveryKind, type DeliveryResult, type DeliveryRun, type DeliverySetup } from '../workers/delivery.js';
 import { describeBound } from './callSteps.js';
 import { fmtSpread, spreadOf, verdict } from '../lib/spread.js';
+import { compareSignals, type SignalsSection } from './compareSignals.js';
 
 /**
  * In-call messages socket to socket, side by side with the usual alternative (bench/README.md,
@@ -33,6 +34,7 @@ export const COMPARE_LIMITS: Record<string, string> = {
   RATE_CALL_MESSAGES_PER_10S: '100000000',
   RATE_WS_MESSAGES_PER_10S: '100000000',
   RATE_RENAMES_PER_MIN: '100000000',
+  RATE_CALL_SIGNALS_PER_S: '100000000',
   // Its maximum: a quick run renames each call about 15 times.
   RENAMES_PER_CALL: '1000',
 };
@@ -115,14 +117,17 @@ export async function compareScenario(ctx: BenchContext): Promise<ScenarioResult
     const renameSaturated = await measure('calling', 'rename', { mode: 'closed' });
     const renameRate = Math.max(10, Math.min(common, Math.round(renameSaturated.perSecond / 2)));
     const rename = row('calling', 'rename', renameSaturated, await measure('calling', 'rename', { mode: 'open', rate: renameRate }));
-    const legs: [string, Leg][] = [
+    // Live signals, on the same processes (the pairs' sockets stay connected, idle).
+    const signals = await compareSignals(ctx, systems, order);
+    const legs: [string, { errors: Record<string, number>; perSecond: number }][] = [
       ...order.flatMap((s) => saturated[s].map((l, i): [string, Leg] => [`${s} saturated run ${i + 1}`, l])),
       ...order.flatMap((s) => atCommon[s].map((l, i): [string, Leg] => [`${s} at ${common}/s run ${i + 1}`, l])),
       ['calling renames saturated', renameSaturated],
       ['calling renames at the common rate', rename.latency!],
+      ...signals.legs,
     ];
     const invalid = invalidReasons({ errors: legs.map(([where, l]) => ({ where, errors: l.errors })), nonZero: legs.map(([what, l]) => ({ what: `${what}: deliveries/s`, n: l.perSecond })) });
-    return { ...report(ctx, rows.calling, rows.socketio, rename, repeated), invalid };
+    return { ...report(ctx, rows.calling, rows.socketio, rename, repeated, signals), invalid };
   } finally {
     for (const s of Object.values(systems)) {
       await s.pool?.close();
@@ -219,7 +224,7 @@ const errorsOf = (f: RowFigures) => {
   return { merged, none: Object.keys(merged).length === 0 };
 };
 
-function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: RowFigures, repeated: Repeated): ScenarioResult {
+function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: RowFigures, repeated: Repeated, signals: SignalsSection): ScenarioResult {
   const z = ctx.opts.sizes.compare;
   const common = ours.latency!.rate;
   const p99 = (f: RowFigures) => f.latency?.latency[DELIVERY]?.p99 ?? NaN;
@@ -286,11 +291,13 @@ function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: Ro
     `Ratios to this run's ceilings (durable row): renames ${ratio(rename.throughput.perSecond, redisCreate)} of the Redis-bound create+deliver ceiling (${redisCreate ? fmtRate(redisCreate) : 'n/a'}), ${ratio(rename.throughput.perSecond, httpCeiling)} of the raw uWS HTTP ceiling (one request per rename).`,
     '',
     `Bound at the open-loop rate — calling-backend messages: ${ours.latency?.bound ?? 'n/a'}; Socket.IO: ${sio.latency?.bound ?? 'n/a'}; renames: ${rename.latency?.bound ?? 'n/a'}.`,
+    '',
+    signals.markdown,
   ].join('\n');
   const measured = `${factor.toFixed(2)}× by the medians of ${runs} runs (${fmtRate(sat.calling.median)} vs ${fmtRate(sat.socketio.median)}; runs ${factorSpread}); errors: ours ${errorList(ourErrors.merged)}, Socket.IO ${errorList(errorsOf(sio).merged)}`;
   return {
     id: 'compare',
-    title: 'In-call messages vs Socket.IO 4 + Redis adapter',
+    title: 'In-call messages and live signals vs Socket.IO 4 + Redis adapter',
     headlines: [
       {
         metric: 'in-call messages/s socket → socket (saturated): ours vs Socket.IO',
@@ -320,6 +327,7 @@ function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: Ro
         ceiling: ctx.ceilings.rawWsBytesPerSocket !== undefined ? `raw uWS ${fmtBytes(ctx.ceilings.rawWsBytesPerSocket)}` : 'raw uWS: measured in idle',
         ratio: ours.bytesPerSocket !== undefined && sio.bytesPerSocket ? `${(ours.bytesPerSocket / sio.bytesPerSocket).toFixed(2)}× Socket.IO's` : 'n/a',
       },
+      ...signals.headlines,
     ],
     goals: [
       {
@@ -338,8 +346,9 @@ function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: Ro
         atGoalSize: ctx.opts.sizes.mode !== 'smoke',
         note: `ours: ${ours.latency?.bound ?? 'n/a'}; Socket.IO: ${sio.latency?.bound ?? 'n/a'}`,
       },
+      ...signals.goals,
     ],
     markdown: md,
-    data: { payloadBytes: PAYLOAD_BYTES, pairs: ours.sockets, limits: COMPARE_LIMITS, ours, socketio: sio, rename, repeated },
+    data: { payloadBytes: PAYLOAD_BYTES, pairs: ours.sockets, limits: COMPARE_LIMITS, ours, socketio: sio, rename, repeated, signals: signals.figures },
   };
 }

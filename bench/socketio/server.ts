@@ -11,7 +11,9 @@ import { authenticateSockets } from './auth.js';
  * join room `user:<userId>`. A client emits `message` `{toUserId, payload}` (with an ack); the
  * server emits `message` `{fromUserId, payload}` to that user's room through the Redis adapter,
  * so a socket on another process gets it, and acks `{ok: true}`. Nothing is stored or checked
- * beyond the token: a message to a socket that is down is lost.
+ * beyond the token: a message to a socket that is down is lost. Live signals: a socket `join`s
+ * room `call:<id>` (acked), and `signal` `{room, value}` goes to the room's other sockets (a
+ * sender not in the room is ignored), unacked, as the calling backend's `signal` frame is.
  * Env: PORT (0), REDIS_URL, AUTH_JWT_SECRET, SIO_KEY (the adapter's channel prefix).
  * Prints `{"msg":"listening","port":N}`.
  */
@@ -37,6 +39,17 @@ io.on('connection', (socket) => {
     }
     io.to(`user:${m.toUserId}`).emit('message', { fromUserId: socket.data.userId as string, payload: m.payload });
     ack?.({ ok: true });
+  });
+  // Live signals, as a Socket.IO app sends mute or speaking: a room per call, joined by each
+  // member's socket; a signal goes to the room's other sockets through the adapter, unacked.
+  socket.on('join', (m: { room?: unknown }, ack?: (reply: { ok: boolean }) => void) => {
+    if (typeof m?.room !== 'string') return ack?.({ ok: false });
+    void socket.join(`call:${m.room}`);
+    ack?.({ ok: true });
+  });
+  socket.on('signal', (m: { room?: unknown; value?: unknown }) => {
+    if (typeof m?.room !== 'string' || !socket.rooms.has(`call:${m.room}`)) return;
+    socket.to(`call:${m.room}`).emit('signal', { fromUserId: socket.data.userId as string, value: m.value });
   });
 });
 

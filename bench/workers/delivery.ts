@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { io as ioClient, type Socket as IoSocket } from 'socket.io-client';
-import { nowMs, sleep, sleepUntil } from '../lib/clock.js';
+import { nowMs } from '../lib/clock.js';
 import { HistogramSet, type SerializedHistogram } from '../lib/histogram.js';
 import { JsonHttp } from '../lib/http.js';
-import { openLoop } from '../lib/openLoop.js';
+import { driveLoad } from '../lib/openLoop.js';
 import { mapLimit, openDeviceSocket, type DeviceSocket } from '../lib/signaling.js';
 import { device, type Device } from '../lib/users.js';
 import { BenchFailure, countInto, Waiter } from '../lib/waiter.js';
@@ -173,31 +173,14 @@ export function createTask(): Task {
           waiting.delete(key);
         }
       };
-      const sweeper = setInterval(() => {
-        const limit = nowMs() - r.timeoutMs;
-        for (const { w, at } of waiting.values()) if (at < limit) w.fail(new BenchFailure(`timeout: not delivered within ${r.timeoutMs} ms`));
-      }, 250);
-      const ticker = setInterval(() => progress({ done, errors: Object.values(errors).reduce((a, b) => a + b, 0) }), 1000);
-      if (r.mode === 'closed') {
-        await sleepUntil(r.startAtMs);
-        const end = r.startAtMs + r.durationMs;
-        await Promise.all(
-          Array.from({ length: r.concurrency }, async () => {
-            while (nowMs() < end) await deliver(nowMs());
-          }),
-        );
-      } else {
-        const running = new Set<Promise<void>>();
-        await openLoop(r.rate, r.durationMs, r.startAtMs, (_seq, sched) => {
-          const p = deliver(sched);
-          running.add(p);
-          void p.finally(() => running.delete(p));
-        });
-        const deadline = nowMs() + r.timeoutMs + 1000;
-        while (running.size > 0 && nowMs() < deadline) await Promise.race([...running, sleep(100)]);
-      }
-      clearInterval(sweeper);
-      clearInterval(ticker);
+      await driveLoad(
+        r,
+        (limit) => {
+          for (const { w, at } of waiting.values()) if (at < limit) w.fail(new BenchFailure(`timeout: not delivered within ${r.timeoutMs} ms`));
+        },
+        () => progress({ done, errors: Object.values(errors).reduce((a, b) => a + b, 0) }),
+        deliver,
+      );
       return { done, started, errors, hist: hist.serialize(), spanMs: lastDone - r.startAtMs } satisfies DeliveryResult;
     },
 
@@ -216,7 +199,8 @@ async function setUpCall(http: JsonHttp, p: Pair): Promise<void> {
   if (answered.status !== 200) throw new Error(`set-up: answer answered HTTP ${answered.status}`);
 }
 
-function openIo(url: string, token: string, localAddress: string): Promise<IoSocket> {
+/** A Socket.IO client socket, websocket only, from `localAddress` (bench/socketio/server.ts). */
+export function openIo(url: string, token: string, localAddress: string): Promise<IoSocket> {
   return new Promise((resolve, reject) => {
     const socket = ioClient(url, {
       transports: ['websocket'],

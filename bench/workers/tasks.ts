@@ -8,6 +8,7 @@ export const TASKS: Record<string, () => Promise<Task>> = {
   idle: async () => (await import('./idle.js')).createTask(),
   timers: async () => (await import('./timers.js')).createTask(),
   delivery: async () => (await import('./delivery.js')).createTask(),
+  signals: async () => (await import('./signals.js')).createTask(),
   httpLoad: async () => (await import('./httpLoad.js')).createTask(),
   redisCeiling: async () => (await import('./redisCeiling.js')).createTask(),
   pushFakes: async () => (await import('./pushFakes.js')).createTask(),
