@@ -14,9 +14,10 @@
                    reaction | custom (not kept)
   state            for a state kind, '1' or '0'; '' otherwise
   signalJson       the signal as delivered (a JSON object, already validated and bounded)
-  liveChannel      on a single Redis, the users' live channel with a NUL where the userId goes:
-                   published here. '' on a cluster, where each recipient's channel lives in
-                   its user's slot: the gateway publishes to the recipients this returns.
+  noticeChannel    on a single Redis, the call shard's early channel, which every gateway
+                   subscribes to: the signal is published there once, with its recipients
+                   (src/gateway/signalNotice.ts). '' on a cluster, where each recipient's channel
+                   lives in its user's slot: the gateway publishes to the recipients this returns.
   limit            signals per window on this call; 0: no limit
   windowMs         the limit's window
   presenceTtlMs    the presence map's lifetime after its last write
@@ -30,7 +31,6 @@
 local callKey, presenceKey, limitKey = KEYS[1], KEYS[2], KEYS[3]
 --@arguments
 --@include "callRecord"
---@include "liveChannel"
 --@include "fixedWindow"
 --@include "presence"
 
@@ -58,14 +58,16 @@ if state ~= '' then
   redis.call('PEXPIRE', presenceKey, presenceTtlMs)
 end
 
-local out = { 'sent' }
+local out, to = { 'sent' }, {}
 for _, m in ipairs(members) do
   if m.userId ~= userId and m.installationId then
     out[#out + 1] = m.userId
     out[#out + 1] = m.installationId
-    if liveChannel ~= '' then
-      redis.call('SPUBLISH', liveChannelOf(liveChannel, m.userId), '!signal\n\n\n' .. m.installationId .. '\n\n' .. signalJson)
-    end
+    to[#to + 1] = m.userId .. '\t' .. m.installationId
   end
+end
+if noticeChannel ~= '' and #to > 0 then
+  -- One publication for all recipients (src/gateway/signalNotice.ts has the layout).
+  redis.call('SPUBLISH', noticeChannel, '!signals\n' .. table.concat(to, '\t') .. '\n' .. signalJson)
 end
 return out

@@ -14,7 +14,8 @@ import { CLOSE } from '../contracts/signaling.js';
 import { LiveSubscriptions } from './liveSubscriptions.js';
 import { commandReply } from './commandFrames.js';
 import { upgradeHandler } from './upgrade.js';
-import { SIGNAL_EPOCH, sendSignalFrame, type SignalSender } from './signals.js';
+import { sendSignalFrame, type SignalSender } from './signals.js';
+import { SIGNAL_EPOCH } from './signalNotice.js';
 import type { GatewaySettings, Socket, SocketData } from './socket.js';
 import {
   decodeClientFrame,

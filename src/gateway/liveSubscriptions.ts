@@ -3,6 +3,7 @@ import { keys, type KeySpace } from '../redis/keys.js';
 import { parseLiveMessage, type LiveMessage } from '../events/eventLog.js';
 import { EARLY_EPOCH, earlyEventsFor, parseEarlyNotice } from '../events/earlyNotice.js';
 import { LOG_NOTICE_EPOCH, logNoticeEntries } from '../events/logNotice.js';
+import { SIGNAL_EPOCH, SIGNAL_NOTICE, parseSignalNotice } from './signalNotice.js';
 
 /**
  * The gateway's sockets, by user, and one sharded Pub/Sub subscription (SSUBSCRIBE) per user with
@@ -19,7 +20,8 @@ import { LOG_NOTICE_EPOCH, logNoticeEntries } from '../events/logNotice.js';
  * is parsed once and dispatched to the sockets of the call's parties held here. The relay
  * publishes its log copies there too, a batch's together (src/events/logNotice.ts): each entry
  * goes to the sockets of its user as if it had come on the user's channel, and behind the
- * change's early notice, on the same channel.
+ * change's early notice, on the same channel. Live signals come there too, once for all their
+ * recipients (src/gateway/signalNotice.ts).
  */
 export class LiveSubscriptions<S extends object> {
   private readonly byUser = new Map<string, S | Set<S>>();
@@ -134,6 +136,7 @@ export class LiveSubscriptions<S extends object> {
 
   private onMessage(channel: string, message: string): void {
     if (this.earlyChannels.has(channel)) {
+      if (message.startsWith(SIGNAL_NOTICE)) return this.onSignalNotice(message);
       const msg = parseLiveMessage(message);
       if (msg?.epoch === EARLY_EPOCH) this.onEarlyNotice(msg);
       else if (msg?.epoch === LOG_NOTICE_EPOCH) this.onLogNotice(msg.json);
@@ -160,6 +163,17 @@ export class LiveSubscriptions<S extends object> {
     for (const { channel, message } of logNoticeEntries(body)) {
       const entry = this.entryOf(channel);
       if (entry) this.dispatchTo(entry, message);
+    }
+  }
+
+  /** A live signal for its recipients held here, each as if it had come on the user's channel. */
+  private onSignalNotice(message: string): void {
+    const notice = parseSignalNotice(message);
+    if (!notice) return;
+    const r = notice.recipients;
+    for (let i = 0; i + 1 < r.length; i += 2) {
+      const entry = this.byUser.get(r[i]!);
+      if (entry) this.dispatchTo(entry, { epoch: SIGNAL_EPOCH, previousId: '', id: '', only: r[i + 1]!, except: '', json: notice.json });
     }
   }
 

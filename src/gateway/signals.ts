@@ -1,13 +1,13 @@
 import { z } from 'zod';
 import { topologyOf, type RedisClient } from '../redis/connection.js';
-import { keys, type KeySpace } from '../redis/keys.js';
+import { keys, shardOf, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
-import { liveChannelArg } from '../calls/scriptArgs.js';
 import { opaqueId } from '../commands/schemas.js';
 import { STATE_KINDS } from '../calls/presence.js';
 import { SIGNAL_CUSTOM_MAX_BYTES } from '../config/signalLimits.js';
 import type { Logger } from '../util/logger.js';
 import type { ClientFrame, ServerFrame } from './protocol.js';
+import { signalMessage } from './signalNotice.js';
 
 /**
  * Live in-call signals (docs/signaling.md "Live signals"): mute, speaking, raised hand, camera,
@@ -15,11 +15,10 @@ import type { ClientFrame, ServerFrame } from './protocol.js';
  * members over the socket. Not stored in any log and never replayed: at most once, in order per
  * sender. One script run per signal (lua/sendSignal.lua) checks the sender is joined, counts the
  * call's limit, keeps the state kinds in the call's presence map (an unchanged state is not sent
- * again) and, on a single Redis, publishes to the recipients in the same round trip.
+ * again) and, on a single Redis, publishes it once for all recipients in the same round trip
+ * (src/gateway/signalNotice.ts).
  */
 
-/** Published on a user's live channel in place of a log epoch (src/events/eventLog.ts parseLiveMessage). */
-export const SIGNAL_EPOCH = '!signal';
 
 /** The call's signal limit's window (RATE_CALL_SIGNALS_PER_S). */
 const SIGNAL_LIMIT_WINDOW_MS = 1000;
@@ -48,7 +47,8 @@ export type SignalOutcome =
   | { kind: 'limited'; retryAfterMs: number };
 
 export class SignalSender {
-  private readonly liveChannel: string;
+  /** A single Redis: the script publishes each signal on its call shard's early channel. */
+  private readonly single: boolean;
 
   constructor(
     private readonly redis: RedisClient,
@@ -56,7 +56,7 @@ export class SignalSender {
     /** RATE_CALL_SIGNALS_PER_S: signals per call per second, all senders together (0: off). */
     private readonly perCallPerS: number,
   ) {
-    this.liveChannel = liveChannelArg(ks, topologyOf(redis));
+    this.single = topologyOf(redis) === 'single';
   }
 
   async send(userId: string, installationId: string, signal: SignalInput): Promise<SignalOutcome> {
@@ -69,7 +69,7 @@ export class SignalSender {
       kind,
       state: stateKind ? (value ? '1' : '0') : '',
       signalJson,
-      liveChannel: this.liveChannel,
+      noticeChannel: this.single ? keys.earlyChannel(this.ks, shardOf(callId, this.ks.shards)) : '',
       limit: String(this.perCallPerS),
       windowMs: String(SIGNAL_LIMIT_WINDOW_MS),
       presenceTtlMs: String(PRESENCE_TTL_MS),
@@ -78,7 +78,7 @@ export class SignalSender {
     if (outcome === 'same') return { kind: 'same' };
     if (outcome === 'limited') return { kind: 'limited', retryAfterMs: Number(rest[0]) };
     if (outcome === 'error') return { kind: 'refused', reason: rest[0] === 'not_found' ? 'not_found' : 'not_joined' };
-    if (this.liveChannel === '') {
+    if (!this.single) {
       // A cluster: each recipient's channel is in its user's slot, not the call's. Issued in
       // order on the connection to that slot's node, so a sender's signals stay in order.
       const sends: Promise<unknown>[] = [];
@@ -114,9 +114,4 @@ export async function sendSignalFrame(sender: SignalSender, me: { userId: string
     logger.warn({ err: (err as Error).message, userId: me.userId }, 'signal failed');
     return { type: 'error', code: 'signal_refused', reason: 'unavailable', callId, detail: 'temporary failure; this signal was dropped' };
   }
-}
-
-/** A signal on a user's live channel, for one installation (the same layout as lua/sendSignal.lua's). */
-export function signalMessage(installationId: string, signalJson: string): string {
-  return `${SIGNAL_EPOCH}\n\n\n${installationId}\n\n${signalJson}`;
 }
