@@ -76,8 +76,8 @@ if opening then return opening end
 
 -- The callee's call policy, read here so that no call rings past a block set before it
 -- (docs/call-policy.md). A screened call is recorded as such; nothing of it reaches the callee.
-if policyAt ~= '' then screened = screenCall(tonumber(policyAt), callerUserId) end
 local now = nowMs()
+if policyAt ~= '' then screened = screenCall(tonumber(policyAt), callerUserId, now) end
 local call = { names = {}, values = {}, hash = asHash, trace = traceparent, early = earlyNotice }
 -- Kept through the ring window and then for the retention period, even if nothing ends it.
 if screened ~= '' then
@@ -86,7 +86,7 @@ else
   setNewCall(callKey, call, now, ringTimeoutMs, ringTimeoutMs + retention.call, calleeUserId)
 end
 local fields
-if busy or (screened ~= '' and screenedReply == 'busy') then
+if busy or screenedAsBusy(screened, screenedReply) then
   -- Born ended: revision 2, one `ended` change in the outbox and no `created` (nothing rings).
   fields = endCallNow(callKey, call, outboxKey, ringingKey, now, 'busy', 'system', '', retention)
 else

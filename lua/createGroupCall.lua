@@ -59,11 +59,11 @@ for _, u in ipairs(cjson.decode(busy)) do busyUsers[u] = true end
 local inviteeIds = cjson.decode(invitees)
 -- Each invitee's own call policy (docs/call-policy.md "Group calls"): a screened member is never
 -- rung (src/events/audience.ts, src/push/planner.ts), and looks to the others as one that rang out.
-local verdicts = screenInvitees(inviteeIds, policyAt, screened, callerUserId)
+local verdicts = screenInvitees(inviteeIds, policyAt, screened, callerUserId, now)
 local members = { { userId = callerUserId, state = 'joined', installationId = callerInstallationId, joinedAtMs = now } }
 for _, u in ipairs(inviteeIds) do
   local m
-  if busyUsers[u] or (verdicts[u] and screenedReply == 'busy') then
+  if busyUsers[u] or screenedAsBusy(verdicts[u], screenedReply) then
     m = { userId = u, state = 'busy', invitedAtMs = now, endedAtMs = now }
   else
     m = { userId = u, state = 'invited', invitedAtMs = now, ringUntilMs = now + ringTimeoutMs }

@@ -58,9 +58,9 @@ if asked.status ~= 200 then return refuse(asked.code) end
 local busyUsers, subjects = {}, {}
 for _, u in ipairs(cjson.decode(busy)) do busyUsers[u] = true end
 local inviteeIds = cjson.decode(invitees)
-local verdicts = screenInvitees(inviteeIds, policyAt, screened, userId)
-for u in pairs(verdicts) do
-  if screenedReply == 'busy' then busyUsers[u] = true end
+local verdicts = screenInvitees(inviteeIds, policyAt, screened, userId, now)
+for u, verdict in pairs(verdicts) do
+  if screenedAsBusy(verdict, screenedReply) then busyUsers[u] = true end
 end
 local members = membersOf(call)
 for _, u in ipairs(inviteeIds) do

@@ -10,8 +10,9 @@
   Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
   callerUserId
 
-  Returns 'blocked', 'notAllowed' or '' (rings).
+  Returns 'blocked', 'notAllowed', 'silenced', 'doNotDisturb' or '' (rings).
 ]]
 --@arguments
 --@include "callPolicy"
-return screenCall(1, callerUserId)
+--@include "nowMs"
+return screenCall(1, callerUserId, nowMs())

@@ -12,25 +12,51 @@ import { CorruptRecordError } from './model.js';
 export const CALL_POLICY_MODES = ['everyone', 'contacts', 'nobody'] as const;
 export type CallPolicyMode = (typeof CALL_POLICY_MODES)[number];
 
-import type { Screened } from './reasons.js';
+import { SCREENED_REASONS, type Screened } from './reasons.js';
 export { SCREENED_REASONS, type Screened } from './reasons.js';
+
+/** What do not disturb does with a call it stops (docs/call-policy.md "Do not disturb"). */
+export const DND_ACTIONS = ['silence', 'reject'] as const;
+export type DndAction = (typeof DND_ACTIONS)[number];
 
 /** docs/call-policy.md "Limits". */
 export const MAX_BLOCKED = 1_000;
+export const MAX_FAVOURITES = 100;
 export const MAX_ALLOWED = 50_000;
 /** UserIds one request may add, remove or send in one allow-list page. */
 export const MAX_IDS_PER_REQUEST = 1_000;
 /** How long an unfinished allow-list replace waits for its next page. */
 export const ALLOW_REPLACE_STAGING_TTL_MS = 3_600_000;
 
+export interface DoNotDisturb {
+  /** On now: turned on, and its `untilMs` (if any) not yet passed. */
+  on: boolean;
+  /** When it ends by itself; null: when turned off. */
+  untilMs: number | null;
+  action: DndAction;
+  /** Users whose calls ring through it, oldest first. */
+  favouriteUserIds: string[];
+}
+
 export interface CallPolicyView {
   userId: string;
   mode: CallPolicyMode;
   blockedUserIds: string[];
   allowListSize: number;
+  doNotDisturb: DoNotDisturb;
 }
 
-export type PolicyEditOutcome = { kind: 'ok'; policy: CallPolicyView } | { kind: 'too_many_blocked' };
+export interface PolicyEdit {
+  mode?: CallPolicyMode | undefined;
+  block: readonly string[];
+  unblock: readonly string[];
+  /** Turns it on (until `untilMs`, or until turned off) or off; its action when given. */
+  doNotDisturb?: { on: boolean; untilMs?: number | undefined; action?: DndAction | undefined } | undefined;
+  favourite: readonly string[];
+  unfavourite: readonly string[];
+}
+
+export type PolicyEditOutcome = { kind: 'ok'; policy: CallPolicyView } | { kind: 'too_many_blocked' } | { kind: 'too_many_favourites' };
 export type AllowPageOutcome =
   | { kind: 'ok'; state: 'gathering' | 'committed'; size: number }
   | { kind: 'failure'; code: 'page_out_of_order' | 'replace_expired' | 'too_many_allowed' };
@@ -44,22 +70,38 @@ export class CallPolicyStore {
   async read(userId: string): Promise<CallPolicyView> {
     const [hash, size] = await Promise.all([this.redis.hgetall(keys.callPolicy(this.ks, userId)), this.redis.scard(keys.allowList(this.ks, userId))]);
     const mode = (CALL_POLICY_MODES as readonly string[]).includes(hash.mode ?? '') ? (hash.mode as CallPolicyMode) : 'everyone';
-    const blocked = Object.entries(hash)
-      .filter(([f]) => f.startsWith('b:'))
-      .sort((a, b) => Number(a[1]) - Number(b[1]))
-      .map(([f]) => f.slice(2));
-    return { userId, mode, blockedUserIds: blocked, allowListSize: size };
+    // Each list's users by the time they were added (the field's value), oldest first.
+    const listed = (prefix: string) =>
+      Object.entries(hash)
+        .filter(([f]) => f.startsWith(prefix))
+        .sort((a, b) => Number(a[1]) - Number(b[1]))
+        .map(([f]) => f.slice(prefix.length));
+    const until = hash.dndUntil === undefined ? undefined : Number(hash.dndUntil);
+    const doNotDisturb: DoNotDisturb = {
+      on: until !== undefined && (until === 0 || Date.now() < until),
+      untilMs: until ? until : null,
+      action: hash.dndAction === 'reject' ? 'reject' : 'silence',
+      favouriteUserIds: listed('f:'),
+    };
+    return { userId, mode, blockedUserIds: listed('b:'), allowListSize: size, doNotDisturb };
   }
 
-  /** Sets the mode (unless undefined) and edits the block list at once (lua/editCallPolicy.lua). */
-  async edit(userId: string, e: { mode?: CallPolicyMode | undefined; block: readonly string[]; unblock: readonly string[] }): Promise<PolicyEditOutcome> {
+  /** Sets the mode and do not disturb (unless undefined) and edits the block and favourite lists at once (lua/editCallPolicy.lua). */
+  async edit(userId: string, e: PolicyEdit): Promise<PolicyEditOutcome> {
+    const dnd = e.doNotDisturb;
     const reply = (await runScript(this.redis, 'editCallPolicy', [keys.callPolicy(this.ks, userId)], {
       mode: e.mode ?? '',
       block: JSON.stringify(e.block),
       unblock: JSON.stringify(e.unblock),
       maxBlocked: String(MAX_BLOCKED),
+      dndUntil: dnd === undefined ? '' : dnd.on ? String(dnd.untilMs ?? 0) : 'off',
+      dndAction: dnd?.action ?? '',
+      favourite: JSON.stringify(e.favourite),
+      unfavourite: JSON.stringify(e.unfavourite),
+      maxFavourites: String(MAX_FAVOURITES),
     })) as unknown[];
     if (reply[0] === 'error' && reply[1] === 'too_many_blocked') return { kind: 'too_many_blocked' };
+    if (reply[0] === 'error' && reply[1] === 'too_many_favourites') return { kind: 'too_many_favourites' };
     if (reply[0] !== 'ok') throw new CorruptRecordError(`unexpected editCallPolicy reply ${String(reply[0])}`);
     return { kind: 'ok', policy: await this.read(userId) };
   }
@@ -92,6 +134,6 @@ export function policyKeys(ks: KeySpace, userId: string): [string, string] {
  */
 export async function readVerdict(redis: Redis | Cluster, ks: KeySpace, calleeUserId: string, callerUserId: string): Promise<Screened | ''> {
   const v = await runScript(redis, 'readCallPolicy', policyKeys(ks, calleeUserId), { callerUserId });
-  if (v === '' || v === 'blocked' || v === 'notAllowed') return v;
+  if (v === '' || (SCREENED_REASONS as readonly unknown[]).includes(v)) return v as Screened | '';
   throw new CorruptRecordError(`unexpected readCallPolicy reply ${String(v)}`);
 }

@@ -1,5 +1,6 @@
 import type { CallChange } from './change.js';
 import { participants, type Participant } from './participants.js';
+import { canMiss } from './reasons.js';
 
 /**
  * Who missed a call (docs/call-history.md "Missed calls"), one rule for both kinds: an invitee that
@@ -17,6 +18,7 @@ export function missedBy(change: CallChange): Participant[] {
   if (change.kind === 'member') return all.filter((p) => p.state === 'missed' && change.subjects?.includes(p.userId));
   if (change.kind !== 'ended') return [];
   // A group member who rang out before the end was named by its own change (no `endedIn`).
-  // A screened invitee was never rung: it did not miss the call (docs/call-policy.md).
-  return all.filter((p) => p.role === 'invitee' && p.state === 'missed' && !p.screened && (p.endedIn !== undefined || change.call.kind === 'pair'));
+  // A screened invitee was never rung: it did not miss the call, unless do not disturb silenced
+  // it (docs/call-policy.md).
+  return all.filter((p) => p.role === 'invitee' && p.state === 'missed' && canMiss(p.screened) && (p.endedIn !== undefined || change.call.kind === 'pair'));
 }

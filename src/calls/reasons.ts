@@ -55,8 +55,16 @@ export function reasonForSide(storedReason: EndReason, endedBy: EndedBy, wasAcce
 }
 
 /**
- * Why a call did not ring a callee: its call policy (docs/call-policy.md) blocked the caller, or
- * does not allow it. The callee's history and the webhooks say it; the caller never learns it.
+ * Why a call did not ring a callee: its call policy (docs/call-policy.md) blocked the caller, does
+ * not allow it, or do not disturb silenced it or rejected it (`doNotDisturb`). The callee's
+ * history and the webhooks say it; the caller never learns it.
  */
-export const SCREENED_REASONS = ['blocked', 'notAllowed'] as const;
+export const SCREENED_REASONS = ['blocked', 'notAllowed', 'silenced', 'doNotDisturb'] as const;
 export type Screened = (typeof SCREENED_REASONS)[number];
+
+/**
+ * Whether a participant missed the call when it stopped ringing without an answer: one the policy
+ * kept from ringing did not, except a call do not disturb silenced, which the user is meant to
+ * find among their missed calls (docs/call-policy.md "Do not disturb").
+ */
+export const canMiss = (screened: Screened | undefined): boolean => screened === undefined || screened === 'silenced';

@@ -2,12 +2,12 @@ import { z } from 'zod';
 import { principalId } from './schemas.js';
 import { errors } from './errors.js';
 import type { Reply } from './command.js';
-import { CALL_POLICY_MODES, MAX_BLOCKED, MAX_ALLOWED, MAX_IDS_PER_REQUEST, type CallPolicyStore } from '../calls/callPolicy.js';
+import { CALL_POLICY_MODES, DND_ACTIONS, MAX_BLOCKED, MAX_ALLOWED, MAX_FAVOURITES, MAX_IDS_PER_REQUEST, type CallPolicyStore } from '../calls/callPolicy.js';
 
 /**
  * The call policy's requests (docs/call-policy.md), the same for a user's own devices and for the
- * app's backend through the server API: read it, change its mode and block list, and (server API
- * only) replace the allow list page by page.
+ * app's backend through the server API: read it, change its mode, block list, do not disturb and
+ * favourites, and (server API only) replace the allow list page by page.
  */
 
 const idList = (what: string) =>
@@ -17,10 +17,30 @@ const idList = (what: string) =>
     .default([])
     .describe(`userIds to ${what}, at most ${MAX_IDS_PER_REQUEST} per request`);
 
+/** Do not disturb's end: a time to come, within a year (a phone's "until tomorrow 8:00"). */
+const DND_MAX_AHEAD_MS = 366 * 24 * 3600_000;
+
 export const callPolicyBody = z.object({
   mode: z.enum(CALL_POLICY_MODES).optional().describe('who may call: everyone (the default), contacts (the allow list only) or nobody'),
   block: idList('add to the block list'),
   unblock: idList('remove from the block list (before `block` is applied)'),
+  doNotDisturb: z
+    .object({
+      on: z.boolean().describe('true: on (until `untilMs` when given, else until turned off); false: off'),
+      untilMs: z
+        .number()
+        .int()
+        .refine((t) => t > Date.now() && t <= Date.now() + DND_MAX_AHEAD_MS, 'must be a time (ms since the epoch) to come, within a year')
+        .optional()
+        .describe('when it ends by itself'),
+      action: z.enum(DND_ACTIONS).optional().describe('silence (the default: the call lands in history as missed, nothing rings, the caller hears it ring out) or reject (the caller gets busy)'),
+    })
+    .strict()
+    .refine((d) => d.on || d.untilMs === undefined, 'untilMs: only with on: true')
+    .optional()
+    .describe('do not disturb (docs/call-policy.md "Do not disturb")'),
+  favourite: idList('let through do not disturb'),
+  unfavourite: idList('take off the favourites (before `favourite` is applied)'),
 });
 
 export const allowListPageBody = z.object({
@@ -38,6 +58,7 @@ export async function editPolicy(store: CallPolicyStore, userId: string, body: z
   if (body.block.includes(userId)) throw errors.invalidRequest('block: you cannot block yourself');
   const r = await store.edit(userId, body);
   if (r.kind === 'too_many_blocked') throw errors.invalidRequest(`block: at most ${MAX_BLOCKED} users may be blocked; nothing was changed`);
+  if (r.kind === 'too_many_favourites') throw errors.invalidRequest(`favourite: at most ${MAX_FAVOURITES} users may be favourites; nothing was changed`);
   return { status: 200, body: JSON.stringify(r.policy) };
 }
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { allowListPageBody, callPolicyBody } from '../commands/callPolicy.js';
-import { CALL_POLICY_MODES } from '../calls/callPolicy.js';
+import { CALL_POLICY_MODES, DND_ACTIONS } from '../calls/callPolicy.js';
 import { COMMON, json, problems, schema } from './openapiParts.js';
 
 /** The OpenAPI document's call policy parts (docs/call-policy.md): the user's routes and the server API's. */
@@ -10,6 +10,12 @@ const callPolicy = z.object({
   mode: z.enum(CALL_POLICY_MODES),
   blockedUserIds: z.array(z.string()).describe('the block list, oldest first'),
   allowListSize: z.number().int().describe('how many users the allow list holds'),
+  doNotDisturb: z.object({
+    on: z.boolean().describe('on now: turned on, and its untilMs (if any) not yet passed'),
+    untilMs: z.number().int().nullable().describe('when it ends by itself; null: when turned off'),
+    action: z.enum(DND_ACTIONS).describe('silence: the call lands in history as missed, nothing rings; reject: the caller gets busy'),
+    favouriteUserIds: z.array(z.string()).describe('users whose calls ring through it, oldest first'),
+  }),
 });
 const allowListPageResult = z.object({
   userId: z.string(),
@@ -25,7 +31,7 @@ export const policySchemas = {
   AllowListPageResult: schema(allowListPageResult),
 };
 
-const POLICY = { userId: 'bob', mode: 'contacts', blockedUserIds: ['mallory'], allowListSize: 212 };
+const POLICY = { userId: 'bob', mode: 'contacts', blockedUserIds: ['mallory'], allowListSize: 212, doNotDisturb: { on: true, untilMs: 1767337200000, action: 'silence', favouriteUserIds: ['mum'] } };
 const EDIT = { summary: 'Contacts only, block one caller', value: { mode: 'contacts', block: ['mallory'] } };
 const read = (operationId: string, tags: string[], security: unknown, problemCodes: readonly string[]) => ({
   operationId,
@@ -39,11 +45,13 @@ const edit = (operationId: string, tags: string[], security: unknown, problemCod
   operationId,
   tags,
   ...(security ? { security } : {}),
-  summary: 'Change the mode and the block list',
+  summary: 'Change the mode, the block list and do not disturb',
   description:
-    'Sets `mode` (when given), removes `unblock` from the block list, then adds `block`, at once. At most 1,000 users ' +
-    'blocked and 1,000 userIds per request; past either bound nothing changes (400). A call that is blocked or not ' +
-    'allowed never rings: the caller sees it ring out (or busy, SCREENED_CALL_REPLY).',
+    'Sets `mode` and `doNotDisturb` (when given), removes `unblock` from the block list, then adds `block`, and the ' +
+    'same for `unfavourite` and `favourite`, at once. At most 1,000 users blocked, 100 favourites and 1,000 userIds per ' +
+    'list per request; past a bound nothing changes (400). A call that is blocked or not allowed never rings: the ' +
+    'caller sees it ring out (or busy, SCREENED_CALL_REPLY). Do not disturb stops calls from anyone but favourites: ' +
+    '`silence` lets them ring out for the caller and records them as missed; `reject` answers busy.',
   requestBody: { required: true, content: json('CallPolicyEdit', { edit: EDIT }) },
   responses: { '200': { description: 'The policy now', content: json('CallPolicy', { policy: { summary: 'Contacts only', value: POLICY } }) }, ...problems(...(problemCodes as Parameters<typeof problems>)) },
 });

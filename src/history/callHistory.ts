@@ -2,7 +2,7 @@ import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { readIndexedPage, type IndexCursor, type RecordPage } from '../redis/indexedRecords.js';
 import { memberEndReason, memberOutcome, wasAnswered, type CallRecord, type GroupCall, type Member, type PairCall } from '../calls/model.js';
-import { reasonForSide, type EndReason, type Side } from '../calls/reasons.js';
+import { canMiss, reasonForSide, type EndReason, type Side } from '../calls/reasons.js';
 import type { CallChange } from '../calls/change.js';
 import type { z } from 'zod';
 import type { callHistoryEntry } from './schema.js';
@@ -28,7 +28,7 @@ export type HistoryEntry = z.infer<typeof callHistoryEntry>;
 export function callOutcome(call: CallRecord): { missed: boolean; ringingMs: number; talkMs: number; endedAtMs: number } {
   const endedAtMs = call.endedAtMs ?? call.createdAtMs;
   const answered = wasAnswered(call);
-  const missed = !answered && participants(call).some((p) => p.role === 'invitee' && p.state === 'missed' && !p.screened);
+  const missed = !answered && participants(call).some((p) => p.role === 'invitee' && p.state === 'missed' && canMiss(p.screened));
   return {
     missed,
     ringingMs: Math.max(0, (call.acceptedAtMs ?? endedAtMs) - call.createdAtMs),
@@ -155,7 +155,7 @@ export function groupHistoryEntry(call: GroupCall, m: Member): HistoryEntry {
     endedAtMs,
     endReason: memberEndReason(call, m),
     endedBy: call.endedBy ?? 'system',
-    missed: viewer === 'callee' && outcome === 'missed' && !m.screened,
+    missed: viewer === 'callee' && outcome === 'missed' && canMiss(m.screened),
     ringingMs: Math.max(0, (m.joinedAtMs ?? endedAtMs) - startedAtMs),
     talkMs: joined ? Math.max(0, endedAtMs - m.joinedAtMs!) : 0,
     ...(m.screened ? { screened: m.screened } : {}),

@@ -96,7 +96,7 @@ export const scriptDefinitions = {
   readIndexedRecords: { numberOfKeys: 1, args: ['cursorMs', 'cursorId', 'limit', 'minMs'] },
   hitRateLimit: { numberOfKeys: 'variable', args: [], rest: 'rules' },
   readCallPolicy: { numberOfKeys: 2, args: ['callerUserId'] },
-  editCallPolicy: { numberOfKeys: 1, args: ['mode', 'block', 'unblock', 'maxBlocked'] },
+  editCallPolicy: { numberOfKeys: 1, args: ['mode', 'block', 'unblock', 'maxBlocked', 'dndUntil', 'dndAction', 'favourite', 'unfavourite', 'maxFavourites'] },
   replaceAllowList: { numberOfKeys: 3, args: ['replaceId', 'page', 'userIds', 'last', 'maxAllowed', 'stagingTtlMs'] },
 } as const satisfies Record<string, ScriptDefinition>;
 

@@ -58,13 +58,15 @@ async function create(caller: Device, calleeUserId: string) {
   return { callId, res };
 }
 
+const DND_OFF = { on: false, untilMs: null, action: 'silence', favouriteUserIds: [] };
+
 describe('routes', () => {
   it('a user reads and edits only their own policy; the server key edits any user\'s', async () => {
     const bob = device(url);
-    expect((await bob.api.get('/v1/call-policy')).json).toEqual({ userId: bob.userId, mode: 'everyone', blockedUserIds: [], allowListSize: 0 });
+    expect((await bob.api.get('/v1/call-policy')).json).toEqual({ userId: bob.userId, mode: 'everyone', blockedUserIds: [], allowListSize: 0, doNotDisturb: DND_OFF });
     const r = await bob.api.put('/v1/call-policy', { mode: 'contacts', block: ['mallory', 'eve'] });
     expect(r.status, r.text).toBe(200);
-    expect(r.json).toEqual({ userId: bob.userId, mode: 'contacts', blockedUserIds: ['mallory', 'eve'], allowListSize: 0 });
+    expect(r.json).toEqual({ userId: bob.userId, mode: 'contacts', blockedUserIds: ['mallory', 'eve'], allowListSize: 0, doNotDisturb: DND_OFF });
     const again = await bob.api.put('/v1/call-policy', { unblock: ['eve'], block: ['mallory'] });
     expect(again.json.blockedUserIds).toEqual(['mallory']);
     // The server API sees and edits the same policy.
@@ -75,8 +77,14 @@ describe('routes', () => {
   it('the client package reads and edits the policy (CallingClient.callPolicy, editCallPolicy)', async () => {
     const bob = device(url);
     const client = new CallingClient({ baseUrl: url, token: bob.token });
-    expect(await client.callPolicy()).toEqual({ userId: bob.userId, mode: 'everyone', blockedUserIds: [], allowListSize: 0 });
-    expect(await client.editCallPolicy({ mode: 'nobody', block: ['mallory'] })).toEqual({ userId: bob.userId, mode: 'nobody', blockedUserIds: ['mallory'], allowListSize: 0 });
+    expect(await client.callPolicy()).toEqual({ userId: bob.userId, mode: 'everyone', blockedUserIds: [], allowListSize: 0, doNotDisturb: DND_OFF });
+    expect(await client.editCallPolicy({ mode: 'nobody', block: ['mallory'], doNotDisturb: { on: true, action: 'reject' }, favourite: ['mum'] })).toEqual({
+      userId: bob.userId,
+      mode: 'nobody',
+      blockedUserIds: ['mallory'],
+      allowListSize: 0,
+      doNotDisturb: { on: true, untilMs: null, action: 'reject', favouriteUserIds: ['mum'] },
+    });
     const refused = await client.editCallPolicy({ block: [bob.userId] }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ProblemError);
     expect((refused as ProblemError).code).toBe('invalid_request');
@@ -266,6 +274,86 @@ describe('enforced by the create', () => {
     const barrier = await create(device(url), callee.userId);
     await waitUntil('the barrier call', () => callee.socket.ws.events().some((e) => e.callId === barrier.callId));
     expect(callee.socket.ws.events().filter((e) => e.callId === callId)).toEqual([]);
+  });
+});
+
+describe('do not disturb', () => {
+  it('silence: nothing rings, the caller sees it ring out, the callee finds it missed (silenced); a favourite rings through; it ends by itself at untilMs', async () => {
+    const callee = await reachableCallee();
+    const caller = device(url);
+    const favourite = device(url);
+    const untilMs = Date.now() + 4_000;
+    const set = await callee.d.api.put('/v1/call-policy', { doNotDisturb: { on: true, untilMs }, favourite: [favourite.userId] });
+    expect(set.status, set.text).toBe(200);
+    expect(set.json.doNotDisturb).toEqual({ on: true, untilMs, action: 'silence', favouriteUserIds: [favourite.userId] });
+    const silenced = await create(caller, callee.userId);
+    const through = await create(favourite, callee.userId);
+    await waitUntil('the favourite rings', () => callee.socket.ws.events().some((e) => e.callId === through.callId));
+    await waitUntil('the silenced call rang out for its caller', async () => (await caller.api.get(`/v1/calls/${silenced.callId}`)).json.endReason === 'unanswered', 10_000);
+    await pushesSettled(ps, [silenced.callId, through.callId]);
+    // Past untilMs a call from anyone rings again: the barrier after everything of the silenced one.
+    await waitUntil('do not disturb over', async () => (await callee.d.api.get('/v1/call-policy')).json.doNotDisturb.on === false, 10_000, { intervalMs: 200 });
+    const after = await create(caller, callee.userId);
+    await waitUntil('a call after untilMs rings', () => callee.socket.ws.events().some((e) => e.callId === after.callId));
+    expect(callee.socket.ws.events().filter((e) => e.callId === silenced.callId)).toEqual([]);
+    await pushesSettled(ps, [after.callId]);
+    const pushed = (token: string) => [...ps.apns.requests.filter((r) => r.token === token).map((r) => JSON.stringify(r.body)), ...ps.fcm.messages.filter((m) => m.token === token).map((m) => JSON.stringify(m))];
+    expect(pushed(callee.ios).filter((b) => b.includes(through.callId))).toHaveLength(1);
+    expect(pushed(callee.ios).filter((b) => b.includes(silenced.callId))).toEqual([]);
+    expect(pushed(callee.android).filter((b) => b.includes(silenced.callId))).toEqual([]);
+    let record: any;
+    await waitUntil('the silenced call filed', async () => {
+      record = ((await backend().get(`/v1/server/users/${callee.userId}/calls`)).json.calls as any[]).find((r) => r.callId === silenced.callId);
+      return record !== undefined;
+    }, 10_000);
+    expect(record).toMatchObject({ screened: 'silenced', missed: true, endReason: 'unanswered' });
+    const mine = ((await caller.api.get('/v1/calls')).json.calls as any[]).find((r) => r.callId === silenced.callId);
+    expect(mine).toMatchObject({ endReason: 'unanswered' });
+    expect(mine.screened).toBeUndefined();
+  });
+
+  it('reject: the caller hears busy at once; the callee\'s history says doNotDisturb, not missed; turned off, calls ring', async () => {
+    const callee = await reachableCallee();
+    const caller = device(url);
+    await backend().put(`/v1/server/users/${callee.userId}/call-policy`, { doNotDisturb: { on: true, action: 'reject' } });
+    const rejected = await create(caller, callee.userId);
+    expect(rejected.res.json).toMatchObject({ state: 'ended', endReason: 'busy' });
+    const off = await callee.d.api.put('/v1/call-policy', { doNotDisturb: { on: false } });
+    expect(off.json.doNotDisturb).toEqual({ on: false, untilMs: null, action: 'reject', favouriteUserIds: [] });
+    const rings = await create(caller, callee.userId);
+    await waitUntil('a call rings once it is off', () => callee.socket.ws.events().some((e) => e.callId === rings.callId));
+    expect(callee.socket.ws.events().filter((e) => e.callId === rejected.callId)).toEqual([]);
+    let record: any;
+    await waitUntil('the rejected call filed', async () => {
+      record = ((await backend().get(`/v1/server/users/${callee.userId}/calls`)).json.calls as any[]).find((r) => r.callId === rejected.callId);
+      return record !== undefined;
+    }, 10_000);
+    expect(record).toMatchObject({ screened: 'doNotDisturb', missed: false, endReason: 'busy' });
+  });
+
+  it('a group call: each invitee\'s own do not disturb, the others ring', async () => {
+    const quiet = await reachableCallee();
+    const other = await reachableCallee();
+    const caller = device(url);
+    await quiet.d.api.put('/v1/call-policy', { doNotDisturb: { on: true } });
+    const callId = randomUUID();
+    const res = await caller.api.post('/v1/calls', { callId, calleeUserIds: [quiet.userId, other.userId], operationId: uid('op') });
+    expect(res.status, res.text).toBe(201);
+    expect((res.json.participants as any[]).map((p) => p.state)).toEqual(['joined', 'invited', 'invited']);
+    await waitUntil('the other invitee rings', () => other.socket.ws.events().some((e) => e.callId === callId));
+    await waitUntil('both rang out', async () => (await caller.api.get(`/v1/calls/${callId}`)).json.state === 'ended', 10_000);
+    expect(quiet.socket.ws.events().filter((e) => e.callId === callId)).toEqual([]);
+  });
+
+  it('bad input is 400 and changes nothing: an end in the past, untilMs while turning it off, an unknown action, more than 100 favourites', async () => {
+    const bob = device(url);
+    await bob.api.put('/v1/call-policy', { doNotDisturb: { on: true, action: 'reject' }, favourite: ['mum'] });
+    const before = (await bob.api.get('/v1/call-policy')).json;
+    expectProblem(await bob.api.put('/v1/call-policy', { doNotDisturb: { on: true, untilMs: Date.now() - 1 } }), 'invalid_request', /untilMs/);
+    expectProblem(await bob.api.put('/v1/call-policy', { doNotDisturb: { on: false, untilMs: Date.now() + 60_000 } }), 'invalid_request', /untilMs/);
+    expectProblem(await bob.api.put('/v1/call-policy', { doNotDisturb: { on: true, action: 'vibrate' } }), 'invalid_request', /action/);
+    expectProblem(await bob.api.put('/v1/call-policy', { favourite: Array.from({ length: 100 }, (_, i) => `f${i}`) }), 'invalid_request', /at most 100/);
+    expect((await bob.api.get('/v1/call-policy')).json).toEqual(before);
   });
 });
 

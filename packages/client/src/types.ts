@@ -205,7 +205,18 @@ export interface CallHistoryEntry {
 }
 
 /** Why a user's call policy kept a call from ringing that user (the server's docs/call-policy.md). */
-export type Screened = 'blocked' | 'notAllowed';
+export type Screened = 'blocked' | 'notAllowed' | 'silenced' | 'doNotDisturb';
+
+/** Do not disturb: `silence` lets a call ring out for the caller and records it as missed; `reject` answers busy. */
+export interface DoNotDisturb {
+  /** On now: turned on, and its `untilMs` (if any) not yet passed. */
+  on: boolean;
+  /** When it ends by itself; null: when turned off. */
+  untilMs: number | null;
+  action: 'silence' | 'reject';
+  /** Users whose calls ring through it, oldest first. */
+  favouriteUserIds: string[];
+}
 
 /** Who may call the user: `everyone` (the default), `contacts` (the allow list only) or `nobody`. */
 export type CallPolicyMode = 'everyone' | 'contacts' | 'nobody';
@@ -218,13 +229,21 @@ export interface CallPolicy {
   blockedUserIds: string[];
   /** How many users the allow list holds (the app's backend keeps it). */
   allowListSize: number;
+  doNotDisturb: DoNotDisturb;
 }
 
-/** PUT /v1/call-policy: the mode when given; `unblock` is applied before `block`. At most 1,000 userIds each. */
+/**
+ * PUT /v1/call-policy: the mode and do not disturb when given; `unblock` is applied before `block`,
+ * `unfavourite` before `favourite`. At most 1,000 userIds each.
+ */
 export interface CallPolicyEdit {
   mode?: CallPolicyMode;
   block?: string[];
   unblock?: string[];
+  /** On (until `untilMs`, a time to come within a year, or until turned off) or off. */
+  doNotDisturb?: { on: boolean; untilMs?: number; action?: 'silence' | 'reject' };
+  favourite?: string[];
+  unfavourite?: string[];
 }
 
 /** GET /v1/calls: newest first; `nextCursor` null on the last page. */
