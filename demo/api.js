@@ -94,6 +94,14 @@ export class Api {
   blockUser(userId) {
     return this.request('PUT', '/v1/call-policy', { block: [userId] });
   }
+  /** This user's call policy (docs/call-policy.md). */
+  callPolicy() {
+    return this.request('GET', '/v1/call-policy');
+  }
+  /** Turns do not disturb on (calls ring out unheard, as missed calls) or off. */
+  setDoNotDisturb(on) {
+    return this.request('PUT', '/v1/call-policy', { doNotDisturb: { on } });
+  }
   getCall(callId) {
     return this.request('GET', `/v1/calls/${encodeURIComponent(callId)}`);
   }

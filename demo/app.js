@@ -97,7 +97,21 @@ function start(session) {
   });
   state.api.signaling = state.signaling;
   state.signaling.connect();
+  state.api.callPolicy().then((p) => ($('dnd-toggle').checked = p.doNotDisturb.on), showError);
   render();
+}
+
+/** Do not disturb (docs/call-policy.md): the box shows what the server holds after each change. */
+async function toggleDoNotDisturb() {
+  const box = $('dnd-toggle');
+  try {
+    const p = await state.api.setDoNotDisturb(box.checked);
+    box.checked = p.doNotDisturb.on;
+    log('policy', `do not disturb ${p.doNotDisturb.on ? 'on' : 'off'}`, 'sys');
+  } catch (err) {
+    box.checked = !box.checked;
+    showError(err);
+  }
 }
 
 function signOut() {
@@ -710,6 +724,7 @@ $('end-all-btn').addEventListener('click', () => endCall('localHangup', true));
 $('answer-btn').addEventListener('click', answerCall);
 $('decline-btn').addEventListener('click', () => endCall('declined'));
 $('block-btn').addEventListener('click', blockCaller);
+$('dnd-toggle').addEventListener('change', toggleDoNotDisturb);
 $('cancel-btn').addEventListener('click', hangUp);
 $('hangup-btn').addEventListener('click', hangUp);
 $('reconnect-btn').addEventListener('click', () => state.signaling?.reconnect());

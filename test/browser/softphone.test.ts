@@ -251,6 +251,26 @@ describe('browser softphone', () => {
     expect(errorsOf.get(bob)).toEqual([]);
   }, 90_000);
 
+  it('do not disturb: the callee turns it on; a call rings out for the caller and never rings the callee; turned off, calls ring', async () => {
+    const suffix = randomUUID().slice(0, 8);
+    const bobId = `bob-${suffix}`;
+    const [alice, bob] = await Promise.all([signedIn(shortRing.url, `alice-${suffix}`, 'Alice'), signedIn(shortRing.url, bobId, 'Bob')]);
+    await bob.check('#dnd-toggle');
+    await expect.poll(() => requestsOf.get(bob)!.filter((r) => r === 'PUT /v1/call-policy').length).toBe(1);
+    await alice.fill('#callee', bobId);
+    await alice.click('#call-btn');
+    await alice.waitForSelector('#call-state[data-state="outgoing"]');
+    await endReason(alice, 'unanswered');
+    expect(await bob.getAttribute('#call-state', 'data-state')).toBe('idle');
+    await shot(bob, 'dnd-bob-never-rang');
+    await bob.uncheck('#dnd-toggle');
+    await expect.poll(() => requestsOf.get(bob)!.filter((r) => r === 'PUT /v1/call-policy').length).toBe(2);
+    await dial(alice, bob, bobId, 'dnd-off');
+    await bob.click('#decline-btn');
+    await expectEnds('dnd-off', [alice, 'declined'], [bob, 'declined']);
+    expect(errorsOf.get(bob)).toEqual([]);
+  }, 90_000);
+
   it('cancel: the caller hangs up while it rings; the callee shows callerCancelled', async () => {
     const { alice, bob, bobId } = await users(server.url);
     await dial(alice, bob, bobId, 'cancel');
