@@ -106,6 +106,16 @@ export class CallPolicyStore {
     return { kind: 'ok', policy: await this.read(userId) };
   }
 
+  /**
+   * A page of the allow list in use, by SSCAN: `cursor` '0' starts, a null `nextCursor` ends.
+   * `count` is a hint; a user may come twice, and a replace committed meanwhile ends the walk on
+   * the new list (docs/call-policy.md "The allow list").
+   */
+  async listAllowed(userId: string, cursor: string, count: number): Promise<{ userIds: string[]; nextCursor: string | null }> {
+    const [next, userIds] = await this.redis.sscan(keys.allowList(this.ks, userId), cursor, 'COUNT', count);
+    return { userIds, nextCursor: next === '0' ? null : next };
+  }
+
   /** One page of an allow-list replace (lua/replaceAllowList.lua). */
   async replaceAllowPage(userId: string, p: { replaceId: string; page: number; userIds: readonly string[]; last: boolean }): Promise<AllowPageOutcome> {
     const ks = this.ks;

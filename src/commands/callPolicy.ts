@@ -50,6 +50,16 @@ export const allowListPageBody = z.object({
   last: z.boolean().describe('true on the last page: the new list replaces the old one at once'),
 });
 
+/** GET …/allow-list: `cursor` (from the last page; '0' or none to start) and `limit` (a hint, 1 to 1,000). */
+export const allowListQuery = z.object({
+  cursor: z.string().regex(/^\d{1,20}$/, 'must be the nextCursor of the last page').default('0'),
+  limit: z.coerce.number().int().min(1).max(MAX_IDS_PER_REQUEST).default(MAX_IDS_PER_REQUEST),
+});
+
+export async function listAllowed(store: CallPolicyStore, userId: string, q: z.output<typeof allowListQuery>): Promise<Reply> {
+  return { status: 200, body: JSON.stringify({ userId, ...(await store.listAllowed(userId, q.cursor, q.limit)) }) };
+}
+
 export async function readPolicy(store: CallPolicyStore, userId: string): Promise<Reply> {
   return { status: 200, body: JSON.stringify(await store.read(userId)) };
 }

@@ -24,7 +24,14 @@ const allowListPageResult = z.object({
   size: z.number().int().describe('gathering: ids received so far; committed: the size of the list in use'),
 });
 
+const allowListPage = z.object({
+  userId: z.string(),
+  userIds: z.array(z.string()).describe('a page of the allow list in use, in no order'),
+  nextCursor: z.string().nullable().describe('the cursor of the next page; null after the last'),
+});
+
 export const policySchemas = {
+  AllowListRead: schema(allowListPage),
   CallPolicy: schema(callPolicy),
   CallPolicyEdit: schema(callPolicyBody, 'input'),
   AllowListPage: schema(allowListPageBody, 'input'),
@@ -71,6 +78,24 @@ export function serverPolicyPaths(userIdParam: unknown, security: unknown, serve
     },
     '/v1/server/users/{userId}/allow-list': {
       parameters: [userIdParam],
+      get: {
+        operationId: 'serverReadAllowList',
+        tags: ['Server API'],
+        security,
+        summary: 'Read the allow list, page by page',
+        description:
+          'Walks the allow list in use with a cursor (Redis SSCAN): start without `cursor` (or with `0`) and follow ' +
+          '`nextCursor` until it is null. `limit` (1 to 1,000, default 1,000) is a hint of the page size. A user may come ' +
+          'twice in a walk; a replace committed during it ends the walk on the new list.',
+        parameters: [
+          { name: 'cursor', in: 'query', required: false, schema: { type: 'string', pattern: '^\\d{1,20}$' } },
+          { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000 } },
+        ],
+        responses: {
+          '200': { description: 'A page', content: json('AllowListRead', { last: { summary: 'The last page', value: { userId: 'bob', userIds: ['alice', 'carol'], nextCursor: null } } }) },
+          ...problems(...(codes as Parameters<typeof problems>)),
+        },
+      },
       put: {
         operationId: 'serverReplaceAllowList',
         tags: ['Server API'],

@@ -129,6 +129,31 @@ describe('routes', () => {
     expect([p.mode, p.blockedUserIds.length]).toEqual(['everyone', 1000]);
   });
 
+  it('the allow list is read page by page with a cursor; bad cursors and limits are 400', async () => {
+    const bob = device(url);
+    const ids = Array.from({ length: 2500 }, (_, i) => `friend-${i}`);
+    for (let page = 0; page < 3; page++) {
+      const r = await backend().put(`/v1/server/users/${bob.userId}/allow-list`, { replaceId: 'walk', page, userIds: ids.slice(page * 1000, page * 1000 + 1000), last: page === 2 });
+      expect(r.status, r.text).toBe(200);
+    }
+    const seen = new Set<string>();
+    let cursor: string | null = '0';
+    let pages = 0;
+    while (cursor !== null) {
+      const r = await backend().get(`/v1/server/users/${bob.userId}/allow-list?cursor=${cursor}&limit=500`);
+      expect(r.status, r.text).toBe(200);
+      for (const id of r.json.userIds as string[]) seen.add(id);
+      cursor = r.json.nextCursor;
+      pages++;
+    }
+    expect([...seen].sort()).toEqual([...ids].sort());
+    expect(pages).toBeGreaterThan(1);
+    expectProblem(await backend().get(`/v1/server/users/${bob.userId}/allow-list?cursor=abc`), 'invalid_request', /cursor/);
+    expectProblem(await backend().get(`/v1/server/users/${bob.userId}/allow-list?limit=5000`), 'invalid_request', /limit/);
+    expectProblem(await bob.api.get(`/v1/server/users/${bob.userId}/allow-list`), 'forbidden', /device session token/);
+    expect((await backend().get(`/v1/server/users/${uid('nobody')}/allow-list`)).json).toMatchObject({ userIds: [], nextCursor: null });
+  });
+
   it('an allow-list replace is seen only at its last page, and every page is idempotent', async () => {
     const bob = device(url);
     const path = `/v1/server/users/${bob.userId}/allow-list`;
