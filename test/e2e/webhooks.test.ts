@@ -147,6 +147,14 @@ describe('events', () => {
     ok(await answer(joins, group.callId));
     ok(await end(declines, group.callId, 'declined'));
     ok(await caller.api.post(`/v1/calls/${group.callId}/end`, { operationId: uid('op'), reason: 'localHangup', forAll: true }));
+    // Do not disturb silenced one (a missed call: docs/call-policy.md), and blocked another (not missed).
+    const [quiet, blocker] = [device(url), device(url)];
+    ok(await quiet.api.put('/v1/call-policy', { doNotDisturb: { on: true } }));
+    ok(await blocker.api.put('/v1/call-policy', { block: [caller.userId] }));
+    const silenced = await createCall(caller, quiet.userId);
+    const blocked = await createCall(caller, blocker.userId);
+    ok(await end(caller, silenced.callId, 'localHangup'));
+    ok(await end(caller, blocked.callId, 'localHangup'));
 
     const w = await arrived(missed, 'call.missed', cancelled.callId);
     expect(w.verifiedBy).toEqual([0]);
@@ -154,10 +162,11 @@ describe('events', () => {
     expect((await arrived(missed, 'call.missed', rangOut.callId)).json.data).toMatchObject({ userId: callee.userId, video: true });
     expect((await arrived(missed, 'call.missed', group.callId)).json.data).toMatchObject({ userId: rings.userId, callerDisplayName: 'Standup' });
     // Each once; the others none (their call.ended reached the main endpoint first).
-    for (const c of [declined, answered, group]) await arrived(main, 'call.ended', c.callId);
+    expect((await arrived(missed, 'call.missed', silenced.callId)).json.data).toMatchObject({ userId: quiet.userId });
+    for (const c of [declined, answered, group, blocked]) await arrived(main, 'call.ended', c.callId);
     await sleep(500);
     expect(of(missed, 'call.missed', group.callId)).toHaveLength(1);
-    expect([...of(missed, 'call.missed', declined.callId), ...of(missed, 'call.missed', answered.callId)]).toEqual([]);
+    expect([...of(missed, 'call.missed', declined.callId), ...of(missed, 'call.missed', answered.callId), ...of(missed, 'call.missed', blocked.callId)]).toEqual([]);
     expect([...main.unique().values()].filter((x) => x.json?.type === 'call.missed')).toEqual([]);
     // The callee whose phone rang out has it as a missed call in its history too.
     expect((await callee.api.get('/v1/calls?missed=true')).json.calls.map((r: { callId: string }) => r.callId)).toContain(rangOut.callId);
