@@ -1,6 +1,6 @@
 import type { BatchReads, ChangeHandler, CallChange } from '../calls/change.js';
 import { parseRegistrations, type PushRegistration } from './registry.js';
-import { pushesFor, usersToLookUp, type ProvidersEnabled } from './planner.js';
+import { missedCallPushesFor, pushesFor, usersToLookUp, type AlertsOf, type ProvidersEnabled } from './planner.js';
 import { registrationKey, type PushDispatcher } from './dispatcher.js';
 import { RungRegistrations } from './rungRegistrations.js';
 
@@ -16,6 +16,8 @@ export interface PushHandlerOptions {
   ringTimeoutMs: number;
   /** The memory of rung registrations (a test's, with its own bounds and clock). */
   rung?: RungRegistrations;
+  /** Each app's missed-call alerts (planner.ts missedCallPushesFor); none when left out. */
+  alertsOf?: AlertsOf;
 }
 
 /**
@@ -34,6 +36,9 @@ export interface PushHandlerOptions {
  * a batch waits for the earlier batches that hold changes of the same calls (an invitation is
  * answered by the provider before that call's cancel signal is sent).
  *
+ * A member a change made miss the call gets a missed-call alert per installation, as its app
+ * allows (planner.ts missedCallPushesFor), from the same registrations as its signals.
+ *
  * The signals that stop a ringing (answered, declined, cancelled, unanswered; a group member
  * joining, declining, missing) go to the Android devices the invitation rang: the registrations
  * it was planned with are remembered in this process (rungRegistrations.ts), so those users are
@@ -43,6 +48,7 @@ export interface PushHandlerOptions {
  */
 export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnabled, opts: PushHandlerOptions): ChangeHandler {
   if (!enabled.iosVoip && !enabled.androidPush) return { name: 'push', handle: async () => {} };
+  const { alertsOf } = opts;
   const rung = opts.rung ?? new RungRegistrations({ maxEntries: MAX_RUNG, lifetimeMs: opts.ringTimeoutMs + RUNG_MARGIN_MS });
   /**
    * Per change: the users left out of the batch's read because the memory held them, with what
@@ -68,8 +74,9 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
       else if (isInvitation(c)) {
         for (const u of usersToLookUp(c)) {
           const read = regs.get(u);
-          // Signals go to Android only (planner.ts): nothing else is worth keeping.
-          if (read) rung.remember(c.call.callId, u, read.filter((r) => r.kind === 'androidPush'));
+          // Signals go to Android only (planner.ts), missed-call alerts to Android and iosAlert
+          // tokens: nothing else is worth keeping.
+          if (read) rung.remember(c.call.callId, u, read.filter((r) => r.kind === 'androidPush' || (alertsOf !== undefined && r.kind === 'iosAlert')));
         }
       }
     }
@@ -77,7 +84,9 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
   const send = async (changes: readonly CallChange[], reads: BatchReads, regs: ReadonlyMap<string, PushRegistration[]>): Promise<void> => {
     const messages = changes.flatMap((c) => {
       const held = recalled.get(c);
-      return pushesFor(c, (u) => held?.get(u) ?? regs.get(u) ?? [], enabled).map((p) => (c.traceparent ? { ...p.data, tp: c.traceparent } : p.data));
+      const registrationsOf = (u: string) => held?.get(u) ?? regs.get(u) ?? [];
+      const planned = [...pushesFor(c, registrationsOf, enabled), ...(alertsOf ? missedCallPushesFor(c, registrationsOf, alertsOf) : [])];
+      return planned.map((p) => (c.traceparent ? { ...p.data, tp: c.traceparent } : p.data));
     });
     if (messages.length === 0) return;
     const byKey = new Map<string, PushRegistration>();

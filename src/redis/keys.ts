@@ -72,6 +72,13 @@ export const keys = {
   /** Which user and installation a push token (by its hash) belongs to, for rebinding. */
   pushTokenOwner: (ks: KeySpace, kind: string, tokenHash: string) => `${ks.prefix}:tok:${kind}:${tokenHash}`,
 
+  /**
+   * A missed-call alert's claim (src/push/missedCallClaims.ts): set before its first attempt, so a
+   * change relayed again sends it no second time. Expires after an hour.
+   */
+  missedCallAlertClaim: (ks: KeySpace, userId: string, callId: string, installationId: string, kind: string) =>
+    `${ks.prefix}:{u:${userId}}:missed:${callId.length}:${callId}:${installationId.length}:${installationId}:${kind}`,
+
   /** Fixed-window rate-limit counters. */
   callCreateLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:create`,
   renameLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:rename`,
