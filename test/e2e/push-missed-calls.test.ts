@@ -6,6 +6,7 @@ import { keys } from '../../src/redis/keys.js';
 import { registrationField } from '../../src/push/registry.js';
 import type { TestServer } from '../support/server.js';
 import type { ApnsRecordedRequest } from '../support/apns-server.js';
+import { scrapeMetrics } from '../support/exposition.js';
 import {
   BUNDLE_ID,
   PREFIX,
@@ -169,6 +170,11 @@ describe('missed-call alerts, one-to-one', () => {
     expectOneAndroidAlert(android, call, call.endedAtMs);
     // The VoIP token rang once (the invitation), and never gets the alert.
     expect(voipTo(ios).map((r) => r.headers['apns-push-type'])).toEqual(['voip']);
+    // Why the ring stopped, on every path (docs/devices.md "Report it to CallKit or ConnectionService"):
+    // the VoIP push carries the ring deadline, so an iOS app can end its CallKit call without a
+    // network; Android's signal carries the end's reason.
+    expect((voipTo(ios)[0]!.body as { callpayload: { expiresAtMs: number } }).callpayload.expiresAtMs).toBe(call.expiresAtMs);
+    expect(fcmTo(ps.fcm, android.token, 'call.ended').map(callpayloadOf)).toEqual([expect.objectContaining({ callId, reason: 'unanswered' })]);
   });
 
   it('a call the caller cancelled: the callee gets the alert, the caller nothing; a repeated end sends none again', async () => {
@@ -265,6 +271,18 @@ describe('missed-call alerts, group calls', () => {
     expectOneAlert(carolIos, call, call.endedAtMs, 'Standup');
     expectOneAndroidAlert(carolAndroid, call, call.endedAtMs);
     for (const p of [bobIos, daveIos, erinIos]) expect(alertsTo(p)).toEqual([]);
+  });
+});
+
+describe('metrics', () => {
+  it('counts the alerts by platform and result', async () => {
+    const e = await scrapeMetrics(ps.stack.servers[0]!.metricsUrl);
+    const sample = (platform: string, result: string) =>
+      e.samples.find((x) => x.name === 'calling_missed_call_pushes_total' && x.labels.platform === platform && x.labels.result === result)?.value ?? 0;
+    // Every test above ran before this one (one file, in order): the alerts they checked, and one invalid iOS token.
+    expect(sample('ios', 'accepted')).toBe(3);
+    expect(sample('android', 'accepted')).toBe(2);
+    expect(sample('ios', 'invalid-token')).toBe(1);
   });
 });
 
