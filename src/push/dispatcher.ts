@@ -89,6 +89,8 @@ export interface DispatcherDeps {
    * false for one already claimed, which is not sent again (a change relayed again).
    */
   claimAlerts?: (msgs: readonly MissedMessage[]) => Promise<boolean[]>;
+  /** A missed-call alert a provider accepted (the history's `missedCallAlert`, src/history/missedCallAlerts.ts). */
+  alertSent?: (msg: MissedMessage) => Promise<void>;
   /** A missed-call alert's attempt or end (metrics): platform, and the result as in `outcomes`. */
   observeMissed?: (platform: 'ios' | 'android', result: string) => void;
 }
@@ -116,11 +118,16 @@ export class PushDispatcher {
     const results = await Promise.all(ready.map((r) => this.timed(r)));
     const retry: { r: Ready; retryAfterMs: number | undefined }[] = [];
     const removals: Promise<unknown>[] = [];
+    /** The accepted missed-call alerts, one per member and call (a member's installations share its record). */
+    const alerted = new Map<string, MissedMessage>();
     results.forEach((result, i) => {
       const r = ready[i]!;
       const provider = providerOf(r.msg);
       this.count(provider, resultLabel(result));
-      if (r.msg.t === 'missed') this.deps.observeMissed?.(platformOf(r.msg), resultLabel(result));
+      if (r.msg.t === 'missed') {
+        this.deps.observeMissed?.(platformOf(r.msg), resultLabel(result));
+        if (result.ok) alerted.set(`${r.msg.userId}\n${r.msg.callId}`, r.msg);
+      }
       if (result.ok) return;
       switch (result.kind) {
         case 'invalidToken':
@@ -141,7 +148,8 @@ export class PushDispatcher {
           this.deps.logger.warn({ provider, installationId: r.reg.installationId, reason: result.reason, status: result.status }, 'push rejected');
       }
     });
-    await Promise.all([...removals, this.scheduleRetries(retry, attempts + 1)]);
+    const notes = this.deps.alertSent ? [...alerted.values()].map((m) => this.deps.alertSent!(m)) : [];
+    await Promise.all([...removals, ...notes, this.scheduleRetries(retry, attempts + 1)]);
   }
 
   /** Reads what is not known yet (one auto-pipelined round trip) and drops what must not go out. */

@@ -91,6 +91,8 @@ export const keys = {
   /** The user's call history: the records by endedAtMs, all and the missed ones (sorted sets of record JSON). */
   userHistoryIndex: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:history`,
   userMissedIndex: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:missed`,
+  /** The user's missed calls a missed-call alert was accepted for (callId by when it was missed; src/history/missedCallAlerts.ts). */
+  userAlertedCalls: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:alerted`,
   /** Webhook dead letters (hash: id -> JSON) and their order by time (docs/webhooks.md "Dead letters"). */
   webhookDeadLetters: (ks: KeySpace) => `${ks.prefix}:{wh}:dead`,
   webhookDeadLetterOrder: (ks: KeySpace) => `${ks.prefix}:{wh}:dead:order`,

@@ -79,6 +79,7 @@ export async function startWorker(
     observeMisconfigured: (provider, app, reason) => metrics.pushConfigurationErrors.inc({ provider, app, reason }),
     tokenRemoved: webhooks.tokenRemoved,
     claimAlerts: missedCallClaims(redis, ks),
+    alertSent: (m) => deps.history.alerts.noteSent(m.userId, m.callId, m.payload.occurredAtMs),
     observeMissed: (platform, result) => metrics.missedCallPushes.inc({ platform, result }),
   });
   const retryWorkers = startPushRetryWorkers(queueConnection, partitioning, config.PUSH_CONCURRENCY, dispatcher, logger);

@@ -194,10 +194,12 @@ describe('missed-call alerts, one-to-one', () => {
 
     expectOneAlert(ios, call, call.endedAtMs, 'Alice');
     expect(alertsTo(callerPhone)).toEqual([]);
-    // The callee's history has the call as missed.
+    // The callee's history has the call as missed, and says its alert went out; the caller's record says nothing of it.
     const history = await ios.d.api.get('/v1/calls?missed=true');
     expect(history.status, history.text).toBe(200);
-    expect(history.json.calls.map((c: { callId: string }) => c.callId)).toContain(callId);
+    expect(history.json.calls.find((c: { callId: string }) => c.callId === callId)).toMatchObject({ missed: true, missedCallAlert: true });
+    const callers = await caller.api.get('/v1/calls');
+    expect(callers.json.calls.find((c: { callId: string }) => c.callId === callId)).not.toHaveProperty('missedCallAlert');
   });
 
   it('answered on the callee\'s other phone: no alert to any installation', async () => {
@@ -239,6 +241,9 @@ describe('missed-call alerts, one-to-one', () => {
     await waitUntil('the alert token to go', async () => !(await isRegistered(ios.d, 'iosAlert')));
     expect(alertsTo(ios).map((r) => [r.status, r.reason])).toEqual([[400, 'BadDeviceToken']]);
     expect(await isRegistered(ios.d, 'iosVoip')).toBe(true);
+    // No alert went out for that call: its record says so.
+    const history = await ios.d.api.get('/v1/calls?missed=true');
+    expect(history.json.calls.find((c: { callId: string }) => c.callId === first.callId)).toMatchObject({ missed: true, missedCallAlert: false });
 
     const second = await createCall(caller, bob);
     await waitUntil('the second invitation', () => voipTo(ios).length === 2);
