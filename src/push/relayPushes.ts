@@ -3,6 +3,7 @@ import { parseRegistrations, type PushRegistration } from './registry.js';
 import { missedCallPushesFor, pushesFor, usersToLookUp, type AlertsOf, type ProvidersEnabled } from './planner.js';
 import { registrationKey, type PushDispatcher } from './dispatcher.js';
 import { RungRegistrations } from './rungRegistrations.js';
+import { missedBy } from '../calls/missed.js';
 
 /** How old (by the Redis clock that stamped it) a relayed invitation may be and still go out unread. */
 const READ_CALLS_AFTER_MS = 100;
@@ -37,7 +38,8 @@ export interface PushHandlerOptions {
  * answered by the provider before that call's cancel signal is sent).
  *
  * A member a change made miss the call gets a missed-call alert per installation, as its app
- * allows (planner.ts missedCallPushesFor), from the same registrations as its signals.
+ * allows (planner.ts missedCallPushesFor): its registrations are read in the batch's write even
+ * when the memory holds the ones its invitation rang (a device registered mid-ring is alerted too).
  *
  * The signals that stop a ringing (answered, declined, cancelled, unanswered; a group member
  * joining, declining, missing) go to the Android devices the invitation rang: the registrations
@@ -58,11 +60,14 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
   const usersToRead = (c: CallChange): string[] => {
     const users = usersToLookUp(c);
     if (isInvitation(c)) return users;
+    // A member who missed the call is alerted on every installation it has now, not only on
+    // those its invitation rang: always read (planner.ts missedCallPushesFor).
+    const missed = alertsOf ? new Set(missedBy(c).map((p) => p.userId)) : new Set<string>();
     const held = new Map<string, readonly PushRegistration[]>();
     const toRead = users.filter((u) => {
       const regs = rung.recall(c.call.callId, u);
       if (regs) held.set(u, regs);
-      return !regs;
+      return !regs || missed.has(u);
     });
     if (held.size > 0) recalled.set(c, held);
     return toRead;
@@ -74,9 +79,8 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
       else if (isInvitation(c)) {
         for (const u of usersToLookUp(c)) {
           const read = regs.get(u);
-          // Signals go to Android only (planner.ts), missed-call alerts to Android and iosAlert
-          // tokens: nothing else is worth keeping.
-          if (read) rung.remember(c.call.callId, u, read.filter((r) => r.kind === 'androidPush' || (alertsOf !== undefined && r.kind === 'iosAlert')));
+          // Signals go to Android only (planner.ts): nothing else is worth keeping.
+          if (read) rung.remember(c.call.callId, u, read.filter((r) => r.kind === 'androidPush'));
         }
       }
     }
@@ -84,8 +88,8 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
   const send = async (changes: readonly CallChange[], reads: BatchReads, regs: ReadonlyMap<string, PushRegistration[]>): Promise<void> => {
     const messages = changes.flatMap((c) => {
       const held = recalled.get(c);
-      const registrationsOf = (u: string) => held?.get(u) ?? regs.get(u) ?? [];
-      const planned = [...pushesFor(c, registrationsOf, enabled), ...(alertsOf ? missedCallPushesFor(c, registrationsOf, alertsOf) : [])];
+      const rungOf = (u: string) => held?.get(u) ?? regs.get(u) ?? [];
+      const planned = [...pushesFor(c, rungOf, enabled), ...(alertsOf ? missedCallPushesFor(c, (u) => regs.get(u) ?? [], alertsOf) : [])];
       return planned.map((p) => (c.traceparent ? { ...p.data, tp: c.traceparent } : p.data));
     });
     if (messages.length === 0) return;
