@@ -160,7 +160,8 @@ export interface MediaSession {
   sfu?: SfuAccess;
 }
 
-export type PushTokenKind = 'iosVoip' | 'androidPush';
+/** `iosAlert`: the app's regular APNs device token, for missed-call alerts only (the server's docs/protocol.md "Missed-call alerts"). */
+export type PushTokenKind = 'iosVoip' | 'androidPush' | 'iosAlert';
 
 export interface PushTokenRegistration {
   installationId: string;
