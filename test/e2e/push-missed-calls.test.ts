@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { answer, device, end, getCall, uid, type Device } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
 import { keys } from '../../src/redis/keys.js';
@@ -21,6 +21,7 @@ import {
   pushStackForFile,
   registerAndroid,
   registerIos,
+  startPushStack,
   ttlSeconds,
   type PushStack,
 } from './push-helpers.js';
@@ -276,6 +277,41 @@ describe('missed-call alerts, group calls', () => {
     expectOneAlert(carolIos, call, call.endedAtMs, 'Standup');
     expectOneAndroidAlert(carolAndroid, call, call.endedAtMs);
     for (const p of [bobIos, daveIos, erinIos]) expect(alertsTo(p)).toEqual([]);
+  });
+});
+
+describe('missed-call alerts as the deployment sets them', () => {
+  /** A deployment with Android alerts off, an hour's lifetime and its own loc-key (docs/push-apps.md "Missed-call alerts"). */
+  let own: PushStack;
+  beforeAll(async () => {
+    own = await startPushStack({ MISSED_CALL_ALERTS: 'ios', MISSED_CALL_ALERT_LIFETIME_S: '3600', MISSED_CALL_ALERT_LOC_KEY: 'CALL_MISSED_FROM' });
+  });
+  afterAll(async () => {
+    await own?.stop();
+  });
+
+  it('Android off: only the iPhone is alerted, with the lifetime and loc-key set', async () => {
+    const caller = inst(own.url, uid('alice'), 'Alice');
+    const bob = uid('bob');
+    const iphone = inst(own.url, bob);
+    const [voip, alert] = [iosToken(), iosToken()];
+    await registerIos(iphone, voip);
+    await registerAlert(iphone, alert);
+    const android = inst(own.url, bob);
+    const token = androidToken();
+    await registerAndroid(android, token);
+    const { callId } = await createCall(caller, bob);
+    await waitUntil('the invitations', () => apnsTo(own.apns, voip).length === 1 && fcmTo(own.fcm, token, 'call.invited').length === 1);
+    expect((await end(caller, callId, 'localHangup')).status).toBe(200);
+    const call = await endedCall(caller, callId);
+    await pushesSettled(own, [callId]);
+
+    const alerts = apnsTo(own.apns, alert);
+    expect(alerts).toHaveLength(1);
+    expect(alerts[0]!.headers['apns-expiration']).toBe(String(Math.floor((call.endedAtMs + 3_600_000) / 1000)));
+    expect((alerts[0]!.body as { aps: { alert: Record<string, unknown> } }).aps.alert).toEqual({ 'loc-key': 'CALL_MISSED_FROM', 'loc-args': ['Alice'] });
+    // The Android phone still gets its stop-ringing signal, and no alert.
+    expect(fcmTo(own.fcm, token).map((m) => callpayloadOf(m).type)).toEqual(['call.invited', 'call.ended']);
   });
 });
 
