@@ -128,6 +128,8 @@ export function missedCallPushesFor(change: CallChange, registrationsOf: (userId
   const out: PlannedPush[] = [];
   const { call } = change;
   for (const p of missedBy(change)) {
+    // An invitee its call policy screened never rang: its history says so, no alert does (docs/call-policy.md).
+    if (p.screened) continue;
     for (const reg of registrationsOf(p.userId)) {
       if (reg.kind === 'iosVoip') continue;
       const alerts = alertsOf(reg.appId);
