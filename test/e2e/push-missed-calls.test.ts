@@ -231,6 +231,20 @@ describe('missed-call alerts, one-to-one', () => {
     expect(missedTo(android)).toEqual([]);
   });
 
+  it('a call the callee\'s call policy screened never rang: no alert', async () => {
+    // It rings out for the caller (docs/call-policy.md): on the short ring window.
+    const caller = inst(short.url, uid('alice'));
+    const bob = uid('bob');
+    const [ios, android] = [await iPhone(bob), await androidPhone(bob)];
+    expect((await ios.d.api.put('/v1/call-policy', { block: [caller.userId] })).status).toBe(200);
+    const { callId } = await createCall(caller, bob);
+    await waitUntil('the call to end', async () => (await getCall(caller, callId)).json.state === 'ended', 10_000);
+    await pushesSettled(ps, [callId]);
+    expect(voipTo(ios)).toEqual([]);
+    expect(alertsTo(ios)).toEqual([]);
+    expect(fcmTo(ps.fcm, android.token)).toEqual([]);
+  });
+
   it('BadDeviceToken for the alert token removes only that registration; the VoIP one stays and rings the next call', async () => {
     const caller = inst(url, uid('alice'), 'Alice');
     const bob = uid('bob');
