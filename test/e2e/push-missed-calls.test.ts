@@ -294,6 +294,30 @@ describe('missed-call alerts, group calls', () => {
   });
 });
 
+describe('missed-call alerts, a group member ringing out while the call goes on', () => {
+  it('is alerted at its own ring-out, once, though the call ends later', async () => {
+    // Created on the short ring window: each member rings 1.5 s.
+    const caller = inst(short.url, uid('alice'), 'Alice');
+    const [bob, carol] = [uid('bob'), uid('carol')];
+    const [bobIos, carolIos] = [await iPhone(bob), await iPhone(carol)];
+    const callId = randomUUID();
+    const created = await caller.api.post('/v1/calls', { callId, calleeUserIds: [bob, carol], operationId: uid('op') });
+    expect(created.status, created.text).toBe(201);
+    await waitUntil('the invitations', () => voipTo(bobIos).length === 1 && voipTo(carolIos).length === 1);
+    expect((await answer(bobIos.d, callId)).status).toBe(200);
+    // Carol rings out while Bob and Alice talk: her alert comes with that change.
+    await waitUntil('carol\'s alert', () => alertsTo(carolIos).length === 1, 10_000);
+    expect((await getCall(caller, callId)).json.state).toBe('accepted');
+    const ended = await caller.api.post(`/v1/calls/${callId}/end`, { operationId: uid('op'), reason: 'localHangup', forAll: true });
+    expect(ended.status, ended.text).toBe(200);
+    await pushesSettled(ps, [callId]);
+    expect(alertsTo(carolIos)).toHaveLength(1);
+    expect(alertsTo(carolIos)[0]).toMatchObject({ status: 200, headers: { 'apns-collapse-id': callId } });
+    expect((alertsTo(carolIos)[0]!.body as { callpayload: Record<string, unknown> }).callpayload).toMatchObject({ type: 'call.missed', callId, userId: carol });
+    expect(alertsTo(bobIos)).toEqual([]);
+  });
+});
+
 describe('missed-call alerts as the deployment sets them', () => {
   /** A deployment with Android alerts off, an hour's lifetime and its own loc-key (docs/push-apps.md "Missed-call alerts"). */
   let own: PushStack;
@@ -335,7 +359,7 @@ describe('metrics', () => {
     const sample = (platform: string, result: string) =>
       e.samples.find((x) => x.name === 'calling_missed_call_pushes_total' && x.labels.platform === platform && x.labels.result === result)?.value ?? 0;
     // Every test above ran before this one (one file, in order): the alerts they checked, and one invalid iOS token.
-    expect(sample('ios', 'accepted')).toBe(3);
+    expect(sample('ios', 'accepted')).toBe(4);
     expect(sample('android', 'accepted')).toBe(2);
     expect(sample('ios', 'invalid-token')).toBe(1);
   });
