@@ -245,17 +245,20 @@ describe('missed-call alerts, one-to-one', () => {
     expect(fcmTo(ps.fcm, android.token)).toEqual([]);
   });
 
-  it('BadDeviceToken for the alert token removes only that registration; the VoIP one stays and rings the next call', async () => {
+  it('BadDeviceToken or Unregistered for the alert token removes only that registration; the VoIP one stays and rings the next call', async () => {
     const caller = inst(url, uid('alice'), 'Alice');
     const bob = uid('bob');
-    const ios = await iPhone(bob);
+    const [ios, gone] = [await iPhone(bob), await iPhone(bob)];
     ps.apns.setTokenState(ios.alert, 'bad');
+    ps.apns.setTokenState(gone.alert, 'unregistered');
     const first = await createCall(caller, bob);
-    await waitUntil('the invitation', () => voipTo(ios).length === 1);
+    await waitUntil('the invitations', () => voipTo(ios).length === 1 && voipTo(gone).length === 1);
     expect((await end(caller, first.callId, 'localHangup')).status).toBe(200);
-    await waitUntil('the alert token to go', async () => !(await isRegistered(ios.d, 'iosAlert')));
+    await waitUntil('the alert tokens to go', async () => !(await isRegistered(ios.d, 'iosAlert')) && !(await isRegistered(gone.d, 'iosAlert')));
     expect(alertsTo(ios).map((r) => [r.status, r.reason])).toEqual([[400, 'BadDeviceToken']]);
+    expect(alertsTo(gone).map((r) => [r.status, r.reason])).toEqual([[410, 'Unregistered']]);
     expect(await isRegistered(ios.d, 'iosVoip')).toBe(true);
+    expect(await isRegistered(gone.d, 'iosVoip')).toBe(true);
     // No alert went out for that call: its record says so.
     const history = await ios.d.api.get('/v1/calls?missed=true');
     expect(history.json.calls.find((c: { callId: string }) => c.callId === first.callId)).toMatchObject({ missed: true, missedCallAlert: false });
@@ -265,8 +268,9 @@ describe('missed-call alerts, one-to-one', () => {
     expect(voipTo(ios)[1]!.status).toBe(200);
     expect((await end(caller, second.callId, 'localHangup')).status).toBe(200);
     await pushesSettled(ps, [first.callId, second.callId]);
-    // Nothing more to the removed alert token.
+    // Nothing more to the removed alert tokens.
     expect(alertsTo(ios)).toHaveLength(1);
+    expect(alertsTo(gone)).toHaveLength(1);
   });
 });
 
@@ -358,10 +362,10 @@ describe('metrics', () => {
     const e = await scrapeMetrics(ps.stack.servers[0]!.metricsUrl);
     const sample = (platform: string, result: string) =>
       e.samples.find((x) => x.name === 'calling_missed_call_pushes_total' && x.labels.platform === platform && x.labels.result === result)?.value ?? 0;
-    // Every test above ran before this one (one file, in order): the alerts they checked, and one invalid iOS token.
+    // Every test above ran before this one (one file, in order): the alerts they checked, and two invalid iOS tokens.
     expect(sample('ios', 'accepted')).toBe(4);
     expect(sample('android', 'accepted')).toBe(2);
-    expect(sample('ios', 'invalid-token')).toBe(1);
+    expect(sample('ios', 'invalid-token')).toBe(2);
   });
 });
 
