@@ -176,6 +176,18 @@ export const configSchema = z
       .refine((v) => PAYLOAD_KEY.test(v), 'letters, digits, `_`, `-` or `.`, starting with a letter or `_`, at most 64')
       .refine((v) => !RESERVED_PAYLOAD_KEY.test(v), 'a name Apple or FCM reserves (`aps`, `from`, `notification`, `message_type`, `collapse_key`, or starting with `google` or `gcm`)')
       .describe("The key of the push body (APNs) and data (FCM) that carries the event for the app's calling library (docs/protocol.md \"Push formats\")."),
+    MISSED_CALL_ALERTS: z
+      .string()
+      .default('ios,android')
+      .transform((v) => v.split(',').map((p) => p.trim()).filter(Boolean))
+      .pipe(z.union([z.tuple([z.literal('off')]), z.array(z.enum(['ios', 'android']))]))
+      .describe('Which platforms get a missed-call alert when a member who was rung never answered (docs/protocol.md "Missed-call alerts"): `ios,android` (default), `ios`, `android`, or `off`. The default of every app; an app of `PUSH_APPS` may set its own (`missedCallAlerts`).'),
+    MISSED_CALL_ALERT_LIFETIME_S: int(86_400, 60, 2_419_200).describe('How long a missed-call alert waits for a device that is offline, in seconds: its `apns-expiration` and its FCM ttl (default 24 h; at most FCM\'s 4 weeks).'),
+    MISSED_CALL_ALERT_LOC_KEY: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,64}$/, '1 to 64 letters, digits, `_`, `.` or `-`')
+      .default('MISSED_CALL')
+      .describe("The `loc-key` of the iOS missed-call alert: the key of the app's Localizable.strings entry, e.g. `\"MISSED_CALL\" = \"Missed call from %@\";`, `%@` being the caller's name."),
     PUSH_APPS: optionalString.describe(
       'Several apps in one deployment (docs/push-apps.md): a JSON array of apps, each with its `appId` and its `ios` and/or `android` providers. Unset: the single-app `IOS_*`/`ANDROID_*` variables make the one default app, which takes any `appId`.',
     ),

@@ -35,6 +35,19 @@ const pushAppSchema = z
       })
       .strict()
       .optional(),
+    /**
+     * The app's missed-call alerts (docs/protocol.md "Missed-call alerts"); a field left out takes
+     * the deployment's default (MISSED_CALL_ALERTS, MISSED_CALL_ALERT_LIFETIME_S, MISSED_CALL_ALERT_LOC_KEY).
+     */
+    missedCallAlerts: z
+      .object({
+        ios: z.boolean().optional(),
+        android: z.boolean().optional(),
+        lifetimeSeconds: z.number().int().min(60).max(2_419_200).optional(),
+        locKey: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, '1 to 64 letters, digits, `_`, `.` or `-`').optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict()
   .refine((a) => a.ios !== undefined || a.android !== undefined, { message: 'needs ios and/or android', path: ['ios'] });
@@ -95,4 +108,23 @@ export function pushApps(c: Config, readFile: (path: string) => string = (p) => 
     app.android = { projectId: c.ANDROID_PROJECT_ID!, serviceAccountFile: c.ANDROID_SERVICE_ACCOUNT_FILE! };
   }
   return { apps: app.ios || app.android ? [app] : [], anyAppId: true };
+}
+
+/** One app's missed-call alerts, its own fields over the deployment's defaults (docs/protocol.md "Missed-call alerts"). */
+export interface MissedCallAlerts {
+  ios: boolean;
+  android: boolean;
+  lifetimeMs: number;
+  locKey: string;
+}
+
+export function missedCallAlertsOf(c: Pick<Config, 'MISSED_CALL_ALERTS' | 'MISSED_CALL_ALERT_LIFETIME_S' | 'MISSED_CALL_ALERT_LOC_KEY'>, app: PushApp): MissedCallAlerts {
+  const platforms: readonly string[] = c.MISSED_CALL_ALERTS;
+  const own = app.missedCallAlerts ?? {};
+  return {
+    ios: own.ios ?? platforms.includes('ios'),
+    android: own.android ?? platforms.includes('android'),
+    lifetimeMs: (own.lifetimeSeconds ?? c.MISSED_CALL_ALERT_LIFETIME_S) * 1000,
+    locKey: own.locKey ?? c.MISSED_CALL_ALERT_LOC_KEY,
+  };
 }

@@ -5,11 +5,13 @@ import { configurationPage } from '../config/configurationPage.js';
 import { machineLua } from '../calls/machine.js';
 import {
   acceptedSchema,
+  apnsAlertBodySchema,
   apnsBodySchema,
   endedSchema,
   fcmMessageSchema,
   invitationSchema,
   messageSchema,
+  missedSchema,
   participantSchema, movedSchema,
   renamedSchema,
   ringingSchema,
@@ -37,7 +39,9 @@ export function generatedDocuments(): Map<string, string> {
     'call.participant': participantSchema,
     'call.moved': movedSchema,
     'call.message': messageSchema,
+    'call.missed': missedSchema,
     'ios-voip-push-body': apnsBodySchema,
+    'ios-missed-call-alert-body': apnsAlertBodySchema,
     'android-push-message': fcmMessageSchema,
   };
   for (const [name, schema] of Object.entries(schemas)) {

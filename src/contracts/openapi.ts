@@ -85,7 +85,7 @@ export function openApiDocument(): Record<string, unknown> {
             description: "The installationId; must be the session token's own installation (`iid`).",
             example: 'alice-phone',
           },
-          { name: 'kind', in: 'path', required: true, schema: schema(s.pushTokenKind), description: '`iosVoip` or `androidPush`.', example: 'iosVoip' },
+          { name: 'kind', in: 'path', required: true, schema: schema(s.pushTokenKind), description: '`iosVoip`, `iosAlert` or `androidPush`.', example: 'iosVoip' },
         ],
         put: {
           operationId: 'putPushToken',
@@ -93,8 +93,9 @@ export function openApiDocument(): Record<string, unknown> {
           summary: 'Register this installation’s push token',
           description:
             'Saves (or replaces) the push token invitations are sent to. An `iosVoip` token is the APNs VoIP device token ' +
-            'as 64 or more hex characters, and `iosEnvironment` is required; `androidPush` is an FCM registration token ' +
-            'and refuses `iosEnvironment`. The token is never echoed back: the response names its last characters.',
+            'as 64 or more hex characters, and `iosEnvironment` is required; `iosAlert` is the app\'s regular APNs device token ' +
+            '(same form, `iosEnvironment` required), used only for missed-call alerts (docs/protocol.md "Missed-call alerts"); ' +
+            '`androidPush` is an FCM registration token and refuses `iosEnvironment`. The token is never echoed back: the response names its last characters.',
           requestBody: {
             required: true,
             content: json('PushTokenRequest', {

@@ -76,6 +76,23 @@ export const movedSchema = z
   .meta({ title: 'call.moved' });
 
 /**
+ * A member who was rung never answered (docs/protocol.md "Missed-call alerts"): the payload of the
+ * missed-call alert, on iOS under the payload key of an alert push, on Android as a data message.
+ * It is not an event-log entry: the log has the call's `call.ended`, the history its record.
+ */
+export const missedSchema = z
+  .object({
+    ...eventCommon,
+    type: z.literal('call.missed'),
+    userId: z.string().min(1).describe('the member who missed the call'),
+    callerUserId: z.string().min(1),
+    displayName: z.string().min(1).describe("the caller's name (a group call's title when it has one), as the invitation showed it"),
+    handle: z.string().min(1).describe("the caller's handle, as in the invitation"),
+    video: z.boolean(),
+  })
+  .meta({ title: 'call.missed', description: 'A missed-call alert: the call rang this member and was never answered (docs/protocol.md "Missed-call alerts")' });
+
+/**
  * An in-call message (docs/api.md "In-call messages"): not a change of the call (no `revision`), and
  * not in the event log; delivered in a `message` signaling frame.
  */
@@ -99,13 +116,30 @@ export const apnsBodySchema = z
   .object({ aps: z.object({}).strict(), callpayload: invitationSchema })
   .meta({ title: 'iOS VoIP push body' });
 
+/** The iOS missed-call alert body (docs/protocol.md "Missed-call alerts"). */
+export const apnsAlertBodySchema = z
+  .object({
+    aps: z
+      .object({
+        alert: z.object({ 'loc-key': z.string().min(1), 'loc-args': z.array(z.string()).length(1).describe("the caller's name") }).strict(),
+        'thread-id': z.string().min(1).describe("the caller's userId: the alerts of one caller are grouped"),
+      })
+      .strict(),
+    callpayload: missedSchema,
+  })
+  .meta({ title: 'iOS missed-call alert body' });
+
 /** The Android data message (docs/protocol.md "Android invitation", "Android push signals"). `callpayload` is the payload serialised as JSON. */
 export const fcmMessageSchema = z
   .object({
     message: z.object({
       token: z.string().min(1),
-      android: z.object({ priority: z.enum(['HIGH', 'NORMAL']), ttl: z.string().regex(/^[1-9][0-9]*s$/) }),
-      data: z.object({ callpayload: z.string().describe('JSON text of call.invited, call.accepted or call.ended') }),
+      android: z.object({
+        priority: z.enum(['HIGH', 'NORMAL']),
+        ttl: z.string().regex(/^[1-9][0-9]*s$/),
+        collapse_key: z.string().min(1).optional().describe('the callId, on a missed-call alert only: a repeat replaces it'),
+      }),
+      data: z.object({ callpayload: z.string().describe('JSON text of call.invited, call.accepted, call.ended or call.missed') }),
     }),
   })
   .meta({ title: 'Android push message (FCM HTTP v1)' });

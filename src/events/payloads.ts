@@ -1,7 +1,7 @@
 import { shownName, type CallRecord, type Member, type PairCall } from '../calls/model.js';
 import type { EndReason } from '../calls/reasons.js';
 import type { z } from 'zod';
-import type { acceptedSchema, endedSchema, invitationSchema, movedSchema, participantSchema, renamedSchema, ringingSchema } from './payloadSchemas.js';
+import type { acceptedSchema, endedSchema, invitationSchema, missedSchema, movedSchema, participantSchema, renamedSchema, ringingSchema } from './payloadSchemas.js';
 
 /** Builders of the event payloads (schemas in payloadSchemas.ts; docs/protocol.md "Events"). */
 
@@ -12,6 +12,7 @@ export type RenamedPayload = z.infer<typeof renamedSchema>;
 export type RingingPayload = z.infer<typeof ringingSchema>;
 export type ParticipantPayload = z.infer<typeof participantSchema>;
 export type MovedPayload = z.infer<typeof movedSchema>;
+export type MissedPayload = z.infer<typeof missedSchema>;
 
 export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload | MovedPayload;
 
@@ -99,4 +100,21 @@ export function participantPayload(call: CallRecord, occurredAtMs: number, m: Me
 
 export function movedPayload(call: CallRecord, occurredAtMs: number, userId: string, installationId: string): MovedPayload {
   return { schemaVersion: 1, eventId: eventIdFor(call, `moved.${userId}`), type: 'call.moved', callId: call.callId, revision: call.revision, occurredAtMs, userId, installationId };
+}
+
+/** The missed-call alert's payload for one member (docs/protocol.md "Missed-call alerts"); its eventId is one per call and member. */
+export function missedPayload(call: CallRecord, occurredAtMs: number, userId: string): MissedPayload {
+  return {
+    schemaVersion: 1,
+    eventId: eventIdFor(call, `missed.${userId}`),
+    type: 'call.missed',
+    callId: call.callId,
+    revision: call.revision,
+    occurredAtMs,
+    userId,
+    callerUserId: call.callerUserId,
+    displayName: shownName(call),
+    handle: call.callerHandle,
+    video: call.video,
+  };
 }

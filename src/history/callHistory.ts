@@ -8,6 +8,7 @@ import type { z } from 'zod';
 import type { callHistoryEntry } from './schema.js';
 import { DEFAULT_HISTORY_RETENTION_MS } from '../calls/retention.js';
 import { participants } from '../calls/participants.js';
+import { MissedCallAlertIndex } from './missedCallAlerts.js';
 
 /**
  * Call history (docs/call-history.md): every ended call leaves a record. The script that ends it
@@ -101,16 +102,22 @@ export function historyRetentionOf(s: HistorySettings): number {
 }
 
 export class CallHistory {
+  /** Which missed calls had a missed-call alert sent (its missed records' `missedCallAlert`). */
+  readonly alerts: MissedCallAlertIndex;
+
   constructor(
     private readonly redis: Redis | Cluster,
     readonly settings: HistorySettings,
-  ) {}
+  ) {
+    this.alerts = new MissedCallAlertIndex(redis, settings);
+  }
 
   /** One page of `userId`'s history, newest first, after `cursor`; only missed calls when `missed`. */
-  read(userId: string, opts: { cursor?: IndexCursor | undefined; limit: number; missed: boolean }): Promise<RecordPage> {
+  async read(userId: string, opts: { cursor?: IndexCursor | undefined; limit: number; missed: boolean }): Promise<RecordPage> {
     const s = this.settings;
     const index = opts.missed ? keys.userMissedIndex(s, userId) : keys.userHistoryIndex(s, userId);
-    return readIndexedPage(this.redis, index, { ...opts, minMs: Date.now() - historyRetentionOf(s) });
+    const page = await readIndexedPage(this.redis, index, { ...opts, minMs: Date.now() - historyRetentionOf(s) });
+    return { ...page, records: await this.alerts.withAlertFlags(userId, page.records) };
   }
 
   /** The user's calls that have not ended, by the relay's index (the caller re-reads each call). */

@@ -19,6 +19,10 @@ export const callHistoryEntry = z.object({
   endReason: z.enum(END_REASONS).describe("the end reason as this user's devices were told it"),
   endedBy,
   missed: z.boolean().describe('a call to this user that nobody answered: it rang out, or the caller cancelled it'),
+  missedCallAlert: z
+    .boolean()
+    .optional()
+    .describe('in a missed record only: whether a missed-call alert for it was accepted by APNs or FCM for at least one of this user\'s installations (docs/protocol.md "Missed-call alerts")'),
   ringingMs: z.number().int().describe('from the invitation to the answer, or to the end when never answered'),
   talkMs: z.number().int().describe('from the answer to the end; 0 when never answered'),
   screened: z

@@ -61,6 +61,11 @@ export class Metrics {
     "Pushes a provider refused because of the app's key, topic, project or service account, by provider, app and reason (docs/push-apps.md)",
     ['provider', 'app', 'reason'],
   );
+  readonly missedCallPushes = this.counter(
+    'missed_call_pushes_total',
+    'Missed-call alerts (docs/protocol.md "Missed-call alerts") by platform (ios, android) and result: accepted, invalid-token, retry, misconfigured, rejected per attempt; gave-up when its lifetime ran out in retries; skipped-repeat when a change relayed again planned it again',
+    ['platform', 'result'],
+  );
 
   readonly webhookDuration = this.histogram(
     'webhook_delivery_seconds',

@@ -1,11 +1,14 @@
+import { createHash } from 'node:crypto';
 import { DEFAULT_PUSH_PAYLOAD_KEY } from '../config/config.js';
+import type { MissedPayload } from '../events/payloads.js';
 import { ApnsKeyError, ApnsProviderToken } from './apnsProviderToken.js';
 import type { Http2Pool, Http2Response } from './http2Pool.js';
 import { headerValue, parseJsonBody, reasonCode, retryOrFatal, sendWithCredential } from './providerResponse.js';
 import type { SendResult } from './sendResult.js';
 
 /**
- * iOS VoIP invitations (docs/protocol.md "iOS VoIP invitation"): one HTTP/2 POST per device over
+ * iOS VoIP invitations (docs/protocol.md "iOS VoIP invitation") and missed-call alerts
+ * (docs/protocol.md "Missed-call alerts"): one HTTP/2 POST per device over
  * the shared pool, with Apple's header names (`apns-push-type`, `apns-topic`, `apns-priority`,
  * `apns-expiration`; docs/protocol.md "Names sent to Apple and Google"). A 200 means the provider
  * accepted the push for delivery, nothing more. Answers are handled as docs/protocol.md "What is
@@ -33,7 +36,7 @@ export interface ApnsSenderOptions {
   keyPem: string;
   keyId: string;
   teamId: string;
-  /** IOS_BUNDLE_ID; the topic is `<bundleId>.voip`. */
+  /** IOS_BUNDLE_ID; the VoIP topic is `<bundleId>.voip`, the alerts' the bundle ID itself. */
   bundleId: string;
   /** PUSH_PAYLOAD_KEY: the body key that carries the invitation. Default `callpayload`. */
   payloadKey?: string;
@@ -52,9 +55,25 @@ const TOPIC_REASONS = new Set(['MissingTopic', 'BadTopic', 'TopicDisallowed']);
 // The server closes this connection: the push was not taken and may go on a new connection.
 const RECONNECT_REASONS = new Set(['Shutdown', 'IdleTimeout']);
 
+/** What a missed-call alert says (docs/protocol.md "Missed-call alerts"). */
+export interface MissedCallAlert {
+  payload: MissedPayload;
+  /** The app's `loc-key`: its Localizable.strings entry, "Missed call from %@". */
+  locKey: string;
+  /** The end of the alert's lifetime (epoch ms): APNs keeps it for an offline device until then. */
+  expiresAtMs: number;
+}
+
+/** APNs takes a collapse ID of at most 64 bytes; a longer callId (up to 128) collapses by its hash. */
+const MAX_COLLAPSE_ID_BYTES = 64;
+export function collapseIdOf(callId: string): string {
+  return Buffer.byteLength(callId) <= MAX_COLLAPSE_ID_BYTES ? callId : createHash('sha256').update(callId).digest('base64url');
+}
+
 export class ApnsSender {
   private readonly urls: Record<ApnsEnvironment, string>;
   private readonly topic: string;
+  private readonly bundleId: string;
   private readonly payloadKey: string;
   private readonly pool: Http2Pool;
   private readonly timeoutMs: number;
@@ -68,6 +87,7 @@ export class ApnsSender {
       development: options.sandboxUrl ?? APNS_SANDBOX_URL,
     };
     this.topic = `${options.bundleId}.voip`;
+    this.bundleId = options.bundleId;
     this.payloadKey = options.payloadKey ?? DEFAULT_PUSH_PAYLOAD_KEY;
     this.pool = options.pool;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -82,11 +102,36 @@ export class ApnsSender {
   }
 
   /** Sends one VoIP push carrying the invitation (docs/protocol.md "Events") under the payload key to one device. */
-  async sendVoip(target: ApnsTarget, invitation: object): Promise<SendResult> {
+  sendVoip(target: ApnsTarget, invitation: object): Promise<SendResult> {
+    // A late call must not ring: expiration 0 means now or never.
+    const headers = { 'apns-push-type': 'voip', 'apns-topic': this.topic, 'apns-priority': '10', 'apns-expiration': '0' };
+    return this.post(target, headers, JSON.stringify({ aps: {}, [this.payloadKey]: invitation }));
+  }
+
+  /**
+   * Sends one missed-call alert to an `iosAlert` token (the app's regular device token): an
+   * ordinary alert push to the bundle ID, which APNs stores for an offline phone until its
+   * expiration. Priority 10 (deliver at once: it shows an alert); the collapse ID is the call's,
+   * so a repeat replaces the alert instead of adding one; `thread-id` groups a caller's alerts.
+   * The app localises `loc-key` with `loc-args` (the caller's name).
+   */
+  sendAlert(target: ApnsTarget, alert: MissedCallAlert): Promise<SendResult> {
+    const { payload } = alert;
+    const headers = {
+      'apns-push-type': 'alert',
+      'apns-topic': this.bundleId,
+      'apns-priority': '10',
+      'apns-expiration': String(Math.floor(alert.expiresAtMs / 1000)),
+      'apns-collapse-id': collapseIdOf(payload.callId),
+    };
+    const aps = { alert: { 'loc-key': alert.locKey, 'loc-args': [payload.displayName] }, 'thread-id': payload.callerUserId };
+    return this.post(target, headers, JSON.stringify({ aps, [this.payloadKey]: payload }));
+  }
+
+  private async post(target: ApnsTarget, pushHeaders: Record<string, string>, body: string): Promise<SendResult> {
     const origin = this.urls[target.environment];
     if (origin === undefined) throw new TypeError('APNs environment must be production or development');
     const path = `/3/device/${encodeURIComponent(target.token)}`;
-    const body = JSON.stringify({ aps: {}, [this.payloadKey]: invitation });
 
     return sendWithCredential<string>({
       credential: async () => {
@@ -103,13 +148,7 @@ export class ApnsSender {
           {
             method: 'POST',
             path,
-            headers: {
-              authorization: `bearer ${jwt}`,
-              'apns-push-type': 'voip',
-              'apns-topic': this.topic,
-              'apns-priority': '10',
-              'apns-expiration': '0',
-            },
+            headers: { authorization: `bearer ${jwt}`, ...pushHeaders },
             body,
           },
           this.timeoutMs,

@@ -9,6 +9,8 @@ import { tokenHash, type PushRegistry, type PushRegistration, type TokenRemoval 
 import type { PushMessage, PushRetryJob } from './queues.js';
 import type { SendResult } from './sendResult.js';
 import type { Logger } from '../util/logger.js';
+import type { MissedCallAlerts } from '../config/pushApps.js';
+import type { MissedCallAlert } from './apns.js';
 
 /**
  * Sends one attempt of a set of push messages (docs/architecture.md "Push"). Right before it sends, it checks
@@ -22,14 +24,18 @@ import type { Logger } from '../util/logger.js';
 
 export interface VoipSender {
   sendVoip(reg: { token: string; environment: 'production' | 'development' }, callpayload: object): Promise<SendResult>;
+  /** Missed-call alerts to `iosAlert` tokens (docs/protocol.md "Missed-call alerts"). */
+  sendAlert?(reg: { token: string; environment: 'production' | 'development' }, alert: MissedCallAlert): Promise<SendResult>;
 }
 export interface AndroidSender {
-  send(token: string, opts: { priority: 'HIGH' | 'NORMAL'; ttlSeconds: number; callpayload: object }): Promise<SendResult>;
+  send(token: string, opts: { priority: 'HIGH' | 'NORMAL'; ttlSeconds: number; callpayload: object; collapseKey?: string }): Promise<SendResult>;
 }
 /** The senders of one app (docs/push-apps.md). */
 export interface AppSenders {
   apns?: VoipSender | undefined;
   fcm?: AndroidSender | undefined;
+  /** The app's missed-call alerts (PUSH_APPS `missedCallAlerts` over the MISSED_CALL_ALERT* defaults). */
+  missedCallAlerts?: MissedCallAlerts | undefined;
 }
 export interface PushSenders extends AppSenders {
   /**
@@ -44,8 +50,8 @@ export interface PushSenders extends AppSenders {
 export type PushOutcomes = Map<string, number>;
 
 /** Exponential backoff with jitter, at least the provider's retry-after. */
-export function pushBackoffMs(attempt: number, retryAfterMs: number | undefined, random = Math.random): number {
-  const base = Math.min(250 * 2 ** Math.max(0, attempt - 1), 8_000);
+export function pushBackoffMs(attempt: number, retryAfterMs: number | undefined, random = Math.random, maxMs = 8_000): number {
+  const base = Math.min(250 * 2 ** Math.max(0, Math.min(attempt, 40) - 1), maxMs);
   const jittered = base / 2 + random() * (base / 2);
   return Math.max(Math.round(jittered), retryAfterMs ?? 0);
 }
@@ -78,7 +84,24 @@ export interface DispatcherDeps {
    * before the removal.
    */
   tokenRemoved?: (reg: PushRegistration, reason: string, removal: TokenRemoval) => Promise<void>;
+  /**
+   * Claims each missed-call alert once before its first attempt (src/push/missedCallClaims.ts):
+   * false for one already claimed, which is not sent again (a change relayed again).
+   */
+  claimAlerts?: (msgs: readonly MissedMessage[]) => Promise<boolean[]>;
+  /** A missed-call alert a provider accepted (the history's `missedCallAlert`, src/history/missedCallAlerts.ts). */
+  alertSent?: (msg: MissedMessage) => Promise<void>;
+  /** A missed-call alert's attempt or end (metrics): platform, and the result as in `outcomes`. */
+  observeMissed?: (platform: 'ios' | 'android', result: string) => void;
 }
+
+type MissedMessage = Extract<PushMessage, { t: 'missed' }>;
+
+/**
+ * A missed-call alert may wait a day for a provider that is down: its retries back off further
+ * than a ringing push's (whose whole life is the ring window).
+ */
+const ALERT_MAX_BACKOFF_MS = 300_000;
 
 type Ready = { msg: PushMessage; reg: PushRegistration; payload: object; deadlineMs: number };
 
@@ -88,17 +111,23 @@ export class PushDispatcher {
   /** One attempt of every message (`attempts` made before this one). */
   async send(messages: readonly PushMessage[], attempts: number, known: Known = {}): Promise<void> {
     if (messages.length === 0) return;
-    const ready = await this.prepare(messages, known);
+    const ready = await this.prepare(messages, known, attempts);
     // A registration updated after this moment is newer than the token we send to: it survives a
     // report that the token is invalid.
     const sentAtMs = Date.now();
     const results = await Promise.all(ready.map((r) => this.timed(r)));
     const retry: { r: Ready; retryAfterMs: number | undefined }[] = [];
     const removals: Promise<unknown>[] = [];
+    /** The accepted missed-call alerts, one per member and call (a member's installations share its record). */
+    const alerted = new Map<string, MissedMessage>();
     results.forEach((result, i) => {
       const r = ready[i]!;
       const provider = providerOf(r.msg);
       this.count(provider, resultLabel(result));
+      if (r.msg.t === 'missed') {
+        this.deps.observeMissed?.(platformOf(r.msg), resultLabel(result));
+        if (result.ok) alerted.set(`${r.msg.userId}\n${r.msg.callId}`, r.msg);
+      }
       if (result.ok) return;
       switch (result.kind) {
         case 'invalidToken':
@@ -119,11 +148,12 @@ export class PushDispatcher {
           this.deps.logger.warn({ provider, installationId: r.reg.installationId, reason: result.reason, status: result.status }, 'push rejected');
       }
     });
-    await Promise.all([...removals, this.scheduleRetries(retry, attempts + 1)]);
+    const notes = this.deps.alertSent ? [...alerted.values()].map((m) => this.deps.alertSent!(m)) : [];
+    await Promise.all([...removals, ...notes, this.scheduleRetries(retry, attempts + 1)]);
   }
 
   /** Reads what is not known yet (one auto-pipelined round trip) and drops what must not go out. */
-  private async prepare(messages: readonly PushMessage[], known: Known): Promise<Ready[]> {
+  private async prepare(messages: readonly PushMessage[], known: Known, attempts: number): Promise<Ready[]> {
     const regs = await Promise.all(
       messages.map((m) => {
         const key = registrationKey(m.userId, m.installationId, m.kind);
@@ -155,7 +185,20 @@ export class PushDispatcher {
         ready.push({ msg, reg, payload: msg.payload, deadlineMs: msg.deadlineMs });
       }
     });
-    return ready;
+    return attempts === 0 ? this.claimed(ready) : ready;
+  }
+
+  /** Drops the missed-call alerts already claimed: their first attempt was made by an earlier relay of the change. */
+  private async claimed(ready: Ready[]): Promise<Ready[]> {
+    const alerts = ready.filter((r): r is Ready & { msg: MissedMessage } => r.msg.t === 'missed');
+    if (alerts.length === 0 || !this.deps.claimAlerts) return ready;
+    const won = await this.deps.claimAlerts(alerts.map((r) => r.msg));
+    const repeated = new Set(alerts.filter((_, i) => !won[i]));
+    for (const r of repeated) {
+      this.count(providerOf(r.msg), 'skipped-repeat');
+      this.deps.observeMissed?.(platformOf(r.msg), 'skipped-repeat');
+    }
+    return repeated.size === 0 ? ready : ready.filter((r) => !repeated.has(r as Ready & { msg: MissedMessage }));
   }
 
   private timed(r: Ready): Promise<SendResult> {
@@ -183,6 +226,7 @@ export class PushDispatcher {
     const senders = all.apps ? all.apps.get(r.reg.appId) : all;
     if (!senders) return Promise.resolve({ ok: false, kind: 'misconfigured', reason: 'app not configured' });
     const msLeft = r.deadlineMs - Date.now();
+    if (r.msg.t === 'missed') return this.sendAlert(r.msg, r.reg, senders, msLeft);
     if (r.reg.kind === 'iosVoip') {
       if (!senders.apns) return Promise.resolve({ ok: false, kind: 'misconfigured', reason: 'iOS push not configured' });
       return senders.apns.sendVoip({ token: r.reg.token, environment: r.reg.iosEnvironment ?? 'production' }, r.payload);
@@ -191,6 +235,21 @@ export class PushDispatcher {
     const priority = r.msg.t === 'invite' ? 'HIGH' : 'NORMAL';
     // Whole seconds left, never 0 (a zero-TTL message is dropped when the device is offline).
     return senders.fcm.send(r.reg.token, { priority, ttlSeconds: Math.max(1, Math.floor(msLeft / 1000)), callpayload: r.payload });
+  }
+
+  /** A missed-call alert: an APNs alert push to an iosAlert token, a NORMAL data message on Android (docs/protocol.md "Missed-call alerts"). */
+  private sendAlert(msg: MissedMessage, reg: PushRegistration, senders: AppSenders, msLeft: number): Promise<SendResult> {
+    const settings = senders.missedCallAlerts;
+    if (msg.kind === 'iosAlert') {
+      if (!senders.apns?.sendAlert || !settings) return Promise.resolve({ ok: false, kind: 'misconfigured', reason: 'iOS push not configured' });
+      return senders.apns.sendAlert(
+        { token: reg.token, environment: reg.iosEnvironment ?? 'production' },
+        { payload: msg.payload, locKey: settings.locKey, expiresAtMs: msg.deadlineMs },
+      );
+    }
+    if (!senders.fcm) return Promise.resolve({ ok: false, kind: 'misconfigured', reason: 'Android push not configured' });
+    // NORMAL: it shows a notification, it need not wake the phone at once; the ttl keeps it for a phone that is off.
+    return senders.fcm.send(reg.token, { priority: 'NORMAL', ttlSeconds: Math.max(1, Math.floor(msLeft / 1000)), callpayload: msg.payload, collapseKey: msg.callId });
   }
 
   private async removeInvalid(r: Ready, reason: string, notAfterMs: number): Promise<void> {
@@ -206,12 +265,21 @@ export class PushDispatcher {
   /** One delayed job per partition with the messages that failed transiently. */
   private async scheduleRetries(failed: { r: Ready; retryAfterMs: number | undefined }[], attempts: number): Promise<void> {
     if (failed.length === 0) return;
+    // Missed-call alerts back off further than ringing pushes: their own jobs.
+    const alerts = failed.filter((f) => f.r.msg.t === 'missed');
+    const rest = failed.filter((f) => f.r.msg.t !== 'missed');
+    await Promise.all([this.scheduleGroup(rest, attempts, undefined), this.scheduleGroup(alerts, attempts, ALERT_MAX_BACKOFF_MS)]);
+  }
+
+  private async scheduleGroup(failed: { r: Ready; retryAfterMs: number | undefined }[], attempts: number, maxBackoffMs: number | undefined): Promise<void> {
+    if (failed.length === 0) return;
     const maxRetryAfter = Math.max(0, ...failed.map((f) => f.retryAfterMs ?? 0));
-    const delayMs = pushBackoffMs(attempts, maxRetryAfter);
+    const delayMs = pushBackoffMs(attempts, maxRetryAfter, Math.random, maxBackoffMs);
     const byPartition = new Map<number, PushMessage[]>();
     for (const { r } of failed) {
       if (Date.now() + delayMs >= r.deadlineMs - 1000) {
         this.count(providerOf(r.msg), 'gave-up');
+        if (r.msg.t === 'missed') this.deps.observeMissed?.(platformOf(r.msg), 'gave-up');
         continue;
       }
       const p = partitionOfShard(shardOf(r.msg.callId, this.deps.partitioning.shards), this.deps.partitioning.partitions);
@@ -234,5 +302,9 @@ function resultLabel(result: SendResult): string {
 }
 
 function providerOf(m: PushMessage): 'apns' | 'fcm' {
-  return m.kind === 'iosVoip' ? 'apns' : 'fcm';
+  return m.kind === 'androidPush' ? 'fcm' : 'apns';
+}
+
+function platformOf(m: PushMessage): 'ios' | 'android' {
+  return m.kind === 'androidPush' ? 'android' : 'ios';
 }

@@ -22,6 +22,8 @@ export interface FcmMessage {
   ttlSeconds: number;
   /** The invitation or signal, sent under the payload key (docs/protocol.md "Android invitation"). */
   callpayload: object;
+  /** A missed-call alert's callId: FCM keeps only the newest message of a collapse key for an offline device. */
+  collapseKey?: string;
 }
 
 /** What FcmSender needs from an access-token source (FcmAccessToken, or a test double). */
@@ -96,7 +98,7 @@ export class FcmSender {
     const body = JSON.stringify({
       message: {
         token,
-        android: { priority: message.priority, ttl: `${ttlSeconds}s` },
+        android: { priority: message.priority, ttl: `${ttlSeconds}s`, ...(message.collapseKey === undefined ? {} : { collapse_key: message.collapseKey }) },
         data: { [this.payloadKey]: JSON.stringify(message.callpayload) },
       },
     });

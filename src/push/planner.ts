@@ -3,6 +3,9 @@ import { deliveriesFor } from '../events/audience.js';
 import { isForInstallation } from '../events/delivery.js';
 import { memberOf, wasAnswered, type GroupCall } from '../calls/model.js';
 import { participants, type Participant } from '../calls/participants.js';
+import { missedBy } from '../calls/missed.js';
+import { missedPayload } from '../events/payloads.js';
+import type { MissedCallAlerts } from '../config/pushApps.js';
 import type { PushRegistration } from './registry.js';
 import type { PushMessage } from './queues.js';
 import { jobIdPart } from './queues.js';
@@ -31,6 +34,12 @@ export interface ProvidersEnabled {
   androidPush: boolean;
 }
 
+/**
+ * An app's missed-call alerts as far as they can go out: a platform is on only where the app has
+ * its provider too. Undefined: the app sends none (or is not configured).
+ */
+export type AlertsOf = (appId: string) => MissedCallAlerts | undefined;
+
 /** The users whose registrations `pushesFor` needs: never one the call policy screened, who gets no push. */
 export function usersToLookUp(change: CallChange): string[] {
   const { call } = change;
@@ -55,7 +64,7 @@ export function pushesFor(
   if (invitees) {
     for (const userId of invitees) {
       for (const reg of registrationsOf(userId)) {
-        if (!enabled[reg.kind]) continue;
+        if (reg.kind === 'iosAlert' || !enabled[reg.kind]) continue;
         out.push({
           // A group call's late invitation rings again: its revision tells it from the first.
           id: `invite.${jobIdPart(call.callId)}${change.kind === 'invited' ? `.${call.revision}` : ''}.${jobIdPart(reg.installationId)}.${reg.kind}`,
@@ -104,4 +113,40 @@ function groupUsersToLookUp(change: CallChange, call: GroupCall): string[] {
   if (change.kind === 'ended') return call.members.filter((m) => m.endedIn === 'invited' || m.endedIn === 'ringing').map((m) => m.userId);
   if (change.kind === 'joined' || change.kind === 'member') return change.subjects ?? [];
   return [];
+}
+
+/**
+ * The missed-call alerts of one change (docs/protocol.md "Missed-call alerts"): for each member the
+ * change made miss the call (src/calls/missed.ts: rung, never answered on any installation, not
+ * busy, not declined), one alert per installation: to its `iosAlert` token, and to its
+ * `androidPush` token, as its app allows. A busy member, one that declined, joined, or answered on
+ * another installation is not in missedBy, so gets none. The id is one per call, installation and
+ * kind: with the claim the dispatcher makes before the first attempt (missedCallClaims.ts), a
+ * change relayed again sends no second alert.
+ */
+export function missedCallPushesFor(change: CallChange, registrationsOf: (userId: string) => readonly PushRegistration[], alertsOf: AlertsOf): PlannedPush[] {
+  const out: PlannedPush[] = [];
+  const { call } = change;
+  for (const p of missedBy(change)) {
+    // An invitee its call policy screened never rang: its history says so, no alert does (docs/call-policy.md).
+    if (p.screened) continue;
+    for (const reg of registrationsOf(p.userId)) {
+      if (reg.kind === 'iosVoip') continue;
+      const alerts = alertsOf(reg.appId);
+      if (!alerts || !(reg.kind === 'iosAlert' ? alerts.ios : alerts.android)) continue;
+      out.push({
+        id: `missed.${jobIdPart(call.callId)}.${jobIdPart(reg.installationId)}.${reg.kind}`,
+        data: {
+          t: 'missed',
+          callId: call.callId,
+          userId: reg.userId,
+          installationId: reg.installationId,
+          kind: reg.kind,
+          payload: missedPayload(call, change.atMs, p.userId),
+          deadlineMs: change.atMs + alerts.lifetimeMs,
+        },
+      });
+    }
+  }
+  return out;
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Config } from '../config/config.js';
-import type { PushApp, PushApps } from '../config/pushApps.js';
+import { missedCallAlertsOf, type PushApp, type PushApps } from '../config/pushApps.js';
+import type { AlertsOf } from './planner.js';
 import { ConfigError } from '../config/config.js';
 import type { Logger } from '../util/logger.js';
 import type { AppSenders, PushSenders } from './dispatcher.js';
@@ -24,7 +25,7 @@ function readAppFile(field: string, path: string): string {
 function appSenders(config: Config, app: PushApp, single: boolean, pool: Http2Pool): AppSenders {
   // The field names in errors: the single-app variables, or the app's own fields.
   const name = (field: string, variable: string) => (single ? variable : `app "${app.appId}" ${field}`);
-  const out: AppSenders = {};
+  const out: AppSenders = { missedCallAlerts: missedCallAlertsOf(config, app) };
   if (app.ios) {
     const productionUrl = app.ios.url ?? config.IOS_PUSH_URL;
     const sandboxUrl = app.ios.sandboxUrl ?? config.IOS_PUSH_SANDBOX_URL;
@@ -95,4 +96,23 @@ export function enabledKinds(senders: PushSenders): { iosVoip: boolean; androidP
 export function registrableApps(apps: PushApps): ReadonlyMap<string, { ios: boolean; android: boolean }> | undefined {
   if (apps.anyAppId) return undefined;
   return new Map(apps.apps.map((a) => [a.appId, { ios: a.ios !== undefined, android: a.android !== undefined }]));
+}
+
+/**
+ * Each app's missed-call alerts as far as they can go out (planner.ts AlertsOf): a platform only
+ * where the app has its provider. The single-app configuration answers for every appId.
+ */
+export function alertsOf(senders: PushSenders): AlertsOf {
+  const of = (s: AppSenders | undefined) => {
+    const a = s?.missedCallAlerts;
+    if (!a) return undefined;
+    const out = { ...a, ios: a.ios && s?.apns !== undefined, android: a.android && s?.fcm !== undefined };
+    return out.ios || out.android ? out : undefined;
+  };
+  if (!senders.apps) {
+    const only = of(senders);
+    return () => only;
+  }
+  const byApp = new Map([...senders.apps].map(([id, s]) => [id, of(s)]));
+  return (appId) => byApp.get(appId);
 }

@@ -1,5 +1,5 @@
 import type { Queue, ConnectionOptions, DefaultJobOptions } from 'bullmq';
-import type { EventPayload } from '../events/payloads.js';
+import type { EventPayload, MissedPayload } from '../events/payloads.js';
 import type { PushTokenKind } from './kinds.js';
 import { createPartitionQueues, oneRunJobOptions, type Partitioning } from '../redis/partitions.js';
 
@@ -29,6 +29,17 @@ export type PushMessage = (
       kind: 'androidPush';
       payload: EventPayload;
       /** After this the signal is pointless: its ttl and the end of its retries. */
+      deadlineMs: number;
+    }
+  | {
+      /** A missed-call alert (docs/protocol.md "Missed-call alerts"). */
+      t: 'missed';
+      callId: string;
+      userId: string;
+      installationId: string;
+      kind: 'iosAlert' | 'androidPush';
+      payload: MissedPayload;
+      /** The end of the alert's lifetime: its apns-expiration or ttl, and the end of its retries. */
       deadlineMs: number;
     }
 ) & {

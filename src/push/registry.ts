@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Redis, Cluster } from 'ioredis';
 import { keys, type KeySpace } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
-import type { IosEnvironment, PushTokenKind } from './kinds.js';
+import { PUSH_TOKEN_KINDS, type IosEnvironment, type PushTokenKind } from './kinds.js';
 
 /**
  * Push registrations: one per (installation, kind), stored under the user so invitations fan out
@@ -147,7 +147,7 @@ export class PushRegistry {
     const ownerKey = keys.pushTokenOwner(this.ks, kind, hash);
     const owner = await this.redis.get(ownerKey);
     const [userId, installationId] = owner?.split('\n') ?? [];
-    if (owner === null || userId === undefined || installationId === undefined || (kind !== 'iosVoip' && kind !== 'androidPush')) return 'left';
+    if (owner === null || userId === undefined || installationId === undefined || !isTokenKind(kind)) return 'left';
     const reg = await this.get(userId, installationId, kind);
     if (reg && tokenHash(reg.token) === hash) {
       const expireAt = Number(await this.redis.call('PEXPIRETIME', keys.pushRegistrations(this.ks, userId)));
@@ -190,7 +190,7 @@ export function parseRegistrations(userId: string, stored: Record<string, string
   const out: PushRegistration[] = [];
   for (const [field, value] of entries) {
     const [installationId = '', kind = ''] = field.split('\n');
-    if (kind !== 'iosVoip' && kind !== 'androidPush') continue;
+    if (!isTokenKind(kind)) continue;
     const reg = parseRegistration(userId, installationId, kind, value);
     if (reg) out.push(reg);
   }
@@ -209,3 +209,5 @@ function parseRegistration(userId: string, installationId: string, kind: PushTok
   if (h.iosEnvironment === 'production' || h.iosEnvironment === 'development') reg.iosEnvironment = h.iosEnvironment;
   return reg;
 }
+
+const isTokenKind = (kind: string): kind is PushTokenKind => (PUSH_TOKEN_KINDS as readonly string[]).includes(kind);

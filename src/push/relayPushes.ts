@@ -1,8 +1,9 @@
 import type { BatchReads, ChangeHandler, CallChange } from '../calls/change.js';
 import { parseRegistrations, type PushRegistration } from './registry.js';
-import { pushesFor, usersToLookUp, type ProvidersEnabled } from './planner.js';
+import { missedCallPushesFor, pushesFor, usersToLookUp, type AlertsOf, type ProvidersEnabled } from './planner.js';
 import { registrationKey, type PushDispatcher } from './dispatcher.js';
 import { RungRegistrations } from './rungRegistrations.js';
+import { missedBy } from '../calls/missed.js';
 
 /** How old (by the Redis clock that stamped it) a relayed invitation may be and still go out unread. */
 const READ_CALLS_AFTER_MS = 100;
@@ -16,6 +17,8 @@ export interface PushHandlerOptions {
   ringTimeoutMs: number;
   /** The memory of rung registrations (a test's, with its own bounds and clock). */
   rung?: RungRegistrations;
+  /** Each app's missed-call alerts (planner.ts missedCallPushesFor); none when left out. */
+  alertsOf?: AlertsOf;
 }
 
 /**
@@ -34,6 +37,10 @@ export interface PushHandlerOptions {
  * a batch waits for the earlier batches that hold changes of the same calls (an invitation is
  * answered by the provider before that call's cancel signal is sent).
  *
+ * A member a change made miss the call gets a missed-call alert per installation, as its app
+ * allows (planner.ts missedCallPushesFor): its registrations are read in the batch's write even
+ * when the memory holds the ones its invitation rang (a device registered mid-ring is alerted too).
+ *
  * The signals that stop a ringing (answered, declined, cancelled, unanswered; a group member
  * joining, declining, missing) go to the Android devices the invitation rang: the registrations
  * it was planned with are remembered in this process (rungRegistrations.ts), so those users are
@@ -43,6 +50,7 @@ export interface PushHandlerOptions {
  */
 export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnabled, opts: PushHandlerOptions): ChangeHandler {
   if (!enabled.iosVoip && !enabled.androidPush) return { name: 'push', handle: async () => {} };
+  const { alertsOf } = opts;
   const rung = opts.rung ?? new RungRegistrations({ maxEntries: MAX_RUNG, lifetimeMs: opts.ringTimeoutMs + RUNG_MARGIN_MS });
   /**
    * Per change: the users left out of the batch's read because the memory held them, with what
@@ -52,11 +60,14 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
   const usersToRead = (c: CallChange): string[] => {
     const users = usersToLookUp(c);
     if (isInvitation(c)) return users;
+    // A member who missed the call is alerted on every installation it has now, not only on
+    // those its invitation rang: always read (planner.ts missedCallPushesFor).
+    const missed = alertsOf ? new Set(missedBy(c).map((p) => p.userId)) : new Set<string>();
     const held = new Map<string, readonly PushRegistration[]>();
     const toRead = users.filter((u) => {
       const regs = rung.recall(c.call.callId, u);
       if (regs) held.set(u, regs);
-      return !regs;
+      return !regs || missed.has(u);
     });
     if (held.size > 0) recalled.set(c, held);
     return toRead;
@@ -77,7 +88,9 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
   const send = async (changes: readonly CallChange[], reads: BatchReads, regs: ReadonlyMap<string, PushRegistration[]>): Promise<void> => {
     const messages = changes.flatMap((c) => {
       const held = recalled.get(c);
-      return pushesFor(c, (u) => held?.get(u) ?? regs.get(u) ?? [], enabled).map((p) => (c.traceparent ? { ...p.data, tp: c.traceparent } : p.data));
+      const rungOf = (u: string) => held?.get(u) ?? regs.get(u) ?? [];
+      const planned = [...pushesFor(c, rungOf, enabled), ...(alertsOf ? missedCallPushesFor(c, (u) => regs.get(u) ?? [], alertsOf) : [])];
+      return planned.map((p) => (c.traceparent ? { ...p.data, tp: c.traceparent } : p.data));
     });
     if (messages.length === 0) return;
     const byKey = new Map<string, PushRegistration>();

@@ -72,6 +72,13 @@ export const keys = {
   /** Which user and installation a push token (by its hash) belongs to, for rebinding. */
   pushTokenOwner: (ks: KeySpace, kind: string, tokenHash: string) => `${ks.prefix}:tok:${kind}:${tokenHash}`,
 
+  /**
+   * A missed-call alert's claim (src/push/missedCallClaims.ts): set before its first attempt, so a
+   * change relayed again sends it no second time. Expires after an hour.
+   */
+  missedCallAlertClaim: (ks: KeySpace, userId: string, callId: string, installationId: string, kind: string) =>
+    `${ks.prefix}:{u:${userId}}:missed:${callId.length}:${callId}:${installationId.length}:${installationId}:${kind}`,
+
   /** Fixed-window rate-limit counters. */
   callCreateLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:create`,
   renameLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:rename`,
@@ -84,6 +91,8 @@ export const keys = {
   /** The user's call history: the records by endedAtMs, all and the missed ones (sorted sets of record JSON). */
   userHistoryIndex: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:history`,
   userMissedIndex: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:missed`,
+  /** The user's missed calls a missed-call alert was accepted for (callId by when it was missed; src/history/missedCallAlerts.ts). */
+  userAlertedCalls: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:calls:alerted`,
   /** Webhook dead letters (hash: id -> JSON) and their order by time (docs/webhooks.md "Dead letters"). */
   webhookDeadLetters: (ks: KeySpace) => `${ks.prefix}:{wh}:dead`,
   webhookDeadLetterOrder: (ks: KeySpace) => `${ks.prefix}:{wh}:dead:order`,

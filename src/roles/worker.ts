@@ -10,7 +10,8 @@ import { createPushQueues } from '../push/queues.js';
 import { pushHandler } from '../push/relayPushes.js';
 import { PushDispatcher, type PushOutcomes, type PushSenders } from '../push/dispatcher.js';
 import { startPushRetryWorkers } from '../push/pushWorker.js';
-import { createPushSenders, enabledKinds } from '../push/providers.js';
+import { alertsOf, createPushSenders, enabledKinds } from '../push/providers.js';
+import { missedCallClaims } from '../push/missedCallClaims.js';
 import { RingSweeper } from '../timers/ringSweeper.js';
 import { startWebhooks } from '../webhooks/webhookWorkers.js';
 import type { Logger } from '../util/logger.js';
@@ -77,6 +78,9 @@ export async function startWorker(
     observeSend: (provider, result, seconds) => metrics.pushDuration.observe({ provider, result }, seconds),
     observeMisconfigured: (provider, app, reason) => metrics.pushConfigurationErrors.inc({ provider, app, reason }),
     tokenRemoved: webhooks.tokenRemoved,
+    claimAlerts: missedCallClaims(redis, ks),
+    alertSent: (m) => deps.history.alerts.noteSent(m.userId, m.callId, m.payload.occurredAtMs),
+    observeMissed: (platform, result) => metrics.missedCallPushes.inc({ platform, result }),
   });
   const retryWorkers = startPushRetryWorkers(queueConnection, partitioning, config.PUSH_CONCURRENCY, dispatcher, logger);
   const sweeper = await RingSweeper.start(
@@ -102,7 +106,7 @@ export async function startWorker(
   const sfu = deps.media.sfu;
   const handlers: ChangeHandler[] = [
     callChangeObserver(metrics, logger),
-    pushHandler(dispatcher, enabled, { ringTimeoutMs: config.RING_TIMEOUT_MS }),
+    pushHandler(dispatcher, enabled, { ringTimeoutMs: config.RING_TIMEOUT_MS, alertsOf: alertsOf(senders) }),
     ...webhooks.handlers,
     // The SFU's rooms follow the calls (docs/operations.md "SFU media"), where the SFU has rooms to
     // keep: group calls use a configured SFU whatever MEDIA_MODE says.

@@ -18,7 +18,9 @@ pushStackForFile([], (s) => {
 });
 
 const invitesOf = (p: Phone) => (p.token.length === 64 ? apnsTo(ps.apns, p.token).map((r) => (r.body as Record<string, any>).callpayload) : fcmTo(ps.fcm, p.token, 'call.invited').map(callpayloadOf));
-const signalsOf = (p: Phone) => fcmTo(ps.fcm, p.token).filter((m) => callpayloadOf(m).type !== 'call.invited');
+const signalsOf = (p: Phone) => fcmTo(ps.fcm, p.token).filter((m) => !['call.invited', 'call.missed'].includes(callpayloadOf(m).type));
+/** Missed-call alerts (docs/protocol.md "Missed-call alerts"; test/e2e/push-missed-calls.test.ts). */
+const missedOf = (p: Phone) => fcmTo(ps.fcm, p.token, 'call.missed');
 
 describe('group call pushes', () => {
   it('ring every installation of every invitee, and signal each Android installation when its ringing stops', async () => {
@@ -60,6 +62,9 @@ describe('group call pushes', () => {
     expect(signalsOf(daveAndroid).map(callpayloadOf)).toEqual([expect.objectContaining({ type: 'call.ended', reason: 'remoteEnded', revision: ended.json.revision })]);
     for (const p of [carol1, caller]) expect(signalsOf(p)).toEqual([]);
     for (const m of [...signalsOf(bobAndroid), ...signalsOf(carol2), ...signalsOf(daveAndroid)]) expect(fcmBody(m).message.android.priority).toBe('NORMAL');
+    // Dave was still ringing at the end: he missed the call, and only he.
+    expect(missedOf(daveAndroid).map(callpayloadOf)).toEqual([expect.objectContaining({ type: 'call.missed', callId, userId: dave })]);
+    for (const p of [bobAndroid, carol1, carol2, caller]) expect(missedOf(p)).toEqual([]);
     // iOS only ever got its invitation; nobody was rung twice.
     expect(apnsTo(ps.apns, bobIos.token)).toHaveLength(1);
     for (const p of [...ringing, daveAndroid]) expect(invitesOf(p)).toHaveLength(1);

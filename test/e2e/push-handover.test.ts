@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { answer, end, uid } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
-import { callpayloadOf, fcmTo, installation, phone, pushesSettled, pushStackForFile, type PushStack } from './push-helpers.js';
+import { withoutAlerts, callpayloadOf, fcmTo, installation, phone, pushesSettled, pushStackForFile, type PushStack } from './push-helpers.js';
 
 /**
  * The stop-ringing signals of a call whose invitation another worker relayed (docs/architecture.md
@@ -53,7 +53,8 @@ describe('a worker that did not relay the invitation', () => {
     await pushesSettled(ps, [toCancel.callId, toAnswer.callId]);
 
     for (const p of cancelledPhones) {
-      expect(fcmTo(ps.fcm, p.token).map((m) => callpayloadOf(m).type)).toEqual(['call.invited', 'call.ended']);
+      expect(withoutAlerts(fcmTo(ps.fcm, p.token)).map((m) => callpayloadOf(m).type)).toEqual(['call.invited', 'call.ended']);
+      expect(fcmTo(ps.fcm, p.token, 'call.missed')).toHaveLength(1);
       expect(callpayloadOf(fcmTo(ps.fcm, p.token, 'call.ended')[0]!)).toMatchObject({ callId: toCancel.callId, reason: 'callerCancelled' });
     }
     expect(callpayloadOf(fcmTo(ps.fcm, loser.token, 'call.ended')[0]!)).toMatchObject({ callId: toAnswer.callId, reason: 'answeredElsewhere' });

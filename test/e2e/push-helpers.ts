@@ -182,6 +182,13 @@ export function fcmTo(fake: FakeFcm, token: string, type?: string): FcmRecordedM
   return fake.messages.filter((m) => m.token === token && (type === undefined || callpayloadOf(m).type === type));
 }
 
+/**
+ * FCM messages without the missed-call alerts (`call.missed`, docs/protocol.md "Missed-call
+ * alerts"), which a callee who missed the call gets besides its signals and which
+ * test/e2e/push-missed-calls.test.ts checks.
+ */
+export const withoutAlerts = (messages: FcmRecordedMessage[]): FcmRecordedMessage[] => messages.filter((m) => callpayloadOf(m).type !== 'call.missed');
+
 /** The invitations FCM received for one registration token. */
 export const invitesTo = (fake: FakeFcm, token: string): FcmRecordedMessage[] => fcmTo(fake, token, 'call.invited');
 

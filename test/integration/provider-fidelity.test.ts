@@ -97,6 +97,63 @@ describe('fake APNs against @parse/node-apn', () => {
     expect(ours.body).toEqual(theirs.body);
   });
 
+  it("accepts node-apn's missed-call alert, built with its own alert setters, and records the same headers and body as ours", async () => {
+    const callId = randomUUID();
+    const payload = {
+      schemaVersion: 1 as const,
+      eventId: `${callId}:2:missed.bob`,
+      type: 'call.missed' as const,
+      callId,
+      revision: '2',
+      occurredAtMs: 1_800_000_000_000,
+      userId: 'bob',
+      callerUserId: 'alice',
+      displayName: 'Alice',
+      handle: 'app:alice',
+      video: false,
+    };
+    const expiresAtMs = payload.occurredAtMs + 86_400_000;
+    const provider = nodeApn();
+    let theirs: ApnsRecordedRequest;
+    try {
+      const note = new apn.Notification();
+      note.topic = BUNDLE_ID;
+      note.pushType = 'alert';
+      note.priority = 10;
+      note.expiry = Math.floor(expiresAtMs / 1000);
+      note.collapseId = callId;
+      // node-apn's own `aps.alert` setters (its type declarations leave them out).
+      Object.assign(note, { locKey: 'MISSED_CALL', locArgs: ['Alice'] });
+      note.threadId = 'alice';
+      note.payload = { callpayload: payload };
+      const token = '12'.repeat(32);
+      const before = fake.requests.length;
+      const result = await provider.send(note, token);
+      expect(result.failed).toEqual([]);
+      theirs = (await fake.waitForRequests(before + 1)).at(-1)!;
+    } finally {
+      provider.shutdown();
+    }
+    const sender = new ApnsSender({ productionUrl: fake.url, keyPem: key.privateKeyPem, keyId: key.keyId, teamId: key.teamId, bundleId: BUNDLE_ID, pool });
+    const before = fake.requests.length;
+    expect(await sender.sendAlert({ token: '34'.repeat(32), environment: 'production' }, { payload, locKey: 'MISSED_CALL', expiresAtMs })).toMatchObject({ ok: true });
+    const ours = (await fake.waitForRequests(before + 1)).at(-1)!;
+
+    expect(theirs.status).toBe(200);
+    expect(ours.status).toBe(200);
+    const { authorization: _theirAuth, ...theirHeaders } = theirs.headers;
+    const { authorization: _ourAuth, ...ourHeaders } = ours.headers;
+    expect(ourHeaders).toEqual(theirHeaders);
+    expect(ourHeaders).toEqual({
+      'apns-push-type': 'alert',
+      'apns-topic': BUNDLE_ID,
+      'apns-priority': '10',
+      'apns-expiration': String(Math.floor(expiresAtMs / 1000)),
+      'apns-collapse-id': callId,
+    });
+    expect(ours.body).toEqual(theirs.body);
+  });
+
   it('answers node-apn with the documented reasons and bodies', async () => {
     const gone = 'ef'.repeat(32);
     fake.failNext(gone, { status: 410, reason: 'Unregistered', timestampMs: 1_700_000_000_000 });

@@ -19,8 +19,9 @@ import { bearerToken, decodeUnverified, FakeProvider, isObject, parseJson, parse
  * `apns-push-type` 400 `InvalidPushType`, and headers APNs does not read are ignored, as APNs
  * ignores them. `failNext` plays any other documented answer (a `Shutdown` answer is followed by
  * GOAWAY, as APNs closes the connection). One check is our product's, not Apple's: the body is
- * `{"aps":{}, <payload key>: {...}}` (docs/protocol.md "iOS VoIP invitation"), else 400
- * `BadPayload`. Its fidelity is proven against `@parse/node-apn` (test/integration/provider-fakes.test.ts).
+ * `{"aps":{}, <payload key>: {...}}` for a VoIP push (docs/protocol.md "iOS VoIP invitation") and
+ * `{"aps":{"alert":{"loc-key":…}, …}, <payload key>: {...}}` for an alert (docs/protocol.md
+ * "Missed-call alerts"), else 400 `BadPayload`. Its fidelity is proven against `@parse/node-apn` (test/integration/provider-fakes.test.ts).
  */
 
 export interface ApnsKey {
@@ -78,6 +79,7 @@ interface Reply {
 }
 
 const DEFAULT_MAX_PAYLOAD_BYTES = 5120;
+const ALERT_MAX_PAYLOAD_BYTES = 4096;
 /** APNs refuses provider tokens older than an hour. */
 const PROVIDER_TOKEN_MAX_AGE_S = 60 * 60;
 /** Tolerated clock skew for an `iat` in the future. */
@@ -221,7 +223,7 @@ export class FakeApns extends FakeProvider<ApnsScriptedResponse, ApnsTokenState>
       checkRoute(req, token) ??
       (await this.checkProviderToken(req.headers.authorization, jwt)) ??
       this.checkHeaders(req.headers) ??
-      this.checkBody(body) ??
+      this.checkBody(body, single(req.headers['apns-push-type'])) ??
       this.tokenReply(token) ?? { status: 200 }
     );
   }
@@ -276,13 +278,16 @@ export class FakeApns extends FakeProvider<ApnsScriptedResponse, ApnsTokenState>
     return null;
   }
 
-  private checkBody(body: Body): Reply | null {
+  private checkBody(body: Body, pushType: string | undefined): Reply | null {
     if (body.tooLarge) return reject(413, 'PayloadTooLarge');
+    // Apple's limit is 5 KB for VoIP pushes, 4 KB for every other kind.
+    if (pushType !== 'voip' && Buffer.byteLength(body.text) > ALERT_MAX_PAYLOAD_BYTES) return reject(413, 'PayloadTooLarge');
     if (body.text.trim() === '') return reject(400, 'PayloadEmpty');
     const parsed = parseJson(body.text);
-    if (!isObject(parsed) || !isObject(parsed['aps']) || Object.keys(parsed['aps']).length > 0) {
-      return reject(400, 'BadPayload');
-    }
+    if (!isObject(parsed) || !isObject(parsed['aps'])) return reject(400, 'BadPayload');
+    // Ours: a VoIP push has an empty `aps`; a missed-call alert has an alert to show, localised by
+    // the app (docs/protocol.md "Missed-call alerts"). APNs itself takes any well-formed `aps`.
+    if (pushType === 'voip' ? Object.keys(parsed['aps']).length > 0 : !isLocalisedAlert(parsed['aps'])) return reject(400, 'BadPayload');
     if (!isObject(parsed[this.opts.payloadKey ?? 'callpayload'])) return reject(400, 'BadPayload');
     return null;
   }
@@ -295,6 +300,14 @@ export class FakeApns extends FakeProvider<ApnsScriptedResponse, ApnsTokenState>
     if (next.state === 'bad') return reject(400, 'BadDeviceToken');
     return null;
   }
+}
+
+/** `aps` with `alert: { "loc-key": string, "loc-args": string[] }`, as Apple documents a localised alert. */
+function isLocalisedAlert(aps: Record<string, unknown>): boolean {
+  const alert = aps['alert'];
+  if (!isObject(alert) || typeof alert['loc-key'] !== 'string') return false;
+  const args = alert['loc-args'];
+  return args === undefined || (Array.isArray(args) && args.every((a) => typeof a === 'string'));
 }
 
 function checkRoute(req: Http2ServerRequest, token: string): Reply | null {

@@ -67,6 +67,8 @@ describe('names sent to Apple and Google', () => {
 
     const apnsSender = new ApnsSender({ productionUrl: apns.url, keyPem: key.privateKeyPem, keyId: key.keyId, teamId: key.teamId, bundleId, pool });
     expect(await apnsSender.sendVoip({ token: 'ab'.repeat(32), environment: 'production' }, invitation)).toMatchObject({ ok: true });
+    const missed = { schemaVersion: 1 as const, eventId: 'c1:2:missed.bob', type: 'call.missed' as const, callId: 'c1', revision: '2', occurredAtMs: 1, userId: 'bob', callerUserId: 'alice', displayName: 'Alice', handle: 'app:alice', video: false };
+    expect(await apnsSender.sendAlert({ token: 'cd'.repeat(32), environment: 'production' }, { payload: missed, locKey: 'MISSED_CALL', expiresAtMs: Date.now() + 60_000 })).toMatchObject({ ok: true });
     const keyFile = { ...fcm.serviceAccount.json, token_uri: GOOGLE_TOKEN_URL };
     const accessToken = new FcmAccessToken({
       serviceAccount: parseServiceAccount(JSON.stringify(keyFile)),
@@ -74,20 +76,24 @@ describe('names sent to Apple and Google', () => {
     });
     const fcmSender = new FcmSender({ url: fcm.url, projectId: fcm.projectId, accessToken, pool });
     expect(await fcmSender.send('fcm-token', { priority: 'HIGH', ttlSeconds: 30, callpayload: invitation })).toMatchObject({ ok: true });
+    expect(await fcmSender.send('fcm-token', { priority: 'NORMAL', ttlSeconds: 86_400, callpayload: missed, collapseKey: 'c1' })).toMatchObject({ ok: true });
 
     for (const url of [APNS_PRODUCTION_URL, APNS_SANDBOX_URL]) add('APNs', 'host', [new URL(url).host]);
-    const push = apns.requests[0]!;
-    add('APNs', 'path', [push.path.replace(/[0-9a-f]{64}$/, '<device token>')]);
-    add('APNs', 'header', Object.keys(push.headers));
-    add('APNs', 'JWT header', Object.keys(push.jwt!.header));
-    add('APNs', 'JWT claim', Object.keys(push.jwt!.payload));
-    add('APNs', 'body', keyPaths(push.body, new Set(['callpayload'])));
+    // The VoIP invitation and the missed-call alert.
+    for (const push of apns.requests) {
+      add('APNs', 'path', [push.path.replace(/[0-9a-f]{64}$/, '<device token>')]);
+      add('APNs', 'header', Object.keys(push.headers));
+      add('APNs', 'JWT header', Object.keys(push.jwt!.header));
+      add('APNs', 'JWT claim', Object.keys(push.jwt!.payload));
+      add('APNs', 'body', keyPaths(push.body, new Set(['callpayload'])));
+    }
 
     add('FCM', 'host', [new URL(FCM_URL).host]);
-    const message = fcm.messages[0]!;
-    add('FCM', 'path', [message.path.replace(fcm.projectId, '<project ID>')]);
-    add('FCM', 'header', Object.keys(message.headers));
-    add('FCM', 'body', keyPaths(message.body, new Set(['message.data.callpayload'])));
+    for (const message of fcm.messages) {
+      add('FCM', 'path', [message.path.replace(fcm.projectId, '<project ID>')]);
+      add('FCM', 'header', Object.keys(message.headers));
+      add('FCM', 'body', keyPaths(message.body, new Set(['message.data.callpayload'])));
+    }
 
     const exchange = fcm.tokenRequests[0]!;
     add('Google OAuth', 'host', [new URL(GOOGLE_TOKEN_URL).host]);

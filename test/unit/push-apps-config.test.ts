@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
-import { DEFAULT_APP_ID, parsePushApps, pushApps } from '../../src/config/pushApps.js';
+import { DEFAULT_APP_ID, missedCallAlertsOf, parsePushApps, pushApps } from '../../src/config/pushApps.js';
 
 /** The app set (docs/push-apps.md): validated at start, errors naming the app and the field. */
 
@@ -77,5 +77,30 @@ describe('PUSH_PAYLOAD_KEY', () => {
 
   it.each(['aps', 'from', 'notification', 'message_type', 'google.data', 'gcm_x', '1key', 'has space', 'k'.repeat(65), ''])('refuses %j, naming the variable', (value) => {
     expect(errorOf(() => loadConfig({ PUSH_PAYLOAD_KEY: value }))).toMatch(/PUSH_PAYLOAD_KEY: /);
+  });
+});
+
+describe('missed-call alerts per app (docs/push-apps.md "Missed-call alerts")', () => {
+  const defaults = (env: Record<string, string> = {}) => loadConfig({ REDIS_URL: 'redis://127.0.0.1:1', ...env });
+
+  it('on for both platforms by default, a day, MISSED_CALL', () => {
+    expect(missedCallAlertsOf(defaults(), app('com.a'))).toEqual({ ios: true, android: true, lifetimeMs: 86_400_000, locKey: 'MISSED_CALL' });
+  });
+
+  it("the deployment's variables are every app's defaults; an app's own fields win", () => {
+    const c = defaults({ MISSED_CALL_ALERTS: 'ios', MISSED_CALL_ALERT_LIFETIME_S: '3600', MISSED_CALL_ALERT_LOC_KEY: 'CALL_MISSED' });
+    expect(missedCallAlertsOf(c, app('com.a'))).toEqual({ ios: true, android: false, lifetimeMs: 3_600_000, locKey: 'CALL_MISSED' });
+    const [own] = parsePushApps(JSON.stringify([app('com.b', { missedCallAlerts: { ios: false, android: true, lifetimeSeconds: 120 } })]));
+    expect(missedCallAlertsOf(c, own!)).toEqual({ ios: false, android: true, lifetimeMs: 120_000, locKey: 'CALL_MISSED' });
+    expect(missedCallAlertsOf(defaults({ MISSED_CALL_ALERTS: 'off' }), app('com.a'))).toMatchObject({ ios: false, android: false });
+  });
+
+  it('refuses a bad value, naming the variable or the app and field', () => {
+    expect(errorOf(() => defaults({ MISSED_CALL_ALERTS: 'ios,windows' }))).toMatch(/MISSED_CALL_ALERTS: /);
+    expect(errorOf(() => defaults({ MISSED_CALL_ALERT_LIFETIME_S: '10' }))).toMatch(/MISSED_CALL_ALERT_LIFETIME_S: /);
+    expect(errorOf(() => parsePushApps(JSON.stringify([app('com.a', { missedCallAlerts: { lifetimeSeconds: 30 * 86_400 } })])))).toMatch(
+      /app "com\.a" missedCallAlerts\.lifetimeSeconds: /,
+    );
+    expect(errorOf(() => parsePushApps(JSON.stringify([app('com.a', { missedCallAlerts: { sound: 'x' } })])))).toMatch(/app "com\.a" missedCallAlerts/);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pushesFor, usersToLookUp, SIGNAL_TTL_MS } from '../../src/push/planner.js';
+import { missedCallPushesFor, pushesFor, usersToLookUp, SIGNAL_TTL_MS } from '../../src/push/planner.js';
 import type { CallChange } from '../../src/calls/change.js';
 import type { PairCall } from '../../src/calls/model.js';
 import type { PushRegistration } from '../../src/push/registry.js';
@@ -63,5 +63,38 @@ describe('push planner (docs/protocol.md "Push formats")', () => {
     const c = at('ended', { state: 'ended', revision: '3', answeredByInstallationId: 'bob-pixel', acceptedAtMs: 4000, endReason: 'localHangup', endedBy: 'caller' });
     expect(usersToLookUp(c)).toEqual([]);
     expect(plan(c)).toEqual([]);
+  });
+});
+
+describe('missed-call alerts (docs/protocol.md "Missed-call alerts")', () => {
+  const alerting = { ios: true, android: true, lifetimeMs: 86_400_000, locKey: 'MISSED_CALL' };
+  const withAlert: Record<string, PushRegistration[]> = { ...regs, bob: [...regs.bob!, reg('bob', 'bob-iphone', 'iosAlert')] };
+  const planMissed = (c: CallChange, alerts: typeof alerting | undefined = alerting) => missedCallPushesFor(c, (u) => withAlert[u] ?? [], () => alerts);
+  const ended = (patch: Partial<Omit<PairCall, 'kind'>>) => at('ended', { state: 'ended', revision: '2', endedAtMs: 5000, ...patch });
+
+  it('a callee who missed the call: one alert per iosAlert and Android registration, none to the VoIP token, one id per call, installation and kind', () => {
+    for (const c of [ended({ endReason: 'unanswered', endedBy: 'system' }), ended({ endReason: 'localHangup', endedBy: 'caller' })]) {
+      const p = planMissed(c);
+      expect(p.map((j) => `${j.data.installationId}:${j.data.kind}`)).toEqual(['bob-pixel:androidPush', 'bob-tab:androidPush', 'bob-iphone:iosAlert']);
+      for (const j of p) {
+        expect(j.data).toMatchObject({ t: 'missed', callId: 'c:1', userId: 'bob', deadlineMs: 5000 + 86_400_000 });
+        expect(j.id).toBe(`missed.c%3A1.${j.data.installationId}.${j.data.kind}`);
+      }
+      expect(p[0]!.data.t === 'missed' && p[0]!.data.payload).toMatchObject({ type: 'call.missed', eventId: 'c:1:2:missed.bob', userId: 'bob', callerUserId: call.callerUserId });
+    }
+  });
+
+  it('none for an answered, declined or busy call, nor for a screened callee', () => {
+    expect(planMissed(ended({ endReason: 'localHangup', endedBy: 'caller', answeredByInstallationId: 'bob-pixel', acceptedAtMs: 4000 }))).toEqual([]);
+    expect(planMissed(ended({ endReason: 'declined', endedBy: 'callee', endedByInstallationId: 'bob-pixel' }))).toEqual([]);
+    expect(planMissed(ended({ endReason: 'busy', endedBy: 'callee', endedByInstallationId: 'bob-pixel' }))).toEqual([]);
+    expect(planMissed(ended({ endReason: 'unanswered', endedBy: 'system', screened: 'blocked' }))).toEqual([]);
+  });
+
+  it("as the app allows: a platform turned off gets none, an app without alerts none", () => {
+    const c = ended({ endReason: 'unanswered', endedBy: 'system' });
+    expect(planMissed(c, { ...alerting, android: false }).map((j) => j.data.kind)).toEqual(['iosAlert']);
+    expect(planMissed(c, { ...alerting, ios: false }).map((j) => j.data.kind)).toEqual(['androidPush', 'androidPush']);
+    expect(missedCallPushesFor(c, (u) => withAlert[u] ?? [], () => undefined)).toEqual([]);
   });
 });

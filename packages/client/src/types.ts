@@ -160,7 +160,8 @@ export interface MediaSession {
   sfu?: SfuAccess;
 }
 
-export type PushTokenKind = 'iosVoip' | 'androidPush';
+/** `iosAlert`: the app's regular APNs device token, for missed-call alerts only (the server's docs/protocol.md "Missed-call alerts"). */
+export type PushTokenKind = 'iosVoip' | 'androidPush' | 'iosAlert';
 
 export interface PushTokenRegistration {
   installationId: string;
@@ -198,6 +199,8 @@ export interface CallHistoryEntry {
   endedBy: 'caller' | 'callee' | 'system';
   /** A call to this user that nobody answered: it rang out, or the caller cancelled it. */
   missed: boolean;
+  /** In a missed record only: whether a missed-call alert for it was accepted by APNs or FCM for one of this user's installations. */
+  missedCallAlert?: boolean;
   ringingMs: number;
   talkMs: number;
   /** In this user's own record of an incoming call only: its call policy stopped the call, which never rang. */

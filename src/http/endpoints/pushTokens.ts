@@ -5,6 +5,7 @@ import { principalId, pushTokenBody, pushTokenKind } from '../../commands/schema
 import { errors } from '../../commands/errors.js';
 import { tokenSuffix } from '../../push/registry.js';
 import type { Principal } from '../../auth/principal.js';
+import { isIosKind } from '../../push/kinds.js';
 
 const PATTERN = '/v1/installations/:id/push-tokens/:kind';
 
@@ -18,7 +19,7 @@ function target(ctx: RequestContext, me: Principal) {
   return { installationId, kind };
 }
 
-/** PUT: stores the installation's token for `kind` (iosVoip needs iosEnvironment; androidPush refuses it). */
+/** PUT: stores the installation's token for `kind` (iosVoip and iosAlert need iosEnvironment; androidPush refuses it). */
 export function putPushTokenRoute(deps: ApiDeps): Route {
   return {
     method: 'put',
@@ -27,20 +28,20 @@ export function putPushTokenRoute(deps: ApiDeps): Route {
       const me = await authenticate(ctx, deps.auth);
       const { installationId, kind } = target(ctx, me);
       const body = parseJsonBody(ctx, pushTokenBody);
-      if (kind === 'iosVoip' && body.iosEnvironment === undefined) {
-        throw errors.invalidRequest('iosEnvironment: required for iosVoip tokens ("production" or "development")');
+      if (isIosKind(kind) && body.iosEnvironment === undefined) {
+        throw errors.invalidRequest(`iosEnvironment: required for ${kind} tokens ("production" or "development")`);
       }
       if (kind === 'androidPush' && body.iosEnvironment !== undefined) {
         throw errors.invalidRequest('iosEnvironment: not allowed for androidPush tokens');
       }
-      if (kind === 'iosVoip' && !/^[0-9a-fA-F]{64,200}$/.test(body.token)) {
-        throw errors.invalidRequest('token: an iosVoip token is the device token in hexadecimal (at least 64 digits)');
+      if (isIosKind(kind) && !/^[0-9a-fA-F]{64,200}$/.test(body.token)) {
+        throw errors.invalidRequest(`token: an ${kind} token is the device token in hexadecimal (at least 64 digits)`);
       }
       if (deps.pushApps) {
         const app = deps.pushApps.get(body.appId);
         if (!app) throw errors.invalidRequest(`appId: "${body.appId}" is not an app of this deployment`);
-        if (!(kind === 'iosVoip' ? app.ios : app.android)) {
-          throw errors.invalidRequest(`appId: "${body.appId}" has no ${kind === 'iosVoip' ? 'iOS' : 'Android'} push configured`);
+        if (!(isIosKind(kind) ? app.ios : app.android)) {
+          throw errors.invalidRequest(`appId: "${body.appId}" has no ${isIosKind(kind) ? 'iOS' : 'Android'} push configured`);
         }
       }
       if (deps.limits.pushTokenWrites) {
