@@ -127,9 +127,9 @@ function groupUsersToLookUp(change: CallChange, call: GroupCall): string[] {
 export function missedCallPushesFor(change: CallChange, registrationsOf: (userId: string) => readonly PushRegistration[], alertsOf: AlertsOf): PlannedPush[] {
   const out: PlannedPush[] = [];
   const { call } = change;
+  // missedBy names no invitee its call policy screened, except one do not disturb silenced: that
+  // call lands among the user's missed calls, and so gets its alert (docs/call-policy.md).
   for (const p of missedBy(change)) {
-    // An invitee its call policy screened never rang: its history says so, no alert does (docs/call-policy.md).
-    if (p.screened) continue;
     for (const reg of registrationsOf(p.userId)) {
       if (reg.kind === 'iosVoip') continue;
       const alerts = alertsOf(reg.appId);

@@ -70,6 +70,8 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
       return !regs || missed.has(u);
     });
     if (held.size > 0) recalled.set(c, held);
+    // A member do not disturb silenced was never rung, so is not among `users`, yet missed the call.
+    for (const u of missed) if (!toRead.includes(u)) toRead.push(u);
     return toRead;
   };
   /** Keeps what the batch's invitations were planned with; forgets the calls that ended. In outbox order. */

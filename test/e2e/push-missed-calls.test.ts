@@ -245,6 +245,21 @@ describe('missed-call alerts, one-to-one', () => {
     expect(fcmTo(ps.fcm, android.token)).toEqual([]);
   });
 
+  it('a call do not disturb silenced never rang, but is a missed call: one alert per installation, no VoIP push, no ring', async () => {
+    const caller = inst(short.url, uid('alice'), 'Alice');
+    const bob = uid('bob');
+    const [ios, android] = [await iPhone(bob), await androidPhone(bob)];
+    expect((await ios.d.api.put('/v1/call-policy', { doNotDisturb: { on: true } })).status).toBe(200);
+    const { callId } = await createCall(caller, bob);
+    await waitUntil('the call to ring out', async () => (await getCall(caller, callId)).json.state === 'ended', 10_000);
+    await pushesSettled(ps, [callId]);
+    await waitUntil('the alerts', () => alertsTo(ios).length === 1 && missedTo(android).length === 1);
+    expect(voipTo(ios)).toEqual([]);
+    expect(fcmTo(ps.fcm, android.token).filter((m) => !JSON.stringify(m).includes('call.missed'))).toEqual([]);
+    const record = (await ios.d.api.get('/v1/calls?missed=true')).json.calls.find((c: { callId: string }) => c.callId === callId);
+    expect(record).toMatchObject({ missed: true, screened: 'silenced' });
+  });
+
   it('BadDeviceToken or Unregistered for the alert token removes only that registration; the VoIP one stays and rings the next call', async () => {
     const caller = inst(url, uid('alice'), 'Alice');
     const bob = uid('bob');
@@ -363,8 +378,8 @@ describe('metrics', () => {
     const sample = (platform: string, result: string) =>
       e.samples.find((x) => x.name === 'calling_missed_call_pushes_total' && x.labels.platform === platform && x.labels.result === result)?.value ?? 0;
     // Every test above ran before this one (one file, in order): the alerts they checked, and two invalid iOS tokens.
-    expect(sample('ios', 'accepted')).toBe(4);
-    expect(sample('android', 'accepted')).toBe(2);
+    expect(sample('ios', 'accepted')).toBe(5);
+    expect(sample('android', 'accepted')).toBe(3);
     expect(sample('ios', 'invalid-token')).toBe(2);
   });
 });
