@@ -13,7 +13,7 @@ import { SIGNAL_CUSTOM_MAX_BYTES } from '../config/signalLimits.js';
  * in docs/schemas/. Checked in as docs/asyncapi.json; a test parses it with @asyncapi/parser.
  */
 
-const eventSchemas = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed', 'call.ringing', 'call.participant', 'call.moved'].map((name) => ({ $ref: `./schemas/${name}.json` }));
+const eventSchemas = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed', 'call.ringing', 'call.participant', 'call.moved', 'call.missed'].map((name) => ({ $ref: `./schemas/${name}.json` }));
 
 /** What each command frame does; its fields are its HTTP route's body (docs/openapi.json) plus `callId`. */
 const COMMAND_SUMMARIES: Record<CallCommand['name'], { summary: string; example: Record<string, unknown> }> = {

@@ -1,7 +1,8 @@
 import { reasonForSide } from '../calls/reasons.js';
 import { wasAnswered, type PairCall } from '../calls/model.js';
 import type { CallChange } from '../calls/change.js';
-import { acceptedPayload, endedPayload, invitationPayload, renamedPayload, ringingPayload } from './payloads.js';
+import { acceptedPayload, endedPayload, invitationPayload, missedPayload, renamedPayload, ringingPayload } from './payloads.js';
+import { missedBy } from '../calls/missed.js';
 import { groupDeliveriesFor } from './groupAudience.js';
 import { movedDeliveries } from './movedAudience.js';
 import type { Delivery } from './delivery.js';
@@ -10,12 +11,15 @@ import { screenedUserIds } from '../calls/participants.js';
 /**
  * Who is told what about one change: the single source of the audience rules (docs/api.md
  * "Who receives what"; a group call's: groupAudience.ts). A participant the call policy screened
- * is told nothing (docs/call-policy.md).
+ * is told nothing (docs/call-policy.md), except that a call do not disturb silenced reaches it
+ * once, as a `call.missed` when it stops ringing: a missed call, found in the log like any other.
  */
 export function deliveriesFor(change: CallChange): Delivery[] {
   const all = change.call.kind === 'group' ? groupDeliveriesFor(change, change.call) : pairDeliveriesFor(change, change.call);
   const screened = screenedUserIds(change.call);
-  return screened.size === 0 ? all : all.filter((d) => !screened.has(d.userId));
+  if (screened.size === 0) return all;
+  const silenced = missedBy(change).filter((p) => p.screened === 'silenced');
+  return [...all.filter((d) => !screened.has(d.userId)), ...silenced.map((p) => ({ userId: p.userId, payload: missedPayload(change.call, change.atMs, p.userId) }))];
 }
 
 function pairDeliveriesFor(change: CallChange, call: PairCall): Delivery[] {

@@ -90,7 +90,11 @@ export const missedSchema = z
     handle: z.string().min(1).describe("the caller's handle, as in the invitation"),
     video: z.boolean(),
   })
-  .meta({ title: 'call.missed', description: 'A missed-call alert: the call rang this member and was never answered (docs/protocol.md "Missed-call alerts")' });
+  .meta({
+    title: 'call.missed',
+    description:
+      'A missed call: the payload of a missed-call alert (docs/protocol.md "Missed-call alerts"), and the one event a call do not disturb silenced puts in its user\'s log, once it stopped ringing (docs/call-policy.md "Do not disturb")',
+  });
 
 /**
  * An in-call message (docs/api.md "In-call messages"): not a change of the call (no `revision`), and

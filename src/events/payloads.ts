@@ -14,7 +14,7 @@ export type ParticipantPayload = z.infer<typeof participantSchema>;
 export type MovedPayload = z.infer<typeof movedSchema>;
 export type MissedPayload = z.infer<typeof missedSchema>;
 
-export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload | MovedPayload;
+export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload | MovedPayload | MissedPayload;
 
 /**
  * Event IDs are derived from the change, so a relay that delivers a change twice delivers the

@@ -307,6 +307,7 @@ describe('do not disturb', () => {
     const callee = await reachableCallee();
     const caller = device(url);
     const favourite = device(url);
+    const cursor = await headCursor(callee.d);
     const untilMs = Date.now() + 4_000;
     const set = await callee.d.api.put('/v1/call-policy', { doNotDisturb: { on: true, untilMs }, favourite: [favourite.userId] });
     expect(set.status, set.text).toBe(200);
@@ -320,12 +321,17 @@ describe('do not disturb', () => {
     await waitUntil('do not disturb over', async () => (await callee.d.api.get('/v1/call-policy')).json.doNotDisturb.on === false, 10_000, { intervalMs: 200 });
     const after = await create(caller, callee.userId);
     await waitUntil('a call after untilMs rings', () => callee.socket.ws.events().some((e) => e.callId === after.callId));
-    expect(callee.socket.ws.events().filter((e) => e.callId === silenced.callId)).toEqual([]);
+    // Of the silenced call, one event: a missed call once it rang out, live and in the log.
+    expect(callee.socket.ws.events().filter((e) => e.callId === silenced.callId).map((e) => [e.type, e.userId, e.callerUserId])).toEqual([['call.missed', callee.userId, caller.userId]]);
+    const logged = await eventsUntil(callee.d, cursor, (e) => e.some((x) => x.callId === after.callId));
+    expect(logged.filter((e) => e.callId === silenced.callId).map((e) => e.type)).toEqual(['call.missed']);
     await pushesSettled(ps, [after.callId]);
     const pushed = (token: string) => [...ps.apns.requests.filter((r) => r.token === token).map((r) => JSON.stringify(r.body)), ...ps.fcm.messages.filter((m) => m.token === token).map((m) => JSON.stringify(m))];
     expect(pushed(callee.ios).filter((b) => b.includes(through.callId))).toHaveLength(1);
     expect(pushed(callee.ios).filter((b) => b.includes(silenced.callId))).toEqual([]);
-    expect(pushed(callee.android).filter((b) => b.includes(silenced.callId))).toEqual([]);
+    // Android gets the missed-call alert once the call rang out (docs/protocol.md "Missed-call alerts"), nothing that rings.
+    await waitUntil('the missed-call alert', () => pushed(callee.android).some((b) => b.includes(silenced.callId)));
+    expect(pushed(callee.android).filter((b) => b.includes(silenced.callId)).map((b) => b.includes('call.missed'))).toEqual([true]);
     let record: any;
     await waitUntil('the silenced call filed', async () => {
       record = ((await backend().get(`/v1/server/users/${callee.userId}/calls`)).json.calls as any[]).find((r) => r.callId === silenced.callId);
@@ -367,7 +373,9 @@ describe('do not disturb', () => {
     expect((res.json.participants as any[]).map((p) => p.state)).toEqual(['joined', 'invited', 'invited']);
     await waitUntil('the other invitee rings', () => other.socket.ws.events().some((e) => e.callId === callId));
     await waitUntil('both rang out', async () => (await caller.api.get(`/v1/calls/${callId}`)).json.state === 'ended', 10_000);
-    expect(quiet.socket.ws.events().filter((e) => e.callId === callId)).toEqual([]);
+    // Nothing rang it; once it rang out, one missed call.
+    await waitUntil('the missed call', () => quiet.socket.ws.events().some((e) => e.callId === callId));
+    expect(quiet.socket.ws.events().filter((e) => e.callId === callId).map((e) => [e.type, e.userId])).toEqual([['call.missed', quiet.userId]]);
   });
 
   it('bad input is 400 and changes nothing: an end in the past, untilMs while turning it off, an unknown action, more than 100 favourites', async () => {

@@ -111,7 +111,7 @@ describe('AsyncAPI document of /v1/signaling', () => {
     expect(document!.version()).toBe('3.0.0');
     const event = document!.components().messages().get('event')!;
     const variants = (event.payload()!.json() as { properties: { event: { oneOf: { title: string; $id: string }[] } } }).properties.event.oneOf;
-    const events = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed', 'call.ringing', 'call.participant', 'call.moved'];
+    const events = ['call.invited', 'call.accepted', 'call.ended', 'call.renamed', 'call.ringing', 'call.participant', 'call.moved', 'call.missed'];
     expect(variants.map((v) => v.title)).toEqual(events);
     expect(variants.map((v) => v.$id)).toEqual(events.map((n) => `${SCHEMA_ID_BASE}${n}.json`));
     const channel = document!.channels().get('signaling')!;

@@ -131,7 +131,23 @@ export interface MovedPayload extends EventCommon {
   installationId: string;
 }
 
-export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload | MovedPayload;
+/**
+ * A missed call that never rang here: do not disturb silenced it (the server's docs/call-policy.md),
+ * and this is its only event, once it stopped ringing. Show it among the missed calls.
+ */
+export interface MissedPayload extends EventCommon {
+  type: 'call.missed';
+  occurredAtMs: number;
+  /** The user who missed it (this user). */
+  userId: string;
+  callerUserId: string;
+  /** The caller's name (a group call's title when it has one). */
+  displayName: string;
+  handle: string;
+  video: boolean;
+}
+
+export type EventPayload = InvitationPayload | AcceptedPayload | EndedPayload | RenamedPayload | RingingPayload | ParticipantPayload | MovedPayload | MissedPayload;
 
 export interface IceServer {
   urls: string[];
