@@ -12,10 +12,21 @@ export interface Participant extends Member {
   role: 'caller' | 'invitee';
 }
 
-export function participants(call: CallRecord): Participant[] {
-  if (call.kind === 'group') return call.members.map((m, i) => ({ ...m, role: i === 0 ? 'caller' : 'invitee' }));
-  return [pairCaller(call), pairCallee(call)];
+export function participants(call: CallRecord): readonly Participant[] {
+  const kept = projected.get(call);
+  if (kept && kept.revision === call.revision && kept.state === call.state) return kept.list;
+  const list = call.kind === 'group' ? call.members.map((m, i): Participant => ({ ...m, role: i === 0 ? 'caller' : 'invitee' })) : [pairCaller(call), pairCallee(call)];
+  projected.set(call, { revision: call.revision, state: call.state, list });
+  return list;
 }
+
+/**
+ * Each call record's participants, projected once: a relayed change asks for them from its
+ * audience, pushes, webhooks, history and missed calls. Kept by the record itself (a record read
+ * again is another object), and checked against its revision and state in case one is changed in
+ * place. Read-only: callers filter and map, never change a participant.
+ */
+const projected = new WeakMap<CallRecord, { revision: string; state: string; list: readonly Participant[] }>();
 
 /** The one-to-one caller: in the call from its calling installation until the end. */
 function pairCaller(call: PairCall): Participant {

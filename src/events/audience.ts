@@ -14,7 +14,16 @@ import { screenedUserIds } from '../calls/participants.js';
  * is told nothing (docs/call-policy.md), except that a call do not disturb silenced reaches it
  * once, as a `call.missed` when it stops ringing: a missed call, found in the log like any other.
  */
-export function deliveriesFor(change: CallChange): Delivery[] {
+export function deliveriesFor(change: CallChange): readonly Delivery[] {
+  let out = decided.get(change);
+  if (!out) decided.set(change, (out = decide(change)));
+  return out;
+}
+
+/** Each relayed change's deliveries, decided once: its log append and its push signals both read them. */
+const decided = new WeakMap<CallChange, readonly Delivery[]>();
+
+function decide(change: CallChange): Delivery[] {
   const all = change.call.kind === 'group' ? groupDeliveriesFor(change, change.call) : pairDeliveriesFor(change, change.call);
   const screened = screenedUserIds(change.call);
   if (screened.size === 0) return all;

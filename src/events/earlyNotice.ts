@@ -34,7 +34,7 @@ export interface EarlyNotice {
    * revisions in step, docs/signaling.md "Early events"), with events for it or not.
    */
   parties: string[];
-  deliveries: Delivery[];
+  deliveries: readonly Delivery[];
 }
 
 /** The notice in an early channel message's body; undefined if it is not one. */
