@@ -324,7 +324,7 @@ describe('PUT/DELETE /v1/installations/{id}/push-tokens/{kind}', () => {
 
   it('invalid push token kinds → 400', async () => {
     for (const kind of ['apns', 'voip', 'fcm', 'IOSVOIP', 'ios-voip', 'androidpush']) {
-      const detail = 'path parameter kind: Invalid option: expected one of "iosVoip"|"androidPush"';
+      const detail = 'path parameter kind: Invalid option: expected one of "iosVoip"|"androidPush"|"iosAlert"';
       await rejects(() => ringing.callee.api.put(path(kind), { token: HEX_TOKEN, appId: 'com.example.app', iosEnvironment: 'production' }), 'invalid_request', detail);
       await rejects(() => ringing.callee.api.del(path(kind)), 'invalid_request', detail);
     }
