@@ -66,18 +66,19 @@ local busy = busy == '1'
 --@include "createLimits"
 --@include "callPolicy"
 
+-- The callee's call policy, read here so that no call rings past a block set before it
+-- (docs/call-policy.md). A screened call is recorded as such; nothing of it reaches the callee,
+-- nor counts toward its invitations.
+local now = nowMs()
+if policyAt ~= '' then screened = screenCall(tonumber(policyAt), callerUserId, now) end
+
 -- The limits first: a create over one changes nothing but the counters.
-local limited = hitCreateLimits(6, limits)
+local limited = hitCreateLimits(6, limits, screened ~= '' and { [calleeUserId] = screened } or {})
 if limited then return limited end
 
 local asHash = recordFormat == 'hash'
 local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], firstUse, asHash)
 if opening then return opening end
-
--- The callee's call policy, read here so that no call rings past a block set before it
--- (docs/call-policy.md). A screened call is recorded as such; nothing of it reaches the callee.
-local now = nowMs()
-if policyAt ~= '' then screened = screenCall(tonumber(policyAt), callerUserId, now) end
 local call = { names = {}, values = {}, hash = asHash, trace = traceparent, early = earlyNotice }
 -- Kept through the ring window and then for the retention period, even if nothing ends it.
 if screened ~= '' then

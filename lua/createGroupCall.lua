@@ -45,21 +45,23 @@ local ringTimeoutMs, retention, operationTtlMs = tonumber(ringTimeoutMs), parseR
 --@include "createLimits"
 --@include "callPolicy"
 
+local now = nowMs()
+local inviteeIds = cjson.decode(invitees)
+-- Each invitee's own call policy (docs/call-policy.md "Group calls"): a screened member is never
+-- rung (src/events/audience.ts, src/push/planner.ts), looks to the others as one that rang out,
+-- and the call does not count toward its invitations.
+local verdicts = screenInvitees(inviteeIds, policyAt, screened, callerUserId, now)
+
 -- The limits first: a create over one changes nothing but the counters.
-local limited = hitCreateLimits(6, limits)
+local limited = hitCreateLimits(6, limits, verdicts)
 if limited then return limited end
 
 local asHash = recordFormat == 'hash'
 local opening = openCreate(callKey, opKey, fingerprint, KEYS[5], firstUse, asHash)
 if opening then return opening end
 
-local now = nowMs()
 local busyUsers = {}
 for _, u in ipairs(cjson.decode(busy)) do busyUsers[u] = true end
-local inviteeIds = cjson.decode(invitees)
--- Each invitee's own call policy (docs/call-policy.md "Group calls"): a screened member is never
--- rung (src/events/audience.ts, src/push/planner.ts), and looks to the others as one that rang out.
-local verdicts = screenInvitees(inviteeIds, policyAt, screened, callerUserId, now)
 local members = { { userId = callerUserId, state = 'joined', installationId = callerInstallationId, joinedAtMs = now } }
 for _, u in ipairs(inviteeIds) do
   local m

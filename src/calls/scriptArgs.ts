@@ -123,6 +123,8 @@ export function createCallKeysArgs(
 export interface CreateLimit {
   readonly key: string;
   readonly rule: { limit: number; windowMs: number };
+  /** An invitee's limit names the invitee: a call its call policy screens does not count (docs/call-policy.md). */
+  readonly invitee?: string;
   hit(): Promise<{ allowed: boolean; retryAfterMs: number }>;
 }
 
@@ -132,9 +134,9 @@ export interface CreateLimit {
  * binding, and their rules as one argument. On a cluster the counters live in other slots and
  * CallStore hits them apart: no keys, ''.
  */
-function createLimitsKeysArg(limits: readonly Pick<CreateLimit, 'key' | 'rule'>[], topology: Topology): { keys: string[]; arg: string } {
+function createLimitsKeysArg(limits: readonly Pick<CreateLimit, 'key' | 'rule' | 'invitee'>[], topology: Topology): { keys: string[]; arg: string } {
   if (topology !== 'single' || limits.length === 0) return { keys: [], arg: '' };
-  return { keys: limits.map((l) => l.key), arg: JSON.stringify(limits.map((l) => [l.rule.limit, l.rule.windowMs])) };
+  return { keys: limits.map((l) => l.key), arg: JSON.stringify(limits.map((l) => (l.invitee === undefined ? [l.rule.limit, l.rule.windowMs] : [l.rule.limit, l.rule.windowMs, l.invitee]))) };
 }
 
 /**
@@ -146,7 +148,7 @@ function createRequest(
   i: Omit<CreateInput, 'calleeUserId'>,
   firstUse: boolean,
   topology: Topology,
-  limits: readonly Pick<CreateLimit, 'key' | 'rule'>[],
+  limits: readonly Pick<CreateLimit, 'key' | 'rule' | 'invitee'>[],
 ): { keys: string[]; args: Omit<ScriptArgs<'createCall'>, 'calleeUserId' | 'busy' | 'policyAt' | 'screened' | 'screenedReply'> } {
   const limited = createLimitsKeysArg(limits, topology);
   return {

@@ -155,14 +155,15 @@ export class CallStore {
    * nothing is created and a binding this request made is undone.
    */
   async create(i: CreateInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
+    // On a cluster the callee's policy lives in the callee's slot: its verdict is read in this
+    // round trip; on a single Redis the create's script reads it (docs/call-policy.md).
+    const verdict = this.topology === 'single' ? Promise.resolve('' as const) : readVerdict(this.redis, this.settings, i.calleeUserId, i.callerUserId);
     const [binding, active, refused, screened] = await Promise.all([
       this.bindFirst(i.callerUserId, i.operationId, i.fingerprint),
       // The callee's busy marker, kept by the relay in the event log's meta hash (src/calls/activeCalls.ts).
       this.settings.callWaiting ? null : this.redis.hget(keys.eventLogMeta(this.settings, i.calleeUserId), 'active'),
-      this.hitApart(limits),
-      // On a cluster the callee's policy lives in the callee's slot: its verdict is read in this
-      // round trip; on a single Redis the create's script reads it (docs/call-policy.md).
-      this.topology === 'single' ? ('' as const) : readVerdict(this.redis, this.settings, i.calleeUserId, i.callerUserId),
+      this.hitApart(limits, verdict.then((v): Verdicts => (v ? { [i.calleeUserId]: v } : {}))),
+      verdict,
     ]);
     if (refused) {
       await this.unbind(binding, i.callerUserId, i.operationId);
@@ -177,9 +178,11 @@ export class CallStore {
    * than the call's keys), sent at once so they share a round trip with the store's first reads:
    * the first refusal in their order, or undefined. On a single Redis, nothing: the script hits them.
    */
-  private async hitApart(limits: readonly CreateLimit[]): Promise<NotAdmitted | undefined> {
+  private async hitApart(limits: readonly CreateLimit[], screened: Promise<Verdicts>): Promise<NotAdmitted | undefined> {
     if (this.topology === 'single' || limits.length === 0) return undefined;
-    const decisions = await Promise.all(limits.map((l) => l.hit()));
+    // An invitee's counter waits for its verdict: a call its policy screens does not count.
+    const allowed = { allowed: true, retryAfterMs: 0 };
+    const decisions = await Promise.all(limits.map(async (l) => (l.invitee !== undefined && (await screened)[l.invitee] ? allowed : l.hit())));
     const n = decisions.findIndex((d) => !d.allowed);
     return n < 0 ? undefined : { kind: 'not_admitted', refused: limits[n]!, retryAfterMs: decisions[n]!.retryAfterMs };
   }
@@ -232,11 +235,12 @@ export class CallStore {
 
   /** Creates a group call (lua/createGroupCall.lua); `limits` as for `create` (the caller's, each invitee's). */
   async createGroup(i: CreateGroupInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
+    const verdicts = this.verdictsOf(i.inviteeUserIds, i.callerUserId);
     const [binding, busy, refused, screened] = await Promise.all([
       this.bindFirst(i.callerUserId, i.operationId, i.fingerprint),
       this.busyOf(i.inviteeUserIds),
-      this.hitApart(limits),
-      this.verdictsOf(i.inviteeUserIds, i.callerUserId),
+      this.hitApart(limits, verdicts),
+      verdicts,
     ]);
     if (refused) {
       await this.unbind(binding, i.callerUserId, i.operationId);

@@ -26,7 +26,7 @@ export async function createCall(
   // The caller's own limit, and each invitee's (how many invitations any callers together may add
   // to its log, docs/api.md "Abuse limits"), in the order the store reports a refusal by.
   const mine = deps.limits.callCreates?.counter(me);
-  const limits = [...(mine ? [mine] : []), ...(deps.limits.invitesPerCallee ? invitees.map((u) => deps.limits.invitesPerCallee!.counter({ calleeUserId: u })) : [])];
+  const limits = [...(mine ? [mine] : []), ...(deps.limits.invitesPerCallee ? invitees.map((u) => ({ ...deps.limits.invitesPerCallee!.counter({ calleeUserId: u }), invitee: u })) : [])];
   const caller = {
     callId: body.callId,
     callerUserId: me.userId,

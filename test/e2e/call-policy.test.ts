@@ -289,6 +289,22 @@ describe('enforced by the create', () => {
     expect(history.get(after.callId)?.screened).toBe('blocked');
   });
 
+  it('a blocked caller does not use up the callee\'s invitations (RATE_INVITES_PER_CALLEE_PER_MIN): others still ring', async () => {
+    const limited = await ps.stack.addServer({ ROLES: 'api', SERVER_API_KEYS: server.hash, RING_TIMEOUT_MS: String(RING_MS), RATE_CALL_CREATES_PER_MIN: '0', RATE_INVITES_PER_CALLEE_PER_MIN: '3' });
+    const callee = await reachableCallee();
+    const spammer = device(limited.url);
+    await callee.d.api.put('/v1/call-policy', { block: [spammer.userId] });
+    for (let i = 0; i < 4; i++) await create(spammer, callee.userId);
+    const group = await spammer.api.post('/v1/calls', { callId: randomUUID(), calleeUserIds: [callee.userId], operationId: uid('op') });
+    expect(group.status, group.text).toBe(201);
+    // Three invitations a minute are left for everyone else: all three ring, a fourth is refused.
+    const friends = [device(limited.url), device(limited.url), device(limited.url)];
+    const rung = [];
+    for (const f of friends) rung.push(await create(f, callee.userId));
+    await waitUntil('the friends ring', () => rung.every((r) => callee.socket.ws.events().some((e) => e.callId === r.callId)));
+    expectProblem(await device(limited.url).api.post('/v1/calls', { callId: randomUUID(), calleeUserId: callee.userId, operationId: uid('op') }), 'rate_limited', /too many calls/);
+  });
+
   it('SCREENED_CALL_REPLY=busy: the blocked caller hears busy at once, as a call to a busy user gives', async () => {
     busyReply ??= await ps.stack.addServer({ ROLES: 'api', SCREENED_CALL_REPLY: 'busy', SERVER_API_KEYS: server.hash, RING_TIMEOUT_MS: String(RING_MS), RATE_CALL_CREATES_PER_MIN: '0', RATE_INVITES_PER_CALLEE_PER_MIN: '0' });
     const callee = await reachableCallee();
