@@ -299,7 +299,7 @@ describe('enforced by the create', () => {
     expect(group.status, group.text).toBe(201);
     // Three invitations a minute are left for everyone else: all three ring, a fourth is refused.
     const friends = [device(limited.url), device(limited.url), device(limited.url)];
-    const rung = [];
+    const rung: { callId: string }[] = [];
     for (const f of friends) rung.push(await create(f, callee.userId));
     await waitUntil('the friends ring', () => rung.every((r) => callee.socket.ws.events().some((e) => e.callId === r.callId)));
     expectProblem(await device(limited.url).api.post('/v1/calls', { callId: randomUUID(), calleeUserId: callee.userId, operationId: uid('op') }), 'rate_limited', /too many calls/);
