@@ -167,7 +167,7 @@ describe('browser softphone', () => {
       const s = await peerStats(page);
       expect(s).toMatchObject({ policy: 'relay', state: 'connected', localType: 'relay', remoteType: 'relay', kinds: ['audio', 'video'] });
       await expect.poll(() => page.evaluate(() => document.getElementById('remote-video').videoWidth as number)).toBeGreaterThan(0);
-      expect(await page.getAttribute('#media-state', 'data-state')).toBe('connected');
+      await expect.poll(() => page.getAttribute('#media-state', 'data-state')).toBe('connected');
     }
     await shot(alice, 'call-alice-connected');
     await shot(bob, 'call-bob-connected');
