@@ -6,6 +6,8 @@
   KEYS[1] callKey
   KEYS[2] presenceKey  the call's presence map (lua/includes/presence.lua)
   KEYS[3] limitKey     the call's fixed-window signal counter (all senders together)
+  KEYS[4] viewKey      the call's signal view: its members in the call, kept while the call's
+                       record is unchanged (lua/includes/presence.lua signalSender)
 
   Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
   userId
@@ -21,27 +23,25 @@
   limit            signals per window on this call; 0: no limit
   windowMs         the limit's window
   presenceTtlMs    the presence map's lifetime after its last write
+  viewTtlMs        the signal view's lifetime after it was made
 
   Returns
-    { 'sent', userId1, installationId1, userId2, installationId2, … }  the recipients
+    { 'sent', count, recipients }  the number of recipients, and on a cluster the recipients
+                                   as `userId\tinstallationId\t…` ('' on a single Redis:
+                                   published here)
     { 'same' }                     a state kind's value as kept already: nothing sent
     { 'error', 'not_found' | 'not_joined' }
     { 'limited', retryAfterMs }    over the call's limit: nothing sent
 ]]
-local callKey, presenceKey, limitKey = KEYS[1], KEYS[2], KEYS[3]
+local callKey, presenceKey, limitKey, viewKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 --@arguments
 --@include "callRecord"
 --@include "fixedWindow"
 --@include "presence"
 
-local call = loadCall(callKey)
-if not call then return { 'error', 'not_found' } end
-local members = joinedMembers(call)
-local me
-for _, m in ipairs(members) do
-  if m.userId == userId then me = m end
-end
-if not me or me.installationId ~= installationId then return { 'error', 'not_joined' } end
+local me = signalSender(callKey, viewKey, viewTtlMs, userId)
+if not me then return { 'error', 'not_found' } end
+if not me.joined or me.installationId ~= installationId then return { 'error', 'not_joined' } end
 
 limit = tonumber(limit)
 if limit > 0 then
@@ -58,16 +58,7 @@ if state ~= '' then
   redis.call('PEXPIRE', presenceKey, presenceTtlMs)
 end
 
-local out, to = { 'sent' }, {}
-for _, m in ipairs(members) do
-  if m.userId ~= userId and m.installationId then
-    out[#out + 1] = m.userId
-    out[#out + 1] = m.installationId
-    to[#to + 1] = m.userId .. '\t' .. m.installationId
-  end
-end
-if noticeChannel ~= '' and #to > 0 then
-  -- One publication for all recipients (src/gateway/signalNotice.ts has the layout).
-  redis.call('SPUBLISH', noticeChannel, '!signals\n' .. table.concat(to, '\t') .. '\n' .. signalJson)
-end
-return out
+if noticeChannel == '' then return { 'sent', me.count, me.to } end
+-- One publication for all recipients (src/gateway/signalNotice.ts has the layout).
+if me.count > 0 then redis.call('SPUBLISH', noticeChannel, '!signals\n' .. me.to .. '\n' .. signalJson) end
+return { 'sent', me.count, '' }

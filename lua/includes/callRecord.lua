@@ -15,24 +15,27 @@
 -- "Upgrading") is read with HGETALL once its GET fails WRONGTYPE, and written with HSET (and
 -- PEXPIRE for a new lifetime), so that a process of an earlier version can still read it.
 
--- The call, or nil when it does not exist.
-local function loadCall(callKey)
-  local stored = redis.pcall('GET', callKey)
-  local flat
-  local hash = type(stored) == 'table' and stored.err ~= nil
-  if hash then
-    flat = redis.call('HGETALL', callKey)
-  elseif stored then
-    flat = cjson.decode(stored)
-  else
-    return nil
-  end
+-- The call from its fields as a flat list (name, value, …).
+local function callFromFlat(flat, hash)
   local call = { names = {}, values = {}, hash = hash }
   for i = 1, #flat, 2 do
     call.names[#call.names + 1] = flat[i]
     call.values[flat[i]] = flat[i + 1]
   end
   return call
+end
+
+-- The call as its string key stores it (what GET returned).
+local function decodeCall(stored)
+  return callFromFlat(cjson.decode(stored), false)
+end
+
+-- The call, or nil when it does not exist.
+local function loadCall(callKey)
+  local stored = redis.pcall('GET', callKey)
+  if type(stored) == 'table' and stored.err ~= nil then return callFromFlat(redis.call('HGETALL', callKey), true) end
+  if not stored then return nil end
+  return decodeCall(stored)
 end
 
 -- The call's fields as a flat list (name, value, …), in order.

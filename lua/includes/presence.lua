@@ -22,6 +22,61 @@ local function joinedMembers(call)
   return out
 end
 
+-- What a live signal from `userId` needs, through the call's signal view (src/redis/keys.ts
+-- callSignalView): nil when there is no such call; else `{ joined = false }` when the sender is not
+-- a member in the call; else `{ joined = true, installationId, joinedAtMs, count, to }`: the
+-- sender's joined installation and join time, and its recipients (the other members in the call
+-- from their joined installations), `count` of them in `to` as `userId\tinstallationId\t…`.
+--
+-- The view is a hash of `record`, the call's stored string when the view was made, and one field
+-- `m:<userId>` per member in the call (`installationId\tjoinedAtMs\tcount\n` then `to`; ids hold no
+-- control character). A signal reads the record with one GET; while it is the same string the
+-- members are the same, and the sender's field answers. Decoding a group call's record (a few KB of
+-- JSON, its members a JSON string within) and walking its members costs Redis about 100 µs, the
+-- view a few (signals come many times a second in a call; the record is written a few times a
+-- call). The view is made again at the first signal after any write of the call (exact: the same
+-- string is the same members) and expires `viewTtlMs` after it was made.
+local function signalSender(callKey, viewKey, viewTtlMs, userId)
+  local stored = redis.pcall('GET', callKey)
+  local hash = type(stored) == 'table' and stored.err ~= nil
+  if not hash and not stored then return nil end
+  local field = 'm:' .. userId
+  local mine
+  if not hash then
+    local view = redis.call('HMGET', viewKey, 'record', field)
+    if view[1] == stored then
+      mine = view[2]
+      if not mine then return { joined = false } end
+    end
+  end
+  if not mine then
+    -- Made from the record (a call stored as a hash, by a rolling upgrade, always is: no view).
+    local members = joinedMembers(hash and callFromFlat(redis.call('HGETALL', callKey), true) or decodeCall(stored))
+    local fields = {}
+    for _, m in ipairs(members) do
+      local to, count = {}, 0
+      for _, r in ipairs(members) do
+        if r.userId ~= m.userId and r.installationId then
+          to[#to + 1] = r.userId .. '\t' .. r.installationId
+          count = count + 1
+        end
+      end
+      local value = (m.installationId or '') .. '\t' .. tostring(m.joinedAtMs or '') .. '\t' .. count .. '\n' .. table.concat(to, '\t')
+      fields[#fields + 1] = 'm:' .. m.userId
+      fields[#fields + 1] = value
+      if m.userId == userId then mine = value end
+    end
+    if not hash then
+      redis.call('DEL', viewKey)
+      redis.call('HSET', viewKey, 'record', stored, unpack(fields))
+      redis.call('PEXPIRE', viewKey, viewTtlMs)
+    end
+    if not mine then return { joined = false } end
+  end
+  local installationId, joinedAtMs, count, to = string.match(mine, '^([^\t]*)\t([^\t]*)\t(%d+)\n(.*)$')
+  return { joined = true, userId = userId, installationId = installationId, joinedAtMs = joinedAtMs ~= '' and joinedAtMs or nil, count = tonumber(count), to = to }
+end
+
 local function presenceStay(m)
   return (m.installationId or '') .. '/' .. tostring(m.joinedAtMs or '')
 end

@@ -24,6 +24,12 @@ import { signalMessage } from './signalNotice.js';
 const SIGNAL_LIMIT_WINDOW_MS = 1000;
 /** The presence map outlives its last write by this much (a call's state is gone with it long before). */
 const PRESENCE_TTL_MS = 24 * 3600_000;
+/**
+ * A call's signal view lives this long after it was made (lua/includes/presence.lua
+ * joinedMembersViewed): long enough to be made a few times a call, short enough that a call's
+ * copy of its record is gone soon after its last signal.
+ */
+const SIGNAL_VIEW_TTL_MS = 10 * 60_000;
 
 
 const customValue = z.unknown().refine((v) => v !== undefined && Buffer.byteLength(JSON.stringify(v)) <= SIGNAL_CUSTOM_MAX_BYTES, {
@@ -63,7 +69,7 @@ export class SignalSender {
     const { callId, kind, value } = signal;
     const signalJson = JSON.stringify({ callId, userId, kind, value, atMs: Date.now() });
     const stateKind = (STATE_KINDS as readonly string[]).includes(kind);
-    const reply = (await runScript(this.redis, 'sendSignal', [keys.call(this.ks, callId), keys.callPresence(this.ks, callId), keys.callSignalLimit(this.ks, callId)], {
+    const reply = (await runScript(this.redis, 'sendSignal', [keys.call(this.ks, callId), keys.callPresence(this.ks, callId), keys.callSignalLimit(this.ks, callId), keys.callSignalView(this.ks, callId)], {
       userId,
       installationId,
       kind,
@@ -73,19 +79,22 @@ export class SignalSender {
       limit: String(this.perCallPerS),
       windowMs: String(SIGNAL_LIMIT_WINDOW_MS),
       presenceTtlMs: String(PRESENCE_TTL_MS),
-    })) as string[];
+      viewTtlMs: String(SIGNAL_VIEW_TTL_MS),
+    })) as (string | number)[];
     const [outcome, ...rest] = reply;
     if (outcome === 'same') return { kind: 'same' };
     if (outcome === 'limited') return { kind: 'limited', retryAfterMs: Number(rest[0]) };
     if (outcome === 'error') return { kind: 'refused', reason: rest[0] === 'not_found' ? 'not_found' : 'not_joined' };
-    if (!this.single) {
-      // A cluster: each recipient's channel is in its user's slot, not the call's. Issued in
-      // order on the connection to that slot's node, so a sender's signals stay in order.
-      const sends: Promise<unknown>[] = [];
-      for (let i = 0; i < rest.length; i += 2) sends.push(this.redis.spublish(keys.liveChannel(this.ks, rest[i]!), signalMessage(rest[i + 1]!, signalJson)));
-      await Promise.all(sends);
-    }
-    return { kind: 'sent', recipients: rest.length / 2 };
+    const recipients = Number(rest[0]);
+    // A single Redis: the script published it.
+    if (this.single || recipients === 0) return { kind: 'sent', recipients };
+    // A cluster: each recipient's channel is in its user's slot, not the call's. Issued in order
+    // on the connection to that slot's node, so a sender's signals stay in order.
+    const to = String(rest[1]).split('\t');
+    const sends: Promise<unknown>[] = [];
+    for (let i = 0; i + 1 < to.length; i += 2) sends.push(this.redis.spublish(keys.liveChannel(this.ks, to[i]!), signalMessage(to[i + 1]!, signalJson)));
+    await Promise.all(sends);
+    return { kind: 'sent', recipients };
   }
 }
 

@@ -48,6 +48,11 @@ export const keys = {
     `${ks.prefix}:${callShardTag(ks, callId)}:rl:msg:${callId}:${userId.length}:${userId}`,
   /** A call's current live-signal state per member (lua/sendSignal.lua). */
   callPresence: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:presence:${callId}`,
+  /**
+   * A call's signal view (lua/includes/presence.lua joinedMembersViewed): its members in the call
+   * and the record they were read from, so a live signal decodes the record only after it changed.
+   */
+  callSignalView: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:sigview:${callId}`,
   /** Fixed-window counter of a call's live signals, all senders together. */
   callSignalLimit: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:rl:sig:${callId}`,
   /** The live relays (by heartbeat): each takes about shards ÷ relays of the outbox shards. */

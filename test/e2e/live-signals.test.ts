@@ -98,6 +98,14 @@ describe('live signals', () => {
     signal(g.c1, g.callId, 'speaking', true);
     await waitUntil('the barrier', () => signals(g.a1).length === 1 && signals(g.b1).length === 1);
     for (const d of [g.a1, g.b1]) expect(signals(d).map((s) => s.userId)).toEqual([g.c1.userId]);
+    // Dan, refused while ringing, answers: from his next signal on he sends and receives (the
+    // call's signal view, made while he rang, is made again: lua/includes/presence.lua).
+    expect((await answer(g.d1, g.callId)).status).toBe(200);
+    signal(g.c1, g.callId, 'speaking', false);
+    signal(g.d1, g.callId, 'handRaised', true);
+    await waitUntil('Carol at Dan, Dan at Alice', () => signals(g.d1).length === 1 && signals(g.a1).length === 3);
+    expect(signals(g.d1)[0]).toMatchObject({ userId: g.c1.userId, kind: 'speaking', value: false });
+    expect(signals(g.a1)).toContainEqual(expect.objectContaining({ userId: g.d1.userId, kind: 'handRaised', value: true }));
     // A malformed signal is a bad_message, and the socket stays open.
     g.a1.ws.send({ type: 'signal', callId: g.callId, kind: 'muted', value: 'yes' });
     g.a1.ws.send({ type: 'signal', callId: g.callId, kind: 'custom', value: { blob: 'x'.repeat(2000) } });
