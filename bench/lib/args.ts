@@ -39,7 +39,8 @@ export interface Sizes {
   };
   storm: { devices: number; rate: number; durationMs: number; pairsPerGenerator: number };
   /** The reconnect storm (scenarios/reconnect.ts): devices over two gateways, changes a second, before and after the kill. */
-  reconnect: { devices: number; rate: number; beforeMs: number; afterMs: number };
+  /** `admissionsPerS`: the gateways' WS_ADMISSIONS_PER_S (the server's default unless --set). */
+  reconnect: { devices: number; rate: number; beforeMs: number; afterMs: number; admissionsPerS: number };
   /**
    * Group calls (docs/group-calls.md): each from a caller to `members` members with
    * `installations` sockets each; `joins` join, `declines` decline, the rest ring until the
@@ -90,7 +91,7 @@ const QUICK: Sizes = {
   ceilings: { redisMs: 3000, httpMs: 2000, httpConcurrency: 64, rawSockets: 5000 },
   lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000, saturatedConcurrency: 64, saturatedMs: 4000 },
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
-  reconnect: { devices: 2000, rate: 100, beforeMs: 3000, afterMs: 2000 },
+  reconnect: { devices: 2000, rate: 100, beforeMs: 3000, afterMs: 2000, admissionsPerS: 1000 },
   group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000, saturatedConcurrency: 16, saturatedMs: 4000 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
@@ -114,7 +115,7 @@ const SMOKE: Sizes = {
   ceilings: { redisMs: 500, httpMs: 500, httpConcurrency: 8, rawSockets: 100 },
   lifecycle: { pairsPerGenerator: 40, warmupMs: 500, startRate: 10, factor: 1.5, stepMs: 1000, maxSteps: 1, bisections: 0, sustainedMs: 1000, halfGoalMs: 1000, timeoutMs: 10_000, saturatedConcurrency: 4, saturatedMs: 1000 },
   storm: { devices: 2, rate: 10, durationMs: 1000, pairsPerGenerator: 20 },
-  reconnect: { devices: 40, rate: 10, beforeMs: 1000, afterMs: 500 },
+  reconnect: { devices: 40, rate: 10, beforeMs: 1000, afterMs: 500, admissionsPerS: 1000 },
   group: { groupsPerGenerator: 10, members: 3, installations: 2, joins: 1, declines: 1, warmupMs: 500, startRate: 2, factor: 1.5, stepMs: 1500, maxSteps: 1, bisections: 0, sustainedMs: 1500, halfMs: 1500, timeoutMs: 10_000, saturatedConcurrency: 2, saturatedMs: 1500 },
   idle: { sockets: 50, holdMs: 200 },
   timers: { calls: 40, rate: 40, ringTimeoutMs: 1500, sampleSockets: 10, runs: 1 },
@@ -130,7 +131,7 @@ const FULL: Sizes = {
   ceilings: { redisMs: 10_000, httpMs: 10_000, httpConcurrency: 128, rawSockets: 100_000 },
   lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 128, saturatedMs: 15_000 },
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
-  reconnect: { devices: 20_000, rate: 300, beforeMs: 10_000, afterMs: 5000 },
+  reconnect: { devices: 20_000, rate: 300, beforeMs: 10_000, afterMs: 5000, admissionsPerS: 1000 },
   group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 32, saturatedMs: 15_000 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
@@ -167,7 +168,7 @@ export interface Options {
   /**
    * Run on a local Redis Cluster of this many primaries (no replicas) instead of one Redis, with
    * the server as an api+gateway process and two worker processes sharing the relay. Only the
-   * lifecycle and storm scenarios run then.
+   * lifecycle, storm and reconnect scenarios run then.
    */
   cluster?: number;
   /**
@@ -205,7 +206,7 @@ export function usage(): string {
   --topology T   split (default): the server as two processes, ROLES=api,gateway and
                  ROLES=worker; single: one process with every role
   --cluster N    a local Redis Cluster of N primaries, an api+gateway process and two worker
-                 processes sharing the relay; runs lifecycle and storm, reports per primary
+                 processes sharing the relay; runs lifecycle, storm and reconnect (when named), reports per primary
   --server-node N run the server processes on Node.js N (e.g. 24, the Docker image's) over a
                  Debian trixie root's glibc, made with debootstrap and cached on first use
   --over M       how the lifecycle's devices answer and end: http (default), socket (command
@@ -345,8 +346,9 @@ export function parseArgs(argv: readonly string[]): Options {
   } else {
     scenarios = scenarios.filter((s) => s !== 'compareRef');
   }
-  // On a cluster: the call path's scenarios (the others measure one Redis or one process).
-  if (o.cluster) scenarios = scenarios.filter((s) => s === 'lifecycle' || s === 'storm');
+  // On a cluster: the call path's scenarios and the reconnect storm (the others measure one Redis
+  // or one process).
+  if (o.cluster) scenarios = scenarios.filter((s) => s === 'lifecycle' || s === 'storm' || s === 'reconnect');
   return {
     sizes,
     scenarios,

@@ -422,7 +422,7 @@ export class BenchContext {
  * measured. Only variables this version of the config knows are set.
  */
 export const BENCH_LIMITS: Record<string, string> = Object.fromEntries(
-  Object.entries({ RATE_CALL_CREATES_PER_MIN: '100000000', RATE_INVITES_PER_CALLEE_PER_MIN: '100000000', RATE_PUSH_TOKEN_WRITES_PER_HOUR: '100000000' }).filter(([k]) => k in configSchema.shape),
+  Object.entries({ RATE_CALL_CREATES_PER_MIN: '100000000', RATE_INVITES_PER_CALLEE_PER_MIN: '100000000', RATE_PUSH_TOKEN_WRITES_PER_HOUR: '100000000', WS_ADMISSIONS_PER_S: '1000000' }).filter(([k]) => k in configSchema.shape),
 );
 
 export interface CpuShares {

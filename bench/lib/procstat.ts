@@ -77,3 +77,13 @@ export function machineCpu(): { busy: number; total: number } {
   const total = v.reduce((a, b) => a + b, 0);
   return { busy: total - idle, total };
 }
+
+/** This process's open files limit (`ulimit -n`, which a process cannot raise), as `sh` reports it. */
+export async function openFilesLimit(): Promise<string> {
+  const { execFileSync } = await import('node:child_process');
+  try {
+    return execFileSync('sh', ['-c', 'ulimit -n']).toString().trim();
+  } catch {
+    return 'unknown';
+  }
+}

@@ -1,3 +1,4 @@
+import { openFilesLimit } from '../lib/procstat.js';
 import type { BenchContext } from '../lib/context.js';
 import { invalidReasons } from '../lib/validity.js';
 import { GeneratorPool } from '../lib/generators.js';
@@ -229,13 +230,4 @@ async function measure(ctx: BenchContext, mode: 'signaling' | 'raw', n: number, 
 
 function countFor(gen: number, n: number, gens: number): number {
   return Math.floor(n / gens) + (gen < n % gens ? 1 : 0);
-}
-
-async function openFilesLimit(): Promise<string> {
-  const { execFileSync } = await import('node:child_process');
-  try {
-    return execFileSync('sh', ['-c', 'ulimit -n']).toString().trim();
-  } catch {
-    return 'unknown';
-  }
 }

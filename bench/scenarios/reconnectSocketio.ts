@@ -26,7 +26,7 @@ export interface SioStorm {
 
 export async function socketioStorm(ctx: BenchContext, z: { devices: number; rate: number; beforeMs: number; afterMs: number }): Promise<SioStorm> {
   const key = `sio-rc${ctx.tag}`;
-  const start = (label: string) => startHelper(label, 'bench/socketio/recoveryServer.ts', { REDIS_URL: ctx.redisUrl, AUTH_JWT_SECRET: ctx.secret, SIO_KEY: key });
+  const start = (label: string) => startHelper(label, 'bench/socketio/recoveryServer.ts', { ...(ctx.cluster ? { REDIS_CLUSTER_NODES: ctx.cluster.seedList } : { REDIS_URL: ctx.redisUrl }), AUTH_JWT_SECRET: ctx.secret, SIO_KEY: key });
   const [A, B] = await Promise.all([start('socketio-rc-A'), start('socketio-rc-B')]);
   ctx.track(A);
   ctx.track(B);

@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { Server } from 'socket.io';
 import { createAdapter } from '@socket.io/redis-streams-adapter';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { authenticateSockets } from './auth.js';
 
 /**
@@ -11,11 +11,16 @@ import { authenticateSockets } from './auth.js';
  * session JWT and join room `user:<userId>` (a recovered socket gets its rooms back). A producer
  * socket emits `change` `{toUserId, callId, seq}`; the server broadcasts `event` `{callId, seq}`
  * to that user's room through the adapter, and acks.
- * Env: PORT (0), REDIS_URL, AUTH_JWT_SECRET, SIO_KEY (the adapter's stream and session prefix).
+ * Env: PORT (0), REDIS_URL or REDIS_CLUSTER_NODES (`host:port,…`: the bench's `--cluster`, where the
+ * adapter's stream lives in one slot, as it would in production), AUTH_JWT_SECRET, SIO_KEY (the
+ * adapter's stream and session prefix).
  * Prints `{"msg":"listening","port":N}`.
  */
 
-const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+const seeds = process.env.REDIS_CLUSTER_NODES;
+const redis = seeds
+  ? new Cluster(seeds.split(',').map((s) => ({ host: s.slice(0, s.lastIndexOf(':')), port: Number(s.slice(s.lastIndexOf(':') + 1)) })))
+  : new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
 const key = process.env.SIO_KEY ?? 'socket.io';
 
 const http = createServer((_req, res) => res.writeHead(404).end());

@@ -13,4 +13,5 @@ export const TASKS: Record<string, () => Promise<Task>> = {
   redisCeiling: async () => (await import('./redisCeiling.js')).createTask(),
   pushFakes: async () => (await import('./pushFakes.js')).createTask(),
   soak: async () => (await import('./soak.js')).createTask(),
+  stormChanges: async () => (await import('./stormChanges.js')).createTask(),
 };

@@ -119,6 +119,7 @@ export const configSchema = z
     RELAY_CLAIM_IDLE_MS: int(5_000, 100).describe('Relay shard lease: a relay that died loses its shards after this long, and the relay taking a shard over processes the entries the dead one read but never acknowledged.'),
     WS_IDLE_TIMEOUT_S: int(60, 8, 960).describe('Close sockets silent this long, in seconds (server pings keep live ones open).'),
     WS_MAX_MESSAGE_BYTES: int(MESSAGE_MAX_BYTES, 256, 1024 * 1024).describe('Largest frame a client may send, in bytes (1009 above it). The default fits an in-call message of the largest payload (16 KiB, a video SDP offer), as the HTTP route does.'),
+    WS_ADMISSIONS_PER_S: int(1000, 0, 1_000_000).describe('New signaling sockets one gateway process takes per second, one second\'s worth at once; beyond it a socket is closed at once with 1013 and a time to come back, spaced so that a crashed gateway\'s devices return as a queue (docs/signaling.md "A reconnect storm"; 0: no limit).'),
     WS_MAX_SOCKETS_PER_USER: int(20, 0, 100_000).describe('Open signaling sockets one user may hold on one gateway process (0: no cap).'),
     WS_MAX_BACKPRESSURE_BYTES: int(256 * 1024, 1024).describe('Bytes a socket may have queued before it counts as a slow consumer and is closed with 4008.'),
 

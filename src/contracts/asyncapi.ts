@@ -45,6 +45,7 @@ export const CLOSE_CODES: readonly { code: number; meaning: string; action: stri
   { code: CLOSE.goingAway, meaning: 'server shutting down', action: 'reconnect (any gateway) with the last cursor' },
   { code: CLOSE.tooBig, meaning: 'client frame larger than WS_MAX_MESSAGE_BYTES', action: 'fix the client' },
   { code: 1011, meaning: 'temporary server failure', action: 'reconnect with the last cursor, with backoff' },
+  { code: CLOSE.tryAgainLater, meaning: 'the gateway is admitting new sockets at its limit (WS_ADMISSIONS_PER_S); the reason says when to come back: `server busy; retry after <ms> ms`', action: 'reconnect with the last cursor after that time' },
   { code: CLOSE.badMessage, meaning: 'invalid client frame', action: 'fix the client' },
   { code: CLOSE.tokenExpired, meaning: 'session token expired', action: 'get a fresh token, reconnect with the last cursor' },
   { code: CLOSE.slowConsumer, meaning: 'slow consumer (send buffer full)', action: 'reconnect with the last cursor' },

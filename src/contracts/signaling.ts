@@ -8,6 +8,11 @@ export const CLOSE = {
   goingAway: 1001,
   /** A client frame larger than WS_MAX_MESSAGE_BYTES. */
   tooBig: 1009,
+  /**
+   * Try again later (RFC 6455's registry): the gateway is admitting sockets at its limit
+   * (WS_ADMISSIONS_PER_S). The reason says when to come back: `retry after <ms> ms`.
+   */
+  tryAgainLater: 1013,
   /** A frame that is not a valid client message. */
   badMessage: 4000,
   /** The session token expired: reconnect with a fresh token and your last cursor. */

@@ -16,7 +16,8 @@ import { commandReply } from './commandFrames.js';
 import { upgradeHandler } from './upgrade.js';
 import { sendSignalFrame, type SignalSender } from './signals.js';
 import { SIGNAL_EPOCH } from './signalNotice.js';
-import type { GatewaySettings, Socket, SocketData } from './socket.js';
+import type { GatewaySettings, RefusedSocketData, Socket, SocketData } from './socket.js';
+import { Admission } from './admission.js';
 import {
   decodeClientFrame,
   encodeEventFrame,
@@ -63,6 +64,8 @@ export class Gateway {
   /** The sockets this gateway holds, by user, with their users' live subscriptions. */
   private readonly live: LiveSubscriptions<Socket>;
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** New sockets per second (WS_ADMISSIONS_PER_S). */
+  readonly admission: Admission;
   readonly stats: GatewayStats = { eventsSent: 0, earlyEventsSent: 0, slowConsumersClosed: 0, tokensExpired: 0, rateLimited: 0, messagesSent: 0, signalsSent: 0, signalsRefused: 0, commands: new Map() };
 
   constructor(
@@ -75,6 +78,7 @@ export class Gateway {
     private readonly commands: CommandDeps,
     private readonly signals: SignalSender,
   ) {
+    this.admission = new Admission(settings.admissionsPerS);
     this.live = new LiveSubscriptions<Socket>(
       subscriber,
       settings,
@@ -98,7 +102,7 @@ export class Gateway {
       maxBackpressure: this.settings.maxBackpressureBytes,
       idleTimeout: this.settings.idleTimeoutS,
       sendPingsAutomatically: true,
-      upgrade: upgradeHandler({ auth: this.auth, logger: this.logger, settings: this.settings, socketsOf: (userId) => this.live.socketsOf(userId) }),
+      upgrade: upgradeHandler({ auth: this.auth, admission: this.admission, logger: this.logger, settings: this.settings, socketsOf: (userId) => this.live.socketsOf(userId) }),
       open: (ws) => this.onOpen(ws),
       message: (ws, message, isBinary) => this.onMessage(ws, message, isBinary),
       close: (ws, code) => this.onClose(ws, code),
@@ -108,6 +112,10 @@ export class Gateway {
   /** A socket past its upgrade: its replay from the cursor starts. */
   private onOpen(ws: Socket): void {
     const data = ws.getUserData();
+    if ('retryAfterMs' in data) {
+      ws.end(CLOSE.tryAgainLater, `server busy; retry after ${(data as RefusedSocketData).retryAfterMs} ms`);
+      return;
+    }
     this.logger.debug({ userId: data.userId, installationId: data.installationId, encoding: data.encoding }, 'socket open');
     void this.start(ws);
   }

@@ -18,6 +18,8 @@ export interface GatewaySettings extends KeySpace {
   messagesPer10s: number;
   /** Open sockets one user may hold on this gateway (0: no cap). */
   maxSocketsPerUser: number;
+  /** New sockets this gateway takes per second (WS_ADMISSIONS_PER_S; 0: no limit). */
+  admissionsPerS: number;
   clientIpHeader: string | undefined;
   /**
    * WS_CHECK_ORIGIN: origins allowed to open a socket (CORS_ORIGINS). An upgrade without an Origin
@@ -54,5 +56,14 @@ export interface SocketData {
   earlyCalls: Map<string, number> | undefined;
 }
 
+
+/**
+ * A socket refused by admission control (src/gateway/admission.ts): upgraded only to be closed
+ * with 1013 and the time to come back. Only these carry `retryAfterMs`, so admitted sockets keep
+ * SocketData's shape.
+ */
+export interface RefusedSocketData extends SocketData {
+  retryAfterMs: number;
+}
 
 export type Socket = WebSocket<SocketData>;

@@ -8,20 +8,39 @@ import { clientAddress } from '../transport/clientAddress.js';
 import { requestIdOf, writeProblem } from '../transport/response.js';
 import type { Logger } from '../util/logger.js';
 import { negotiate } from './protocol.js';
-import type { GatewaySettings, SocketData } from './socket.js';
+import type { Admission } from './admission.js';
+import type { GatewaySettings, RefusedSocketData, SocketData } from './socket.js';
 
 export interface UpgradeDeps {
   auth: AuthGuard;
+  /** New sockets per second (src/gateway/admission.ts). */
+  admission: Admission;
   logger: Logger;
   settings: Pick<GatewaySettings, 'clientIpHeader' | 'allowedOrigins' | 'maxSocketsPerUser'>;
   /** Sockets the user holds on this gateway now. */
   socketsOf(userId: string): number;
 }
 
+/** A refused socket's data: no user, nothing to sync (src/gateway/socket.ts RefusedSocketData). */
+const REFUSED: Omit<RefusedSocketData, 'encoding' | 'retryAfterMs'> = {
+  userId: '',
+  installationId: '',
+  expiresAtS: 0,
+  epoch: '',
+  lastId: '0-0',
+  pending: undefined,
+  startCursor: undefined,
+  closed: true,
+  messages: undefined,
+  earlyCalls: undefined,
+};
+
 /**
  * GET /v1/signaling's upgrade (docs/signaling.md "Connecting"): the origin, the cursor and the
  * session token are checked before the socket exists, and a refusal is an HTTP problem answered
- * as any route's would be; never accepted first and closed later.
+ * as any route's would be; never accepted first and closed later. The one exception is a socket
+ * over the admission rate (src/gateway/admission.ts): closed with 1013 and a time to come back,
+ * which a browser can read from a close but not from a refused upgrade.
  */
 export function upgradeHandler(deps: UpgradeDeps): (res: HttpResponse, req: HttpRequest, context: us_socket_context_t) => void {
   return (res, req, context) => {
@@ -38,6 +57,13 @@ export function upgradeHandler(deps: UpgradeDeps): (res: HttpResponse, req: Http
   const rawCursor = query.get('cursor');
   const origin = req.getHeader('origin');
   const { encoding, protocol } = negotiate(protocols);
+  // Over the admission rate: closed at once with a time to come back, before anything costly.
+  const retryAfterMs = deps.admission.admit();
+  if (retryAfterMs > 0) {
+    const refused: RefusedSocketData = { ...REFUSED, encoding, retryAfterMs };
+    res.cork(() => res.upgrade(refused, key, protocol, extensions, context));
+    return;
+  }
 
   const remoteAddress = clientAddress(res, req, deps.settings.clientIpHeader, () => aborted);
   const requestId = requestIdOf(req);

@@ -15,6 +15,7 @@ export async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>
     ...ctx.ks,
     messagesPer10s: config.RATE_WS_MESSAGES_PER_10S,
     maxSocketsPerUser: config.WS_MAX_SOCKETS_PER_USER,
+    admissionsPerS: config.WS_ADMISSIONS_PER_S,
     clientIpHeader: config.CLIENT_IP_HEADER,
     allowedOrigins: config.WS_CHECK_ORIGIN ? config.CORS_ORIGINS : undefined,
     idleTimeoutS: config.WS_IDLE_TIMEOUT_S,
@@ -36,6 +37,7 @@ export async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>
     [...gateway.stats.commands].map(([key, n]): [string[], number] => [key.split(' '), n]),
   );
   metrics.countersFrom('ws_rate_limited_total', 'Sockets closed for too many client messages (4029)', [], () => [[[], gateway.stats.rateLimited]]);
+  metrics.countersFrom('ws_admissions_refused_total', 'Sockets closed at once with 1013 by admission control (WS_ADMISSIONS_PER_S)', [], () => [[[], gateway.admission.refused]]);
   metrics.countersFrom('ws_slow_consumers_closed_total', 'Sockets closed as slow consumers (4008)', [], () => [[[], gateway.stats.slowConsumersClosed]]);
   return {
     gateway,

@@ -69,6 +69,8 @@ export async function startServer(env: Record<string, string>, opts: StartOption
     // clusters) a healthy Redis can take that long, so tests wait longer unless they test the bound
     // (redis-stalled.test.ts sets the default back).
     REDIS_COMMAND_TIMEOUT_MS: '5000',
+    // Tests open hundreds of sockets at once; test/e2e/admission.test.ts sets its own.
+    WS_ADMISSIONS_PER_S: '0',
     RATE_CALL_CREATES_PER_MIN: '0',
     RATE_INVITES_PER_CALLEE_PER_MIN: '0',
     RATE_RENAMES_PER_MIN: '0',

@@ -103,6 +103,9 @@ export interface SignalingOptions {
   /**
    * Reconnect attempt n (from 0; back to 0 once synced) waits a random time between
    * `minBackoffMs` (default 0) and min(`maxBackoffMs` (default 10 000), 250 ms × 2^n): full jitter.
+   * A close with 1013 (the gateway is admitting sockets at its limit) waits the time its reason
+   * gives instead, plus up to a tenth of it (at most 250 ms) of jitter, and does not count as an
+   * attempt.
    */
   maxBackoffMs?: number;
   minBackoffMs?: number;
@@ -423,7 +426,11 @@ export class SignalingClient {
       this.halt(new Error(`signaling: closed ${code} ${reason}`));
       return;
     }
-    const delay = backoffDelay(this.attempt++, { baseMs: 250, minMs: this.opts.minBackoffMs ?? 0, maxMs: this.opts.maxBackoffMs ?? 10_000 });
+    const retryAfterMs = code === TRY_AGAIN_LATER ? retryAfterOf(reason) : undefined;
+    const delay =
+      retryAfterMs !== undefined
+        ? retryAfterMs + Math.random() * Math.min(250, retryAfterMs / 10)
+        : backoffDelay(this.attempt++, { baseMs: 250, minMs: this.opts.minBackoffMs ?? 0, maxMs: this.opts.maxBackoffMs ?? 10_000 });
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = undefined;
       void this.connect();
@@ -573,4 +580,13 @@ class MessageSeqs {
     for (const s of this.above) if (s <= this.contiguous) this.above.delete(s);
     while (this.above.delete(this.contiguous + 1)) this.contiguous++;
   }
+}
+
+/** The close code of a gateway admitting sockets at its limit (docs/signaling.md "Close codes"). */
+const TRY_AGAIN_LATER = 1013;
+
+/** The wait a 1013 close's reason names (`… retry after <ms> ms`), if any. */
+export function retryAfterOf(reason: string): number | undefined {
+  const m = /retry after (\d+) ms/.exec(reason);
+  return m ? Number(m[1]) : undefined;
 }
