@@ -89,6 +89,17 @@ export interface DispatcherDeps {
    * false for one already claimed, which is not sent again (a change relayed again).
    */
   claimAlerts?: (msgs: readonly MissedMessage[]) => Promise<boolean[]>;
+  /**
+   * Whether each missed-call alert's installation rang and saw the end on a socket
+   * (src/push/missedCallSeen.ts): true for one that is skipped, before its claim.
+   */
+  seenAlerts?: (msgs: readonly MissedMessage[]) => Promise<boolean[]>;
+  /**
+   * MISSED_CALL_ALERT_GRACE_MS: how long the relay's missed-call alerts wait for their first
+   * attempt (a delayed job), so the marks of an installation online can be written first; 0 or
+   * left out, at once.
+   */
+  alertGraceMs?: number;
   /** A missed-call alert a provider accepted (the history's `missedCallAlert`, src/history/missedCallAlerts.ts). */
   alertSent?: (msg: MissedMessage) => Promise<void>;
   /** A missed-call alert's attempt or end (metrics): platform, and the result as in `outcomes`. */
@@ -107,6 +118,21 @@ type Ready = { msg: PushMessage; reg: PushRegistration; payload: object; deadlin
 
 export class PushDispatcher {
   constructor(private readonly deps: DispatcherDeps) {}
+
+  /**
+   * The first attempt of a relayed change's messages (relayPushes.ts): at once, but the
+   * missed-call alerts, which wait MISSED_CALL_ALERT_GRACE_MS in a delayed job of their call's
+   * partition and are made by its worker as their first attempt (`attempts` 0; a retry job has
+   * 1 or more). An alert is not urgent; meanwhile a gateway that wrote the end to a socket of the
+   * installation marks it seen (docs/protocol.md "Missed-call alerts"). The job reads the
+   * registrations again.
+   */
+  async sendFirst(messages: readonly PushMessage[], known: Known = {}): Promise<void> {
+    const graceMs = this.deps.alertGraceMs ?? 0;
+    if (graceMs <= 0 || !messages.some((m) => m.t === 'missed')) return this.send(messages, 0, known);
+    const alerts = messages.filter((m) => m.t === 'missed');
+    await Promise.all([this.send(messages.filter((m) => m.t !== 'missed'), 0, known), this.enqueue(alerts, 0, graceMs)]);
+  }
 
   /** One attempt of every message (`attempts` made before this one). */
   async send(messages: readonly PushMessage[], attempts: number, known: Known = {}): Promise<void> {
@@ -188,17 +214,33 @@ export class PushDispatcher {
     return attempts === 0 ? this.claimed(ready) : ready;
   }
 
-  /** Drops the missed-call alerts already claimed: their first attempt was made by an earlier relay of the change. */
+  /**
+   * Before a missed-call alert's first attempt: drops those whose installation rang and saw the
+   * end on a socket (`skipped-seen`, src/push/missedCallSeen.ts), then claims the others and drops
+   * those already claimed (`skipped-repeat`: their first attempt was made by an earlier relay of
+   * the change).
+   */
   private async claimed(ready: Ready[]): Promise<Ready[]> {
-    const alerts = ready.filter((r): r is Ready & { msg: MissedMessage } => r.msg.t === 'missed');
-    if (alerts.length === 0 || !this.deps.claimAlerts) return ready;
-    const won = await this.deps.claimAlerts(alerts.map((r) => r.msg));
-    const repeated = new Set(alerts.filter((_, i) => !won[i]));
-    for (const r of repeated) {
-      this.count(providerOf(r.msg), 'skipped-repeat');
-      this.deps.observeMissed?.(platformOf(r.msg), 'skipped-repeat');
+    let alerts = ready.filter((r): r is Ready & { msg: MissedMessage } => r.msg.t === 'missed');
+    if (alerts.length === 0) return ready;
+    const dropped = new Set<Ready>();
+    const drop = (rs: readonly (Ready & { msg: MissedMessage })[], result: string) => {
+      for (const r of rs) {
+        dropped.add(r);
+        this.count(providerOf(r.msg), result);
+        this.deps.observeMissed?.(platformOf(r.msg), result);
+      }
+    };
+    if (this.deps.seenAlerts) {
+      const seen = await this.deps.seenAlerts(alerts.map((r) => r.msg));
+      drop(alerts.filter((_, i) => seen[i]), 'skipped-seen');
+      alerts = alerts.filter((_, i) => !seen[i]);
     }
-    return repeated.size === 0 ? ready : ready.filter((r) => !repeated.has(r as Ready & { msg: MissedMessage }));
+    if (alerts.length > 0 && this.deps.claimAlerts) {
+      const won = await this.deps.claimAlerts(alerts.map((r) => r.msg));
+      drop(alerts.filter((_, i) => !won[i]), 'skipped-repeat');
+    }
+    return dropped.size === 0 ? ready : ready.filter((r) => !dropped.has(r));
   }
 
   private timed(r: Ready): Promise<SendResult> {
@@ -275,18 +317,27 @@ export class PushDispatcher {
     if (failed.length === 0) return;
     const maxRetryAfter = Math.max(0, ...failed.map((f) => f.retryAfterMs ?? 0));
     const delayMs = pushBackoffMs(attempts, maxRetryAfter, Math.random, maxBackoffMs);
-    const byPartition = new Map<number, PushMessage[]>();
+    const later: PushMessage[] = [];
     for (const { r } of failed) {
       if (Date.now() + delayMs >= r.deadlineMs - 1000) {
         this.count(providerOf(r.msg), 'gave-up');
         if (r.msg.t === 'missed') this.deps.observeMissed?.(platformOf(r.msg), 'gave-up');
         continue;
       }
-      const p = partitionOfShard(shardOf(r.msg.callId, this.deps.partitioning.shards), this.deps.partitioning.partitions);
-      byPartition.set(p, [...(byPartition.get(p) ?? []), r.msg]);
+      later.push(r.msg);
+    }
+    await this.enqueue(later, attempts, delayMs);
+  }
+
+  /** Delayed jobs of `messages`, one per partition (of each message's call shard). */
+  private async enqueue(messages: readonly PushMessage[], attempts: number, delayMs: number): Promise<void> {
+    const byPartition = new Map<number, PushMessage[]>();
+    for (const m of messages) {
+      const p = partitionOfShard(shardOf(m.callId, this.deps.partitioning.shards), this.deps.partitioning.partitions);
+      byPartition.set(p, [...(byPartition.get(p) ?? []), m]);
     }
     await Promise.all(
-      [...byPartition].map(([p, messages]) => this.deps.retryQueues[p]!.add('retry', { attempts, messages }, { delay: delayMs })),
+      [...byPartition].map(([p, batch]) => this.deps.retryQueues[p]!.add('retry', { attempts, messages: batch }, { delay: delayMs })),
     );
   }
 
