@@ -11,6 +11,7 @@ import type { SendResult } from './sendResult.js';
 import type { Logger } from '../util/logger.js';
 import type { MissedCallAlerts } from '../config/pushApps.js';
 import type { MissedCallAlert } from './apns.js';
+import type { AlertMark } from './missedCallSeen.js';
 
 /**
  * Sends one attempt of a set of push messages (docs/architecture.md "Push"). Right before it sends, it checks
@@ -62,6 +63,8 @@ export interface Known {
   registrations?: ReadonlyMap<string, PushRegistration>;
   /** Invited calls as read when their batch was relayed (undefined: gone). */
   calls?: ReadonlyMap<string, CallRecord | undefined>;
+  /** The missed-call alerts' marks were read (sendFirst): none of them is `seen`. */
+  marksRead?: boolean;
 }
 
 export const registrationKey = (userId: string, installationId: string, kind: string) => `${userId}\n${installationId}\n${kind}`;
@@ -90,14 +93,14 @@ export interface DispatcherDeps {
    */
   claimAlerts?: (msgs: readonly MissedMessage[]) => Promise<boolean[]>;
   /**
-   * Whether each missed-call alert's installation rang and saw the end on a socket
-   * (src/push/missedCallSeen.ts): true for one that is skipped, before its claim.
+   * Each missed-call alert's installation by its marks (src/push/missedCallSeen.ts): one that
+   * rang and saw the end on a socket (`seen`) is skipped, before its claim.
    */
-  seenAlerts?: (msgs: readonly MissedMessage[]) => Promise<boolean[]>;
+  alertMarks?: (msgs: readonly MissedMessage[]) => Promise<AlertMark[]>;
   /**
-   * MISSED_CALL_ALERT_GRACE_MS: how long the relay's missed-call alerts wait for their first
-   * attempt (a delayed job), so the marks of an installation online can be written first; 0 or
-   * left out, at once.
+   * MISSED_CALL_ALERT_GRACE_MS: how long the relay's missed-call alerts to an installation that
+   * rang wait for their first attempt (a delayed job), so that its socket's mark can be written
+   * first; 0 or left out, at once.
    */
   alertGraceMs?: number;
   /** A missed-call alert a provider accepted (the history's `missedCallAlert`, src/history/missedCallAlerts.ts). */
@@ -120,18 +123,25 @@ export class PushDispatcher {
   constructor(private readonly deps: DispatcherDeps) {}
 
   /**
-   * The first attempt of a relayed change's messages (relayPushes.ts): at once, but the
-   * missed-call alerts, which wait MISSED_CALL_ALERT_GRACE_MS in a delayed job of their call's
-   * partition and are made by its worker as their first attempt (`attempts` 0; a retry job has
-   * 1 or more). An alert is not urgent; meanwhile a gateway that wrote the end to a socket of the
-   * installation marks it seen (docs/protocol.md "Missed-call alerts"). The job reads the
-   * registrations again.
+   * The first attempt of a relayed change's messages (relayPushes.ts), at once; but a missed-call
+   * alert to an installation that rang and whose socket has not been marked as having seen the
+   * end yet waits MISSED_CALL_ALERT_GRACE_MS, in a delayed job of its call's partition that its
+   * worker runs as the first attempt (`attempts` 0; a retry job has 1 or more). Meanwhile a
+   * gateway that wrote the end to one of the installation's sockets marks it, and the alert is
+   * skipped then (docs/protocol.md "Missed-call alerts"). An alert is not urgent; one to an
+   * installation that never rang cannot be skipped and goes at once, one already seen is skipped
+   * here. The job reads the registrations again.
    */
   async sendFirst(messages: readonly PushMessage[], known: Known = {}): Promise<void> {
     const graceMs = this.deps.alertGraceMs ?? 0;
-    if (graceMs <= 0 || !messages.some((m) => m.t === 'missed')) return this.send(messages, 0, known);
-    const alerts = messages.filter((m) => m.t === 'missed');
-    await Promise.all([this.send(messages.filter((m) => m.t !== 'missed'), 0, known), this.enqueue(alerts, 0, graceMs)]);
+    const alerts = messages.filter((m): m is MissedMessage => m.t === 'missed');
+    if (graceMs <= 0 || alerts.length === 0 || !this.deps.alertMarks) return this.send(messages, 0, known);
+    const marks = await this.deps.alertMarks(alerts);
+    const markOf = new Map<PushMessage, AlertMark>(alerts.map((m, i) => [m, marks[i]!]));
+    for (const m of alerts) if (markOf.get(m) === 'seen') this.countMissed(m, 'skipped-seen');
+    const now = messages.filter((m) => m.t !== 'missed' || markOf.get(m) === 'unrung');
+    const later = alerts.filter((m) => markOf.get(m) === 'rang');
+    await Promise.all([this.send(now, 0, { ...known, marksRead: true }), this.enqueue(later, 0, graceMs)]);
   }
 
   /** One attempt of every message (`attempts` made before this one). */
@@ -211,7 +221,7 @@ export class PushDispatcher {
         ready.push({ msg, reg, payload: msg.payload, deadlineMs: msg.deadlineMs });
       }
     });
-    return attempts === 0 ? this.claimed(ready) : ready;
+    return attempts === 0 ? this.claimed(ready, known.marksRead === true) : ready;
   }
 
   /**
@@ -220,21 +230,20 @@ export class PushDispatcher {
    * those already claimed (`skipped-repeat`: their first attempt was made by an earlier relay of
    * the change).
    */
-  private async claimed(ready: Ready[]): Promise<Ready[]> {
+  private async claimed(ready: Ready[], marksRead: boolean): Promise<Ready[]> {
     let alerts = ready.filter((r): r is Ready & { msg: MissedMessage } => r.msg.t === 'missed');
     if (alerts.length === 0) return ready;
     const dropped = new Set<Ready>();
     const drop = (rs: readonly (Ready & { msg: MissedMessage })[], result: string) => {
       for (const r of rs) {
         dropped.add(r);
-        this.count(providerOf(r.msg), result);
-        this.deps.observeMissed?.(platformOf(r.msg), result);
+        this.countMissed(r.msg, result);
       }
     };
-    if (this.deps.seenAlerts) {
-      const seen = await this.deps.seenAlerts(alerts.map((r) => r.msg));
-      drop(alerts.filter((_, i) => seen[i]), 'skipped-seen');
-      alerts = alerts.filter((_, i) => !seen[i]);
+    if (this.deps.alertMarks && !marksRead) {
+      const marks = await this.deps.alertMarks(alerts.map((r) => r.msg));
+      drop(alerts.filter((_, i) => marks[i] === 'seen'), 'skipped-seen');
+      alerts = alerts.filter((_, i) => marks[i] !== 'seen');
     }
     if (alerts.length > 0 && this.deps.claimAlerts) {
       const won = await this.deps.claimAlerts(alerts.map((r) => r.msg));
@@ -339,6 +348,12 @@ export class PushDispatcher {
     await Promise.all(
       [...byPartition].map(([p, batch]) => this.deps.retryQueues[p]!.add('retry', { attempts, messages: batch }, { delay: delayMs })),
     );
+  }
+
+  /** A missed-call alert's result that is no provider's answer (skipped-seen, skipped-repeat). */
+  private countMissed(m: MissedMessage, result: string): void {
+    this.count(providerOf(m), result);
+    this.deps.observeMissed?.(platformOf(m), result);
   }
 
   private count(provider: string, result: string): void {

@@ -12,7 +12,8 @@ import type { PushMessage } from './queues.js';
  * notification; an alert would be a second one.
  *
  * Two marks in the user's slot, each one `SET` with a TTL, and one `MGET` of both per alert before
- * its claim (src/push/dispatcher.ts):
+ * its claim (src/push/dispatcher.ts sendFirst: an alert to an installation that never rang goes at
+ * once, one that rang waits the grace unless already seen, and is read again then):
  *  - `rang`: written on the receipt path only (src/commands/ringing.ts), every receipt of the
  *    installation (not only the member's first, the one that changes the call). It lives a ring
  *    window, the alerts' grace and a minute: a member misses the call at most a ring window
@@ -29,12 +30,22 @@ import type { PushMessage } from './queues.js';
  * buffer counted as seen. And the mark races the alert: see MISSED_CALL_ALERT_GRACE_MS.
  */
 
+/** How many recent marks a gateway remembers, so the early copy of an end and its log copy write one mark. */
+const RECENT_ENDS = 1024;
+
 /** How long an `endseen` mark lives: as long as an alert's claim. */
 export const END_SEEN_TTL_MS = 3_600_000;
 /** How long past a ring window and the grace a `rang` mark lives: a ring sweep or a relay a little behind. */
 export const RANG_MARGIN_MS = 60_000;
 
 type MissedMessage = Extract<PushMessage, { t: 'missed' }>;
+
+/**
+ * An alert's installation as its marks say: it never rang (`unrung`: nothing can skip its alert,
+ * which goes at once), it rang (`rang`: its end may still be on its way to a socket), or it rang
+ * and saw the end (`seen`: skipped).
+ */
+export type AlertMark = 'unrung' | 'rang' | 'seen';
 
 export interface MissedCallSeenSettings extends KeySpace {
   /** RING_TIMEOUT_MS. */
@@ -45,6 +56,8 @@ export interface MissedCallSeenSettings extends KeySpace {
 
 export class MissedCallSeen {
   private readonly rangTtlMs: number;
+  /** The ends this process marked last (installation, call, revision), oldest first. */
+  private readonly recentEnds = new Set<string>();
 
   constructor(
     private readonly redis: Redis | Cluster,
@@ -66,20 +79,29 @@ export class MissedCallSeen {
     }
   }
 
-  /** A gateway wrote the end of `revision` to a socket of `installationId` (missedEndIn): fire-and-forget. */
+  /**
+   * A gateway wrote the end of `revision` to a socket of `installationId` (missedEndIn):
+   * fire-and-forget. On a single Redis a live socket gets the end twice, early and from the log
+   * (docs/signaling.md "Early events"): the second is not written again.
+   */
   noteEndSeen(userId: string, callId: string, installationId: string, revision: string): void {
+    const id = `${userId}\n${installationId}\n${callId}\n${revision}`;
+    if (this.recentEnds.has(id)) return;
+    this.recentEnds.add(id);
+    if (this.recentEnds.size > RECENT_ENDS) this.recentEnds.delete(this.recentEnds.values().next().value!);
     this.redis.set(keys.missedCallEndSeen(this.settings, userId, callId, installationId), revision, 'PX', END_SEEN_TTL_MS).catch((err: unknown) => {
       this.logger.warn({ err: (err as Error).message, userId, installationId }, 'noting an end seen on a socket failed; its missed-call alert will go');
     });
   }
 
-  /** For each alert, whether its installation rang and saw the end that made its user miss the call: one MGET each, auto-pipelined. */
-  seen(msgs: readonly MissedMessage[]): Promise<boolean[]> {
+  /** Each alert's installation by its marks (AlertMark): one MGET each, in the user's slot, auto-pipelined. */
+  marks(msgs: readonly MissedMessage[]): Promise<AlertMark[]> {
     const ks = this.settings;
     return Promise.all(
-      msgs.map(async (m) => {
+      msgs.map(async (m): Promise<AlertMark> => {
         const [rang, endSeen] = await this.redis.mget(keys.missedCallRang(ks, m.userId, m.callId, m.installationId), keys.missedCallEndSeen(ks, m.userId, m.callId, m.installationId));
-        return rang !== null && endSeen === m.payload.revision;
+        if (rang === null) return 'unrung';
+        return endSeen === m.payload.revision ? 'seen' : 'rang';
       }),
     );
   }

@@ -79,7 +79,7 @@ export async function startWorker(
     observeMisconfigured: (provider, app, reason) => metrics.pushConfigurationErrors.inc({ provider, app, reason }),
     tokenRemoved: webhooks.tokenRemoved,
     claimAlerts: missedCallClaims(redis, ks),
-    seenAlerts: (msgs) => deps.missedCallSeen.seen(msgs),
+    alertMarks: (msgs) => deps.missedCallSeen.marks(msgs),
     alertGraceMs: config.MISSED_CALL_ALERT_GRACE_MS,
     alertSent: (m) => deps.history.alerts.noteSent(m.userId, m.callId, m.payload.occurredAtMs),
     observeMissed: (platform, result) => metrics.missedCallPushes.inc({ platform, result }),
