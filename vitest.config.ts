@@ -42,6 +42,7 @@ const CLUSTER_SUITES = [
   'test/e2e/group-calls.test.ts',
   'test/e2e/group-pushes.test.ts',
   'test/e2e/push-missed-calls.test.ts',
+  'test/e2e/push-missed-seen.test.ts',
   'test/e2e/group-model.test.ts',
   'test/e2e/call-policy.test.ts',
   'test/cluster/**/*.test.ts',

@@ -55,7 +55,7 @@ export async function startServer(
   const ks = { prefix: config.REDIS_PREFIX, shards: config.CALL_SHARDS };
   const metrics = new Metrics();
   observeScripts(redis, (script, seconds) => metrics.scriptDuration.observe({ script }, seconds));
-  const ctx: RoleContext = { config, redisTarget, redis, deps: roleDeps(config, redis, ks, metrics), ks, metrics, logger };
+  const ctx: RoleContext = { config, redisTarget, redis, deps: roleDeps(config, redis, ks, metrics, logger), ks, metrics, logger };
 
   const app = uWS.App();
   const api = config.ROLES.includes('api') ? startApi(ctx, options) : undefined;

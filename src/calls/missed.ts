@@ -1,6 +1,6 @@
 import type { CallChange } from './change.js';
 import { participants, type Participant } from './participants.js';
-import { canMiss } from './reasons.js';
+import { canMiss, type EndReason } from './reasons.js';
 
 /**
  * Who missed a call (docs/call-history.md "Missed calls"), one rule for both kinds: an invitee that
@@ -22,3 +22,13 @@ export function missedBy(change: CallChange): Participant[] {
   // it (docs/call-policy.md).
   return all.filter((p) => p.role === 'invitee' && p.state === 'missed' && canMiss(p.screened) && (p.endedIn !== undefined || change.call.kind === 'pair'));
 }
+
+/**
+ * The reasons of the `call.ended` that a member's ringing installations get when the change makes
+ * it miss the call (docs/protocol.md "End reasons"; src/events/audience.ts, groupAudience.ts): it
+ * rang out (`unanswered`), the caller cancelled (`callerCancelled`; a caller whose own start
+ * failed too), the app's backend ended the call through the server API (`remoteEnded` or
+ * `failed`), or a group call's caller ended it for all while the member rang (`remoteEnded`).
+ * A gateway marks such an end seen on a socket (src/push/missedCallSeen.ts).
+ */
+export const MISSED_END_REASONS: ReadonlySet<string> = new Set<EndReason>(['unanswered', 'callerCancelled', 'remoteEnded', 'failed']);

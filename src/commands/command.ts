@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import type { Principal } from '../auth/principal.js';
 import type { CallStore } from '../calls/store.js';
 import type { RedisRateLimiter } from '../limits/rateLimiter.js';
+import type { MissedCallSeen } from '../push/missedCallSeen.js';
 
 /**
  * A device's command on one call, taken over either transport (docs/signaling.md "Commands"):
@@ -46,4 +47,6 @@ export interface Limits {
 export interface CommandDeps {
   calls: CallStore;
   limits: Limits;
+  /** Notes each installation's ringing receipt for its missed-call alert (src/push/missedCallSeen.ts); none when left out. */
+  missedCallSeen?: Pick<MissedCallSeen, 'noteRang'>;
 }

@@ -184,6 +184,7 @@ export const configSchema = z
       .pipe(z.union([z.tuple([z.literal('off')]), z.array(z.enum(['ios', 'android']))]))
       .describe('Which platforms get a missed-call alert when a member who was rung never answered (docs/protocol.md "Missed-call alerts"): `ios,android` (default), `ios`, `android`, or `off`. The default of every app; an app of `PUSH_APPS` may set its own (`missedCallAlerts`).'),
     MISSED_CALL_ALERT_LIFETIME_S: int(86_400, 60, 2_419_200).describe('How long a missed-call alert waits for a device that is offline, in seconds: its `apns-expiration` and its FCM ttl (default 24 h; at most FCM\'s 4 weeks).'),
+    MISSED_CALL_ALERT_GRACE_MS: int(2_000, 0, 30_000).describe('How long a missed-call alert to an installation that sent a ringing receipt waits before its first attempt, so that the end written to its socket is noted first and the alert skipped (docs/protocol.md "Missed-call alerts"); 0 sends at once (0–30000).'),
     MISSED_CALL_ALERT_LOC_KEY: z
       .string()
       .regex(/^[A-Za-z0-9_.-]{1,64}$/, '1 to 64 letters, digits, `_`, `.` or `-`')

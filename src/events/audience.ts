@@ -31,6 +31,12 @@ function decide(change: CallChange): Delivery[] {
   return [...all.filter((d) => !screened.has(d.userId)), ...silenced.map((p) => ({ userId: p.userId, payload: missedPayload(change.call, change.atMs, p.userId) }))];
 }
 
+/**
+ * The eventId tag of a one-to-one call's `call.ended` for its caller, who never misses its own
+ * call: a gateway marks no such end seen (src/push/missedCallSeen.ts).
+ */
+export const CALLER_END_TAG = 'ended-caller';
+
 function pairDeliveriesFor(change: CallChange, call: PairCall): Delivery[] {
   const { atMs } = change;
   const caller = call.callerUserId;
@@ -69,7 +75,7 @@ function pairDeliveriesFor(change: CallChange, call: PairCall): Delivery[] {
       const by = call.endedBy ?? 'system';
       const reason = call.endReason ?? 'remoteEnded';
       const accepted = wasAnswered(call);
-      const forCaller = endedPayload(call, atMs, reasonForSide(reason, by, accepted, 'caller'), 'ended-caller');
+      const forCaller = endedPayload(call, atMs, reasonForSide(reason, by, accepted, 'caller'), CALLER_END_TAG);
       const forCallee = endedPayload(call, atMs, reasonForSide(reason, by, accepted, 'callee'), 'ended-callee');
       const winner = call.answeredByInstallationId;
       // Busy: the call never rang; only the caller learns why.

@@ -49,6 +49,8 @@ export interface LoggedEvent {
   cursor: string;
   /** The payload exactly as stored (JSON text), ready to send. */
   json: string;
+  /** The installation it was for ('' for all of the user's): the gateway's missed-call end (src/push/missedCallSeen.ts). */
+  only: string;
 }
 
 export type ReadResult =
@@ -182,7 +184,7 @@ export class EventLog {
       lastId = id;
       const entry = entryFields(fields);
       if (entry.p !== undefined && isForInstallation(entry.o, entry.x, installationId)) {
-        events.push({ cursor: encodeCursor({ epoch, id }), json: entry.p });
+        events.push({ cursor: encodeCursor({ epoch, id }), json: entry.p, only: entry.o ?? '' });
       }
     }
     // More follows exactly when this page stopped before the log's newest entry (docs/protocol.md

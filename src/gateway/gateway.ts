@@ -18,6 +18,7 @@ import { sendSignalFrame, type SignalSender } from './signals.js';
 import { SIGNAL_EPOCH } from './signalNotice.js';
 import type { GatewaySettings, RefusedSocketData, Socket, SocketData } from './socket.js';
 import { Admission } from './admission.js';
+import { missedEndIn, type MissedCallSeen } from '../push/missedCallSeen.js';
 import {
   decodeClientFrame,
   encodeEventFrame,
@@ -29,7 +30,6 @@ import {
   type Encoding,
   type ServerFrame,
 } from './protocol.js';
-
 
 /**
  * The signaling gateway at GET /v1/signaling. A device connects with its session token (header or
@@ -77,6 +77,7 @@ export class Gateway {
     /** What the command frames run with: the same as their HTTP routes. */
     private readonly commands: CommandDeps,
     private readonly signals: SignalSender,
+    private readonly missedCallSeen?: Pick<MissedCallSeen, 'noteEndSeen'>,
   ) {
     this.admission = new Admission(settings.admissionsPerS);
     this.live = new LiveSubscriptions<Socket>(
@@ -250,7 +251,7 @@ export class Gateway {
         break;
       }
       ws.cork(() => {
-        for (const e of page.events) this.sendEvent(ws, e.cursor, e.json);
+        for (const e of page.events) this.sendEvent(ws, e.cursor, e.json, e.only);
       });
       cursor = decodeCursor(page.nextCursor)!;
       if (!page.more || data.closed) break;
@@ -304,7 +305,7 @@ export class Gateway {
     }
     data.lastId = msg.id;
     if (isForInstallation(msg.only || undefined, msg.except || undefined, data.installationId)) {
-      this.sendEvent(ws, encodeCursor({ epoch: msg.epoch, id: msg.id }), msg.json);
+      this.sendEvent(ws, encodeCursor({ epoch: msg.epoch, id: msg.id }), msg.json, msg.only);
     }
   }
 
@@ -337,7 +338,7 @@ export class Gateway {
     for (const e of early.events) {
       if (!isForInstallation(e.only, e.except, data.installationId)) continue;
       this.stats.earlyEventsSent++;
-      this.sendEvent(ws, undefined, e.json);
+      this.sendEvent(ws, undefined, e.json, e.only);
     }
   }
 
@@ -349,12 +350,18 @@ export class Gateway {
     this.sync(ws, data.epoch ? { epoch: data.epoch, id: data.lastId } : undefined).catch((err: unknown) => this.failSocket(ws, err));
   }
 
-  /** `cursor` undefined: an early copy, ahead of the log. */
-  private sendEvent(ws: Socket, cursor: string | undefined, json: string): void {
+  /**
+   * `cursor` undefined: an early copy, ahead of the log. `only`: whom the event was for. An end
+   * that makes the user miss the call is marked seen for the installation (src/push/missedCallSeen.ts).
+   */
+  private sendEvent(ws: Socket, cursor: string | undefined, json: string, only: string | undefined): void {
     const data = ws.getUserData();
     if (data.closed) return;
     this.stats.eventsSent++;
     this.sendRaw(ws, encodeEventFrame(data.encoding, cursor, json));
+    if (!this.missedCallSeen || data.closed) return;
+    const end = missedEndIn(json, only);
+    if (end) this.missedCallSeen.noteEndSeen(data.userId, end.callId, data.installationId, end.revision);
   }
 
   private send(ws: Socket, frame: ServerFrame): void {

@@ -3,6 +3,7 @@ import type { CallStore } from '../calls/store.js';
 import type { AuthGuard } from '../auth/guard.js';
 import type { CommandDeps } from '../commands/command.js';
 import type { PushRegistry } from '../push/registry.js';
+import type { MissedCallSeen } from '../push/missedCallSeen.js';
 import type { EventLog } from '../events/eventLog.js';
 import type { CallHistory } from '../history/callHistory.js';
 import type { WebhookDeps } from '../webhooks/webhookWorkers.js';
@@ -15,6 +16,7 @@ export interface ApiDeps extends CommandDeps {
   calls: CallStore;
   auth: AuthGuard;
   pushRegistry: PushRegistry;
+  missedCallSeen: MissedCallSeen;
   /** The appIds registrations may carry (docs/push-apps.md); undefined: any (single-app configuration). */
   pushApps: ReadonlyMap<string, { ios: boolean; android: boolean }> | undefined;
   eventLog: EventLog;

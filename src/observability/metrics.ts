@@ -63,7 +63,7 @@ export class Metrics {
   );
   readonly missedCallPushes = this.counter(
     'missed_call_pushes_total',
-    'Missed-call alerts (docs/protocol.md "Missed-call alerts") by platform (ios, android) and result: accepted, invalid-token, retry, misconfigured, rejected per attempt; gave-up when its lifetime ran out in retries; skipped-repeat when a change relayed again planned it again',
+    'Missed-call alerts (docs/protocol.md "Missed-call alerts") by platform (ios, android) and result: accepted, invalid-token, retry, misconfigured, rejected per attempt; gave-up when its lifetime ran out in retries; skipped-repeat when a change relayed again planned it again; skipped-seen when its installation rang and saw the end on its socket',
     ['platform', 'result'],
   );
 

@@ -11,6 +11,7 @@ import type { SendResult } from './sendResult.js';
 import type { Logger } from '../util/logger.js';
 import type { MissedCallAlerts } from '../config/pushApps.js';
 import type { MissedCallAlert } from './apns.js';
+import type { AlertMark } from './missedCallSeen.js';
 
 /**
  * Sends one attempt of a set of push messages (docs/architecture.md "Push"). Right before it sends, it checks
@@ -62,6 +63,8 @@ export interface Known {
   registrations?: ReadonlyMap<string, PushRegistration>;
   /** Invited calls as read when their batch was relayed (undefined: gone). */
   calls?: ReadonlyMap<string, CallRecord | undefined>;
+  /** The missed-call alerts' marks were read (sendFirst): none of them is `seen`. */
+  marksRead?: boolean;
 }
 
 export const registrationKey = (userId: string, installationId: string, kind: string) => `${userId}\n${installationId}\n${kind}`;
@@ -89,6 +92,17 @@ export interface DispatcherDeps {
    * false for one already claimed, which is not sent again (a change relayed again).
    */
   claimAlerts?: (msgs: readonly MissedMessage[]) => Promise<boolean[]>;
+  /**
+   * Each missed-call alert's installation by its marks (src/push/missedCallSeen.ts): one that
+   * rang and saw the end on a socket (`seen`) is skipped, before its claim.
+   */
+  alertMarks?: (msgs: readonly MissedMessage[]) => Promise<AlertMark[]>;
+  /**
+   * MISSED_CALL_ALERT_GRACE_MS: how long the relay's missed-call alerts to an installation that
+   * rang wait for their first attempt (a delayed job), so that its socket's mark can be written
+   * first; 0 or left out, at once.
+   */
+  alertGraceMs?: number;
   /** A missed-call alert a provider accepted (the history's `missedCallAlert`, src/history/missedCallAlerts.ts). */
   alertSent?: (msg: MissedMessage) => Promise<void>;
   /** A missed-call alert's attempt or end (metrics): platform, and the result as in `outcomes`. */
@@ -107,6 +121,28 @@ type Ready = { msg: PushMessage; reg: PushRegistration; payload: object; deadlin
 
 export class PushDispatcher {
   constructor(private readonly deps: DispatcherDeps) {}
+
+  /**
+   * The first attempt of a relayed change's messages (relayPushes.ts), at once; but a missed-call
+   * alert to an installation that rang and whose socket has not been marked as having seen the
+   * end yet waits MISSED_CALL_ALERT_GRACE_MS, in a delayed job of its call's partition that its
+   * worker runs as the first attempt (`attempts` 0; a retry job has 1 or more). Meanwhile a
+   * gateway that wrote the end to one of the installation's sockets marks it, and the alert is
+   * skipped then (docs/protocol.md "Missed-call alerts"). An alert is not urgent; one to an
+   * installation that never rang cannot be skipped and goes at once, one already seen is skipped
+   * here. The job reads the registrations again.
+   */
+  async sendFirst(messages: readonly PushMessage[], known: Known = {}): Promise<void> {
+    const graceMs = this.deps.alertGraceMs ?? 0;
+    const alerts = messages.filter((m): m is MissedMessage => m.t === 'missed');
+    if (graceMs <= 0 || alerts.length === 0 || !this.deps.alertMarks) return this.send(messages, 0, known);
+    const marks = await this.deps.alertMarks(alerts);
+    const markOf = new Map<PushMessage, AlertMark>(alerts.map((m, i) => [m, marks[i]!]));
+    for (const m of alerts) if (markOf.get(m) === 'seen') this.countMissed(m, 'skipped-seen');
+    const now = messages.filter((m) => m.t !== 'missed' || markOf.get(m) === 'unrung');
+    const later = alerts.filter((m) => markOf.get(m) === 'rang');
+    await Promise.all([this.send(now, 0, { ...known, marksRead: true }), this.enqueue(later, 0, graceMs)]);
+  }
 
   /** One attempt of every message (`attempts` made before this one). */
   async send(messages: readonly PushMessage[], attempts: number, known: Known = {}): Promise<void> {
@@ -185,20 +221,35 @@ export class PushDispatcher {
         ready.push({ msg, reg, payload: msg.payload, deadlineMs: msg.deadlineMs });
       }
     });
-    return attempts === 0 ? this.claimed(ready) : ready;
+    return attempts === 0 ? this.claimed(ready, known.marksRead === true) : ready;
   }
 
-  /** Drops the missed-call alerts already claimed: their first attempt was made by an earlier relay of the change. */
-  private async claimed(ready: Ready[]): Promise<Ready[]> {
-    const alerts = ready.filter((r): r is Ready & { msg: MissedMessage } => r.msg.t === 'missed');
-    if (alerts.length === 0 || !this.deps.claimAlerts) return ready;
-    const won = await this.deps.claimAlerts(alerts.map((r) => r.msg));
-    const repeated = new Set(alerts.filter((_, i) => !won[i]));
-    for (const r of repeated) {
-      this.count(providerOf(r.msg), 'skipped-repeat');
-      this.deps.observeMissed?.(platformOf(r.msg), 'skipped-repeat');
+  /**
+   * Before a missed-call alert's first attempt: drops those whose installation rang and saw the
+   * end on a socket (`skipped-seen`, src/push/missedCallSeen.ts), then claims the others and drops
+   * those already claimed (`skipped-repeat`: their first attempt was made by an earlier relay of
+   * the change).
+   */
+  private async claimed(ready: Ready[], marksRead: boolean): Promise<Ready[]> {
+    let alerts = ready.filter((r): r is Ready & { msg: MissedMessage } => r.msg.t === 'missed');
+    if (alerts.length === 0) return ready;
+    const dropped = new Set<Ready>();
+    const drop = (rs: readonly (Ready & { msg: MissedMessage })[], result: string) => {
+      for (const r of rs) {
+        dropped.add(r);
+        this.countMissed(r.msg, result);
+      }
+    };
+    if (this.deps.alertMarks && !marksRead) {
+      const marks = await this.deps.alertMarks(alerts.map((r) => r.msg));
+      drop(alerts.filter((_, i) => marks[i] === 'seen'), 'skipped-seen');
+      alerts = alerts.filter((_, i) => marks[i] !== 'seen');
     }
-    return repeated.size === 0 ? ready : ready.filter((r) => !repeated.has(r as Ready & { msg: MissedMessage }));
+    if (alerts.length > 0 && this.deps.claimAlerts) {
+      const won = await this.deps.claimAlerts(alerts.map((r) => r.msg));
+      drop(alerts.filter((_, i) => !won[i]), 'skipped-repeat');
+    }
+    return dropped.size === 0 ? ready : ready.filter((r) => !dropped.has(r));
   }
 
   private timed(r: Ready): Promise<SendResult> {
@@ -275,19 +326,34 @@ export class PushDispatcher {
     if (failed.length === 0) return;
     const maxRetryAfter = Math.max(0, ...failed.map((f) => f.retryAfterMs ?? 0));
     const delayMs = pushBackoffMs(attempts, maxRetryAfter, Math.random, maxBackoffMs);
-    const byPartition = new Map<number, PushMessage[]>();
+    const later: PushMessage[] = [];
     for (const { r } of failed) {
       if (Date.now() + delayMs >= r.deadlineMs - 1000) {
         this.count(providerOf(r.msg), 'gave-up');
         if (r.msg.t === 'missed') this.deps.observeMissed?.(platformOf(r.msg), 'gave-up');
         continue;
       }
-      const p = partitionOfShard(shardOf(r.msg.callId, this.deps.partitioning.shards), this.deps.partitioning.partitions);
-      byPartition.set(p, [...(byPartition.get(p) ?? []), r.msg]);
+      later.push(r.msg);
+    }
+    await this.enqueue(later, attempts, delayMs);
+  }
+
+  /** Delayed jobs of `messages`, one per partition (of each message's call shard). */
+  private async enqueue(messages: readonly PushMessage[], attempts: number, delayMs: number): Promise<void> {
+    const byPartition = new Map<number, PushMessage[]>();
+    for (const m of messages) {
+      const p = partitionOfShard(shardOf(m.callId, this.deps.partitioning.shards), this.deps.partitioning.partitions);
+      byPartition.set(p, [...(byPartition.get(p) ?? []), m]);
     }
     await Promise.all(
-      [...byPartition].map(([p, messages]) => this.deps.retryQueues[p]!.add('retry', { attempts, messages }, { delay: delayMs })),
+      [...byPartition].map(([p, batch]) => this.deps.retryQueues[p]!.add('retry', { attempts, messages: batch }, { delay: delayMs })),
     );
+  }
+
+  /** A missed-call alert's result that is no provider's answer (skipped-seen, skipped-repeat). */
+  private countMissed(m: MissedMessage, result: string): void {
+    this.count(providerOf(m), result);
+    this.deps.observeMissed?.(platformOf(m), result);
   }
 
   private count(provider: string, result: string): void {

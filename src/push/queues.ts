@@ -7,9 +7,10 @@ import { createPartitionQueues, oneRunJobOptions, type Partitioning } from '../r
  * Push retries as BullMQ work (docs/architecture.md "Push"). The relay sends each push message's first attempt
  * itself, right after the events of its batch are stored; only the messages that failed with a
  * transient error go to BullMQ, as one delayed job per failed subset (and partition) carrying all
- * of its messages. A job's attempt that fails again makes one new delayed job of what is still
- * failing, so a failed device never holds back the rest, and every retry is bounded by the
- * message's deadline.
+ * of its messages, and the missed-call alerts, whose first attempt waits MISSED_CALL_ALERT_GRACE_MS
+ * in such a job (`attempts` 0; dispatcher.ts sendFirst). A job's attempt that fails again makes
+ * one new delayed job of what is still failing, so a failed device never holds back the rest, and
+ * every retry is bounded by the message's deadline.
  *
  * Queues are partitioned like the ring sweeps (`{push-<p>}`, see src/redis/partitions.ts), a
  * message going to the partition of its call's shard. Completed jobs are dropped at once and

@@ -100,7 +100,7 @@ export function pushHandler(dispatcher: PushDispatcher, enabled: ProvidersEnable
     for (const list of lists) for (const r of list) byKey.set(registrationKey(r.userId, r.installationId, r.kind), r);
     const calls = new Map(reads.calls);
     for (const c of changes) if (!reads.calls.has(c.call.callId)) calls.set(c.call.callId, c.call);
-    await dispatcher.send(messages, 0, { registrations: byKey, calls });
+    await dispatcher.sendFirst(messages, { registrations: byKey, calls });
   };
   /** Per call: the handling of its latest batch, while it runs. */
   const inFlight = new Map<string, Promise<void>>();

@@ -84,6 +84,20 @@ export const keys = {
   missedCallAlertClaim: (ks: KeySpace, userId: string, callId: string, installationId: string, kind: string) =>
     `${ks.prefix}:{u:${userId}}:missed:${callId.length}:${callId}:${installationId.length}:${installationId}:${kind}`,
 
+  /**
+   * An installation sent a ringing receipt for the call (src/push/missedCallSeen.ts): with
+   * `endSeen` below, its missed-call alert is skipped. Expires a ring window and a margin after
+   * the receipt.
+   */
+  missedCallRang: (ks: KeySpace, userId: string, callId: string, installationId: string) =>
+    `${ks.prefix}:{u:${userId}}:rang:${callId.length}:${callId}:${installationId.length}:${installationId}`,
+  /**
+   * A gateway wrote to one of the installation's sockets the `call.ended` that made its user miss
+   * the call (value: the event's revision; src/push/missedCallSeen.ts). Expires after an hour.
+   */
+  missedCallEndSeen: (ks: KeySpace, userId: string, callId: string, installationId: string) =>
+    `${ks.prefix}:{u:${userId}}:endseen:${callId.length}:${callId}:${installationId.length}:${installationId}`,
+
   /** Fixed-window rate-limit counters. */
   callCreateLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:create`,
   renameLimit: (ks: KeySpace, userId: string) => `${ks.prefix}:{u:${userId}}:rl:rename`,

@@ -6,6 +6,7 @@ import { FailureCounter, RedisRateLimiter } from '../limits/rateLimiter.js';
 import { CallStore } from '../calls/store.js';
 import { DAY_MS } from '../calls/retention.js';
 import { PushRegistry } from '../push/registry.js';
+import { MissedCallSeen } from '../push/missedCallSeen.js';
 import { registrableApps } from '../push/providers.js';
 import { pushApps } from '../config/pushApps.js';
 import type { ApiDeps } from '../http/deps.js';
@@ -44,7 +45,7 @@ export interface StartedRole {
   close(): Promise<void>;
 }
 
-export function roleDeps(config: Config, redis: RedisClient, ks: { prefix: string; shards: number }, metrics: Metrics): ApiDeps {
+export function roleDeps(config: Config, redis: RedisClient, ks: { prefix: string; shards: number }, metrics: Metrics, logger: Logger): ApiDeps {
   return {
     config,
     media: { mode: config.MEDIA_MODE, sfu: createSfu(config, metrics) },
@@ -81,6 +82,7 @@ export function roleDeps(config: Config, redis: RedisClient, ks: { prefix: strin
       ),
     },
     pushRegistry: new PushRegistry(redis, ks, daysMs(config.PUSH_REGISTRATION_IDLE_DAYS)),
+    missedCallSeen: new MissedCallSeen(redis, { ...ks, ringTimeoutMs: config.RING_TIMEOUT_MS, alertGraceMs: config.MISSED_CALL_ALERT_GRACE_MS }, logger),
     policies: new CallPolicyStore(redis, ks),
     history: new CallHistory(redis, { ...ks, historyRetentionMs: daysMs(config.CALL_RECORD_RETENTION_DAYS) }),
     webhooks: {

@@ -22,7 +22,7 @@ export async function startGateway(ctx: RoleContext, app: ReturnType<Uws['App']>
     maxMessageBytes: config.WS_MAX_MESSAGE_BYTES,
     maxBackpressureBytes: config.WS_MAX_BACKPRESSURE_BYTES,
     readBatch: 200,
-  }, ctx.deps, new SignalSender(ctx.redis, ctx.ks, config.RATE_CALL_SIGNALS_PER_S));
+  }, ctx.deps, new SignalSender(ctx.redis, ctx.ks, config.RATE_CALL_SIGNALS_PER_S), ctx.deps.missedCallSeen);
   gateway.mount(app);
   gateway.startSweeps();
   metrics.gaugesFrom('ws_open_sockets', 'Open signaling WebSockets by encoding (json, msgpack)', ['encoding'], () =>

@@ -79,6 +79,8 @@ export async function startWorker(
     observeMisconfigured: (provider, app, reason) => metrics.pushConfigurationErrors.inc({ provider, app, reason }),
     tokenRemoved: webhooks.tokenRemoved,
     claimAlerts: missedCallClaims(redis, ks),
+    alertMarks: (msgs) => deps.missedCallSeen.marks(msgs),
+    alertGraceMs: config.MISSED_CALL_ALERT_GRACE_MS,
     alertSent: (m) => deps.history.alerts.noteSent(m.userId, m.callId, m.payload.occurredAtMs),
     observeMissed: (platform, result) => metrics.missedCallPushes.inc({ platform, result }),
   });
@@ -95,7 +97,7 @@ export async function startWorker(
   metrics.countersFrom('push_outcomes_total', 'Push attempts by provider and result (accepted = accepted for delivery)', ['provider', 'result'], () =>
     [...pushOutcomes].map(([k, v]) => [k.split(':'), v]),
   );
-  metrics.gauge('queue_push_waiting', 'Push retry jobs waiting or delayed (all partitions)', async () => {
+  metrics.gauge('queue_push_waiting', 'Push retry jobs, and missed-call alerts in their grace, waiting or delayed (all partitions)', async () => {
     const counts = await Promise.all(retryQueues.map((q) => q.getJobCounts('waiting', 'delayed', 'active', 'prioritized')));
     return counts.reduce((sum, c) => sum + Object.values(c).reduce((a, b) => a + b, 0), 0);
   });

@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import { answer, DEFAULT_CALL_SHARDS, device, end, getCall, relayDone, uid, type Device } from '../support/fixtures.js';
 import { stackForFile, type Stack } from '../support/stack.js';
 import { waitUntil } from '../support/wait.js';
+import { connect } from '../support/ws-client.js';
 import { keys as keyNames, LONG_LIVED_KEYS } from '../../src/redis/keys.js';
 import { DAY_MS } from '../../src/calls/retention.js';
 
@@ -36,7 +37,7 @@ const kindOf = (key: string) =>
     .replace(/:[0-9a-f-]{36}/g, ':<id>')
     .replace(/:\d+:[A-Za-z0-9_-]+:[A-Za-z0-9_-]+$/, ':<user>:<op>')
     .replace(/:(tok:[A-Za-z]+):.*/, ':$1:<hash>')
-    .replace(/:(opb|rl:push|rl:msg):.*/, ':$1:*');
+    .replace(/:(opb|rl:push|rl:msg|rang|endseen):.*/, ':$1:*');
 
 /**
  * A group call (docs/group-calls.md) through every member transition: created to the callee and
@@ -87,8 +88,18 @@ describe('keyspace bounds', () => {
       } else if (how === 'declined') {
         expect((await end(calleePhone, callId, 'declined')).status).toBe(200);
       } else {
+        // The callee's phone rings with its socket open: its receipt and the end on its socket
+        // mark its missed-call alert (src/push/missedCallSeen.ts).
+        const ws = await connect(stack.url, calleePhone.token, { name: 'callee' });
+        expect((await calleePhone.api.post(`/v1/calls/${callId}/ringing`, { operationId: uid('op'), via: 'socket' })).status).toBe(200);
         // The caller hanging up while it rings cancels it (`callerCancelled` is only what the callee is told).
         expect((await end(caller, callId, 'localHangup')).status).toBe(200);
+        await ws.until(() => ws.events().some((e) => e.callId === callId && e.type === 'call.ended'), 5000, 'the end');
+        const ks = { prefix: 'cb', shards: DEFAULT_CALL_SHARDS };
+        await waitUntil('the end marked seen', async () => (await stack.redis.exists(keyNames.missedCallEndSeen(ks, callee, callId, calleePhone.installationId))) === 1);
+        expect(await stack.redis.exists(keyNames.missedCallRang(ks, callee, callId, calleePhone.installationId))).toBe(1);
+        ws.ws.close();
+        await ws.closed;
       }
     }
 

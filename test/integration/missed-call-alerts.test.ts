@@ -18,6 +18,7 @@ import { createPushQueues, type PushRetryJob } from '../../src/push/queues.js';
 import { startPushRetryWorkers } from '../../src/push/pushWorker.js';
 import { pushHandler } from '../../src/push/relayPushes.js';
 import { missedCallClaims } from '../../src/push/missedCallClaims.js';
+import { MissedCallSeen } from '../../src/push/missedCallSeen.js';
 import { ApnsSender } from '../../src/push/apns.js';
 import { Http2Pool } from '../../src/push/http2Pool.js';
 import { createLogger } from '../../src/util/logger.js';
@@ -47,6 +48,10 @@ let registry: PushRegistry;
 let retryQueues: Queue<PushRetryJob>[];
 let retryWorkers: Worker<PushRetryJob>[];
 let dispatcher: PushDispatcher;
+/** The same dispatcher with a grace (MISSED_CALL_ALERT_GRACE_MS): its delayed jobs are run by `dispatcher`'s workers. */
+let graced: PushDispatcher;
+let seenMarks: MissedCallSeen;
+const GRACE_MS = 800;
 const outcomes: PushOutcomes = new Map();
 /** What observeMissed was told: `<platform>:<result>` → count. */
 const missed = new Map<string, number>();
@@ -64,17 +69,21 @@ beforeAll(async () => {
   calls = new CallStore(redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: true, maxRenamesPerCall: 10 });
   registry = new PushRegistry(redis, ks, DAY_MS);
   retryQueues = createPushQueues(queueConn, partitioning);
-  dispatcher = new PushDispatcher({
+  seenMarks = new MissedCallSeen(redis, { ...ks, ringTimeoutMs: 45_000, alertGraceMs: GRACE_MS }, logger);
+  const deps = {
     registry,
-    peekCall: (id) => calls.peek(id),
+    peekCall: (id: string) => calls.peek(id),
     senders: { apns: apnsSender, missedCallAlerts: ALERTS },
     retryQueues,
     partitioning,
     logger,
     outcomes,
     claimAlerts: missedCallClaims(redis, ks),
-    observeMissed: (platform, result) => missed.set(`${platform}:${result}`, (missed.get(`${platform}:${result}`) ?? 0) + 1),
-  });
+    alertMarks: seenMarks.marks.bind(seenMarks),
+    observeMissed: (platform: 'ios' | 'android', result: string) => missed.set(`${platform}:${result}`, (missed.get(`${platform}:${result}`) ?? 0) + 1),
+  };
+  dispatcher = new PushDispatcher(deps);
+  graced = new PushDispatcher({ ...deps, alertGraceMs: GRACE_MS });
   retryWorkers = startPushRetryWorkers(queueConn, partitioning, 8, dispatcher, logger);
 });
 afterAll(async () => {
@@ -88,7 +97,7 @@ afterAll(async () => {
 });
 
 const IOS_ONLY = { iosVoip: true, androidPush: false };
-const handler = () => pushHandler(dispatcher, IOS_ONLY, { ringTimeoutMs: 45_000, alertsOf: () => ALERTS });
+const handler = (d = dispatcher) => pushHandler(d, IOS_ONLY, { ringTimeoutMs: 45_000, alertsOf: () => ALERTS });
 const requestsTo = (token: string) => apns.requests.filter((r) => r.token === token);
 
 /** A callee with one iPhone: its VoIP and its alert token. */
@@ -163,5 +172,72 @@ describe('missed-call alerts through the relay handler', () => {
     const deadlineMs = ended.atMs + ALERTS.lifetimeMs;
     expect(attempts.every((r) => r.receivedAtMs < deadlineMs)).toBe(true);
     expect(outcomes.get('apns:gave-up')).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('an installation that rang and saw the end on its socket (docs/protocol.md "Missed-call alerts")', () => {
+  const phoneOf = (user: string) => `${user}-iphone`;
+  const seenCount = () => missed.get('ios:skipped-seen') ?? 0;
+
+  it('rang, end not seen yet when relayed: the alert waits the grace, and is skipped when the mark comes meanwhile', async () => {
+    const bob = `bob-${randomBytes(4).toString('hex')}`;
+    const phone = await iPhone(bob);
+    const ended = await cancelledCall(bob);
+    await seenMarks.noteRang(bob, ended.call.callId, phoneOf(bob));
+    const before = seenCount();
+    const startedMs = Date.now();
+    await handler(graced).handle([ended], await readsFor(bob));
+    // Relayed: the alert waits in a delayed job, not sent.
+    expect(requestsTo(phone.alert)).toEqual([]);
+    expect(await retryQueues[0]!.getDelayedCount()).toBe(1);
+    seenMarks.noteEndSeen(bob, ended.call.callId, phoneOf(bob), ended.call.revision);
+    await waitUntil('the graced attempt to skip it', () => seenCount() === before + 1, 10_000);
+    expect(Date.now() - startedMs).toBeGreaterThanOrEqual(GRACE_MS - 50);
+    expect(requestsTo(phone.alert)).toEqual([]);
+    // Nothing claimed: a skipped alert leaves no claim.
+    expect(await redis.exists(keys.missedCallAlertClaim(ks, bob, ended.call.callId, phoneOf(bob), 'iosAlert'))).toBe(0);
+  });
+
+  it('rang, and no mark comes: the alert goes after the grace', async () => {
+    const carol = `carol-${randomBytes(4).toString('hex')}`;
+    const phone = await iPhone(carol);
+    const ended = await cancelledCall(carol);
+    await seenMarks.noteRang(carol, ended.call.callId, phoneOf(carol));
+    const startedMs = Date.now();
+    await handler(graced).handle([ended], await readsFor(carol));
+    expect(requestsTo(phone.alert)).toEqual([]);
+    await waitUntil('the alert after the grace', () => requestsTo(phone.alert).length === 1, 10_000);
+    expect(requestsTo(phone.alert)[0]!.receivedAtMs - startedMs).toBeGreaterThanOrEqual(GRACE_MS - 50);
+    expect(requestsTo(phone.alert)[0]!.status).toBe(200);
+  });
+
+  it('rang and already seen when relayed: skipped at once, no job; an end of another revision does not count', async () => {
+    const dave = `dave-${randomBytes(4).toString('hex')}`;
+    const phone = await iPhone(dave);
+    const ended = await cancelledCall(dave);
+    await seenMarks.noteRang(dave, ended.call.callId, phoneOf(dave));
+    // An earlier end of the member's part (another revision) is not the one that made it miss the call.
+    seenMarks.noteEndSeen(dave, ended.call.callId, phoneOf(dave), '1');
+    await waitUntil('the mark', async () => (await redis.get(keys.missedCallEndSeen(ks, dave, ended.call.callId, phoneOf(dave)))) === '1');
+    expect((await seenMarks.marks([{ t: 'missed', callId: ended.call.callId, userId: dave, installationId: phoneOf(dave), kind: 'iosAlert', payload: { revision: ended.call.revision } as never, deadlineMs: 0 }]))[0]).toBe('rang');
+    seenMarks.noteEndSeen(dave, ended.call.callId, phoneOf(dave), ended.call.revision);
+    await waitUntil('the mark', async () => (await redis.get(keys.missedCallEndSeen(ks, dave, ended.call.callId, phoneOf(dave)))) === ended.call.revision);
+    const before = seenCount();
+    await handler(graced).handle([ended], await readsFor(dave));
+    expect(seenCount()).toBe(before + 1);
+    expect(await retryQueues[0]!.getDelayedCount()).toBe(0);
+    expect(requestsTo(phone.alert)).toEqual([]);
+  });
+
+  it('never rang: the alert goes at once, without the grace, though its socket saw the end', async () => {
+    const erin = `erin-${randomBytes(4).toString('hex')}`;
+    const phone = await iPhone(erin);
+    const ended = await cancelledCall(erin);
+    seenMarks.noteEndSeen(erin, ended.call.callId, phoneOf(erin), ended.call.revision);
+    await waitUntil('the mark', async () => (await redis.exists(keys.missedCallEndSeen(ks, erin, ended.call.callId, phoneOf(erin)))) === 1);
+    await handler(graced).handle([ended], await readsFor(erin));
+    // Sent by the relay's own attempt: answered before handle() resolved.
+    expect(requestsTo(phone.alert).map((r) => r.status)).toEqual([200]);
+    expect(await retryQueues[0]!.getDelayedCount()).toBe(0);
   });
 });

@@ -91,7 +91,7 @@ describe('push handler: what the relay reads', () => {
   });
   function handler() {
     const sent: PushMessage[] = [];
-    const dispatcher = { send: async (messages: readonly PushMessage[]) => void sent.push(...messages) } as unknown as PushDispatcher;
+    const dispatcher = { sendFirst: async (messages: readonly PushMessage[]) => void sent.push(...messages) } as unknown as PushDispatcher;
     const m = new RungRegistrations({ maxEntries: 10, lifetimeMs: 60_000 });
     return { h: pushHandler(dispatcher, { iosVoip: true, androidPush: true }, { ringTimeoutMs: 45_000, rung: m }), sent, m };
   }
