@@ -16,7 +16,7 @@ import { commandReply } from './commandFrames.js';
 import { upgradeHandler } from './upgrade.js';
 import { sendSignalFrame, type SignalSender } from './signals.js';
 import { SIGNAL_EPOCH } from './signalNotice.js';
-import type { GatewaySettings, RefusedSocketData, Socket, SocketData } from './socket.js';
+import type { GatewaySettings, GatewayStats, RefusedSocketData, Socket, SocketData } from './socket.js';
 import { Admission } from './admission.js';
 import { missedEndIn, type MissedCallSeen } from '../push/missedCallSeen.js';
 import {
@@ -43,22 +43,6 @@ import {
 
 /** Calls a socket follows by early notices; past this the oldest falls back to the relay's copies. */
 const MAX_EARLY_CALLS = 8;
-
-export interface GatewayStats {
-  eventsSent: number;
-  slowConsumersClosed: number;
-  tokensExpired: number;
-  rateLimited: number;
-  /** Of eventsSent, those sent early, ahead of the log (docs/signaling.md "Early events"). */
-  earlyEventsSent: number;
-  /** In-call messages sent (docs/api.md "In-call messages"). */
-  messagesSent: number;
-  /** Live signals sent to sockets, and those refused (docs/signaling.md "Live signals"). */
-  signalsSent: number;
-  signalsRefused: number;
-  /** Command frames answered, by command and status (docs/signaling.md "Commands"). */
-  commands: Map<string, number>;
-}
 
 export class Gateway {
   /** The sockets this gateway holds, by user, with their users' live subscriptions. */

@@ -28,6 +28,23 @@ export interface GatewaySettings extends KeySpace {
   allowedOrigins?: CorsOrigins | undefined;
 }
 
+/** What a gateway counts (exported as metrics by src/roles/gateway.ts). */
+export interface GatewayStats {
+  eventsSent: number;
+  slowConsumersClosed: number;
+  tokensExpired: number;
+  rateLimited: number;
+  /** Of eventsSent, those sent early, ahead of the log (docs/signaling.md "Early events"). */
+  earlyEventsSent: number;
+  /** In-call messages sent (docs/api.md "In-call messages"). */
+  messagesSent: number;
+  /** Live signals sent to sockets, and those refused (docs/signaling.md "Live signals"). */
+  signalsSent: number;
+  signalsRefused: number;
+  /** Command frames answered, by command and status (docs/signaling.md "Commands"). */
+  commands: Map<string, number>;
+}
+
 /**
  * Per socket, kept small (docs/performance.md "Memory per socket"): fields that matter only for a
  * while (pending, startCursor, messages) are undefined otherwise, and the expiry is whole seconds,
