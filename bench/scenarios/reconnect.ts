@@ -104,7 +104,10 @@ async function callingStorm(ctx: BenchContext, z: StormSize): Promise<ScenarioRe
     const metricsB = async () => {
       const port = B.listening.metricsPort as number | undefined;
       if (!port) return { loopDelayMaxMs: NaN, refused: NaN };
-      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => '');
+      const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text()).catch((err: unknown) => {
+        count(`B's metrics: ${(err as Error).message}`);
+        return '';
+      });
       const metric = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
       return { loopDelayMaxMs: metric('calling_nodejs_eventloop_lag_max_seconds') * 1000, refused: metric('calling_ws_admissions_refused_total') };
     };
@@ -247,13 +250,13 @@ const pct = (sorted: number[], n: number, q: number) => (sorted.length === n && 
 type StormSize = BenchContext['opts']['sizes']['reconnect'] & { cappedFrom?: number; openFiles?: string };
 
 /** Files a process needs besides its sockets (Redis connections, HTTP, the runtime's own). */
-const OPEN_FILES_MARGIN = 2000;
+const OPEN_FILES_MARGIN = 4000;
 
 /**
  * The storm's size: at most what one process's open files allow. The surviving gateway holds
  * every device once the other is dead, and the bench process holds every device's socket, each a
  * file, and a process cannot raise its limit (20,000 on this machine: the full size, 20,000
- * devices, becomes 18,000 here).
+ * devices, becomes 16,000 here).
  */
 async function stormSize(ctx: BenchContext): Promise<StormSize> {
   const z = ctx.opts.sizes.reconnect;

@@ -202,10 +202,17 @@ export function asyncApiDocument(): Record<string, unknown> {
           ['reason', 'cursor'],
           { type: 'gap', reason: 'trimmed', cursor: 'mhx2k9c1a7f3qz_1795236718009-0' },
         ),
-        synced: frame('synced', 'Synced', 'The replay is complete; what follows is live.', { cursor }, ['cursor'], {
+        synced: frame(
+          'synced',
+          'Synced',
+          'The replay is complete; what follows is live. `reconnectWindowMs`, when present: if this socket drops without a close frame (the gateway crashed), spread the first reconnect uniformly over this many ms rather than the usual first backoff (docs/signaling.md "A reconnect storm").',
+          { cursor, reconnectWindowMs: { type: 'integer', minimum: 1 } },
+          ['cursor'],
+          {
           type: 'synced',
           cursor: 'mhx2k9c1a7f3qz_1795236718009-0',
-        }),
+          },
+        ),
         message: frame(
           'message',
           'In-call message',

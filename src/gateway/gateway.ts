@@ -245,7 +245,8 @@ export class Gateway {
     data.lastId = cursor.id;
     const pending = data.pending ?? [];
     data.pending = undefined;
-    this.send(ws, { type: 'synced', cursor: encodeCursor(cursor) });
+    const reconnectWindowMs = this.admission.reconnectWindowMs(this.live.size());
+    this.send(ws, { type: 'synced', cursor: encodeCursor(cursor), ...(reconnectWindowMs > 0 ? { reconnectWindowMs } : {}) });
     for (const msg of pending) this.onLive(ws, msg);
   }
 

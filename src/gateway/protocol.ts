@@ -23,7 +23,7 @@ const packr = new Packr({ useRecords: false, mapsAsObjects: true });
 export type ServerFrame =
   | { type: 'event'; cursor: string; event: unknown }
   | { type: 'gap'; reason: 'trimmed' | 'reset'; cursor: string }
-  | { type: 'synced'; cursor: string }
+  | { type: 'synced'; cursor: string; reconnectWindowMs?: number }
   | { type: 'pong' }
   | { type: 'error'; code: 'bad_message'; detail: string }
   | { type: 'error'; code: 'signal_refused'; reason: 'not_found' | 'not_joined' | 'rate_limited' | 'unavailable'; callId: string; retryAfterMs?: number; detail: string };

@@ -1,7 +1,7 @@
 import WebSocket from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SignalingClient as Device } from '@calling-backend/client';
-import { stackForFile } from '../support/stack.js';
+import { stackForFile, type Stack } from '../support/stack.js';
 import { tokenFor } from '../support/tokens.js';
 import { uid } from '../support/fixtures.js';
 import { waitUntil } from '../support/wait.js';
@@ -18,10 +18,12 @@ import { CLOSE } from '../../src/contracts/signaling.js';
 const PER_S = 20;
 let url: string;
 let metricsUrl: string;
+let stack: Stack;
 const raw: SignalingClient[] = [];
 const devices: Device[] = [];
 
 stackForFile({ WS_ADMISSIONS_PER_S: String(PER_S) }, (s) => {
+  stack = s;
   url = s.url;
   metricsUrl = s.servers[0]!.metricsUrl;
 });
@@ -58,6 +60,10 @@ describe('admission control', () => {
     expect(Math.min(...waits)).toBeGreaterThan(0);
     expect(Math.max(...waits)).toBeGreaterThanOrEqual((refused.length - 1) * (1000 / PER_S) - 1000);
     expect(Math.max(...waits)).toBeLessThanOrEqual((refused.length + 1) * (1000 / PER_S) + 100);
+    // The admitted sockets are told over how long to spread a reconnect after a crash: the time
+    // PER_S a second takes to admit the sockets the gateway holds (past the client's own 250 ms).
+    const windows = sockets.filter((s) => !s.closeInfo).map((s) => s.frames.find((f) => f.type === 'synced')!.reconnectWindowMs as number | undefined);
+    expect(windows.at(-1)).toBeGreaterThanOrEqual(Math.ceil(((sockets.length - refused.length) * 1000) / PER_S));
     const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
     expect(Number(/^calling_ws_admissions_refused_total (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(refused.length);
   });
@@ -101,5 +107,36 @@ describe('admission control', () => {
     // Admitted at about PER_S a second: all in within the times handed out, and no device needed
     // more than a few tries.
     expect(Math.max(...closes.map((c) => c.length))).toBeLessThanOrEqual(4);
+  }, 30_000);
+
+  it('after a gateway crash, the client package spreads its first reconnect over the window the gateway gave', async () => {
+    const n = 2 * PER_S;
+    const doomed = await stack.addServer({ WS_ADMISSIONS_PER_S: String(PER_S) });
+    let crashed = false;
+    const firstTry: number[] = [];
+    for (let i = 0; i < n; i++) {
+      let mine: number | undefined;
+      // A load balancer's view: once the gateway is dead, its address leads to the other one.
+      const Balanced = class extends WebSocket {
+        constructor(u: string, protocols?: string | string[], options?: WebSocket.ClientOptions) {
+          super(crashed ? u.replace(`:${doomed.port}/`, `:${stack.servers[0]!.port}/`) : u, protocols, options);
+          if (crashed && mine === undefined) firstTry.push((mine = Date.now()));
+        }
+      };
+      devices.push(new Device({ url: doomed.url.replace(/^http/, 'ws'), token: tokenFor(person()), WebSocket: Balanced as unknown as typeof WebSocket, onEvent: () => {} }));
+      // One second's worth at once, then the rest as the bucket refills: no 1013 here.
+      if (i === PER_S - 1) await refill();
+      await devices.at(-1)!.start();
+    }
+    await refill();
+    crashed = true;
+    const killedAt = Date.now();
+    doomed.child.kill('SIGKILL');
+    await waitUntil('every device tried again', () => firstTry.length === n, 15_000);
+    // The window is n sockets at PER_S a second (2 s), not the client's own 250 ms: the tries
+    // spread over it.
+    const after = firstTry.map((t) => t - killedAt).sort((a, b) => a - b);
+    expect(after.filter((ms) => ms > 600).length, `first tries ${after.join(' ')} ms after the crash`).toBeGreaterThanOrEqual(n / 4);
+    expect(after.at(-1)).toBeLessThanOrEqual((n * 1000) / PER_S + 1500);
   }, 30_000);
 });

@@ -25,6 +25,15 @@ describe('admission control', () => {
     expect(a.admit(t0 + 2000)).toBe(100);
   });
 
+  it('tells a gateway’s devices to spread a reconnect over the time it would take to admit them all, past 250 ms, at most a minute', () => {
+    const a = new Admission(1000);
+    expect(a.reconnectWindowMs(100)).toBe(0);
+    expect(a.reconnectWindowMs(251)).toBe(251);
+    expect(a.reconnectWindowMs(8000)).toBe(8000);
+    expect(a.reconnectWindowMs(1_000_000)).toBe(60_000);
+    expect(new Admission(0).reconnectWindowMs(8000)).toBe(0);
+  });
+
   it('is off at 0', () => {
     const a = new Admission(0);
     for (let i = 0; i < 1000; i++) expect(a.admit(0)).toBe(0);

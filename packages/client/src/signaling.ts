@@ -105,7 +105,8 @@ export interface SignalingOptions {
    * `minBackoffMs` (default 0) and min(`maxBackoffMs` (default 10 000), 250 ms × 2^n): full jitter.
    * A close with 1013 (the gateway is admitting sockets at its limit) waits the time its reason
    * gives instead, plus up to a tenth of it (at most 250 ms) of jitter, and does not count as an
-   * attempt.
+   * attempt. After a close without a close frame (1006: the gateway crashed), the first attempt
+   * waits a random time within the last `synced` frame's `reconnectWindowMs`, when it had one.
    */
   maxBackoffMs?: number;
   minBackoffMs?: number;
@@ -157,6 +158,8 @@ export class SignalingClient {
   private lastCursor: string | undefined;
   private pending: PendingStart | undefined;
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The last `synced` frame's `reconnectWindowMs` (0: none): the first reconnect's window after a crash. */
+  private reconnectWindowMs = 0;
   private token: SignalingOptions['token'];
   /** A token from onAuthFailure, used for the next connection only when `token` is a function. */
   private nextToken: string | undefined;
@@ -427,10 +430,14 @@ export class SignalingClient {
       return;
     }
     const retryAfterMs = code === TRY_AGAIN_LATER ? retryAfterOf(reason) : undefined;
-    const delay =
-      retryAfterMs !== undefined
-        ? retryAfterMs + Math.random() * Math.min(250, retryAfterMs / 10)
-        : backoffDelay(this.attempt++, { baseMs: 250, minMs: this.opts.minBackoffMs ?? 0, maxMs: this.opts.maxBackoffMs ?? 10_000 });
+    // A gateway that died (no close frame) after saying how wide its devices should spread.
+    const window = code === ABNORMAL && this.attempt === 0 ? this.reconnectWindowMs : 0;
+    let delay: number;
+    if (retryAfterMs !== undefined) delay = retryAfterMs + Math.random() * Math.min(250, retryAfterMs / 10);
+    else if (window > 0) {
+      delay = Math.random() * window;
+      this.attempt++;
+    } else delay = backoffDelay(this.attempt++, { baseMs: 250, minMs: this.opts.minBackoffMs ?? 0, maxMs: this.opts.maxBackoffMs ?? 10_000 });
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = undefined;
       void this.connect();
@@ -481,6 +488,7 @@ export class SignalingClient {
       status?: number;
       body?: unknown;
       retryAfterS?: number;
+      reconnectWindowMs?: number;
       signal?: LiveSignal;
       code?: string;
     } & Partial<Omit<SignalRefusal, 'reason'>>;
@@ -536,6 +544,7 @@ export class SignalingClient {
       case 'synced':
         this.moveCursor(frame.cursor);
         this.attempt = 0;
+        this.reconnectWindowMs = typeof frame.reconnectWindowMs === 'number' ? frame.reconnectWindowMs : 0;
         this.opts.onSynced?.(frame.cursor!);
         this.settle();
         this.recoverAll();
@@ -584,6 +593,8 @@ class MessageSeqs {
 
 /** The close code of a gateway admitting sockets at its limit (docs/signaling.md "Close codes"). */
 const TRY_AGAIN_LATER = 1013;
+/** No close frame: the gateway crashed or the network dropped. */
+const ABNORMAL = 1006;
 
 /** The wait a 1013 close's reason names (`… retry after <ms> ms`), if any. */
 export function retryAfterOf(reason: string): number | undefined {
