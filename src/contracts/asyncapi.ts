@@ -205,7 +205,7 @@ export function asyncApiDocument(): Record<string, unknown> {
         synced: frame(
           'synced',
           'Synced',
-          'The replay is complete; what follows is live. `reconnectWindowMs`, when present: if this socket drops without a close frame (the gateway crashed), spread the first reconnect uniformly over this many ms rather than the usual first backoff (docs/signaling.md "A reconnect storm").',
+          'The replay is complete; what follows is live. `reconnectWindowMs`, when present: if this socket drops without a close frame (the gateway crashed), spread the first reconnect uniformly over this many ms rather than the usual first backoff: the time the surviving gateways take to admit this gateway\'s sockets beyond the first second\'s worth (docs/signaling.md "A reconnect storm").',
           { cursor, reconnectWindowMs: { type: 'integer', minimum: 1 } },
           ['cursor'],
           {

@@ -37,15 +37,15 @@ export class Admission {
   /**
    * Over how long a gateway holding `sockets` sockets wants its devices to spread their first
    * reconnect after it dies (the `synced` frame's `reconnectWindowMs`): the time this rate takes
-   * to admit them all, at most a minute. Only worth saying past the client's own first window
-   * (250 ms): 0 otherwise, and when there is no limit. A crashed gateway sends no close frame, so
+   * to admit those beyond one second's worth (which come in at once), at most a minute. Only worth
+   * saying past the client's own first window (250 ms): 0 otherwise, and when there is no limit. A crashed gateway sends no close frame, so
    * its devices can only use what it told them before; without it they all come back within
    * 250 ms, and past the listen backlog the kernel drops their connections, whose retries wait
    * 1, 3, 7, 15 s.
    */
   reconnectWindowMs(sockets: number): number {
     if (this.perSecond <= 0) return 0;
-    const ms = Math.min(MAX_RECONNECT_WINDOW_MS, Math.ceil((sockets * 1000) / this.perSecond));
+    const ms = Math.min(MAX_RECONNECT_WINDOW_MS, Math.ceil((Math.max(0, sockets - this.perSecond) * 1000) / this.perSecond));
     return ms > CLIENT_FIRST_WINDOW_MS ? ms : 0;
   }
 }

@@ -25,11 +25,12 @@ describe('admission control', () => {
     expect(a.admit(t0 + 2000)).toBe(100);
   });
 
-  it('tells a gateway’s devices to spread a reconnect over the time it would take to admit them all, past 250 ms, at most a minute', () => {
+  it('tells a gateway’s devices to spread a reconnect over the time it would take to admit those beyond one second’s worth, past 250 ms, at most a minute', () => {
     const a = new Admission(1000);
-    expect(a.reconnectWindowMs(100)).toBe(0);
-    expect(a.reconnectWindowMs(251)).toBe(251);
-    expect(a.reconnectWindowMs(8000)).toBe(8000);
+    expect(a.reconnectWindowMs(1000)).toBe(0);
+    expect(a.reconnectWindowMs(1250)).toBe(0);
+    expect(a.reconnectWindowMs(1251)).toBe(251);
+    expect(a.reconnectWindowMs(8000)).toBe(7000);
     expect(a.reconnectWindowMs(1_000_000)).toBe(60_000);
     expect(new Admission(0).reconnectWindowMs(8000)).toBe(0);
   });
