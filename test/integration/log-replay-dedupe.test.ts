@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_REDIS_COMMAND_TIMEOUT_MS } from '../support/server.js';
 import { connectRedis, type RedisClient } from '../../src/redis/connection.js';
 import { loadScripts } from '../../src/redis/scripts.js';
 import { EventLog } from '../../src/events/eventLog.js';
@@ -22,7 +23,7 @@ const ks = { prefix: 'cb', shards: 8 };
 
 beforeAll(async () => {
   redis = await startRedis();
-  client = connectRedis(redis.url, 'commands', 'test');
+  client = connectRedis(redis.url, 'commands', 'test', TEST_REDIS_COMMAND_TIMEOUT_MS);
   await client.connect();
   await loadScripts(client);
   log = new EventLog(client, { ...ks, maxLen: 5000, maxAgeMs: 24 * 3600_000, metaTtlMs: 7 * 24 * 3600_000 });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_REDIS_COMMAND_TIMEOUT_MS } from '../support/server.js';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
@@ -58,7 +59,7 @@ const missed = new Map<string, number>();
 
 beforeAll(async () => {
   server = await startRedis();
-  redis = connectRedis(server.url, 'commands', 'test');
+  redis = connectRedis(server.url, 'commands', 'test', TEST_REDIS_COMMAND_TIMEOUT_MS);
   queueConn = connectRedis(server.url, 'queues', 'test-queues');
   await redis.connect();
   await loadScripts(redis);

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_REDIS_COMMAND_TIMEOUT_MS } from '../support/server.js';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
@@ -51,7 +52,7 @@ const outcomes: PushOutcomes = new Map();
 
 beforeAll(async () => {
   server = await startRedis();
-  redis = connectRedis(server.url, 'commands', 'test');
+  redis = connectRedis(server.url, 'commands', 'test', TEST_REDIS_COMMAND_TIMEOUT_MS);
   queueConn = connectRedis(server.url, 'queues', 'test-queues');
   await redis.connect();
   await loadScripts(redis);

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_REDIS_COMMAND_TIMEOUT_MS } from '../support/server.js';
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -24,8 +25,8 @@ let b: Redis;
 
 beforeAll(async () => {
   server = await startRedis();
-  a = connectRedis(server.url, 'commands', 'test-a');
-  b = connectRedis(server.url, 'commands', 'test-b');
+  a = connectRedis(server.url, 'commands', 'test-a', TEST_REDIS_COMMAND_TIMEOUT_MS);
+  b = connectRedis(server.url, 'commands', 'test-b', TEST_REDIS_COMMAND_TIMEOUT_MS);
   await Promise.all([a.connect(), b.connect()]);
   await loadScripts(a);
 });

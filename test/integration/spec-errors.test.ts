@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { TEST_REDIS_COMMAND_TIMEOUT_MS } from '../support/server.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { stackForFile, type Stack } from '../support/stack.js';
@@ -49,7 +50,7 @@ let commands: Redis;
 stackForFile({}, async (s) => {
   stack = s;
   url = s.url;
-  commands = connectRedis(s.redisUrl, 'commands', 'spec-errors-test');
+  commands = connectRedis(s.redisUrl, 'commands', 'spec-errors-test', TEST_REDIS_COMMAND_TIMEOUT_MS);
   await commands.connect();
 });
 // Runs before the stack stops (vitest runs afterAll hooks last-registered first).

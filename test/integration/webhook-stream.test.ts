@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_REDIS_COMMAND_TIMEOUT_MS } from '../support/server.js';
 import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -23,7 +24,7 @@ const logger = createLogger('fatal', new Writable({ write: (_c, _e, cb) => cb() 
 
 beforeAll(async () => {
   server = await startRedis();
-  redis = connectRedis(server.url, 'commands', 'test');
+  redis = connectRedis(server.url, 'commands', 'test', TEST_REDIS_COMMAND_TIMEOUT_MS);
   await redis.connect();
 });
 afterAll(async () => {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
+import { TEST_REDIS_COMMAND_TIMEOUT_MS } from './server.js';
 import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from './redis-server.js';
@@ -27,7 +28,7 @@ export function relayBed(ks: KeySpace, store: Partial<StoreSettings> = {}): Rela
   const bed = {} as RelayBed;
   beforeAll(async () => {
     bed.server = await startRedis();
-    bed.redis = connectRedis(bed.server.url, 'commands', 'test');
+    bed.redis = connectRedis(bed.server.url, 'commands', 'test', TEST_REDIS_COMMAND_TIMEOUT_MS);
     await bed.redis.connect();
     await loadScripts(bed.redis);
     bed.calls = new CallStore(bed.redis, { ...ks, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 60_000, callWaiting: false, maxRenamesPerCall: 10, ...store });

@@ -24,6 +24,14 @@ export interface TestServer {
 }
 
 export { REPO_ROOT };
+
+/**
+ * Production answers 503 after 500 ms without Redis (REDIS_COMMAND_TIMEOUT_MS); on a loaded test
+ * machine (parallel files, clusters, browsers) a healthy Redis can take that long, so the servers
+ * the tests start, and the tests' own connections made with src/redis/connection.ts, wait longer
+ * unless they test the bound (redis-stalled.test.ts sets the default back).
+ */
+export const TEST_REDIS_COMMAND_TIMEOUT_MS = 5000;
 const START_TIMEOUT_MS = 30_000;
 const KILL_AFTER_MS = 5_000;
 
@@ -65,10 +73,7 @@ export async function startServer(env: Record<string, string>, opts: StartOption
     AUTH_JWT_SECRET: TEST_JWT_SECRET,
     LOG_LEVEL: 'info',
     METRICS_PORT: '0',
-    // Production answers 503 after 500 ms without Redis; on a loaded test machine (parallel files,
-    // clusters) a healthy Redis can take that long, so tests wait longer unless they test the bound
-    // (redis-stalled.test.ts sets the default back).
-    REDIS_COMMAND_TIMEOUT_MS: '5000',
+    REDIS_COMMAND_TIMEOUT_MS: String(TEST_REDIS_COMMAND_TIMEOUT_MS),
     // Tests open hundreds of sockets at once; test/e2e/admission.test.ts sets its own.
     WS_ADMISSIONS_PER_S: '0',
     RATE_CALL_CREATES_PER_MIN: '0',
