@@ -1,5 +1,3 @@
-import WebSocket from 'ws';
-import { SignalingClient, type EventPayload, type SignalingOptions } from '@calling-backend/client';
 import type { BenchContext } from '../lib/context.js';
 import type { ListeningProcess } from '../lib/processes.js';
 import { cpuMs, openFilesLimit } from '../lib/procstat.js';
@@ -10,6 +8,7 @@ import { errorList, fmtMs, fmtNum, fmtPct, mdTable, type Goal, type ScenarioResu
 import { socketioStorm } from './reconnectSocketio.js';
 import { GeneratorPool } from '../lib/generators.js';
 import type { StormChangesResult, StormChangesSetup } from '../workers/stormChanges.js';
+import type { StormCheck, StormDevicesSetup, StormResync } from '../workers/stormDevices.js';
 
 /**
  * A reconnect storm (docs/signaling.md "A reconnect storm"): N devices in pairs, spread over two
@@ -23,22 +22,6 @@ import type { StormChangesResult, StormChangesSetup } from '../workers/stormChan
  * Then the same storm against Socket.IO 4 with connection state recovery (reconnectSocketio.ts).
  */
 
-interface Party {
-  d: Device;
-  home: 'A' | 'B';
-  client: SignalingClient;
-  startCursor?: string;
-  events: EventPayload[];
-  gaps: string[];
-  synced: number[];
-  rawEvents: number;
-}
-
-interface Pair {
-  caller: Party;
-  callee: Party;
-}
-
 async function callingStorm(ctx: BenchContext, z: StormSize): Promise<ScenarioResult> {
   const title = `Reconnect storm (${fmtNum(z.devices)} devices, one gateway killed)`;
   if (!ctx.selfHosted) return { id: 'reconnect', title, headlines: [], goals: [], markdown: 'Not run: targeting an existing deployment (the storm kills a process it started).', data: null };
@@ -51,52 +34,35 @@ async function callingStorm(ctx: BenchContext, z: StormSize): Promise<ScenarioRe
     ctx.startServer('reconnect-A', { ...limits, ...admission, ROLES: 'gateway', REDIS_PREFIX: prefix }),
     ctx.startServer('reconnect-B', { ...limits, ...admission, ROLES: 'gateway', REDIS_PREFIX: prefix }),
   ]);
-  let aDead = false;
-  const parties: Party[] = [];
   const errors: Record<string, number> = {};
   const count = (k: string) => (errors[k] = (errors[k] ?? 0) + 1);
   const wsBase = (p: ListeningProcess) => p.url.replace(/^http/, 'ws');
+  let devices: GeneratorPool | undefined;
   try {
-    const makeParty = (home: 'A' | 'B', n: number): Party => {
-      const p = { d: device(ctx.secret, `rc-${ctx.tag}-${n}`, `rc-${ctx.tag}-${n}-phone`), home, events: [], gaps: [], synced: [], rawEvents: 0 } as unknown as Party;
-      const Balanced = class extends WebSocket {
-        constructor(url: string, protocols?: string | string[], options?: WebSocket.ClientOptions) {
-          super(aDead ? url.replace(`:${A.port}/`, `:${B.port}/`) : url, protocols, options);
-          this.on('message', (data: Buffer, isBinary: boolean) => {
-            if (!isBinary && data.toString('utf8', 0, 15) === '{"type":"event"') p.rawEvents++;
-          });
-        }
-      } as unknown as NonNullable<SignalingOptions['WebSocket']>;
-      p.client = new SignalingClient({
-        url: wsBase(home === 'A' ? A : B),
-        token: p.d.token,
-        WebSocket: Balanced,
-        onEvent: (e) => p.events.push(e),
-        onGap: (reason) => p.gaps.push(reason),
-        onSynced: (cursor) => {
-          p.startCursor ??= cursor;
-          p.synced.push(nowMs());
-        },
-        onError: () => {},
-        startTimeoutMs: 120_000,
-      });
-      return p;
-    };
-    const pairs: Pair[] = [];
+    // The devices, in pairs, over generator processes (bench/workers/stormDevices.ts): a pair's
+    // caller on A for even pairs, its callee on A for pairs 0 and 1 of every 4.
+    const pairs: { caller: Device; callee: Device; callerHome: 'A' | 'B'; calleeHome: 'A' | 'B' }[] = [];
     for (let i = 0; i < z.devices / 2; i++) {
-      const caller = makeParty(i % 2 === 0 ? 'A' : 'B', 2 * i);
-      const callee = makeParty(i % 4 < 2 ? 'A' : 'B', 2 * i + 1);
-      parties.push(caller, callee);
-      pairs.push({ caller, callee });
+      const party = (n: number) => device(ctx.secret, `rc-${ctx.tag}-${n}`, `rc-${ctx.tag}-${n}-phone`);
+      pairs.push({ caller: party(2 * i), callee: party(2 * i + 1), callerHome: i % 2 === 0 ? 'A' : 'B', calleeHome: i % 4 < 2 ? 'A' : 'B' });
     }
-    for (let i = 0; i < parties.length; i += 200) await Promise.all(parties.slice(i, i + 200).map((p) => p.client.start()));
-    ctx.log(`  ${fmtNum(parties.length)} devices synced (${parties.filter((p) => p.home === 'A').length} on A), ${z.rate}/s changes`);
+    const all = pairs.flatMap((p) => [{ d: p.caller, home: p.callerHome }, { d: p.callee, home: p.calleeHome }]);
+    const procs = Math.max(2, ctx.opts.generators);
+    devices = await GeneratorPool.start(procs, 'stormDevices', (i): StormDevicesSetup => ({
+      aUrl: wsBase(A),
+      bUrl: wsBase(B),
+      aPort: A.port,
+      bPort: B.port,
+      devices: all.filter((_, k) => k % procs === i),
+    }));
+    const onA = all.filter((p) => p.home === 'A').length;
+    ctx.log(`  ${fmtNum(all.length)} devices synced (${onA} on A) in ${procs} generator processes, ${z.rate}/s changes`);
 
     // The steady flow, from a process of its own (bench/workers/stormChanges.ts).
     const flow = await GeneratorPool.start(1, 'stormChanges', (): StormChangesSetup => ({
       apiUrl: api.url,
       rate: z.rate,
-      pairs: pairs.map((p) => ({ caller: p.caller.d, callee: p.callee.d, unaffected: p.caller.home === 'B' && p.callee.home === 'B' })),
+      pairs: pairs.map((p) => ({ caller: p.caller, callee: p.callee, unaffected: p.callerHome === 'B' && p.calleeHome === 'B' })),
     }));
     await flow.run(() => ({ start: true }));
 
@@ -114,19 +80,15 @@ async function callingStorm(ctx: BenchContext, z: StormSize): Promise<ScenarioRe
     const refusedBefore = (await metricsB()).refused; // also resets the delay's histogram
     const [redisBefore, commandsBefore] = await Promise.all([ctx.redisInfo(), ctx.commandStats()]);
     const cpuBBefore = cpuMs(B.pid) ?? NaN;
-    const cpuBenchBefore = process.cpuUsage();
-    aDead = true;
+    await devices.run(() => ({ aDead: true }));
     const killedAt = nowMs();
     process.kill(A.pid, 'SIGKILL');
-    const onA = parties.filter((p) => p.home === 'A');
-    const deadline = killedAt + 120_000;
-    while (!onA.every((p) => p.synced.some((t) => t > killedAt)) && nowMs() < deadline) await sleep(20);
+    const waits = await devices.run<StormResync>(() => ({ awaitResync: { killedAt, deadlineMs: 120_000 } }));
     const doneAt = nowMs();
     const [redisAfter, commandsAfter, { loopDelayMaxMs, refused }] = await Promise.all([ctx.redisInfo(), ctx.commandStats(), metricsB()]);
     const refusedAtB = refused - refusedBefore;
     const cpuBAfter = cpuMs(B.pid) ?? NaN;
-    const cpuBenchUs = process.cpuUsage(cpuBenchBefore);
-    const resynced = onA.map((p) => p.synced.find((t) => t > killedAt)).filter((t): t is number => t !== undefined).map((t) => t - killedAt).sort((a, b) => a - b);
+    const resynced = waits.flatMap((w) => w.result.resyncedMs).sort((a, b) => a - b);
     await sleep(z.afterMs);
     const changes = (await flow.run<StormChangesResult>(() => ({ stop: true })))[0]!.result;
     await flow.close();
@@ -134,66 +96,36 @@ async function callingStorm(ctx: BenchContext, z: StormSize): Promise<ScenarioRe
     for (const [k, n] of Object.entries(changes.errors)) errors[k] = (errors[k] ?? 0) + n;
 
     // Lost, repeated, out of order: each installation's events against its log.
-    let lost = 0;
-    let outOfOrder = 0;
-    let extra = 0;
-    const readLog = async (p: Party) => {
-      const ids: string[] = [];
-      let cursor = p.startCursor!;
-      for (;;) {
-        const res = await fetch(`${api.url}/v1/call-events?cursor=${encodeURIComponent(cursor)}&limit=500`, { headers: { authorization: `Bearer ${p.d.token}` } });
-        const page = (await res.json()) as { events: { eventId: string }[]; nextCursor: string; hasMore: boolean; gap?: unknown };
-        if (page.gap) count('gap in a log');
-        ids.push(...page.events.map((e) => e.eventId));
-        cursor = page.nextCursor;
-        if (!page.hasMore) return ids;
-      }
-    };
     await sleep(1000); // the relay's last batches
-    for (let i = 0; i < parties.length; i += 50) {
-      await Promise.all(
-        parties.slice(i, i + 50).map(async (p) => {
-          const log = await readLog(p);
-          const got = new Set(p.events.map((e) => e.eventId));
-          const logged = new Set(log);
-          lost += log.filter((id) => !got.has(id)).length;
-          extra += p.events.filter((e) => !logged.has(e.eventId)).length;
-          const last = new Map<string, number>();
-          for (const e of p.events) {
-            if (Number(e.revision) <= (last.get(e.callId) ?? 0)) outOfOrder++;
-            last.set(e.callId, Number(e.revision));
-          }
-        }),
-      );
-    }
-    const gaps = parties.reduce((n, p) => n + p.gaps.length, 0);
-    const handed = parties.reduce((n, p) => n + p.events.length, 0);
-    const repeats = parties.reduce((n, p) => n + p.rawEvents, 0) - handed;
+    const checks = (await devices.run<StormCheck>(() => ({ check: { apiUrl: api.url } }))).map((c) => c.result);
+    const sum = (k: 'lost' | 'extra' | 'outOfOrder' | 'gaps' | 'handed' | 'repeats') => checks.reduce((n, c) => n + c[k], 0);
+    const [lost, extra, outOfOrder, gaps, handed, repeats] = [sum('lost'), sum('extra'), sum('outOfOrder'), sum('gaps'), sum('handed'), sum('repeats')];
+    for (const c of checks) for (const [k, n] of Object.entries(c.errors)) errors[k] = (errors[k] ?? 0) + n;
     const p99 = (xs: number[]) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(0.99 * xs.length))]! : NaN);
     const before = p99(latency.filter((l) => l.unaffected && l.atMs < killedAt).map((l) => l.ms));
     const during = p99(latency.filter((l) => l.unaffected && l.atMs >= killedAt && l.atMs <= doneAt).map((l) => l.ms));
-    const at = (q: number) => (resynced.length === onA.length ? resynced[Math.min(resynced.length - 1, Math.ceil(q * resynced.length) - 1)]! : NaN);
+    const at = (q: number) => (resynced.length === onA ? resynced[Math.min(resynced.length - 1, Math.ceil(q * resynced.length) - 1)]! : NaN);
     const stormS = (doneAt - killedAt) / 1000;
     const commands = Object.entries(commandsAfter).reduce((n, [k, v]) => n + v.calls - (commandsBefore[k]?.calls ?? 0), 0);
     const redisCpu = (redisAfter.cpuSec - redisBefore.cpuSec) / stormS;
     const cpuB = (cpuBAfter - cpuBBefore) / 1000 / stormS;
-    // The devices are all in this process: its CPU bounds the resync as much as the servers' do.
-    const cpuClients = (cpuBenchUs.user + cpuBenchUs.system) / 1e6 / stormS;
-    const bound = stormBound({ 'gateway B': cpuB, Redis: redisCpu, 'the devices (the bench process)': cpuClients });
-    const curve = resynced.map((ms, i) => [ms, (i + 1) / onA.length] as const);
-    ctx.log(`  resynced ${resynced.length}/${onA.length}: 50 % ${fmtMs(at(0.5))}, 99 % ${fmtMs(at(0.99))}, 100 % ${fmtMs(at(1))}; lost ${lost}, repeats ${repeats} (dropped), out of order ${outOfOrder}`);
+    // The devices' processes bound the resync as much as the servers do: the busiest one counts.
+    const cpuClients = Math.max(...waits.map((w) => w.cpu.share));
+    const bound = stormBound({ 'gateway B': cpuB, Redis: redisCpu, [`the devices (busiest of ${procs} processes)`]: cpuClients });
+    const curve = resynced.map((ms, i) => [ms, (i + 1) / onA] as const);
+    ctx.log(`  resynced ${resynced.length}/${onA}: 50 % ${fmtMs(at(0.5))}, 99 % ${fmtMs(at(0.99))}, 100 % ${fmtMs(at(1))}; lost ${lost}, repeats ${repeats} (dropped), out of order ${outOfOrder}`);
     const md = [
-      `${fmtNum(parties.length)} devices in ${fmtNum(pairs.length)} pairs over two gateways (${onA.length} on A), ${z.rate} changes/s through an api/worker process (create, answer, renames, in-call messages, end). ` +
+      `${fmtNum(all.length)} devices in ${fmtNum(pairs.length)} pairs over two gateways (${onA} on A), held by ${procs} generator processes, ${z.rate} changes/s through an api/worker process (create, answer, renames, in-call messages, end). ` +
         `Gateway A killed with SIGKILL after ${z.beforeMs / 1000} s; its devices reconnect to B with the client package's backoff and full jitter and resume by cursor. ` +
         `The gateways admit ${fmtNum(z.admissionsPerS)} new sockets a second (WS_ADMISSIONS_PER_S); beyond it a socket is closed with 1013 and a time to come back, which the client honours (${fmtNum(refusedAtB)} such closes at B).`,
       '',
       mdTable(
         ['resynced', '50 %', '99 %', '100 %', 'events lost', 'repeats at the wire (dropped by eventId)', 'out of order', 'gaps', 'errors'],
-        [[`${resynced.length}/${onA.length}`, fmtMs(at(0.5)), fmtMs(at(0.99)), fmtMs(at(1)), fmtNum(lost), fmtNum(repeats), fmtNum(outOfOrder), fmtNum(gaps), errorList(errors)]],
+        [[`${resynced.length}/${onA}`, fmtMs(at(0.5)), fmtMs(at(0.99)), fmtMs(at(1)), fmtNum(lost), fmtNum(repeats), fmtNum(outOfOrder), fmtNum(gaps), errorList(errors)]],
       ),
       '',
       mdTable(
-        ['during the storm', 'Redis CPU', 'Redis commands', 'gateway B CPU', 'the devices\' CPU (bench process)', 'B event loop delay (max)', 'p99 of B-only pairs\' changes before / during'],
+        ['during the storm', 'Redis CPU', 'Redis commands', 'gateway B CPU', 'the devices\' CPU (busiest generator)', 'B event loop delay (max)', 'p99 of B-only pairs\' changes before / during'],
         [[`${stormS.toFixed(2)} s`, fmtPct(redisCpu), fmtNum(commands), fmtPct(cpuB), fmtPct(cpuClients), fmtMs(loopDelayMaxMs), `${fmtMs(before)} / ${fmtMs(during)}`]],
       ),
       '',
@@ -208,7 +140,7 @@ async function callingStorm(ctx: BenchContext, z: StormSize): Promise<ScenarioRe
       ],
       goals: [],
       markdown: md,
-      data: { devices: parties.length, onA: onA.length, resyncedMs: resynced, curve, lost, extra, repeats, outOfOrder, gaps, errors, stormS, redisCpu, commands, cpuB, cpuClients, bound, refusedAtB, loopDelayMaxMs, p99BeforeMs: before, p99DuringMs: during },
+      data: { devices: all.length, onA, resyncedMs: resynced, curve, lost, extra, repeats, outOfOrder, gaps, errors, stormS, redisCpu, commands, cpuB, cpuClients, bound, refusedAtB, loopDelayMaxMs, p99BeforeMs: before, p99DuringMs: during },
       invalid: invalidReasons({
         errors: [{ where: 'the storm', errors }],
         nonZero: [
@@ -216,7 +148,7 @@ async function callingStorm(ctx: BenchContext, z: StormSize): Promise<ScenarioRe
           { what: 'changes made', n: latency.length },
         ],
         hold: [
-          { ok: resynced.length === onA.length, what: `${resynced.length} of ${onA.length} devices of A resynced` },
+          { ok: resynced.length === onA, what: `${resynced.length} of ${onA} devices of A resynced` },
           { ok: lost === 0, what: `${lost} events lost` },
           { ok: extra === 0, what: `${extra} events handed on that are not in the log` },
           { ok: outOfOrder === 0, what: `${outOfOrder} events out of order` },
@@ -225,7 +157,7 @@ async function callingStorm(ctx: BenchContext, z: StormSize): Promise<ScenarioRe
       }),
     };
   } finally {
-    for (const p of parties) p.client.stop();
+    await devices?.close();
     await Promise.all([api, B].map((p) => ctx.stopServer(p).catch(() => {})));
     await ctx.stopServer(A).catch(() => {});
   }

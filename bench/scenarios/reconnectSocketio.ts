@@ -3,6 +3,8 @@ import type { BenchContext } from '../lib/context.js';
 import { startHelper, type ListeningProcess } from '../lib/processes.js';
 import { nowMs, sleep } from '../lib/clock.js';
 import { device } from '../lib/users.js';
+import { GeneratorPool } from '../lib/generators.js';
+import type { SioBack, SioStormSetup } from '../workers/sioStormDevices.js';
 
 /**
  * The reconnect storm against Socket.IO 4 with connection state recovery and the Redis Streams
@@ -33,26 +35,14 @@ export async function socketioStorm(ctx: BenchContext, z: { devices: number; rat
   const errors: Record<string, number> = {};
   const count = (k: string) => (errors[k] = (errors[k] ?? 0) + 1);
   const url = (p: ListeningProcess) => `http://127.0.0.1:${p.port}`;
-  let aDead = false;
-  interface Client { userId: string; home: 'A' | 'B'; socket: Socket; got: string[]; connects: { atMs: number; recovered: boolean }[] }
-  const clients: Client[] = [];
   let producer: Socket | undefined;
+  let pool: GeneratorPool | undefined;
   try {
-    for (let i = 0; i < z.devices; i++) {
-      const d = device(ctx.secret, `sio-rc-${ctx.tag}-${i}`, `sio-rc-${ctx.tag}-${i}-phone`);
-      const home = i % 2 === 0 ? 'A' : 'B';
-      const socket = connectSio(url(home === 'A' ? A : B), { transports: ['websocket'], auth: { token: d.token }, reconnectionDelay: 250, reconnectionDelayMax: 10_000, forceNew: true });
-      const c: Client = { userId: d.userId, home, socket, got: [], connects: [] };
-      socket.on('connect', () => c.connects.push({ atMs: nowMs(), recovered: socket.recovered }));
-      // A load balancer's view: once A is dead, A's address leads to B.
-      socket.on('disconnect', () => {
-        if (aDead && home === 'A') (socket.io as unknown as { uri: string }).uri = url(B);
-      });
-      socket.on('event', (e: { callId: string; seq: number }) => c.got.push(`${e.callId}/${e.seq}`));
-      clients.push(c);
-    }
-    const deadline = nowMs() + 120_000;
-    while (clients.some((c) => c.connects.length === 0) && nowMs() < deadline) await sleep(20);
+    // The clients over generator processes, as ours (workers/sioStormDevices.ts).
+    const all = Array.from({ length: z.devices }, (_, i) => ({ d: device(ctx.secret, `sio-rc-${ctx.tag}-${i}`, `sio-rc-${ctx.tag}-${i}-phone`), home: (i % 2 === 0 ? 'A' : 'B') as 'A' | 'B' }));
+    const procs = Math.max(2, ctx.opts.generators);
+    pool = await GeneratorPool.start(procs, 'sioStormDevices', (i): SioStormSetup => ({ aUrl: url(A), bUrl: url(B), devices: all.filter((_, k) => k % procs === i) }));
+    const userIds = all.map((c) => c.d.userId);
     producer = connectSio(url(B), { transports: ['websocket'], auth: { token: device(ctx.secret, `sio-rc-${ctx.tag}-producer`, 'producer').token }, forceNew: true });
     await new Promise<void>((resolve) => producer!.once('connect', () => resolve()));
 
@@ -63,48 +53,49 @@ export async function socketioStorm(ctx: BenchContext, z: { devices: number; rat
     const ticker = setInterval(() => {
       owed += z.rate / 50;
       for (; owed >= 1; owed--) {
-        const c = clients[next++ % clients.length]!;
-        const list = sent.get(c.userId) ?? [];
-        const callId = `call-${c.userId}-${Math.floor(list.length / 9)}`;
+        const userId = userIds[next++ % userIds.length]!;
+        const list = sent.get(userId) ?? [];
+        const callId = `call-${userId}-${Math.floor(list.length / 9)}`;
         const seq = (list.length % 9) + 1;
         list.push(`${callId}/${seq}`);
-        sent.set(c.userId, list);
-        producer!.timeout(10_000).emit('change', { toUserId: c.userId, callId, seq }, (err: Error | null, reply?: { ok: boolean }) => {
+        sent.set(userId, list);
+        producer!.timeout(10_000).emit('change', { toUserId: userId, callId, seq }, (err: Error | null, reply?: { ok: boolean }) => {
           if (err || !reply?.ok) count(err ? 'change: no ack' : 'change refused');
         });
       }
     }, 20);
     await sleep(z.beforeMs);
-    aDead = true;
+    await pool.run(() => ({ aDead: true }));
     const killedAt = nowMs();
     process.kill(A.pid, 'SIGKILL');
-    const onA = clients.filter((c) => c.home === 'A');
-    while (!onA.every((c) => c.connects.some((x) => x.atMs > killedAt)) && nowMs() < killedAt + 120_000) await sleep(20);
+    const backs = (await pool.run<SioBack>(() => ({ awaitBack: { killedAt, deadlineMs: 120_000 } }))).map((o) => o.result);
     await sleep(z.afterMs);
     clearInterval(ticker);
     await sleep(1000);
+    const received = Object.assign({}, ...(await pool.run<Record<string, string[]>>(() => ({ received: true }))).map((o) => o.result)) as Record<string, string[]>;
 
     let lost = 0;
     let repeats = 0;
     let outOfOrder = 0;
     let total = 0;
-    for (const c of clients) {
-      const expected = sent.get(c.userId) ?? [];
+    for (const userId of userIds) {
+      const expected = sent.get(userId) ?? [];
+      const list = received[userId] ?? [];
       total += expected.length;
-      const got = new Set(c.got);
+      const got = new Set(list);
       lost += expected.filter((e) => !got.has(e)).length;
-      repeats += c.got.length - got.size;
+      repeats += list.length - got.size;
       const last = new Map<string, number>();
-      for (const e of c.got) {
+      for (const e of list) {
         const [callId, seq] = e.split('/') as [string, string];
         if (Number(seq) <= (last.get(callId) ?? 0)) outOfOrder++;
         last.set(callId, Number(seq));
       }
     }
-    const back = onA.map((c) => c.connects.find((x) => x.atMs > killedAt)).filter((x): x is { atMs: number; recovered: boolean } => x !== undefined);
+    const back = backs.flatMap((b) => b.back);
     return {
-      onA: onA.length,
-      resyncedMs: back.map((x) => x.atMs - killedAt).sort((a, b) => a - b),
+      onA: backs.reduce((n, b) => n + b.onA, 0),
+      resyncedMs: back.map((x) => x.ms).sort((a, b) => a - b),
       notRecovered: back.filter((x) => !x.recovered).length,
       sent: total,
       lost,
@@ -114,7 +105,7 @@ export async function socketioStorm(ctx: BenchContext, z: { devices: number; rat
     };
   } finally {
     producer?.disconnect();
-    for (const c of clients) c.socket.disconnect();
+    await pool?.close();
     await Promise.all([A, B].map((p) => ctx.stopServer(p).catch(() => {})));
   }
 }

@@ -14,4 +14,6 @@ export const TASKS: Record<string, () => Promise<Task>> = {
   pushFakes: async () => (await import('./pushFakes.js')).createTask(),
   soak: async () => (await import('./soak.js')).createTask(),
   stormChanges: async () => (await import('./stormChanges.js')).createTask(),
+  stormDevices: async () => (await import('./stormDevices.js')).createTask(),
+  sioStormDevices: async () => (await import('./sioStormDevices.js')).createTask(),
 };
