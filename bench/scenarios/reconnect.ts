@@ -186,9 +186,8 @@ const OPEN_FILES_MARGIN = 4000;
 
 /**
  * The storm's size: at most what one process's open files allow. The surviving gateway holds
- * every device once the other is dead, and the bench process holds every device's socket, each a
- * file, and a process cannot raise its limit (20,000 on this machine: the full size, 20,000
- * devices, becomes 16,000 here).
+ * every device once the other is dead, each a file, and a process cannot raise its limit (20,000
+ * on this machine: the full size, 20,000 devices, becomes 16,000 here).
  */
 async function stormSize(ctx: BenchContext): Promise<StormSize> {
   const z = ctx.opts.sizes.reconnect;
@@ -199,7 +198,7 @@ async function stormSize(ctx: BenchContext): Promise<StormSize> {
 
 export async function reconnectScenario(ctx: BenchContext): Promise<ScenarioResult> {
   const z = await stormSize(ctx);
-  if (z.cappedFrom) ctx.log(`  ${fmtNum(z.devices)} devices, not ${fmtNum(z.cappedFrom)}: the open files limit is ${z.openFiles} (ulimit -n, which a process cannot raise), and the surviving gateway and the bench process each hold every device's socket`);
+  if (z.cappedFrom) ctx.log(`  ${fmtNum(z.devices)} devices, not ${fmtNum(z.cappedFrom)}: the open files limit is ${z.openFiles} (ulimit -n, which a process cannot raise), and the surviving gateway holds every device's socket`);
   const ours = await callingStorm(ctx, z);
   if (!ours.data) return ours;
   const sio = await socketioStorm(ctx, z);
@@ -210,7 +209,7 @@ export async function reconnectScenario(ctx: BenchContext): Promise<ScenarioResu
   const md = [
     ours.markdown,
     '',
-    ...(z.cappedFrom ? [`${fmtNum(z.devices)} devices, not ${fmtNum(z.cappedFrom)}: the open files limit here is ${z.openFiles} (\`ulimit -n\`, which a process cannot raise), and the surviving gateway and the bench process each hold every device's socket.`, ''] : []),
+    ...(z.cappedFrom ? [`${fmtNum(z.devices)} devices, not ${fmtNum(z.cappedFrom)}: the open files limit here is ${z.openFiles} (\`ulimit -n\`, which a process cannot raise), and the surviving gateway holds every device's socket.`, ''] : []),
     `The same storm against Socket.IO 4 with connection state recovery and the Redis Streams adapter (bench/socketio/recoveryServer.ts): ${fmtNum(z.devices)} sockets over two servers, ${z.rate} packets/s (one per change, to one device's room), server A killed with SIGKILL; socket.io-client's own backoff (base 250 ms) with a load balancer's view.`,
     '',
     mdTable(
