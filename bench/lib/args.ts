@@ -12,8 +12,14 @@ export type ScenarioId = (typeof ALL_SCENARIOS)[number];
 
 /** A rate search (scenarios/callSteps.ts searchAndSustain) and what precedes it. */
 export interface RateSearch {
-  /** Unmeasured warm-up before the search (JIT, provider sessions, pools). */
+  /**
+   * Unmeasured warm-up before the search (JIT, provider sessions, pools), at `warmupRate` calls a
+   * second. It must run enough calls for V8 to optimise every process's hot paths: with 150
+   * lifecycles (3 s at 50/s) the first quick run sustained 113–188/s and the next runs on the same,
+   * warm processes 505–633/s; with 1,000 or more the first run sustained what the warm ones did.
+   */
   warmupMs: number;
+  warmupRate: number;
   factor: number;
   stepMs: number;
   maxSteps: number;
@@ -89,10 +95,10 @@ const QUICK: Sizes = {
   mode: 'quick',
   micro: { timeMs: 150 },
   ceilings: { redisMs: 3000, httpMs: 2000, httpConcurrency: 64, rawSockets: 5000 },
-  lifecycle: { pairsPerGenerator: 600, warmupMs: 3000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 1, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000, saturatedConcurrency: 64, saturatedMs: 4000 },
+  lifecycle: { pairsPerGenerator: 600, warmupMs: 10_000, warmupRate: 150, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 5, bisections: 2, sustainedMs: 6000, halfGoalMs: 3000, timeoutMs: 5000, saturatedConcurrency: 64, saturatedMs: 4000 },
   storm: { devices: 4, rate: 250, durationMs: 3000, pairsPerGenerator: 300 },
   reconnect: { devices: 2000, rate: 100, beforeMs: 3000, afterMs: 2000, admissionsPerS: 1000 },
-  group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 2000, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 1, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000, saturatedConcurrency: 16, saturatedMs: 4000 },
+  group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 10_000, warmupRate: 10, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 2, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000, saturatedConcurrency: 16, saturatedMs: 4000 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
   compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000, repeats: 3 },
@@ -113,10 +119,10 @@ const SMOKE: Sizes = {
   mode: 'smoke',
   micro: { timeMs: 20 },
   ceilings: { redisMs: 500, httpMs: 500, httpConcurrency: 8, rawSockets: 100 },
-  lifecycle: { pairsPerGenerator: 40, warmupMs: 500, startRate: 10, factor: 1.5, stepMs: 1000, maxSteps: 1, bisections: 0, sustainedMs: 1000, halfGoalMs: 1000, timeoutMs: 10_000, saturatedConcurrency: 4, saturatedMs: 1000 },
+  lifecycle: { pairsPerGenerator: 40, warmupMs: 500, warmupRate: 10, startRate: 10, factor: 1.5, stepMs: 1000, maxSteps: 1, bisections: 0, sustainedMs: 1000, halfGoalMs: 1000, timeoutMs: 10_000, saturatedConcurrency: 4, saturatedMs: 1000 },
   storm: { devices: 2, rate: 10, durationMs: 1000, pairsPerGenerator: 20 },
   reconnect: { devices: 40, rate: 10, beforeMs: 1000, afterMs: 500, admissionsPerS: 1000 },
-  group: { groupsPerGenerator: 10, members: 3, installations: 2, joins: 1, declines: 1, warmupMs: 500, startRate: 2, factor: 1.5, stepMs: 1500, maxSteps: 1, bisections: 0, sustainedMs: 1500, halfMs: 1500, timeoutMs: 10_000, saturatedConcurrency: 2, saturatedMs: 1500 },
+  group: { groupsPerGenerator: 10, members: 3, installations: 2, joins: 1, declines: 1, warmupMs: 500, warmupRate: 2, startRate: 2, factor: 1.5, stepMs: 1500, maxSteps: 1, bisections: 0, sustainedMs: 1500, halfMs: 1500, timeoutMs: 10_000, saturatedConcurrency: 2, saturatedMs: 1500 },
   idle: { sockets: 50, holdMs: 200 },
   timers: { calls: 40, rate: 40, ringTimeoutMs: 1500, sampleSockets: 10, runs: 1 },
   compare: { pairs: 20, concurrency: 8, throughputMs: 500, latencyMs: 500, repeats: 1 },
@@ -129,10 +135,10 @@ const FULL: Sizes = {
   mode: 'full',
   micro: { timeMs: 1000 },
   ceilings: { redisMs: 10_000, httpMs: 10_000, httpConcurrency: 128, rawSockets: 100_000 },
-  lifecycle: { pairsPerGenerator: 1500, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 128, saturatedMs: 15_000 },
+  lifecycle: { pairsPerGenerator: 1500, warmupMs: 15_000, warmupRate: 150, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfGoalMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 128, saturatedMs: 15_000 },
   storm: { devices: 4, rate: 500, durationMs: 15_000, pairsPerGenerator: 300 },
   reconnect: { devices: 20_000, rate: 300, beforeMs: 10_000, afterMs: 5000, admissionsPerS: 1000 },
-  group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 5000, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 32, saturatedMs: 15_000 },
+  group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 15_000, warmupRate: 10, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 32, saturatedMs: 15_000 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
   compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000, repeats: 5 },
@@ -182,6 +188,8 @@ export interface Options {
   recordFormat?: 'string' | 'hash';
   /** Where the results go (default bench/results/). */
   out?: string;
+  /** --server-env: settings of every server the bench starts, over the bench's own (a setting's effect, measured). */
+  serverEnv?: Record<string, string>;
   /** Run each scenario this many times and report the median and spread of its figures (1: once). */
   repeat: number;
 }
@@ -191,7 +199,7 @@ export function usage(): string {
                       [--generators N] [--url http://host:port --redis redis://host:port --secret S]
                       [--cpu-prof] [--no-push] [--topology split|single] [--cluster N] [--server-node N]
                       [--over http|socket|both] [--compare-ref <git ref>] [--repeat N]
-                      [--record-format string|hash] [--out DIR]
+                      [--record-format string|hash] [--out DIR] [--server-env KEY=VALUE ...]
                       [--set group.size=N ...]
   --quick        small sizes, under two minutes (default)
   --full         the goal sizes: 60 s sustained, 100k idle sockets, 100k pending timers
@@ -219,6 +227,8 @@ export function usage(): string {
                  the median is marked unsettled
   --out DIR      write the results to DIR instead of bench/results/ (the smoke test's)
   --record-format F CALL_RECORD_FORMAT of the servers the bench starts: string (default) or hash
+  --server-env K=V a setting (docs/configuration.md) of every server the bench starts, over the
+                 bench's own; repeat it for more, e.g. --server-env RELAY_GATHER_MS=0
   --set g.k=N    override one size of the mode, e.g. --set lifecycle.sustainedMs=30000 --set idle.sockets=50000`;
 }
 
@@ -320,6 +330,13 @@ export function parseArgs(argv: readonly string[]): Options {
       case '--compare-ref':
         o.compareRef = value();
         break;
+      case '--server-env': {
+        const kv = value();
+        const eq = kv.indexOf('=');
+        if (eq <= 0) throw new Error(`--server-env ${kv}: KEY=VALUE`);
+        o.serverEnv = { ...o.serverEnv, [kv.slice(0, eq)]: kv.slice(eq + 1) };
+        break;
+      }
       case '--help':
       case '-h':
         throw new Error(usage());
@@ -336,6 +353,7 @@ export function parseArgs(argv: readonly string[]): Options {
     sizes = { ...sizes, [group!]: { ...target, [key]: Number(v) } } as Sizes;
   }
   if (o.url && !o.redis) throw new Error('--url needs --redis (the Redis-bound ceiling and timer checks read it)');
+  if (o.serverEnv && o.url) throw new Error('--server-env sets the servers the bench starts: not with --url');
   if (o.serverNode && o.url) throw new Error('--server-node starts the servers: not with --url');
   if (o.cluster && o.url) throw new Error('--cluster starts its own cluster: not with --url');
   if (o.compareRef && (o.url || o.cluster)) throw new Error('--compare-ref starts its own deployments on one Redis: not with --url or --cluster');
@@ -363,6 +381,7 @@ export function parseArgs(argv: readonly string[]): Options {
     ...(o.compareRef ? { compareRef: o.compareRef } : {}),
     ...(o.recordFormat ? { recordFormat: o.recordFormat } : {}),
     ...(o.out ? { out: o.out } : {}),
+    ...(o.serverEnv ? { serverEnv: o.serverEnv } : {}),
     repeat: o.compareRef ? 1 : (o.repeat ?? 1),
     ...(o.url ? { url: o.url } : {}),
     ...(o.redis ? { redis: o.redis } : {}),

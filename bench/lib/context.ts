@@ -172,7 +172,7 @@ export class BenchContext {
       label,
       redisUrl: this.cluster ? { cluster: this.cluster.seedList } : this.redisUrl,
       secret: this.secret,
-      env: { ...BENCH_LIMITS, ...(this.cluster ? clusterSettings(this.cluster.nodes.length) : {}), ...(this.push.configured ? this.push.env : {}), ...(this.opts.recordFormat ? { CALL_RECORD_FORMAT: this.opts.recordFormat } : {}), ...env },
+      env: { ...BENCH_LIMITS, ...(this.cluster ? clusterSettings(this.cluster.nodes.length) : {}), ...(this.push.configured ? this.push.env : {}), ...(this.opts.recordFormat ? { CALL_RECORD_FORMAT: this.opts.recordFormat } : {}), ...env, ...this.opts.serverEnv },
       ...(this.profileDir ? { cpuProfDir: this.profileDir } : {}),
       ...(this.opts.serverNode ? { node: (this.serverNode ??= nodeOnTrixie(this.opts.serverNode)) } : {}),
     });

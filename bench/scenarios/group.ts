@@ -54,9 +54,8 @@ export async function groupScenario(ctx: BenchContext): Promise<ScenarioResult> 
     return r;
   };
   try {
-    const warmRate = Math.max(2, Math.round((z.startRate || 20) / 4));
-    ctx.log(`  warm-up (not measured): ${fmtRate(warmRate)} for ${z.warmupMs / 1000} s`);
-    await runCallStep(ctx, pool, { label: 'warm-up', rate: warmRate, durationMs: z.warmupMs, p99LimitMs: limit, timeoutMs: z.timeoutMs, order: GROUP_STEP_ORDER });
+    ctx.log(`  warm-up (not measured): ${fmtRate(z.warmupRate)} for ${z.warmupMs / 1000} s`);
+    await runCallStep(ctx, pool, { label: 'warm-up', rate: z.warmupRate, durationMs: z.warmupMs, p99LimitMs: limit, timeoutMs: z.timeoutMs, order: GROUP_STEP_ORDER });
     const found = ctx.findings.sustainedLifecycleRate;
     const firstRate = z.startRate || (found ? Math.max(5, Math.round(found / z.members / 2)) : 20);
     const { fail, sustained } = await searchAndSustain(z, firstRate, 2, step);

@@ -59,10 +59,9 @@ async function measure(ctx: BenchContext, over: 'http' | 'socket'): Promise<Meas
   };
   try {
     // Warm-up, not measured: JIT compilation, HTTP/2 sessions to the providers, the FCM access
-    // token and connection pools would otherwise land in the first measured step's tail.
-    const warmRate = Math.min(100, Math.max(10, Math.round((z.startRate || 200) / 4)));
-    ctx.log(`  warm-up${mode} (not measured): ${fmtRate(warmRate)} for ${z.warmupMs / 1000} s`);
-    await runCallStep(ctx, pool, { label: 'warm-up', rate: warmRate, durationMs: z.warmupMs, p99LimitMs: limit, timeoutMs: z.timeoutMs });
+    // token and connection pools would otherwise land in the first measured steps (args.ts RateSearch).
+    ctx.log(`  warm-up${mode} (not measured): ${fmtRate(z.warmupRate)} for ${z.warmupMs / 1000} s`);
+    await runCallStep(ctx, pool, { label: 'warm-up', rate: z.warmupRate, durationMs: z.warmupMs, p99LimitMs: limit, timeoutMs: z.timeoutMs });
     const rest = await measureRest(ctx, ctx.opts.sizes.mode === 'smoke' ? 1000 : REST_MS);
     ctx.log(`  at rest: ${fmtNum(rest.roundTripsPerSecond)} Redis round trips/s, ${fmtNum(rest.commandsPerSecond)} commands/s`);
     const firstRate = z.startRate || Math.round(Math.min(2000, Math.max(100, (ctx.ceilings.redis?.lifecycle ?? 1000) * 0.15)));
@@ -366,16 +365,20 @@ function capacitySection(ctx: BenchContext, m: Measured, above: StepResult | und
     {
       const above = of;
       const hop = (k: string) => above.latency[`${PUSH_HOP} ${k}`]?.p99 ?? NaN;
+      const late = hop('scheduled start → create sent');
+      const sentToCommit = hop('create sent → create committed');
       const toCommit = hop('scheduled start → create committed');
       const toProvider = hop('create committed → provider request');
       const relay = above.serverHops?.relayLagP99AtMostMs ?? NaN;
       const provider = above.serverHops?.providerRequestP99AtMostMs ?? NaN;
-      breakdown = { pushP99: gate.ms, toCommit, toProvider, relayLagAtMost: relay, providerRoundTripAtMost: provider };
+      breakdown = { pushP99: gate.ms, generatorLateness: late, sentToCommit, toCommit, toProvider, relayLagAtMost: relay, providerRoundTripAtMost: provider };
       lines.push(
         mdTable(
           ['hop (push path)', 'p99', 'measured by'],
           [
-            ['scheduled start → create committed (call + outbox entry, one script)', fmtMs(toCommit), 'generator clock − snapshot createdAtMs'],
+            ["scheduled start → create sent (the generator's own lateness)", fmtMs(late), 'generator clock'],
+            ['create sent → create committed (HTTP, the server, one script: the call and its outbox entry)', fmtMs(sentToCommit), 'snapshot createdAtMs − generator clock'],
+            ['scheduled start → create committed', fmtMs(toCommit), 'snapshot createdAtMs − generator clock'],
             ['create committed → relay appended the events (relay read + append)', Number.isFinite(relay) ? `≤ ${fmtMs(relay)}` : '–', "worker's relay_lag_seconds (bucket bound)"],
             ['create committed → request at the provider (relay + push job queue + send)', fmtMs(toProvider), 'fake provider arrival − createdAtMs'],
             ['provider round trip (the push job waits for it)', Number.isFinite(provider) ? `≤ ${fmtMs(provider)}` : '–', "worker's push_request_duration_seconds (bucket bound)"],
@@ -386,7 +389,8 @@ function capacitySection(ctx: BenchContext, m: Measured, above: StepResult | und
       );
       const rest = toProvider - (Number.isFinite(relay) ? relay : 0);
       const parts: [string, number][] = [
-        ['the create (request to commit)', toCommit],
+        ["the generator's own lateness (scheduled start to the create sent)", late],
+        ['the create (request sent to commit)', sentToCommit],
         // A bucket bound can exceed the whole hop it is part of: at most that hop.
         ['the relay (change to events appended; at most, a bucket bound)', Math.min(relay, toProvider)],
         ['the push job after the relay (queue wait, batching, the request)', rest],
