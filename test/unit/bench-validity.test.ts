@@ -88,6 +88,12 @@ describe('--repeat', () => {
     expect(parseArgs(['--scenarios', 'timers', '--repeat', '3']).repeat).toBe(3);
     expect(parseArgs(['--size', 'smoke', '--scenarios', 'all']).scenarios).toEqual(['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'idle', 'timers', 'compare', 'reconnect', 'soak']);
   });
+
+  it('gives every server it starts the settings of --server-env, each KEY=VALUE once, and refuses a bare key', () => {
+    expect(parseArgs(['--server-env', 'RELAY_GATHER_MS=0', '--server-env=LOG_LEVEL=warn']).serverEnv).toEqual({ RELAY_GATHER_MS: '0', LOG_LEVEL: 'warn' });
+    expect(parseArgs([]).serverEnv).toBeUndefined();
+    expect(() => parseArgs(['--server-env', 'RELAY_GATHER_MS'])).toThrow(/KEY=VALUE/);
+  });
 });
 
 describe('goals that say their size', () => {
