@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
+import SlowestFirst from './test/support/sequencer.js';
 
 /**
  * Two projects in one run:
@@ -105,6 +106,8 @@ export default defineConfig({
     // Builds the server the tests start, once (test/support/serverBuild.ts).
     globalSetup: ['test/support/globalSetup.ts'],
     maxWorkers: 2,
+    // The slowest files first (test/support/sequencer.ts), so that the two workers end together.
+    sequence: { sequencer: SlowestFirst },
     reporters: ['default'],
     projects: scope === 'all' ? [single, cluster] : [single],
   },

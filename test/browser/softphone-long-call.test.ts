@@ -13,15 +13,15 @@ import { janusRoomId } from '../../src/media/janus.js';
  * Calls that outlive their media credential (issue #51), in the browser softphone (demo/) with
  * Debian's Chromium, a real server with MEDIA_CREDENTIAL_TTL_S=30, a real Janus and coturn:
  *
- * - A group call of three through Janus: 90 s in (3× the lifetime), every page's inbound RTP
- *   still grows from both others, each page's Janus token has been renewed by the client
- *   package's MediaSessionKeeper (demo/mediaSession.js). Then Janus is killed and started again:
- *   without a reload, every page's media comes back within the server's retry-after plus a few
- *   seconds. Then carol leaves: she is out of the room at once, she receives nothing more, and
+ * - A group call of three through Janus: 60 s in (2× the lifetime: the first two credentials have
+ *   expired), every page's inbound RTP still grows from both others, each page's Janus token has
+ *   been renewed by the client package's MediaSessionKeeper (demo/mediaSession.js). Then Janus
+ *   is killed and started again: without a reload, every page's media comes back within the
+ *   server's retry-after plus a few seconds. Then carol leaves: she is out of the room at once, she receives nothing more, and
  *   the other two drop her feed and keep receiving each other.
- * - A one-to-one call forced relay-only through coturn: at 60 s an ICE restart (after a new media
- *   session, applied with setConfiguration) gets a new relay allocation, and at 90 s both sides'
- *   inbound RTP still grows through a relay.
+ * - A one-to-one call forced relay-only through coturn: at 40 s, once the first credential has
+ *   expired, an ICE restart (after a new media session, applied with setConfiguration) gets a new
+ *   relay allocation, and at 60 s both sides' inbound RTP still grows through a relay.
  *
  * The two calls run at once (the one-to-one call needs coturn only, not Janus), so the file waits
  * out the credential's lifetimes once.
@@ -128,7 +128,7 @@ function peerStats(page: Page) {
 }
 
 describe.concurrent('calls longer than the media credential (MEDIA_CREDENTIAL_TTL_S=30)', () => {
-  it('group call through Janus: media from both others on every page at 90 s; back after a Janus restart without a reload; a member who leaves is out at once', async ({ expect }) => {
+  it('group call through Janus: media from both others on every page at 60 s; back after a Janus restart without a reload; a member who leaves is out at once', async ({ expect }) => {
     const suffix = randomUUID().slice(0, 8);
     const [aliceId, bobId, carolId] = ['alice', 'bob', 'carol'].map((n) => `${n}-${suffix}`) as [string, string, string];
     const [alice, bob, carol] = await Promise.all([signedIn(aliceId, 'Alice'), signedIn(bobId, 'Bob'), signedIn(carolId, 'Carol')]);
@@ -145,8 +145,8 @@ describe.concurrent('calls longer than the media credential (MEDIA_CREDENTIAL_TT
     const t0 = Date.now();
     const firstTokens = await Promise.all([alice, bob, carol].map(tokenOf));
 
-    // 90 s in: 3× the credential's lifetime.
-    await until(t0, 3 * TTL_S * 1000);
+    // 60 s in: 2× the credential's lifetime, the first two credentials expired.
+    await until(t0, 2 * TTL_S * 1000);
     for (const [id, page] of Object.entries(pages)) {
       await receivesFrom(expect, page, others(id));
       // A live reading, every 2 s: one window on a starved machine may read 'stalled' (demo/groupMedia.js).
@@ -182,7 +182,7 @@ describe.concurrent('calls longer than the media credential (MEDIA_CREDENTIAL_TT
     await Promise.all([alice, bob, carol].map((p) => p.context().close()));
   }, 300_000);
 
-  it('one-to-one relay-only through coturn: an ICE restart at 60 s gets a new relay allocation; media both ways at 90 s', async ({ expect }) => {
+  it('one-to-one relay-only through coturn: an ICE restart at 40 s gets a new relay allocation; media both ways at 60 s', async ({ expect }) => {
     const suffix = randomUUID().slice(0, 8);
     const bobId = `bob-${suffix}`;
     const [alice, bob] = await Promise.all([signedIn(`alice-${suffix}`, 'Alice', true), signedIn(bobId, 'Bob', true)]);
@@ -196,9 +196,9 @@ describe.concurrent('calls longer than the media credential (MEDIA_CREDENTIAL_TT
       await expect.poll(() => peerStats(page)).toMatchObject({ policy: 'relay', state: 'connected', localType: 'relay', remoteType: 'relay' });
     }
 
-    // 60 s in (2× the lifetime): the allocation made with the first credential still relays; an
-    // ICE restart gathers again, with the new media session's credentials.
-    await until(t0, 2 * TTL_S * 1000);
+    // 40 s in (the first credential expired 10 s ago): the allocation made with it still relays;
+    // an ICE restart gathers again, with the new media session's credentials.
+    await until(t0, (4 / 3) * TTL_S * 1000);
     const before = (await peerStats(alice))!;
     expect(before).toMatchObject({ state: 'connected', localType: 'relay' });
     const iceServersBefore = await alice.evaluate(() => JSON.stringify(window.softphone.pc.getConfiguration().iceServers));
@@ -212,8 +212,8 @@ describe.concurrent('calls longer than the media credential (MEDIA_CREDENTIAL_TT
       }, { timeout: STEP_TIMEOUT_MS })
       .toBe(true);
 
-    // 90 s in: both sides receive, through a relay.
-    await until(t0, 3 * TTL_S * 1000);
+    // 60 s in: both sides receive, through a relay.
+    await until(t0, 2 * TTL_S * 1000);
     for (const page of [alice, bob]) {
       const s = (await peerStats(page))!;
       expect(s).toMatchObject({ policy: 'relay', state: 'connected', localType: 'relay' });

@@ -87,7 +87,17 @@ async function signedIn(baseUrl: string, userId: string, name: string): Promise<
   await page.fill('#signin-user', userId);
   await page.fill('#signin-name', name);
   await page.click('#signin-btn');
-  await page.waitForSelector('#conn-status[data-state="online"]');
+  try {
+    await page.waitForSelector('#conn-status[data-state="online"]');
+  } catch (err) {
+    // Once (under load) a page was not online after 20 s: say what it showed, to find why next time.
+    const shown = await page.evaluate(() => ({
+      signinError: document.getElementById('signin-error')?.textContent as string | undefined,
+      status: document.getElementById('conn-status')?.dataset?.state as string | undefined,
+      log: (document.getElementById('events')?.textContent as string | undefined)?.slice(-2000),
+    }));
+    throw new Error(`${userId} not online: ${JSON.stringify({ ...shown, errors, requests })}`, { cause: err });
+  }
   expect(errors).toEqual([]);
   return page;
 }
