@@ -158,11 +158,15 @@ export class CallStore {
     // On a cluster the callee's policy lives in the callee's slot: its verdict is read in this
     // round trip; on a single Redis the create's script reads it (docs/call-policy.md).
     const verdict = this.topology === 'single' ? Promise.resolve('' as const) : readVerdict(this.redis, this.settings, i.calleeUserId, i.callerUserId);
+    const verdicts = verdict.then((v): Verdicts => (v ? { [i.calleeUserId]: v } : {}));
+    // hitApart may never wait for it (no limit of the callee's): a failed read is seen through
+    // `verdict` below, and must not also be an unhandled rejection, which ends the process.
+    verdicts.catch(() => {});
     const [binding, active, refused, screened] = await Promise.all([
       this.bindFirst(i.callerUserId, i.operationId, i.fingerprint),
       // The callee's busy marker, kept by the relay in the event log's meta hash (src/calls/activeCalls.ts).
       this.settings.callWaiting ? null : this.redis.hget(keys.eventLogMeta(this.settings, i.calleeUserId), 'active'),
-      this.hitApart(limits, verdict.then((v): Verdicts => (v ? { [i.calleeUserId]: v } : {}))),
+      this.hitApart(limits, verdicts),
       verdict,
     ]);
     if (refused) {

@@ -31,6 +31,8 @@ beforeAll(async () => {
   servers = [await startServer({ ...env, ROLES: 'api,gateway,worker' }), await startServer({ ...env, ROLES: 'api,gateway,worker' })];
 }, 90_000);
 afterAll(async () => {
+  // A server that died under the failover says why (its last lines: an uncaught error's stack).
+  for (const s of servers) if (s.child.exitCode !== null) process.stderr.write(`server ${s.url} exited ${s.child.exitCode}:\n${s.logs().slice(-4000)}\n`);
   await Promise.all(servers.map((s) => s.stop()));
   await cluster?.stop();
 });

@@ -209,6 +209,26 @@ describe('enforced by the create', () => {
     expect(mine.every((r) => r.screened === undefined && r.endReason === 'unanswered')).toBe(true);
   });
 
+  it('a callee whose policy cannot be read: the create fails with a problem, and the server goes on serving', async () => {
+    const caller = device(url);
+    const broken = device(url);
+    // Not a hash: reading the policy fails (WRONGTYPE), on a cluster before the create's script,
+    // on a single Redis inside it. On a cluster that failure once also went unhandled in the
+    // store and ended the server process (test/cluster/failover.test.ts met it as CLUSTERDOWN).
+    await redis.set(keys.callPolicy(ks, broken.userId), 'not a policy');
+    try {
+      const res = await caller.api.post('/v1/calls', { callId: randomUUID(), calleeUserId: broken.userId, operationId: uid('op') });
+      expect(res.status, res.text).toBeGreaterThanOrEqual(500);
+      expect(res.headers.get('content-type'), res.text).toBe('application/problem+json');
+      // Alive (a process that dies of it takes a moment to go): the next create, to someone else, rings.
+      await new Promise((r) => setTimeout(r, 200));
+      const next = await caller.api.post('/v1/calls', { callId: randomUUID(), calleeUserId: device(url).userId, operationId: uid('op') });
+      expect(next.status, next.text).toBe(201);
+    } finally {
+      await redis.del(keys.callPolicy(ks, broken.userId));
+    }
+  });
+
   it('what the caller sees of a blocked call is byte for byte what a real ring-out gives', async () => {
     // A real ring-out: a callee with no device online and none registered.
     const view = async (calleeUserId: string, caller: Device) => {
