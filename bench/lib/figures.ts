@@ -63,6 +63,7 @@ function ratio(value: string, r: string | undefined): number | undefined {
 /** Which headline of which scenario each figure is read from, and how. */
 const SOURCES: { id: string; scenario: string; metric: RegExp; pick: (value: string, r: string | undefined) => number | undefined }[] = [
   { id: 'lifecycle.sustained', scenario: 'lifecycle', metric: /^sustained lifecycles\/s \(/, pick: (v) => num(v) },
+  { id: 'lifecycle.machineBoundRatio', scenario: 'lifecycle', metric: /^sustained ÷ machine-bound rate/, pick: (v) => num(v) },
   { id: 'lifecycle.framesRatio', scenario: 'lifecycle', metric: /^sustained lifecycles\/s, answer and end as socket frames/, pick: ratio },
   { id: 'lifecycle.answerP99', scenario: 'lifecycle', metric: /^answer \(as a frame\) → call\.accepted p99 at half/, pick: (v) => num(v) },
   { id: 'lifecycle.redisCommands', scenario: 'compareRef', metric: /^Redis commands per lifecycle/, pick: (v) => num(v) },
