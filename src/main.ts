@@ -47,7 +47,7 @@ async function main(): Promise<void> {
     logger.info({ redis: redisTarget, dir: config.EMBEDDED_REDIS_DIR, redisPid: embedded.pid }, 'started embedded redis-server');
   }
 
-  if (config.TRACING === 'otlp') startTracing(`calling-backend-${config.ROLES.join('-')}`);
+  if (config.TRACING === 'otlp') await startTracing(`calling-backend-${config.ROLES.join('-')}`);
   // The dev token endpoint of the softphone exists only in dev mode (docs/development.md "Browser softphone").
   const server = await startServer(config, redisTarget, logger, [], { devTokenSecret: dev ? config.AUTH_JWT_SECRET : undefined });
 

@@ -373,7 +373,9 @@ export function parseArgs(argv: readonly string[]): Options {
     generators,
     cpuProf: o.cpuProf ?? false,
     noPush: o.noPush ?? false,
-    p99LimitMs: 50,
+    // A smoke run checks counts, not latency: on a machine busy with the rest of npm test a step of
+    // ten lifecycles can see a p99 over 50 ms, and the smoke test would fail for nothing it checks.
+    p99LimitMs: sizes.mode === 'smoke' ? 5000 : 50,
     topology: o.topology ?? 'split',
     over: o.over ?? 'http',
     ...(o.cluster ? { cluster: o.cluster } : {}),

@@ -1,10 +1,5 @@
 import { context, propagation, trace, SpanKind, SpanStatusCode, type Attributes, type Span } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import type { BasicTracerProvider, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 
 /**
  * OpenTelemetry tracing (docs/operations.md "Tracing"), off unless TRACING=otlp. While off, every helper here
@@ -25,9 +20,20 @@ export function tracingEnabled(): boolean {
 
 /**
  * Installs the SDK for this process: OTLP over HTTP (the exporter reads the standard
- * OTEL_EXPORTER_OTLP_* variables) or, in tests, the given span processor.
+ * OTEL_EXPORTER_OTLP_* variables) or, in tests, the given span processor. The SDK is loaded here,
+ * not at startup: its 200-odd modules took about 125 ms of every process start, tracing or not.
  */
-export function startTracing(serviceName: string, processor?: SpanProcessor): void {
+export async function startTracing(serviceName: string, processor?: SpanProcessor): Promise<void> {
+  if (enabled) return;
+  const [{ AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, { OTLPTraceExporter }, { resourceFromAttributes }, { BasicTracerProvider, BatchSpanProcessor }, { ATTR_SERVICE_NAME }] =
+    await Promise.all([
+      import('@opentelemetry/context-async-hooks'),
+      import('@opentelemetry/core'),
+      import('@opentelemetry/exporter-trace-otlp-http'),
+      import('@opentelemetry/resources'),
+      import('@opentelemetry/sdk-trace-base'),
+      import('@opentelemetry/semantic-conventions'),
+    ]);
   if (enabled) return;
   provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: serviceName }),

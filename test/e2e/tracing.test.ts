@@ -82,7 +82,7 @@ describe('in-memory exporter: api and worker in this process, joined through Red
 
   beforeAll(async () => {
     [redis, providers] = await Promise.all([startRedis(), startPushProviders()]);
-    startTracing('calling-backend-test', new SimpleSpanProcessor(exporter));
+    await startTracing('calling-backend-test', new SimpleSpanProcessor(exporter));
     const env = {
       ...providers.pushEnv,
       HOST: '127.0.0.1',

@@ -237,8 +237,8 @@ describe('keyspace after short retention', () => {
       }),
     );
     // The lifecycles wrote keys of every per-call and per-user kind (so the wait below can fail).
+    // Not a count: on a loaded machine the first lifecycles' shortest-lived keys are gone by now.
     const written = await added();
-    expect(written.length).toBeGreaterThan(LIFECYCLES * 4);
     for (const kind of [':call:', ':history', ':op:', ':opb:', ':msgs:', ':msgseq:', ':log', ':logmeta', ':calls:history', ':calls:missed', ':push', ':tok:']) {
       expect(written.some((k) => k.includes(kind)), `a key with ${kind} after the lifecycles`).toBe(true);
     }
