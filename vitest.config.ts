@@ -81,6 +81,9 @@ const LINUX_ONLY_SUITES = [
 /** `npm test` runs everything; TEST_SCOPE=fast or unit narrows it (package.json scripts). */
 const scope = process.env.TEST_SCOPE ?? 'all';
 if (!['all', 'fast', 'unit'].includes(scope)) throw new Error(`TEST_SCOPE must be fast or unit, not ${scope}`);
+/** Files run at a time: 2 unless TEST_MAX_WORKERS says (docs/development.md "Faster loops"). */
+const workers = Number(process.env.TEST_MAX_WORKERS ?? 2);
+if (!Number.isInteger(workers) || workers < 1) throw new Error(`TEST_MAX_WORKERS must be a whole number of at least 1, not ${process.env.TEST_MAX_WORKERS}`);
 
 const single: TestProjectInlineConfiguration = {
   extends: true,
@@ -105,7 +108,7 @@ export default defineConfig({
     pool: 'forks',
     // Builds the server the tests start, once (test/support/serverBuild.ts).
     globalSetup: ['test/support/globalSetup.ts'],
-    maxWorkers: 2,
+    maxWorkers: workers,
     // The slowest files first (test/support/sequencer.ts), so that the two workers end together.
     sequence: { sequencer: SlowestFirst },
     reporters: ['default'],

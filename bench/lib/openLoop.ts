@@ -50,14 +50,17 @@ export async function closedLoop(
   launch: (seq: number, startedAtMs: number) => Promise<void>,
 ): Promise<{ launched: number; maxLagMs: number }> {
   await sleepUntil(startAtMs);
-  const end = startAtMs + durationMs;
+  // A generator that got the run late (a loaded machine) still runs for the whole duration, from
+  // when it could start: else a short run could end before it launched anything.
+  const startedAtMs = nowMs();
+  const end = Math.max(startAtMs, startedAtMs) + durationMs;
   let seq = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (nowMs() < end) await launch(seq++, nowMs()).catch(() => undefined);
     }),
   );
-  return { launched: seq, maxLagMs: 0 };
+  return { launched: seq, maxLagMs: Math.max(0, startedAtMs - startAtMs) };
 }
 
 /**

@@ -197,7 +197,11 @@ async function settleAndRecord(rec: PathRecorder, callId: string, webhookTypes: 
     const replay = await connect(url, p.d.token, { cursor: p.head!, name: `${rec.name}/${p.label} replay` });
     try {
       expectCompactFrames(replay);
-      const replayed = replay.frames.filter((f) => isCallFrame(callId)(f) || f.type === 'synced' || f.type === 'gap');
+      // The first `synced` answers the resume. On a cluster the gateway may send another one later,
+      // when ioredis re-subscribes and the socket's log is read again (docs/signaling.md): that is
+      // the resync, not part of a body, and how often it comes depends on the cluster's timing.
+      const firstSynced = replay.frames.find((f) => f.type === 'synced');
+      const replayed = replay.frames.filter((f) => isCallFrame(callId)(f) || f === firstSynced || f.type === 'gap');
       const logged = replayed.filter((f) => f.type === 'event') as EventFrame[];
       const ws = p.ws!;
       const liveLogged = () => ws.eventFrames().filter((f) => f.event.callId === callId);
