@@ -1,4 +1,5 @@
-import { join } from 'node:path';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { buildSync } from 'esbuild';
 
 /**
@@ -12,7 +13,7 @@ import { buildSync } from 'esbuild';
  */
 export function buildServerBundle(root: string): string {
   const outfile = serverBundlePath(root);
-  buildSync({
+  const { outputFiles } = buildSync({
     entryPoints: [join(root, 'src', 'main.ts')],
     bundle: true,
     packages: 'external',
@@ -20,8 +21,15 @@ export function buildServerBundle(root: string): string {
     format: 'esm',
     target: 'node20',
     outfile,
+    write: false,
     logLevel: 'warning',
   });
+  // Written beside and renamed over: the bench smoke test builds it again while other test files
+  // start servers from it, and a server must never load a half-written file.
+  const temp = `${outfile}.${process.pid}.tmp`;
+  mkdirSync(dirname(outfile), { recursive: true });
+  writeFileSync(temp, outputFiles[0]!.contents);
+  renameSync(temp, outfile);
   return outfile;
 }
 
