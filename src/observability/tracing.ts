@@ -34,6 +34,7 @@ export async function startTracing(serviceName: string, processor?: SpanProcesso
       import('@opentelemetry/sdk-trace-base'),
       import('@opentelemetry/semantic-conventions'),
     ]);
+  // Another call may have installed it while the modules loaded.
   if (enabled) return;
   provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: serviceName }),
