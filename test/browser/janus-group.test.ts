@@ -144,6 +144,20 @@ describe('a group call of three through Janus in Chromium', () => {
           await waitUntil('carol’s feed gone', () => s.page.evaluate((feed) => globalThis.janusPeer.gone.includes(feed), c.participantId), 10_000, { detail: () => diagnostics(s) });
         }
         await waitUntil('carol’s page kicked', () => c.page.evaluate(() => globalThis.janusPeer.kicked), 10_000, { detail: () => diagnostics(c) });
+        // Packets Janus forwarded before the kick may still be in flight (through coturn for carol)
+        // or not yet in the stats: the reading starts once carol's counts stand still for a
+        // second. A Janus that kept forwarding her never stands still, and fails here.
+        let last = '';
+        let stillSinceMs = Date.now();
+        const carolsCounts = async () => {
+          const [toA, toB, toC] = await Promise.all([a, b, c].map(feedBytes));
+          return JSON.stringify([toA![c.participantId], toB![c.participantId], toC]);
+        };
+        await waitUntil('carol’s byte counts standing still for a second', async () => {
+          const now = await carolsCounts();
+          if (now !== last) [last, stillSinceMs] = [now, Date.now()];
+          return Date.now() - stillSinceMs >= 1000;
+        }, 15_000, { intervalMs: 200, detail: async () => `last counts ${last}\n${await diagnostics(a)}\n${await diagnostics(b)}` });
         const before = await Promise.all([a, b, c].map(feedBytes));
         // Alice and bob keep receiving each other: a window in which each got at least
         // MIN_GROWTH more bytes of the other (not a fixed sleep: a loaded machine may pause a feed).
