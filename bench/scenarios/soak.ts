@@ -152,7 +152,7 @@ function serverTimes(end: DeploymentReading, start: DeploymentReading | undefine
 }
 
 /**
- * Each server process's V8 heap after full collections (lib/gcPreload.ts), read when the minute's
+ * Each server process's V8 heap after full collections (lib/gcPreload.mjs), read when the minute's
  * lifecycles have all ended, so that no measured one waits for them: what the process retains.
  */
 async function heapsAfterGc(processes: readonly [string, ListeningProcess][]): Promise<Record<string, number>> {
