@@ -45,11 +45,11 @@ const SCENARIOS: Record<ScenarioId, { title: string; run: (ctx: BenchContext) =>
 const ORDER: ScenarioId[] = ['micro', 'ceilings', 'lifecycle', 'webhooks', 'storm', 'group', 'timers', 'idle', 'compare', 'reconnect', 'soak', 'compareRef'];
 
 /**
- * The group scenario's search, sustained runs (with their retries) and half-rate run, each with
+ * The group scenario's search, sustained runs (with their retries and the run halfway back) and half-rate run, each with
  * time to settle, and its set-up: a quick run's can exceed the 90 s of the other scenarios.
  */
 function groupWatchdogMs(z: Sizes['group']): number {
-  return z.warmupMs + (z.maxSteps + z.bisections) * (z.stepMs + 20_000) + 4 * (z.sustainedMs + 20_000) + z.halfMs + z.saturatedMs + 50_000 + 120_000;
+  return z.warmupMs + (z.maxSteps + z.bisections) * (z.stepMs + 20_000) + 5 * (z.sustainedMs + 20_000) + z.halfMs + z.saturatedMs + 50_000 + 120_000;
 }
 
 async function main(): Promise<void> {
