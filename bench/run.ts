@@ -52,6 +52,12 @@ function groupWatchdogMs(z: Sizes['group']): number {
   return z.warmupMs + (z.maxSteps + z.bisections) * (z.stepMs + 20_000) + 5 * (z.sustainedMs + 20_000) + z.halfMs + z.saturatedMs + 50_000 + 120_000;
 }
 
+/**
+ * A smoke run's scenarios are tiny but share the machine with the rest of `npm test` (three bench
+ * runs at once beside browsers and Redis Clusters): the ceilings scenario once took over 90 s.
+ */
+const SMOKE_WATCHDOG_MS = 300_000;
+
 async function main(): Promise<void> {
   let opts;
   try {
@@ -74,7 +80,7 @@ async function main(): Promise<void> {
         : id === 'webhooks' ? 3 * (opts.sizes.webhooks.warmupMs + opts.sizes.webhooks.stepMs + opts.sizes.webhooks.halfMs) + 120_000
         : id === 'compareRef' ? 2 * opts.sizes.compareRef.runs * (opts.sizes.compareRef.warmupMs + opts.sizes.compareRef.stepMs + 60_000) + 120_000
         : id === 'group' ? groupWatchdogMs(opts.sizes.group)
-        : (opts.sizes.mode === 'full' ? 30 * 60_000 : 90_000) * (id === 'lifecycle' && opts.over === 'both' ? 2 : id === 'compare' ? Math.max(1, opts.sizes.compare.repeats) : 1);
+        : (opts.sizes.mode === 'full' ? 30 * 60_000 : opts.sizes.mode === 'smoke' ? SMOKE_WATCHDOG_MS : 90_000) * (id === 'lifecycle' && opts.over === 'both' ? 2 : id === 'compare' ? Math.max(1, opts.sizes.compare.repeats) : 1);
       const s = SCENARIOS[id];
       const ts = performance.now();
       ctx.log(`\n== ${s.title} ==`);

@@ -8,8 +8,10 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  */
 export const SLOWEST_FILES: readonly string[] = [
   'test/e2e/bench-smoke.test.ts', // 132
-  'test/browser/softphone-long-call.test.ts', // 101
+  // Mostly a wait (its retentions run out): beside the bench smoke test, the busiest file, rather
+  // than a browser test whose media timing a starved machine upsets.
   'test/integration/keyspace-bounds.test.ts', // 77
+  'test/browser/softphone-long-call.test.ts', // 101
   'test/browser/softphone.test.ts', // 62
   'test/browser/janus-group.test.ts', // 57
   'test/e2e/image.test.ts', // 54
