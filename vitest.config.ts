@@ -114,6 +114,8 @@ export default defineConfig({
     isolate: false,
     // Builds the server the tests start, once (test/support/serverBuild.ts).
     globalSetup: ['test/support/globalSetup.ts'],
+    // Kills the server processes a file left running (they would outlive it: isolate is off).
+    setupFiles: ['test/support/fileEnd.ts'],
     maxWorkers: workers,
     // The slowest files first (test/support/sequencer.ts), so that the two workers end together.
     sequence: { sequencer: SlowestFirst },

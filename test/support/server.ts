@@ -38,6 +38,18 @@ const KILL_AFTER_MS = 5_000;
 /** Servers still running, killed when the test process exits even if a test forgot stop(). */
 const liveChildren = new Set<ChildProcess>();
 let exitHookInstalled = false;
+/**
+ * Kills the servers a test file left running, and says how many: a worker runs its files in one
+ * process (vitest.config.ts `isolate: false`), so they would outlive the file
+ * (test/support/fileEnd.ts calls this after each file).
+ */
+export function killLeftoverServers(): number {
+  const n = liveChildren.size;
+  for (const child of liveChildren) child.kill('SIGKILL');
+  liveChildren.clear();
+  return n;
+}
+
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;

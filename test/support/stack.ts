@@ -1,12 +1,13 @@
 import { Cluster, type Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
-import { startRedis, startRedisCluster } from './redis-server.js';
+import { redisCommand, startRedis, startRedisCluster, type RedisCluster } from './redis-server.js';
 import { startServer, type TestServer } from './server.js';
 import { connectTestRedis } from './fixtures.js';
 
 /**
- * One test file's stack: its own redis-server, one or more real server processes on it, and a
- * direct Redis connection for looking at (never faking) the stored state.
+ * One test file's stack: its own redis-server (on a cluster, the worker's, emptied: takeCluster),
+ * one or more real server processes on it, and a direct Redis connection for looking at (never
+ * faking) the stored state.
  */
 export interface Stack {
   /** The single Redis's URL ('' on a cluster: use redisEnv). */
@@ -88,9 +89,41 @@ export async function startStack(env: Record<string, string> = {}): Promise<Stac
   };
 }
 
+/**
+ * The 3+3 Redis Cluster a worker's cluster-project files take one after another (a worker runs its
+ * files in one process: vitest.config.ts `isolate: false`). One takes about 3 s to start and 37
+ * files use one; each stack gets it emptied (FLUSHALL on every primary, the previous file's servers
+ * stopped). A stack started while another holds it gets a cluster of its own; one whose Redis a
+ * test stops ends it, and the next stack starts another. Suites that kill nodes (test/cluster/
+ * failover) start their own with startRedisCluster.
+ */
+let workerCluster: { cluster: RedisCluster; held: boolean } | undefined;
+
+async function takeCluster(): Promise<{ cluster: RedisCluster; release(): Promise<void>; discard(): Promise<void> }> {
+  const own = async () => {
+    const cluster = await startRedisCluster(3, 1);
+    return { cluster, release: () => cluster.stop(), discard: () => cluster.stop() };
+  };
+  if (workerCluster?.held) return own();
+  if (!workerCluster) workerCluster = { cluster: await startRedisCluster(3, 1), held: false };
+  const shared = workerCluster;
+  shared.held = true;
+  await Promise.all(shared.cluster.nodes.map((n) => redisCommand(n.port, ['FLUSHALL'])));
+  return {
+    cluster: shared.cluster,
+    release: async () => {
+      shared.held = false;
+    },
+    discard: async () => {
+      if (workerCluster === shared) workerCluster = undefined;
+      await shared.cluster.stop();
+    },
+  };
+}
+
 /** The same stack on a 3+3 Redis Cluster: the servers get REDIS_CLUSTER_NODES. */
 async function startClusterStack(env: Record<string, string>): Promise<Stack> {
-  const cluster = await startRedisCluster(3, 1);
+  const { cluster, release, discard } = await takeCluster();
   const servers: TestServer[] = [];
   const redis = new Cluster(cluster.nodes, { scaleReads: 'master', redisOptions: { maxRetriesPerRequest: 1 } });
   redis.on('error', () => {});
@@ -104,7 +137,7 @@ async function startClusterStack(env: Record<string, string>): Promise<Stack> {
     if (redisStopped) return;
     redisStopped = true;
     redis.disconnect();
-    await cluster.stop();
+    await discard();
   };
   try {
     const first = await addServer(env);
@@ -119,7 +152,10 @@ async function startClusterStack(env: Record<string, string>): Promise<Stack> {
       stopRedis,
       async stop() {
         await Promise.all(servers.map((s) => s.stop()));
-        await stopRedis();
+        if (redisStopped) return;
+        redisStopped = true;
+        redis.disconnect();
+        await release();
       },
     };
   } catch (err) {
