@@ -94,22 +94,13 @@ export async function startStack(env: Record<string, string> = {}): Promise<Stac
  * files in one process: vitest.config.ts `isolate: false`). One takes about 3 s to start and 37
  * files use one; each stack gets it emptied (FLUSHALL on every primary, the previous file's servers
  * stopped). A stack started while another holds it gets a cluster of its own; one whose Redis a
- * test stops ends it, and the next stack starts another. Suites that kill nodes (test/cluster/
- * failover) start their own with startRedisCluster.
+ * test stops ends it, as does a node gone, and the next stack starts another. Suites that kill
+ * nodes (test/cluster/failover) start their own with startRedisCluster.
  */
 let workerCluster: { cluster: RedisCluster; held: boolean } | undefined;
 
 async function takeCluster(): Promise<{ cluster: RedisCluster; release(): Promise<void>; discard(): Promise<void> }> {
-  const own = async () => {
-    const cluster = await startRedisCluster(3, 1);
-    return { cluster, release: () => cluster.stop(), discard: () => cluster.stop() };
-  };
-  if (workerCluster?.held) return own();
-  if (!workerCluster) workerCluster = { cluster: await startRedisCluster(3, 1), held: false };
-  const shared = workerCluster;
-  shared.held = true;
-  await Promise.all(shared.cluster.nodes.map((n) => redisCommand(n.port, ['FLUSHALL'])));
-  return {
+  const lend = (shared: { cluster: RedisCluster; held: boolean }) => ({
     cluster: shared.cluster,
     release: async () => {
       shared.held = false;
@@ -118,7 +109,25 @@ async function takeCluster(): Promise<{ cluster: RedisCluster; release(): Promis
       if (workerCluster === shared) workerCluster = undefined;
       await shared.cluster.stop();
     },
-  };
+  });
+  if (workerCluster && !workerCluster.held) {
+    const shared = workerCluster;
+    shared.held = true;
+    try {
+      await Promise.all(shared.cluster.nodes.map((n) => redisCommand(n.port, ['FLUSHALL'])));
+      return lend(shared);
+    } catch {
+      // A node is gone (a test killed one itself): a new cluster, below.
+      workerCluster = undefined;
+      await shared.cluster.stop();
+    }
+  }
+  if (workerCluster?.held) {
+    const cluster = await startRedisCluster(3, 1);
+    return { cluster, release: () => cluster.stop(), discard: () => cluster.stop() };
+  }
+  workerCluster = { cluster: await startRedisCluster(3, 1), held: true };
+  return lend(workerCluster);
 }
 
 /** The same stack on a 3+3 Redis Cluster: the servers get REDIS_CLUSTER_NODES. */
