@@ -417,17 +417,17 @@ export class BenchContext {
 }
 
 /**
- * The abuse limits of the servers the bench starts, raised far above what a bench user does (a
- * few users make thousands of calls a minute here); the limiters still run, so their cost is
- * measured. Only variables this version of the config knows are set.
- */
-/**
  * A smoke run shares the machine with the rest of npm test: its servers wait for Redis 5 s, as the
  * tests' servers do (test/support/server.ts), not the production 500 ms. A worker starting while
  * the suite's first files started beside it once timed out and exited.
  */
 const SMOKE_SERVER_ENV: Record<string, string> = { REDIS_COMMAND_TIMEOUT_MS: '5000' };
 
+/**
+ * The abuse limits of the servers the bench starts, raised far above what a bench user does (a
+ * few users make thousands of calls a minute here); the limiters still run, so their cost is
+ * measured. Only variables this version of the config knows are set.
+ */
 export const BENCH_LIMITS: Record<string, string> = Object.fromEntries(
   Object.entries({ RATE_CALL_CREATES_PER_MIN: '100000000', RATE_INVITES_PER_CALLEE_PER_MIN: '100000000', RATE_PUSH_TOKEN_WRITES_PER_HOUR: '100000000', WS_ADMISSIONS_PER_S: '1000000' }).filter(([k]) => k in configSchema.shape),
 );

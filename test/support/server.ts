@@ -53,9 +53,7 @@ export function killLeftoverServers(): number {
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
-  process.on('exit', () => {
-    for (const child of liveChildren) child.kill('SIGKILL');
-  });
+  process.on('exit', () => void killLeftoverServers());
 }
 
 /**

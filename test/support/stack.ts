@@ -142,12 +142,14 @@ async function startClusterStack(env: Record<string, string>): Promise<Stack> {
     servers.push(s);
     return s;
   };
-  const stopRedis = async () => {
+  /** Lets go of the cluster once: `discard` ends it, `release` hands it to the worker's next stack. */
+  const letGo = async (free: () => Promise<void>) => {
     if (redisStopped) return;
     redisStopped = true;
     redis.disconnect();
-    await discard();
+    await free();
   };
+  const stopRedis = () => letGo(discard);
   try {
     const first = await addServer(env);
     return {
@@ -161,10 +163,7 @@ async function startClusterStack(env: Record<string, string>): Promise<Stack> {
       stopRedis,
       async stop() {
         await Promise.all(servers.map((s) => s.stop()));
-        if (redisStopped) return;
-        redisStopped = true;
-        redis.disconnect();
-        await release();
+        await letGo(release);
       },
     };
   } catch (err) {
