@@ -3,8 +3,10 @@
 // and join token, one publisher handle (joined as `sfu.participantId`, which the backend kicks when
 // this device leaves the call) sending the camera and microphone, and one subscriber handle per
 // other publisher, naming this publisher's `private_id` (the backend's rooms require it). Each
-// remote feed gets a tile; a feed that unpublishes, leaves or is kicked loses its tile. ICE is
-// gathered completely before each SDP goes out (no trickle).
+// remote feed gets a tile; a feed that unpublishes, leaves or is kicked loses its tile. A
+// subscription that fails, or whose connection fails, is made again a second later (Janus answers
+// "no such feed" once the feed is gone, and that ends it), so a feed is never left as a dead tile.
+// ICE is gathered completely before each SDP goes out (no trickle).
 //
 // The media session is renewed by the client package's MediaSessionKeeper (app.js): `renew()`
 // takes each new one, and its token goes on every later request of this Janus session
@@ -14,6 +16,9 @@
 // new media session and starts a new GroupMedia. `onState` gets the media's real state:
 // `connecting`, `connected` only while the publisher's connection is up and every remote feed's
 // inbound RTP grows, `stalled` when a feed's does not, `reconnecting` after a loss.
+
+/** Janus VideoRoom's error code for a feed that is not (or no longer) in the room. */
+const NO_SUCH_FEED = 428;
 
 export class GroupMedia {
   /**
@@ -36,7 +41,7 @@ export class GroupMedia {
     this.session = undefined;
     this.n = 0;
     this.waiting = new Map();
-    /** feed id → { pc, tile } */
+    /** feed id → { pc, handle, tile }: its peer connection, its Janus subscriber handle, its tile */
     this.feeds = new Map();
     this.pcs = [];
     this.stream = undefined;
@@ -146,7 +151,7 @@ export class GroupMedia {
   async message(handle, body, jsep) {
     const m = await this.send({ janus: 'message', handle_id: handle, body, ...(jsep ? { jsep } : {}) });
     const data = m.plugindata?.data ?? {};
-    if (data.error_code) throw new Error(`SFU: ${data.error}`);
+    if (data.error_code) throw Object.assign(new Error(`SFU: ${data.error}`), { code: data.error_code });
     return m;
   }
 
@@ -157,12 +162,26 @@ export class GroupMedia {
   }
 
   subscribeAll(m) {
-    for (const p of m.plugindata?.data?.publishers ?? []) this.subscribe(p.id, p.display).catch((err) => this.o.onError(err));
+    for (const p of m.plugindata?.data?.publishers ?? []) this.subscribe(p.id, p.display);
+  }
+
+  /** Subscribes to a remote feed; one that fails is subscribed to again (see above). */
+  async subscribe(feed, display) {
+    if (this.closed || this.feeds.has(feed) || feed === this.o.sfu.participantId) return;
+    const entry = { pc: undefined, handle: undefined, tile: undefined };
+    this.feeds.set(feed, entry);
+    await this.subscribeOnce(feed, display, entry).catch((err) => this.resubscribe(feed, display, entry, err));
+  }
+
+  /** Unless the feed left meanwhile (its entry is gone) or is gone from the room, subscribes again a second later. */
+  resubscribe(feed, display, entry, err) {
+    if (this.closed || this.lost || this.feeds.get(feed) !== entry) return;
+    this.drop(feed);
+    if (err.code !== NO_SUCH_FEED) setTimeout(() => this.subscribe(feed, display), 1000);
   }
 
   /** One subscriber handle and one tile for a remote feed. */
-  async subscribe(feed, display) {
-    if (this.closed || this.feeds.has(feed) || feed === this.o.sfu.participantId) return;
+  async subscribeOnce(feed, display, entry) {
     const tile = document.createElement('figure');
     tile.className = 'tile';
     tile.dataset.feed = String(feed);
@@ -173,15 +192,17 @@ export class GroupMedia {
     const caption = document.createElement('figcaption');
     caption.textContent = this.o.label(display ?? '');
     tile.append(v, caption);
-    const entry = { pc: undefined, tile };
-    this.feeds.set(feed, entry);
+    entry.tile = tile;
     this.o.tiles.append(tile);
-    const handle = await this.attach();
+    const handle = (entry.handle = await this.attach());
     const joined = await this.message(handle, { request: 'join', ptype: 'subscriber', room: this.o.sfu.room, token: this.token, private_id: this.privateId, streams: [{ feed }] });
-    if (!this.feeds.has(feed)) return;
+    if (this.feeds.get(feed) !== entry) return;
     const pc = (entry.pc = this.newPc());
     pc.ontrack = (e) => {
       if (v.srcObject !== e.streams[0]) v.srcObject = e.streams[0] ?? new MediaStream([e.track]);
+    };
+    pc.onconnectionstatechange = () => {
+      if (pc.connectionState === 'failed') this.resubscribe(feed, display, entry, new Error("SFU: the feed's connection failed"));
     };
     await pc.setRemoteDescription(joined.jsep);
     await pc.setLocalDescription(await pc.createAnswer());
@@ -189,14 +210,15 @@ export class GroupMedia {
     await this.message(handle, { request: 'start', room: this.o.sfu.room }, pc.localDescription.toJSON());
   }
 
-  /** A feed left the room (unpublished, left, kicked): its tile goes. */
+  /** A feed left the room (unpublished, left, kicked), or its subscription is made again: its tile and handle go. */
   drop(feed) {
     const entry = this.feeds.get(feed);
     if (!entry) return;
     this.feeds.delete(feed);
     this.bytes.delete(feed);
     entry.pc?.close();
-    entry.tile.remove();
+    entry.tile?.remove();
+    if (entry.handle !== undefined && !this.closed && this.ws?.readyState === WebSocket.OPEN) this.send({ janus: 'detach', handle_id: entry.handle }).catch(() => undefined);
   }
 
   /** Relabels the tiles (the participants list changed). */
