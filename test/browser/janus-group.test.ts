@@ -21,7 +21,7 @@ import { janusRoomId } from '../../src/media/janus.js';
  * growing per feed). Carol leaves the call: the backend kicks her from the room, alice and bob
  * stop receiving her and keep receiving each other, she stops receiving them, and her credential
  * no longer opens the room
- * (Janus answers). When the call ends, Janus lists no room for it. Ten runs; each measures the
+ * (Janus answers). When the call ends, Janus lists no room for it. Five runs; each measures the
  * time from carol's join (her answer request) to the first decoded frame of her video on each of
  * the others (printed, and written to test-artifacts/janus-group-timings.json; docs/performance.md
  * "Group media through Janus" states it). ICE between the pages and Janus runs on the host address (libnice
@@ -31,7 +31,7 @@ import { janusRoomId } from '../../src/media/janus.js';
 declare const globalThis: { janusPeer: JanusPeer };
 
 const TURN_SECRET = 'janus-group-browser-turn-secret-52e1';
-const RUNS = 10;
+const RUNS = 5;
 /** Bytes each remaining page must receive of the other after carol's kick (a second or so of video). */
 const MIN_GROWTH = 20_000;
 const ks = { prefix: 'cb', shards: 8 };
