@@ -82,8 +82,12 @@ const LINUX_ONLY_SUITES = [
 /** `npm test` runs everything; TEST_SCOPE=fast or unit narrows it (package.json scripts). */
 const scope = process.env.TEST_SCOPE ?? 'all';
 if (!['all', 'fast', 'unit'].includes(scope)) throw new Error(`TEST_SCOPE must be fast or unit, not ${scope}`);
-/** Files run at a time: 2 unless TEST_MAX_WORKERS says (docs/development.md "Faster loops"). */
-const workers = Number(process.env.TEST_MAX_WORKERS ?? 2);
+/**
+ * Files run at a time: 3 unless TEST_MAX_WORKERS says (docs/development.md "Faster loops"). Most
+ * files wait more than they compute (a retention running out, a ring window, a media credential's
+ * lifetime), so on two cores a third file keeps the cores busy instead of about half.
+ */
+const workers = Number(process.env.TEST_MAX_WORKERS ?? 3);
 if (!Number.isInteger(workers) || workers < 1) throw new Error(`TEST_MAX_WORKERS must be a whole number of at least 1, not ${process.env.TEST_MAX_WORKERS}`);
 
 const single: TestProjectInlineConfiguration = {
@@ -102,8 +106,7 @@ export default defineConfig({
   // itself is tested by test/e2e/client-package.test.ts.
   resolve: { alias: { '@calling-backend/client': fileURLToPath(new URL('./packages/client/src/index.ts', import.meta.url)) } },
   test: {
-    // Integration tests start their own redis-server and server processes: give them room,
-    // and keep parallelism modest on a 2-core machine.
+    // Integration tests start their own redis-server and server processes: give them room.
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
@@ -117,7 +120,7 @@ export default defineConfig({
     // Kills the server processes a file left running (they would outlive it: isolate is off).
     setupFiles: ['test/support/fileEnd.ts'],
     maxWorkers: workers,
-    // The slowest files first (test/support/sequencer.ts), so that the two workers end together.
+    // The slowest files first (test/support/sequencer.ts), so that the workers end together.
     sequence: { sequencer: SlowestFirst },
     reporters: ['default'],
     projects: scope === 'all' ? [single, cluster] : [single],

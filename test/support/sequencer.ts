@@ -2,7 +2,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
  * The files that take longest, longest first (seconds in a full `npm test` on the 2-core machine,
- * 2026-11-29): they start first, so that the two workers end together instead of one running the
+ * 2026-11-29): they start first, so that the workers end together instead of one running the
  * bench smoke test alone at the end (a fresh clone, as CI runs, has no durations cached, and vitest
  * would order by file size and by project). Every other file follows in vitest's own order.
  */
