@@ -20,7 +20,8 @@ import { janusRoomId } from '../../src/media/janus.js';
  * carol; as each joins, every page in the call shows one playing video tile per other participant,
  * labelled with its userId; carol leaves, her page tears its media down and the other two drop her
  * tile; she is rung again and rejoins, then the server API removes her (Janus kicks her) and her
- * tile goes again; alice ends the call for all and every tile goes. The page's CSP allows the Janus WebSocket
+ * tile goes again (bob's first subscription to her rejoined feed is refused once, and made again);
+ * alice ends the call for all and every tile goes. The page's CSP allows the Janus WebSocket
  * and nothing else besides the page's own server. The three pages in the call are screenshotted
  * into test-artifacts/.
  */
@@ -129,10 +130,26 @@ describe('softphone group media through Janus', () => {
     await bob.fill('#invite-users', carolId);
     await bob.click('#invite-btn');
     await carol.waitForSelector('#call-state[data-state="incoming"]');
+    // A subscription that fails is made again a second later (demo/groupMedia.js): Janus refuses
+    // bob's next subscriber join once, as it would a join that raced a restart.
+    await bob.evaluate(() => {
+      const gm = window.softphone.state.call!.groupMedia as any;
+      const message = gm.message.bind(gm);
+      const w = window as any;
+      w.refusedJoins = 0;
+      gm.message = (handle: number, body: any, jsep?: unknown) => {
+        if (w.refusedJoins === 0 && body.request === 'join' && body.ptype === 'subscriber') {
+          w.refusedJoins++;
+          return Promise.reject(new Error('SFU: refused once by the test'));
+        }
+        return message(handle, body, jsep);
+      };
+    });
     await carol.click('#answer-btn');
     await showsPlaying(alice, [bobId, carolId]);
     await showsPlaying(bob, [aliceId, carolId]);
     await showsPlaying(carol, [aliceId, bobId]);
+    expect(await bob.evaluate(() => (window as any).refusedJoins)).toBe(1);
     const callId = await alice.evaluate(() => window.softphone.state.call!.id);
     const removed = await api(stack.url, serverKey.key).del(`/v1/server/calls/${callId}/participants/${encodeURIComponent(carolId)}`);
     expect(removed.status).toBe(200);
