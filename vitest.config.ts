@@ -109,6 +109,9 @@ export default defineConfig({
     // Integration tests start their own redis-server and server processes: give them room.
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // expect.poll without a timeout of its own waits 10 s, not vitest's 1 s: what it waits for (a
+    // page's event list, a stats reading, a Redis key) takes longer than a second on a starved machine.
+    expect: { poll: { timeout: 10_000 } },
     pool: 'forks',
     // A worker runs its files one after another in one process, each module evaluated once: a
     // third less CPU than a fresh process per file (zod, ioredis, the src tree, the test support

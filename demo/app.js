@@ -37,9 +37,17 @@ window.softphone = {
 async function init() {
   $('relay-only').checked = params.get('relay') === '1';
   if (params.get('user')) $('signin-user').value = params.get('user');
+  // The form is taken over at once: a click before the configuration has arrived waits for it,
+  // instead of submitting the form and reloading the page (which lost the sign-in).
+  const configured = fetch('/demo-api/config').then((r) => r.json());
+  configured.catch(() => undefined); // reported where it is awaited (init's caller, the form)
+  $('signin-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    configured.then((config) => signIn(config.devTokens)).catch((err) => ($('signin-error').textContent = err.message));
+  });
   const saved = sessionStorage.getItem('softphone.session');
   if (saved) return start(JSON.parse(saved));
-  const config = await fetch('/demo-api/config').then((r) => r.json());
+  const config = await configured;
   if (!config.devTokens) {
     // Not in dev mode: sign in with a session token minted elsewhere (npm run token).
     $('signin-hint').textContent = 'Paste a session token (npm run token -- --sub alice --iid alice-web).';
@@ -48,10 +56,6 @@ async function init() {
     $('signin-user').closest('label').hidden = true;
     $('signin-name').closest('label').hidden = true;
   }
-  $('signin-form').addEventListener('submit', (e) => {
-    e.preventDefault();
-    signIn(config.devTokens).catch((err) => ($('signin-error').textContent = err.message));
-  });
 }
 
 async function signIn(devTokens) {
