@@ -44,7 +44,10 @@ describe('upgrade from 0.1.0', () => {
     // The first worker found nothing to move when it started; a worker starting now moves them.
     await ps.stack.redis.del(keys.migrationDone(KS, 'push-registrations-0.2'));
     await ps.stack.addServer({ ...ps.pushEnv, ROLES: 'worker' });
-    await waitUntil('the move', async () => (await ps.stack.redis.exists(keys.legacyDevices(KS, calleeUserId))) === 0);
+    // Done once the worker marks it done: the last registration leaves the old set in its script,
+    // and the owner keys' expiries move after that script, in the same pass (src/push/legacyRegistrations.ts).
+    await waitUntil('the move', async () => (await ps.stack.redis.exists(keys.migrationDone(KS, 'push-registrations-0.2'))) === 1);
+    expect(await ps.stack.redis.exists(keys.legacyDevices(KS, calleeUserId))).toBe(0);
     expect(await ps.stack.redis.exists(keys.legacyPushRegistration(KS, calleeUserId, phone.installationId, 'androidPush'))).toBe(0);
     expect(await ps.stack.redis.exists(keys.legacyPushRegistration(KS, calleeUserId, tablet.installationId, 'iosVoip'))).toBe(0);
     // The moved registrations expire like any written now, and the owner key of the one written
