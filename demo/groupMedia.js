@@ -216,7 +216,10 @@ export class GroupMedia {
     if (!entry) return;
     this.feeds.delete(feed);
     this.bytes.delete(feed);
-    entry.pc?.close();
+    if (entry.pc) {
+      entry.pc.close();
+      this.pcs = this.pcs.filter((pc) => pc !== entry.pc);
+    }
     entry.tile?.remove();
     if (entry.handle !== undefined && !this.closed && this.ws?.readyState === WebSocket.OPEN) this.send({ janus: 'detach', handle_id: entry.handle }).catch(() => undefined);
   }

@@ -13,10 +13,11 @@ import type { PushRegistry } from './registry.js';
  * later starts skip the scan.
  */
 
-const MIGRATION = 'push-registrations-0.2';
+/** The move's name in its done marker (keys.migrationDone). */
+export const REGISTRATIONS_MOVE = 'push-registrations-0.2';
 
 export async function migrateLegacyRegistrations(redis: Redis | Cluster, ks: KeySpace, registry: PushRegistry): Promise<{ moved: number } | 'already done'> {
-  if ((await redis.exists(keys.migrationDone(ks, MIGRATION))) === 1) return 'already done';
+  if ((await redis.exists(keys.migrationDone(ks, REGISTRATIONS_MOVE))) === 1) return 'already done';
   let moved = 0;
   await forEachUserKey(redis, keys.legacyDevices(ks, '*'), (userId) => keys.legacyDevices(ks, userId), async (devicesKey, userId) => {
     for (const member of await redis.smembers(devicesKey)) {
@@ -31,7 +32,7 @@ export async function migrateLegacyRegistrations(redis: Redis | Cluster, ks: Key
       moved += done;
     }
   });
-  await redis.set(keys.migrationDone(ks, MIGRATION), String(Date.now()));
+  await redis.set(keys.migrationDone(ks, REGISTRATIONS_MOVE), String(Date.now()));
   return { moved };
 }
 

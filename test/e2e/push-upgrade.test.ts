@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keys } from '../../src/redis/keys.js';
 import { tokenHash } from '../../src/push/registry.js';
+import { REGISTRATIONS_MOVE } from '../../src/push/legacyRegistrations.js';
 import { device, uid, type Device } from '../support/fixtures.js';
 import { createCall, waitUntil } from './helpers.js';
 import { androidToken, apnsTo, BUNDLE_ID, callpayloadOf, fcmTo, iosToken, PREFIX, pushesSettled, registerIos, startPushStack, type PushStack } from './push-helpers.js';
@@ -42,11 +43,11 @@ describe('upgrade from 0.1.0', () => {
     await registerIos(tablet, tabletNew);
 
     // The first worker found nothing to move when it started; a worker starting now moves them.
-    await ps.stack.redis.del(keys.migrationDone(KS, 'push-registrations-0.2'));
+    await ps.stack.redis.del(keys.migrationDone(KS, REGISTRATIONS_MOVE));
     await ps.stack.addServer({ ...ps.pushEnv, ROLES: 'worker' });
     // Done once the worker marks it done: the last registration leaves the old set in its script,
     // and the owner keys' expiries move after that script, in the same pass (src/push/legacyRegistrations.ts).
-    await waitUntil('the move', async () => (await ps.stack.redis.exists(keys.migrationDone(KS, 'push-registrations-0.2'))) === 1);
+    await waitUntil('the move', async () => (await ps.stack.redis.exists(keys.migrationDone(KS, REGISTRATIONS_MOVE))) === 1);
     expect(await ps.stack.redis.exists(keys.legacyDevices(KS, calleeUserId))).toBe(0);
     expect(await ps.stack.redis.exists(keys.legacyPushRegistration(KS, calleeUserId, phone.installationId, 'androidPush'))).toBe(0);
     expect(await ps.stack.redis.exists(keys.legacyPushRegistration(KS, calleeUserId, tablet.installationId, 'iosVoip'))).toBe(0);
