@@ -1,4 +1,5 @@
 import uWS from 'uWebSockets.js';
+import { listenAndAnnounce } from './announce.js';
 
 /**
  * The raw uWebSockets.js ceiling: the smallest useful app on the same library and machine. HTTP:
@@ -26,11 +27,4 @@ app.get('/*', (res) => {
 });
 app.ws('/ws', { idleTimeout: 60, sendPingsAutomatically: true, maxPayloadLength: 4096 });
 
-app.listen('127.0.0.1', 0, (sock) => {
-  if (!sock) {
-    process.stderr.write('cannot listen\n');
-    process.exit(1);
-  }
-  process.stdout.write(`${JSON.stringify({ msg: 'listening', port: uWS.us_socket_local_port(sock) })}\n`);
-});
-process.on('SIGTERM', () => process.exit(0));
+listenAndAnnounce(app);

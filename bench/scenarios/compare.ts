@@ -349,6 +349,6 @@ function report(ctx: BenchContext, ours: RowFigures, sio: RowFigures, rename: Ro
       ...signals.goals,
     ],
     markdown: md,
-    data: { payloadBytes: PAYLOAD_BYTES, pairs: ours.sockets, limits: COMPARE_LIMITS, ours, socketio: sio, rename, repeated, signals: signals.figures },
+    data: { payloadBytes: PAYLOAD_BYTES, pairs: ours.sockets, limits: COMPARE_LIMITS, ours, socketio: sio, rename, repeated, signals: signals.figures, sendFloor: signals.floor },
   };
 }

@@ -9,6 +9,9 @@ import { fmtSpread, spreadOf, verdict, type Spread } from '../lib/spread.js';
 import { DELIVERY } from '../workers/delivery.js';
 import type { SignalsResult, SignalsRun, SignalsSetup } from '../workers/signals.js';
 import { describeBound } from './callSteps.js';
+import WebSocket from 'ws';
+import { startHelper } from '../lib/processes.js';
+import { encodeSignalFrame } from '../../src/gateway/protocol.js';
 
 /**
  * Live signals (mute, speaking, a reaction: docs/signaling.md "Live signals") side by side with
@@ -47,7 +50,16 @@ export interface RoomFigures {
   atCommon: Record<System, SignalLeg[]>;
 }
 
+/** One copy's floor: a bare uWebSockets.js app's CPU per frame sent (bench/ceilings/uwsFanout.ts). */
+export interface SendFloor {
+  bytes: number;
+  sockets: number;
+  sent: number;
+  cpuPerSendUs: number;
+}
+
 export interface SignalsSection {
+  floor: SendFloor;
   figures: RoomFigures[];
   markdown: string;
   headlines: Headline[];
@@ -57,9 +69,43 @@ export interface SignalsSection {
 
 /** Runs every room size on the two systems' processes (already started by the compare scenario). */
 export async function compareSignals(ctx: BenchContext, systems: Record<System, { a: ListeningProcess; b: ListeningProcess }>, order: readonly System[]): Promise<SignalsSection> {
+  const floor = await measureSendFloor(ctx);
   const figures: RoomFigures[] = [];
   for (const roomSize of SIGNAL_ROOM_SIZES) figures.push(await measureRooms(ctx, systems, order, roomSize));
-  return report(ctx, figures);
+  return report(ctx, floor, figures);
+}
+
+/**
+ * What one copy of a signal costs a server that does nothing else: a bare uWebSockets.js app
+ * (bench/ceilings/uwsFanout.ts) sends a frame the size of the bench's signal frames to the 15
+ * sockets of a room of 16, round after round, and counts its own CPU. Every design that writes
+ * each copy to its socket pays this per copy on this machine (the system call and the loopback
+ * delivery under it are most of it), so it bounds what any server's CPU per copy can come to.
+ */
+async function measureSendFloor(ctx: BenchContext): Promise<SendFloor> {
+  const bytes = encodeSignalFrame('json', JSON.stringify({ callId: `scall-${ctx.tag}-16-000`, userId: `sig-${ctx.tag}-sender-000`, kind: 'custom', value: { key: 1_000_000, sentAtMs: nowMs() }, atMs: Date.now() })).length;
+  const sockets = 15;
+  const fanout = await startHelper('uws-fanout', 'bench/ceilings/uwsFanout.ts', {});
+  ctx.track(fanout);
+  const clients: WebSocket[] = [];
+  try {
+    for (let i = 0; i < sockets; i++) {
+      const ws = new WebSocket(`${fanout.url.replace(/^http/, 'ws')}/ws`);
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        ws.once('error', reject);
+      });
+      clients.push(ws);
+    }
+    const rounds = Math.max(200, Math.round(ctx.opts.sizes.compare.throughputMs * 2));
+    const r = (await (await fetch(`${fanout.url}/fanout?rounds=${rounds}&bytes=${bytes}`)).json()) as { sent: number; cpuUs: number };
+    const floor = { bytes, sockets, sent: r.sent, cpuPerSendUs: r.cpuUs / Math.max(1, r.sent) };
+    ctx.log(`  the floor of a copy: a bare uWebSockets.js app sends a ${bytes}-byte frame to each of ${sockets} sockets for ${floor.cpuPerSendUs.toFixed(1)} µs of its CPU per send (${fmtNum(r.sent)} sends)`);
+    return floor;
+  } finally {
+    for (const ws of clients) ws.terminate();
+    await ctx.stopServer(fanout);
+  }
 }
 
 async function measureRooms(ctx: BenchContext, systems: Record<System, { a: ListeningProcess; b: ListeningProcess }>, order: readonly System[], roomSize: number): Promise<RoomFigures> {
@@ -148,7 +194,7 @@ function serverAndRedis(cpu: CpuShares, servers: readonly string[]): number {
   return servers.reduce((a, k) => a + (cpu.processes[k] ?? 0), 0) + (cpu.processes.redis ?? 0);
 }
 
-function report(ctx: BenchContext, figures: RoomFigures[]): SignalsSection {
+function report(ctx: BenchContext, floor: SendFloor, figures: RoomFigures[]): SignalsSection {
   const runs = Math.max(1, ctx.opts.sizes.compare.repeats);
   const p99 = (l: SignalLeg) => l.latency[DELIVERY]?.p99 ?? NaN;
   const per = figures.map((f) => {
@@ -164,6 +210,7 @@ function report(ctx: BenchContext, figures: RoomFigures[]): SignalsSection {
     [`rooms of ${p.f.roomSize}: p99 ms at ${fmtRate(p.f.common)} signals`, fmtSpread(p.tail.calling, 2), fmtSpread(p.tail.socketio, 2), `${(p.tail.calling.median / p.tail.socketio.median).toFixed(2)}×`, conclusive(p.tail.calling, p.tail.socketio)],
     [`rooms of ${p.f.roomSize}: µs CPU per copy (A + B + Redis, saturated)`, fmtSpread(p.cpu.calling, 1), fmtSpread(p.cpu.socketio, 1), `${p.cpuRatio.toFixed(2)}×`, conclusive(p.cpu.calling, p.cpu.socketio)],
   ]);
+  const each = (f: (p: (typeof per)[number]) => string) => per.map((p) => `rooms of ${p.f.roomSize}: ${f(p)}`).join('; ');
   const markdown = [
     '### Live signals vs Socket.IO room emits',
     '',
@@ -173,8 +220,13 @@ function report(ctx: BenchContext, figures: RoomFigures[]): SignalsSection {
       `A signal counts once every copy arrived; each copy's latency is timed from the send (in the open loop, the scheduled send). Each leg ran ${runs} time(s), the systems alternated; median (lowest–highest):`,
     '',
     mdTable(['', 'calling-backend', 'Socket.IO', 'ratio of medians', 'conclusive?'], rows),
+    '',
+    `**The floor of a copy.** A bare uWebSockets.js app (\`bench/ceilings/uwsFanout.ts\`) that only sends a ${floor.bytes}-byte frame to each of ${floor.sockets} sockets uses ` +
+      `**${floor.cpuPerSendUs.toFixed(1)} µs** of its CPU per send on this machine (${fmtNum(floor.sent)} sends; the system call and the loopback delivery under it are most of it). ` +
+      `Every server that writes each copy to its socket pays at least this per copy, before reading, checking or routing anything. ` +
+      `The CPU goal (≤ ${GOAL_SIGNAL_CPU}× Socket.IO's) allows ${each((p) => `${(GOAL_SIGNAL_CPU * p.cpu.socketio.median).toFixed(1)} µs per copy (${((GOAL_SIGNAL_CPU * p.cpu.socketio.median) / floor.cpuPerSendUs).toFixed(2)}× the floor)`)}; ` +
+      `ours uses ${each((p) => `${(p.cpu.calling.median / floor.cpuPerSendUs).toFixed(2)}× the floor`)}.`,
   ].join('\n');
-  const each = (f: (p: (typeof per)[number]) => string) => per.map((p) => `rooms of ${p.f.roomSize}: ${f(p)}`).join('; ');
   const atGoalSize = ctx.opts.sizes.mode !== 'smoke';
   const goals: Goal[] = [
     {
@@ -199,7 +251,7 @@ function report(ctx: BenchContext, figures: RoomFigures[]): SignalsSection {
       measured: each((p) => `${p.cpuRatio.toFixed(2)}× (${p.cpu.calling.median.toFixed(1)} vs ${p.cpu.socketio.median.toFixed(1)} µs)`),
       status: per.every((p) => p.cpuRatio <= GOAL_SIGNAL_CPU) ? 'MET' : 'MISSED',
       atGoalSize,
-      note: 'CPU of both server processes and Redis over the saturated runs, divided by the copies delivered',
+      note: `CPU of both server processes and Redis over the saturated runs, divided by the copies delivered; the floor of one send alone is ${floor.cpuPerSendUs.toFixed(1)} µs (bench/ceilings/uwsFanout.ts)`,
     },
   ];
   const headlines: Headline[] = per.map((p) => ({
@@ -214,5 +266,5 @@ function report(ctx: BenchContext, figures: RoomFigures[]): SignalsSection {
       ...f.atCommon[s].map((l, i): [string, SignalLeg] => [`${s} signals, rooms of ${f.roomSize}, at ${f.common}/s run ${i + 1}`, l]),
     ]),
   );
-  return { figures, markdown, headlines, goals, legs };
+  return { floor, figures, markdown, headlines, goals, legs };
 }

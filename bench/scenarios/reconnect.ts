@@ -9,6 +9,7 @@ import { socketioStorm } from './reconnectSocketio.js';
 import { GeneratorPool } from '../lib/generators.js';
 import type { StormChangesResult, StormChangesSetup } from '../workers/stormChanges.js';
 import type { StormCheck, StormDevicesSetup, StormResync } from '../workers/stormDevices.js';
+import { mergeWayBack, type Quantiles } from '../lib/wayBack.js';
 
 /**
  * A reconnect storm (docs/signaling.md "A reconnect storm"): N devices in pairs, spread over two
@@ -89,6 +90,7 @@ async function callingStorm(ctx: BenchContext, z: StormSize): Promise<ScenarioRe
     const refusedAtB = refused - refusedBefore;
     const cpuBAfter = cpuMs(B.pid) ?? NaN;
     const resynced = waits.flatMap((w) => w.result.resyncedMs).sort((a, b) => a - b);
+    const wayBack = mergeWayBack(waits.map((w) => w.result.wayBack));
     await sleep(z.afterMs);
     const changes = (await flow.run<StormChangesResult>(() => ({ stop: true })))[0]!.result;
     await flow.close();
@@ -140,7 +142,7 @@ async function callingStorm(ctx: BenchContext, z: StormSize): Promise<ScenarioRe
       ],
       goals: [],
       markdown: md,
-      data: { devices: all.length, onA, resyncedMs: resynced, curve, lost, extra, repeats, outOfOrder, gaps, errors, stormS, redisCpu, commands, cpuB, cpuClients, bound, refusedAtB, loopDelayMaxMs, p99BeforeMs: before, p99DuringMs: during },
+      data: { devices: all.length, onA, resyncedMs: resynced, wayBack, curve, lost, extra, repeats, outOfOrder, gaps, errors, stormS, redisCpu, commands, cpuB, cpuClients, bound, refusedAtB, loopDelayMaxMs, p99BeforeMs: before, p99DuringMs: during },
       invalid: invalidReasons({
         errors: [{ where: 'the storm', errors }],
         nonZero: [
@@ -173,6 +175,33 @@ function stormBound(cpu: Record<string, number>): string {
   return share >= 0.9 ? `${name}, saturated (${all} of a core)` : `no single CPU saturated (${all} of a core): the clients' backoff and full jitter spread the reconnects`;
 }
 
+type WayBack = ReturnType<typeof mergeWayBack>;
+
+/**
+ * Where each system's time to resync goes (bench/lib/wayBack.ts): each step's p50 / p99 in ms
+ * since the kill, over the killed server's devices, and the device processes' longest stall.
+ */
+function wayBackTable(ours: WayBack, sio: WayBack): string {
+  const cell = (s: Quantiles) => `${fmtMs(s.p50)} / ${fmtMs(s.p99)}`;
+  return [
+    'Each device\'s way back, ms since the kill (p50 / p99 over the killed server\'s devices): the close seen, the first reconnect attempt (after the client\'s backoff), that socket open, then synced (ours: the `synced` frame) or connected (Socket.IO). ' +
+      'Then, per device, from its socket open to synced: the server\'s part (upgrade, token, resume and replay; Socket.IO: its handshake and recovery). ' +
+      'The device processes run the clients of thousands of phones on this machine\'s two cores, beside the servers: their longest event-loop stall delays every step after it, whatever the server does.',
+    '',
+    mdTable(
+      ['step', 'calling backend', 'Socket.IO 4 + recovery'],
+      [
+        ['close seen', cell(ours.steps.closed), cell(sio.steps.closed)],
+        ['first reconnect attempt', cell(ours.steps.attempt), cell(sio.steps.attempt)],
+        ['socket open', cell(ours.steps.open), cell(sio.steps.open)],
+        ['synced / connected', cell(ours.steps.synced), cell(sio.steps.synced)],
+        ['open → synced, per device (the server\'s part)', cell(ours.openToSynced), cell(sio.openToSynced)],
+        ["device processes' longest event-loop stall", fmtMs(ours.stallMaxMs), fmtMs(sio.stallMaxMs)],
+      ],
+    ),
+  ].join('\n');
+}
+
 /** The storm's goals (issue 48; bench/README.md "Reconnect storm"). */
 export const GOAL_RESYNC_FACTOR = 0.5;
 export const GOAL_UNAFFECTED_P99_FACTOR = 2;
@@ -202,10 +231,12 @@ export async function reconnectScenario(ctx: BenchContext): Promise<ScenarioResu
   const ours = await callingStorm(ctx, z);
   if (!ours.data) return ours;
   const sio = await socketioStorm(ctx, z);
-  const o = ours.data as { resyncedMs: number[]; onA: number };
+  const o = ours.data as { resyncedMs: number[]; onA: number; wayBack: WayBack };
   const at = (r: { resyncedMs: number[]; onA: number }, q: number) => pct(r.resyncedMs, r.onA, q);
   const ratio99 = at(o, 0.99) / at(sio, 0.99);
   ctx.log(`  Socket.IO: resynced ${sio.resyncedMs.length}/${sio.onA} (${sio.notRecovered} not recovered): 50 % ${fmtMs(at(sio, 0.5))}, 99 % ${fmtMs(at(sio, 0.99))}, 100 % ${fmtMs(at(sio, 1))}; lost ${sio.lost} of ${sio.sent}, repeats ${sio.repeats}, out of order ${sio.outOfOrder}`);
+  const steps = (w: WayBack) => `closed ${fmtMs(w.steps.closed.p50)}, attempt ${fmtMs(w.steps.attempt.p50)}, open ${fmtMs(w.steps.open.p50)}, synced ${fmtMs(w.steps.synced.p50)}; open → synced p50 ${fmtMs(w.openToSynced.p50)} p99 ${fmtMs(w.openToSynced.p99)}; longest stall ${fmtMs(w.stallMaxMs)}`;
+  ctx.log(`  the way back (p50 since the kill): ours ${steps(o.wayBack)}; Socket.IO ${steps(sio.wayBack)}`);
   const md = [
     ours.markdown,
     '',
@@ -221,6 +252,8 @@ export async function reconnectScenario(ctx: BenchContext): Promise<ScenarioResu
     ),
     '',
     `Time to 99 % resynced, ours ÷ Socket.IO's: ${Number.isFinite(ratio99) ? `${ratio99.toFixed(2)}×` : 'n/a'} (goal ≤ 0.5×).`,
+    '',
+    wayBackTable(o.wayBack, sio.wayBack),
   ].join('\n');
   const d = ours.data as { lost: number; onA: number; resyncedMs: number[]; p99BeforeMs: number; p99DuringMs: number; bound: string };
   const atGoalSize = ctx.opts.sizes.mode !== 'smoke';
@@ -233,7 +266,7 @@ export async function reconnectScenario(ctx: BenchContext): Promise<ScenarioResu
       measured: Number.isFinite(ratio99) ? `${ratio99.toFixed(2)}× (${fmtMs(at(o, 0.99))} vs ${fmtMs(at(sio, 0.99))})` : 'n/a',
       status: Number.isFinite(ratio99) && ratio99 <= GOAL_RESYNC_FACTOR ? 'MET' : 'MISSED',
       atGoalSize,
-      note: `ours: ${d.bound}`,
+      note: `ours: ${d.bound}; the servers' part (each device's socket open → synced) p99 ${fmtMs(o.wayBack.openToSynced.p99)} vs ${fmtMs(sio.wayBack.openToSynced.p99)} (${(o.wayBack.openToSynced.p99 / sio.wayBack.openToSynced.p99).toFixed(2)}×): the rest is the device processes (bench/README.md "Reconnect storm")`,
     },
     {
       goal: `reconnect storm: p99 of the changes of calls not on the killed gateway, during the storm, at most ${GOAL_UNAFFECTED_P99_FACTOR}× before`,

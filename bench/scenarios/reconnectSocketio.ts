@@ -5,6 +5,7 @@ import { nowMs, sleep } from '../lib/clock.js';
 import { device } from '../lib/users.js';
 import { GeneratorPool } from '../lib/generators.js';
 import type { SioBack, SioStormSetup } from '../workers/sioStormDevices.js';
+import { mergeWayBack } from '../lib/wayBack.js';
 
 /**
  * The reconnect storm against Socket.IO 4 with connection state recovery and the Redis Streams
@@ -24,6 +25,7 @@ export interface SioStorm {
   repeats: number;
   outOfOrder: number;
   errors: Record<string, number>;
+  wayBack: ReturnType<typeof mergeWayBack>;
 }
 
 export async function socketioStorm(ctx: BenchContext, z: { devices: number; rate: number; beforeMs: number; afterMs: number }): Promise<SioStorm> {
@@ -102,6 +104,7 @@ export async function socketioStorm(ctx: BenchContext, z: { devices: number; rat
       repeats,
       outOfOrder,
       errors,
+      wayBack: mergeWayBack(backs.map((b) => b.wayBack)),
     };
   } finally {
     producer?.disconnect();

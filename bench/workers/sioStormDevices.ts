@@ -1,6 +1,7 @@
 import { io as connectSio, type Socket } from 'socket.io-client';
 import { nowMs, sleep } from '../lib/clock.js';
 import type { Device } from '../lib/users.js';
+import { noteStep, wayBackReport, watchStalls, type WayBack, type WayBackReport } from '../lib/wayBack.js';
 import type { Task } from './task.js';
 
 /**
@@ -22,6 +23,8 @@ export interface SioStormSetup {
 export interface SioBack {
   onA: number;
   back: { ms: number; recovered: boolean }[];
+  /** The steps of A's clients on their way back, and this process's longest stall meanwhile. */
+  wayBack: WayBackReport;
 }
 
 interface Client {
@@ -30,21 +33,35 @@ interface Client {
   socket: Socket;
   got: string[];
   connects: { atMs: number; recovered: boolean }[];
+  back: WayBack;
 }
 
 export function createTask(): Task {
   let setup: SioStormSetup;
   let aDead = false;
+  let stalls: ReturnType<typeof watchStalls> | undefined;
   const clients: Client[] = [];
   return {
     async setup(params) {
       setup = params as SioStormSetup;
       for (const { d, home } of setup.devices) {
         const socket = connectSio(home === 'A' ? setup.aUrl : setup.bUrl, { transports: ['websocket'], auth: { token: d.token }, reconnectionDelay: 250, reconnectionDelayMax: 10_000, forceNew: true });
-        const c: Client = { userId: d.userId, home, socket, got: [], connects: [] };
-        socket.on('connect', () => c.connects.push({ atMs: nowMs(), recovered: socket.recovered }));
+        const c: Client = { userId: d.userId, home, socket, got: [], connects: [], back: {} };
+        socket.on('connect', () => {
+          c.connects.push({ atMs: nowMs(), recovered: socket.recovered });
+          if (aDead && home === 'A') noteStep(c.back, 'synced');
+        });
         socket.on('disconnect', () => {
-          if (aDead && home === 'A') (socket.io as unknown as { uri: string }).uri = setup.bUrl;
+          if (!aDead || home !== 'A') return;
+          noteStep(c.back, 'closed');
+          (socket.io as unknown as { uri: string }).uri = setup.bUrl;
+        });
+        // The Manager's reconnect attempt and its transport's open (bench/lib/wayBack.ts).
+        socket.io.on('reconnect_attempt', () => {
+          if (aDead && home === 'A') noteStep(c.back, 'attempt');
+        });
+        socket.io.on('open', () => {
+          if (aDead && home === 'A') noteStep(c.back, 'open');
         });
         socket.on('event', (e: { callId: string; seq: number }) => c.got.push(`${e.callId}/${e.seq}`));
         clients.push(c);
@@ -57,6 +74,7 @@ export function createTask(): Task {
       const m = params as { aDead?: true; awaitBack?: { killedAt: number; deadlineMs: number }; received?: true };
       if (m.aDead) {
         aDead = true;
+        stalls = watchStalls();
         return {};
       }
       if (m.awaitBack) {
@@ -64,7 +82,7 @@ export function createTask(): Task {
         const onA = clients.filter((c) => c.home === 'A');
         while (!onA.every((c) => c.connects.some((x) => x.atMs > killedAt)) && nowMs() < killedAt + deadlineMs) await sleep(20);
         const back = onA.map((c) => c.connects.find((x) => x.atMs > killedAt)).filter((x) => x !== undefined).map((x) => ({ ms: x.atMs - killedAt, recovered: x.recovered }));
-        return { onA: onA.length, back } satisfies SioBack;
+        return { onA: onA.length, back, wayBack: wayBackReport(onA.map((c) => c.back), killedAt, stalls) } satisfies SioBack;
       }
       if (m.received) return Object.fromEntries(clients.map((c) => [c.userId, c.got]));
       throw new Error('sioStormDevices: unknown run');

@@ -2,6 +2,7 @@ import WebSocket from 'ws';
 import { SignalingClient, type EventPayload, type SignalingOptions } from '@calling-backend/client';
 import { nowMs, sleep } from '../lib/clock.js';
 import type { Device } from '../lib/users.js';
+import { noteStep, wayBackReport, watchStalls, type WayBack, type WayBackReport } from '../lib/wayBack.js';
 import type { Task } from './task.js';
 
 /**
@@ -28,6 +29,8 @@ export interface StormResync {
   /** For each device of A here, ms from the kill until its first `synced` after it (sorted). */
   resyncedMs: number[];
   onA: number;
+  /** The steps of A's devices on their way back, and this process's longest stall meanwhile. */
+  wayBack: WayBackReport;
 }
 
 export interface StormCheck {
@@ -49,18 +52,29 @@ interface Party {
   gaps: string[];
   synced: number[];
   rawEvents: number;
+  back: WayBack;
 }
 
 export function createTask(): Task {
   let setup: StormDevicesSetup;
   let aDead = false;
+  let stalls: ReturnType<typeof watchStalls> | undefined;
   const parties: Party[] = [];
 
   const makeParty = (d: Device, home: 'A' | 'B'): Party => {
-    const p = { d, home, events: [], gaps: [], synced: [], rawEvents: 0 } as unknown as Party;
+    const p = { d, home, events: [], gaps: [], synced: [], rawEvents: 0, back: {} } as unknown as Party;
     const Balanced = class extends WebSocket {
       constructor(url: string, protocols?: string | string[], options?: WebSocket.ClientOptions) {
         super(aDead ? url.replace(`:${setup.aPort}/`, `:${setup.bPort}/`) : url, protocols, options);
+        // A's devices on their way back (bench/lib/wayBack.ts): a socket made after the kill is
+        // an attempt to reconnect.
+        if (aDead && home === 'A') {
+          noteStep(p.back, 'attempt');
+          this.on('open', () => noteStep(p.back, 'open'));
+        }
+        this.on('close', () => {
+          if (aDead && home === 'A') noteStep(p.back, 'closed');
+        });
         this.on('message', (data: Buffer, isBinary: boolean) => {
           if (!isBinary && data.toString('utf8', 0, 15) === '{"type":"event"') p.rawEvents++;
         });
@@ -75,6 +89,7 @@ export function createTask(): Task {
       onSynced: (cursor) => {
         p.startCursor ??= cursor;
         p.synced.push(nowMs());
+        if (aDead && home === 'A') noteStep(p.back, 'synced');
       },
       onError: () => {},
       startTimeoutMs: 120_000,
@@ -130,6 +145,7 @@ export function createTask(): Task {
       const m = params as { aDead?: true; awaitResync?: { killedAt: number; deadlineMs: number }; check?: { apiUrl: string } };
       if (m.aDead) {
         aDead = true;
+        stalls = watchStalls();
         return {};
       }
       if (m.awaitResync) {
@@ -137,7 +153,7 @@ export function createTask(): Task {
         const onA = parties.filter((p) => p.home === 'A');
         while (!onA.every((p) => p.synced.some((t) => t > killedAt)) && nowMs() < killedAt + deadlineMs) await sleep(20);
         const resyncedMs = onA.map((p) => p.synced.find((t) => t > killedAt)).filter((t): t is number => t !== undefined).map((t) => t - killedAt).sort((a, b) => a - b);
-        return { resyncedMs, onA: onA.length } satisfies StormResync;
+        return { resyncedMs, onA: onA.length, wayBack: wayBackReport(onA.map((p) => p.back), killedAt, stalls) } satisfies StormResync;
       }
       if (m.check) return check(m.check.apiUrl);
       throw new Error('stormDevices: unknown run');

@@ -112,11 +112,23 @@ describe.concurrent('bench smoke', () => {
     expect(byId.idle!.data.ours.heldOpen).toBeGreaterThan(0);
     expect(byId.compare!.data.ours.throughput.perSecond).toBeGreaterThan(0);
     expect(byId.compare!.data.socketio.throughput.perSecond).toBeGreaterThan(0);
+    // The floor of a copy (bench/ceilings/uwsFanout.ts): every round sent to each socket, at some CPU.
+    const floor = byId.compare!.data.sendFloor;
+    expect(floor.sent % floor.sockets).toBe(0);
+    expect(floor.sent).toBeGreaterThanOrEqual(floor.sockets * 200);
+    expect(floor.cpuPerSendUs).toBeGreaterThan(0);
     // The reconnect storm: every device of the killed gateway back, nothing lost, out of order or extra.
     const reconnect = byId.reconnect!.data;
     expect(reconnect.resyncedMs).toHaveLength(reconnect.onA);
     expect(reconnect.onA).toBeGreaterThan(0);
     expect({ lost: reconnect.lost, outOfOrder: reconnect.outOfOrder, extra: reconnect.extra }).toEqual({ lost: 0, outOfOrder: 0, extra: 0 });
+    // Each device's way back, step by step, for both systems (bench/lib/wayBack.ts): every device of A saw each step.
+    for (const wayBack of [reconnect.wayBack, reconnect.socketio.wayBack]) {
+      for (const step of ['closed', 'attempt', 'open', 'synced']) expect(wayBack.steps[step].n, step).toBe(reconnect.onA);
+      expect(wayBack.openToSynced.n).toBe(reconnect.onA);
+      expect(wayBack.openToSynced.p99).toBeGreaterThanOrEqual(0);
+      expect(wayBack.steps.synced.p50).toBeGreaterThanOrEqual(wayBack.steps.open.p50);
+    }
     expect(byId.webhooks!.data.results.find((r: { variant: string }) => r.variant === 'on').received).toBeGreaterThan(0);
     expect(byId.soak!.data.samples.reduce((a: number, s: { completed: number }) => a + s.completed, 0)).toBeGreaterThan(0);
     expect(byId.ceilings!.data.redis.lifecycle.r.perSecond).toBeGreaterThan(0);
