@@ -6,8 +6,8 @@
   KEYS[1] callKey
   KEYS[2] presenceKey  the call's presence map (lua/includes/presence.lua)
   KEYS[3] limitKey     the call's fixed-window signal counter (all senders together)
-  KEYS[4] viewKey      the call's signal view: its members in the call, kept while the call's
-                       record is unchanged (lua/includes/presence.lua signalSender)
+  KEYS[4] viewKey      the call's signal view: its members in the call, used while the head of
+                       the call's record is unchanged (lua/includes/presence.lua signalSender)
 
   Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
   userId

@@ -6,7 +6,9 @@
 -- `names` keeps the field order (as stored, new fields last); `values` maps them.
 --
 -- The record is one string key: the JSON list of its fields and values, in order (name, value,
--- name, value, …, all strings; src/calls/storedCall.ts reads it), so a write and the
+-- name, value, …, all strings; src/calls/storedCall.ts reads it; a new call's first fields are
+-- callId, state, revision, the caller's and createdAtMs, lua/includes/newCall.lua, which a live
+-- signal's check reads alone: lua/includes/presence.lua signalSender), so a write and the
 -- key's lifetime are one SET (`PX` or `KEEPTTL`) where a hash needed an HSET and a PEXPIRE, and a
 -- create's first SET is also its "callId unused" check (`NX`).
 --

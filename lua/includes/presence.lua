@@ -28,28 +28,36 @@ end
 -- sender's joined installation and join time, and its recipients (the other members in the call
 -- from their joined installations), `count` of them in `to` as `userId\tinstallationId\t…`.
 --
--- The view is a hash of `record`, the call's stored string when the view was made, and one field
--- `m:<userId>` per member in the call (`installationId\tjoinedAtMs\tcount\n` then `to`; ids hold no
--- control character). A signal reads the record with one GET; while it is the same string the
--- members are the same, and the sender's field answers. Decoding a group call's record (a few KB of
--- JSON, its members a JSON string within) and walking its members costs Redis about 100 µs, the
--- view a few (signals come many times a second in a call; the record is written a few times a
--- call). The view is made again at the first signal after any write of the call (exact: the same
--- string is the same members) and expires `viewTtlMs` after it was made.
+-- The view is a hash of `head`, the first bytes of the call's stored string when the view was made
+-- (through its createdAtMs: lua/includes/callRecord.lua keeps callId, state, revision, the
+-- caller's fields and createdAtMs first, in that order), and one field `m:<userId>` per member in
+-- the call (`installationId\tjoinedAtMs\tcount\n` then `to`; ids hold no control character). A
+-- signal reads the view's head and the sender's field with one HMGET and the record's same bytes
+-- with one GETRANGE; while they are equal the members are the same, and the sender's field
+-- answers. That holds because every write that changes who is in the call (a member who joins,
+-- leaves, is rung out or moves; an answer; the end) also counts a new revision or state, and the
+-- createdAtMs tells this call from a later one under the same callId. Reading and comparing the
+-- whole record (a few KB for a group call) cost Redis about 11 µs a signal, the head about 3; the
+-- view's making (the record's JSON decoded, its members walked) is done again at the first signal
+-- after any such write, and the view expires `viewTtlMs` after it was made.
+local SIGNAL_VIEW_HEAD_END = '"createdAtMs","[^"]*"'
+
 local function signalSender(callKey, viewKey, viewTtlMs, userId)
-  local stored = redis.pcall('GET', callKey)
-  local hash = type(stored) == 'table' and stored.err ~= nil
-  if not hash and not stored then return nil end
   local field = 'm:' .. userId
+  local view = redis.call('HMGET', viewKey, 'head', field)
   local mine
-  if not hash then
-    local view = redis.call('HMGET', viewKey, 'record', field)
-    if view[1] == stored then
+  if view[1] then
+    -- A call stored as a hash (a rolling upgrade) has no view: GETRANGE fails on it.
+    local head = redis.pcall('GETRANGE', callKey, 0, #view[1] - 1)
+    if head == view[1] then
       mine = view[2]
       if not mine then return { joined = false } end
     end
   end
   if not mine then
+    local stored = redis.pcall('GET', callKey)
+    local hash = type(stored) == 'table' and stored.err ~= nil
+    if not hash and not stored then return nil end
     -- Made from the record (a call stored as a hash, by a rolling upgrade, always is: no view).
     local members = joinedMembers(hash and callFromFlat(redis.call('HGETALL', callKey), true) or decodeCall(stored))
     local fields = {}
@@ -67,8 +75,10 @@ local function signalSender(callKey, viewKey, viewTtlMs, userId)
       if m.userId == userId then mine = value end
     end
     if not hash then
+      -- No createdAtMs (never so for a call this version stores): the whole record is the head.
+      local _, headEnd = string.find(stored, SIGNAL_VIEW_HEAD_END)
       redis.call('DEL', viewKey)
-      redis.call('HSET', viewKey, 'record', stored, unpack(fields))
+      redis.call('HSET', viewKey, 'head', string.sub(stored, 1, headEnd or #stored), unpack(fields))
       redis.call('PEXPIRE', viewKey, viewTtlMs)
     end
     if not mine then return { joined = false } end

@@ -26,8 +26,8 @@ const SIGNAL_LIMIT_WINDOW_MS = 1000;
 const PRESENCE_TTL_MS = 24 * 3600_000;
 /**
  * A call's signal view lives this long after it was made (lua/includes/presence.lua
- * joinedMembersViewed): long enough to be made a few times a call, short enough that a call's
- * copy of its record is gone soon after its last signal.
+ * signalSender): long enough to be made a few times a call, short enough that it is gone soon
+ * after the call's last signal.
  */
 const SIGNAL_VIEW_TTL_MS = 10 * 60_000;
 

@@ -49,8 +49,9 @@ export const keys = {
   /** A call's current live-signal state per member (lua/sendSignal.lua). */
   callPresence: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:presence:${callId}`,
   /**
-   * A call's signal view (lua/includes/presence.lua joinedMembersViewed): its members in the call
-   * and the record they were read from, so a live signal decodes the record only after it changed.
+   * A call's signal view (lua/includes/presence.lua signalSender): its members in the call and the
+   * head of the record they were read from, so a live signal decodes the record only after a
+   * change of who is in the call.
    */
   callSignalView: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:sigview:${callId}`,
   /** Fixed-window counter of a call's live signals, all senders together. */

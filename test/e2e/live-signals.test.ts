@@ -144,6 +144,23 @@ describe('live signals', () => {
     expect(ended.json.presence).toBeUndefined();
   });
 
+  it('a member who joins after signals were sent gets the next ones and may send', async () => {
+    const g = await groupInCall();
+    signal(g.a1, g.callId, 'reaction', 'before');
+    await waitUntil('the first reaction at Bob and Carol', () => signals(g.b1).length === 1 && signals(g.c1).length === 1);
+    signal(g.d1, g.callId, 'reaction', 'ringing');
+    await waitUntil('Dan refused while ringing', () => refusals(g.d1).length === 1);
+    const joined = await answer(g.d1, g.callId);
+    expect(joined.status, joined.text).toBe(200);
+    signal(g.a1, g.callId, 'reaction', 'after');
+    signal(g.d1, g.callId, 'reaction', 'joined');
+    await waitUntil('Alice’s second reaction at Dan, and Dan’s at the others', () => signals(g.d1).length === 1 && [g.a1, g.b1, g.c1].every((d) => signals(d).some((s) => s.userId === g.d1.userId)));
+    expect(signals(g.d1).map((s) => [s.userId, s.value])).toEqual([[g.a1.userId, 'after']]);
+    for (const d of [g.b1, g.c1]) expect(signals(d).filter((s) => s.userId === g.a1.userId).map((s) => s.value)).toEqual(['before', 'after']);
+    for (const d of [g.a1, g.b1, g.c1]) expect(signals(d).filter((s) => s.userId === g.d1.userId).map((s) => s.value)).toEqual(['joined']);
+    expect(refusals(g.d1)).toHaveLength(1);
+  });
+
   it('a flood is cut: past the call’s limit each signal is refused with rate_limited; past the socket’s limit the socket is closed with 4029', async () => {
     const g = await groupInCall();
     const n = 45;

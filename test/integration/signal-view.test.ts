@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { answerCallKeysArgs, CallStore, fingerprint, parseOutcome } from '../../src/calls/store.js';
+import { keys } from '../../src/redis/keys.js';
+import { runScript } from '../../src/redis/scripts.js';
+import { aliceCallsBob } from '../support/fixtures.js';
+
+/**
+ * A live signal's recipients come from the call's signal view while the head of the call's record
+ * (through its createdAtMs) is unchanged (lua/includes/presence.lua signalSender). These run
+ * lua/sendSignal.lua itself on a real Redis, in its cluster form (no notice channel), whose reply
+ * names the recipients, and check that the view follows the call: a new answer, and a new call
+ * under the same callId once the old record is gone, whose head matches the old one's through
+ * its revision.
+ */
+let server: RedisServer;
+let redis: Redis;
+let calls: CallStore;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = new Redis(server.url);
+  calls = new CallStore(redis, { prefix: 'cb', shards: 8, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 86_400_000, callWaiting: false, maxRenamesPerCall: 10 });
+});
+afterAll(async () => {
+  redis?.disconnect();
+  await server?.stop();
+});
+
+/** Alice's signal on the call: the script's reply (`sent`, count, recipients as `userId\tinstallationId…`). */
+async function aliceSignals(callId: string): Promise<unknown[]> {
+  const ks = calls.settings;
+  return (await runScript(redis, 'sendSignal', [keys.call(ks, callId), keys.callPresence(ks, callId), keys.callSignalLimit(ks, callId), keys.callSignalView(ks, callId)], {
+    userId: 'alice',
+    installationId: 'alice-phone',
+    kind: 'custom',
+    state: '',
+    signalJson: '{}',
+    noticeChannel: '',
+    limit: '0',
+    windowMs: '1000',
+    presenceTtlMs: '60000',
+    viewTtlMs: '600000',
+  })) as unknown[];
+}
+
+async function bobAnswers(callId: string, installationId: string): Promise<void> {
+  const c = answerCallKeysArgs(calls.settings, { callId, userId: 'bob', installationId, expectedRevision: undefined, operationId: randomUUID(), fingerprint: fingerprint('answer', [callId, installationId, null]) }, true);
+  expect(parseOutcome(await runScript(redis, 'answerCall', c.keys, c.args))).toMatchObject({ kind: 'outcome', status: 200 });
+}
+
+async function aliceCallsBobAgain(callId: string): Promise<void> {
+  expect(await calls.create(aliceCallsBob(callId, randomUUID()))).toMatchObject({ kind: 'outcome', status: 201 });
+}
+
+describe('the signal view', () => {
+  it('follows an answer: ringing, Alice signals nobody; answered, Bob’s answering installation', async () => {
+    const callId = randomUUID();
+    await aliceCallsBobAgain(callId);
+    expect(await aliceSignals(callId)).toEqual(['sent', 0, '']);
+    await bobAnswers(callId, 'bob-phone');
+    expect(await aliceSignals(callId)).toEqual(['sent', 1, 'bob\tbob-phone']);
+    // Its head is the record's first bytes, through createdAtMs, not the whole record.
+    const head = await redis.hget(keys.callSignalView(calls.settings, callId), 'head');
+    const record = await redis.get(keys.call(calls.settings, callId));
+    expect(record!.startsWith(head!)).toBe(true);
+    expect(head).toMatch(/"createdAtMs","\d+"$/);
+    expect(head!.length).toBeLessThan(record!.length);
+  });
+
+  it('tells a later call under the same callId from the one it was made for, though their heads match through the revision', async () => {
+    const callId = randomUUID();
+    await aliceCallsBobAgain(callId);
+    await bobAnswers(callId, 'bob-phone');
+    expect(await aliceSignals(callId)).toEqual(['sent', 1, 'bob\tbob-phone']);
+    // The record is gone (its retention over) while the view lives on; the callId is used again
+    // and answered from Bob's other installation: the same state, revision and parties.
+    await redis.del(keys.call(calls.settings, callId));
+    await new Promise((r) => setTimeout(r, 5)); // another createdAtMs
+    await aliceCallsBobAgain(callId);
+    await bobAnswers(callId, 'bob-tablet');
+    expect(await aliceSignals(callId)).toEqual(['sent', 1, 'bob\tbob-tablet']);
+  });
+
+  it('answers from the view while the call is unchanged: the record is read whole only to make it', async () => {
+    const callId = randomUUID();
+    await aliceCallsBobAgain(callId);
+    await bobAnswers(callId, 'bob-phone');
+    await aliceSignals(callId);
+    const gets = async () => Number(/cmdstat_get:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+    const before = await gets();
+    for (let i = 0; i < 5; i++) expect(await aliceSignals(callId)).toEqual(['sent', 1, 'bob\tbob-phone']);
+    expect(await gets()).toBe(before);
+  });
+});
