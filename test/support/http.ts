@@ -59,8 +59,27 @@ export async function request(
     delete headers['content-type'];
     if (typeof payload === 'string') payload = Buffer.from(payload);
   }
-  const res = await fetch(baseUrl + path, { method, headers, ...(payload !== undefined ? { body: payload } : {}) });
-  return toResponse(res);
+  const init = { method, headers, ...(payload !== undefined ? { body: payload } : {}) };
+  try {
+    return await toResponse(await fetch(baseUrl + path, init));
+  } catch (err) {
+    // A kept-alive connection the server closed just as this request went out on it (uWS closes
+    // one idle for 10 s; a loaded test process may not have seen the close yet): the request
+    // never reached the server, and an idempotent one is sent again, as HTTP lets a client do
+    // (RFC 9112 §9.3.1). The API's POSTs are idempotent by their operationId.
+    if (!connectionReset(err) || !idempotent(method, payload)) throw err;
+    return toResponse(await fetch(baseUrl + path, init));
+  }
+}
+
+function connectionReset(err: unknown): boolean {
+  const code = (err as { cause?: { code?: string } }).cause?.code;
+  return code === 'ECONNRESET' || code === 'UND_ERR_SOCKET';
+}
+
+function idempotent(method: string, payload: string | Uint8Array | undefined): boolean {
+  if (method.toUpperCase() !== 'POST') return true;
+  return typeof payload === 'string' && payload.includes('"operationId"');
 }
 
 export interface Api {
