@@ -66,7 +66,7 @@ export async function request(
     // A kept-alive connection the server closed just as this request went out on it (uWS closes
     // one idle for 10 s; a loaded test process may not have seen the close yet): the request
     // never reached the server, and an idempotent one is sent again, as HTTP lets a client do
-    // (RFC 9112 §9.3.1). The API's POSTs are idempotent by their operationId.
+    // (RFC 9112, "Retrying Requests"). The API's POSTs are idempotent by their operationId.
     if (!connectionReset(err) || !idempotent(method, payload)) throw err;
     return toResponse(await fetch(baseUrl + path, init));
   }
