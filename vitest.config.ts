@@ -106,9 +106,11 @@ export default defineConfig({
   // itself is tested by test/e2e/client-package.test.ts.
   resolve: { alias: { '@calling-backend/client': fileURLToPath(new URL('./packages/client/src/index.ts', import.meta.url)) } },
   test: {
-    // Integration tests start their own redis-server and server processes: give them room.
+    // Integration tests start their own redis-server and server processes: give them room. A
+    // file's stack started in its beforeAll took over 60 s once, in a full run at twice its usual
+    // time (the image build and the browsers beside it, the page cache cold after a reclaim).
     testTimeout: 30_000,
-    hookTimeout: 60_000,
+    hookTimeout: 120_000,
     // expect.poll without a timeout of its own waits 10 s, not vitest's 1 s: what it waits for (a
     // page's event list, a stats reading, a Redis key) takes longer than a second on a starved machine.
     expect: { poll: { timeout: 10_000 } },

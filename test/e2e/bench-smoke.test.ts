@@ -137,7 +137,7 @@ describe.concurrent('bench smoke', () => {
   it('fails when the bench reads calls with a reader that does not know the stored format (hash records, a string-only reader)', async () => {
     const { code, output, results, html } = await bench(['--scenarios', 'timers', '--record-format', 'hash'], { BENCH_CALL_READER: 'string-only' });
     const timers = results.find((r) => r.id === 'timers')!;
-    expect(timers.invalid?.join('; '), output).toMatch(/call unreadable: WRONGTYPE/);
+    expect(timers.invalid?.join('; ') ?? `not INVALID: ${timers.error ?? 'no error'}`, output).toMatch(/call unreadable: WRONGTYPE/);
     expect(timers.invalid?.join('; ')).toMatch(/peak pending \(calls were created\) is 0/);
     expect(output).toMatch(/timers\s+INVALID/);
     // The HTML report says so too.

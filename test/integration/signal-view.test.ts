@@ -1,11 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { answerCallKeysArgs, CallStore, fingerprint, parseOutcome } from '../../src/calls/store.js';
 import { keys } from '../../src/redis/keys.js';
 import { runScript } from '../../src/redis/scripts.js';
-import { aliceCallsBob } from '../support/fixtures.js';
+import { aliceCallsBob, fileRedis } from '../support/fixtures.js';
 
 /**
  * A live signal's recipients come from the call's signal view while the head of the call's record
@@ -15,24 +13,16 @@ import { aliceCallsBob } from '../support/fixtures.js';
  * under the same callId once the old record is gone, whose head matches the old one's through
  * its revision.
  */
-let server: RedisServer;
-let redis: Redis;
+const db = fileRedis();
 let calls: CallStore;
-
-beforeAll(async () => {
-  server = await startRedis();
-  redis = new Redis(server.url);
-  calls = new CallStore(redis, { prefix: 'cb', shards: 8, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 86_400_000, callWaiting: false, maxRenamesPerCall: 10 });
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.stop();
+beforeAll(() => {
+  calls = new CallStore(db.redis, { prefix: 'cb', shards: 8, ringTimeoutMs: 45_000, retentionMs: 60_000, operationTtlMs: 86_400_000, callWaiting: false, maxRenamesPerCall: 10 });
 });
 
 /** Alice's signal on the call: the script's reply (`sent`, count, recipients as `userId\tinstallationId…`). */
 async function aliceSignals(callId: string): Promise<unknown[]> {
   const ks = calls.settings;
-  return (await runScript(redis, 'sendSignal', [keys.call(ks, callId), keys.callPresence(ks, callId), keys.callSignalLimit(ks, callId), keys.callSignalView(ks, callId)], {
+  return (await runScript(db.redis, 'sendSignal', [keys.call(ks, callId), keys.callPresence(ks, callId), keys.callSignalLimit(ks, callId), keys.callSignalView(ks, callId)], {
     userId: 'alice',
     installationId: 'alice-phone',
     kind: 'custom',
@@ -48,7 +38,7 @@ async function aliceSignals(callId: string): Promise<unknown[]> {
 
 async function bobAnswers(callId: string, installationId: string): Promise<void> {
   const c = answerCallKeysArgs(calls.settings, { callId, userId: 'bob', installationId, expectedRevision: undefined, operationId: randomUUID(), fingerprint: fingerprint('answer', [callId, installationId, null]) }, true);
-  expect(parseOutcome(await runScript(redis, 'answerCall', c.keys, c.args))).toMatchObject({ kind: 'outcome', status: 200 });
+  expect(parseOutcome(await runScript(db.redis, 'answerCall', c.keys, c.args))).toMatchObject({ kind: 'outcome', status: 200 });
 }
 
 async function aliceCallsBobAgain(callId: string): Promise<void> {
@@ -63,8 +53,8 @@ describe('the signal view', () => {
     await bobAnswers(callId, 'bob-phone');
     expect(await aliceSignals(callId)).toEqual(['sent', 1, 'bob\tbob-phone']);
     // Its head is the record's first bytes, through createdAtMs, not the whole record.
-    const head = await redis.hget(keys.callSignalView(calls.settings, callId), 'head');
-    const record = await redis.get(keys.call(calls.settings, callId));
+    const head = await db.redis.hget(keys.callSignalView(calls.settings, callId), 'head');
+    const record = await db.redis.get(keys.call(calls.settings, callId));
     expect(record!.startsWith(head!)).toBe(true);
     expect(head).toMatch(/"createdAtMs","\d+"$/);
     expect(head!.length).toBeLessThan(record!.length);
@@ -77,7 +67,7 @@ describe('the signal view', () => {
     expect(await aliceSignals(callId)).toEqual(['sent', 1, 'bob\tbob-phone']);
     // The record is gone (its retention over) while the view lives on; the callId is used again
     // and answered from Bob's other installation: the same state, revision and parties.
-    await redis.del(keys.call(calls.settings, callId));
+    await db.redis.del(keys.call(calls.settings, callId));
     await new Promise((r) => setTimeout(r, 5)); // another createdAtMs
     await aliceCallsBobAgain(callId);
     await bobAnswers(callId, 'bob-tablet');
@@ -89,7 +79,7 @@ describe('the signal view', () => {
     await aliceCallsBobAgain(callId);
     await bobAnswers(callId, 'bob-phone');
     await aliceSignals(callId);
-    const gets = async () => Number(/cmdstat_get:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+    const gets = async () => Number(/cmdstat_get:calls=(\d+)/.exec(await db.redis.info('commandstats'))?.[1] ?? 0);
     const before = await gets();
     for (let i = 0; i < 5; i++) expect(await aliceSignals(callId)).toEqual(['sent', 1, 'bob\tbob-phone']);
     expect(await gets()).toBe(before);
