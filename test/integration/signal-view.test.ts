@@ -20,7 +20,7 @@ beforeAll(() => {
 });
 
 /** Alice's signal on the call: the script's reply (`sent`, count, recipients as `userId\tinstallationId…`). */
-async function aliceSignals(callId: string): Promise<unknown[]> {
+async function aliceSignals(callId: string, viewTtlMs = 600_000): Promise<unknown[]> {
   const ks = calls.settings;
   return (await runScript(db.redis, 'sendSignal', [keys.call(ks, callId), keys.callPresence(ks, callId), keys.callSignalLimit(ks, callId), keys.callSignalView(ks, callId)], {
     userId: 'alice',
@@ -32,7 +32,7 @@ async function aliceSignals(callId: string): Promise<unknown[]> {
     limit: '0',
     windowMs: '1000',
     presenceTtlMs: '60000',
-    viewTtlMs: '600000',
+    viewTtlMs: String(viewTtlMs),
   })) as unknown[];
 }
 
@@ -72,6 +72,18 @@ describe('the signal view', () => {
     await aliceCallsBobAgain(callId);
     await bobAnswers(callId, 'bob-tablet');
     expect(await aliceSignals(callId)).toEqual(['sent', 1, 'bob\tbob-tablet']);
+  });
+
+  it('outlives its view: once the view expires, the next signal makes it again and reaches the same recipient', async () => {
+    const callId = randomUUID();
+    await aliceCallsBobAgain(callId);
+    await bobAnswers(callId, 'bob-phone');
+    const view = keys.callSignalView(calls.settings, callId);
+    expect(await aliceSignals(callId, 50)).toEqual(['sent', 1, 'bob\tbob-phone']);
+    await new Promise((r) => setTimeout(r, 120));
+    expect(await db.redis.exists(view)).toBe(0);
+    expect(await aliceSignals(callId, 50)).toEqual(['sent', 1, 'bob\tbob-phone']);
+    expect(await db.redis.exists(view)).toBe(1);
   });
 
   it('answers from the view while the call is unchanged: the record is read whole only to make it', async () => {
