@@ -1,5 +1,6 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { nowMs } from './clock.js';
+import { Histogram } from './histogram.js';
 
 /**
  * Each device's way back after a reconnect storm's kill (bench/scenarios/reconnect.ts), step by
@@ -55,9 +56,10 @@ export interface Quantiles {
 /** The device processes' reports together: each step's p50 and p99, open to synced's, and the longest stall. */
 export function mergeWayBack(reports: readonly WayBackReport[]): { steps: Record<WayBackStep, Quantiles>; openToSynced: Quantiles; stallMaxMs: number } {
   const quantiles = (xs: number[]): Quantiles => {
-    const v = [...xs].sort((a, b) => a - b);
-    const q = (f: number) => (v.length ? v[Math.min(v.length - 1, Math.ceil(f * v.length) - 1)]! : NaN);
-    return { p50: q(0.5), p99: q(0.99), n: v.length };
+    const h = new Histogram();
+    for (const ms of xs) h.recordMs(ms);
+    const s = h.summary();
+    return s.count ? { p50: s.p50, p99: s.p99, n: s.count } : { p50: NaN, p99: NaN, n: 0 };
   };
   const steps = Object.fromEntries(WAY_BACK_STEPS.map((s) => [s, quantiles(reports.flatMap((r) => r.steps[s]))])) as Record<WayBackStep, Quantiles>;
   return { steps, openToSynced: quantiles(reports.flatMap((r) => r.openToSynced)), stallMaxMs: Math.max(...reports.map((r) => r.stallMaxMs)) };

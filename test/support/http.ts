@@ -60,16 +60,18 @@ export async function request(
     if (typeof payload === 'string') payload = Buffer.from(payload);
   }
   const init = { method, headers, ...(payload !== undefined ? { body: payload } : {}) };
+  let res: Response;
   try {
-    return await toResponse(await fetch(baseUrl + path, init));
+    res = await fetch(baseUrl + path, init);
   } catch (err) {
     // A kept-alive connection the server closed just as this request went out on it (uWS closes
-    // one idle for 10 s; a loaded test process may not have seen the close yet): the request
-    // never reached the server, and an idempotent one is sent again, as HTTP lets a client do
-    // (RFC 9112, "Retrying Requests"). The API's POSTs are idempotent by their operationId.
+    // one idle for 10 s; a loaded test process may not have seen the close yet), reset before
+    // any answer: an idempotent request is sent again, as HTTP lets a client do (RFC 9112,
+    // "Retrying Requests"). The API's POSTs are idempotent by their operationId.
     if (!connectionReset(err) || !idempotent(method, payload)) throw err;
-    return toResponse(await fetch(baseUrl + path, init));
+    res = await fetch(baseUrl + path, init);
   }
+  return toResponse(res);
 }
 
 function connectionReset(err: unknown): boolean {
