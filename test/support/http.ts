@@ -60,16 +60,20 @@ export async function request(
     if (typeof payload === 'string') payload = Buffer.from(payload);
   }
   const init = { method, headers, ...(payload !== undefined ? { body: payload } : {}) };
-  let res: Response;
-  try {
-    res = await fetch(baseUrl + path, init);
-  } catch (err) {
-    // A kept-alive connection the server closed just as this request went out on it (uWS closes
-    // one idle for 10 s; a loaded test process may not have seen the close yet), reset before
-    // any answer: an idempotent request is sent again, as HTTP lets a client do (RFC 9112,
-    // "Retrying Requests"). The API's POSTs are idempotent by their operationId.
-    if (!connectionReset(err) || !idempotent(method, payload)) throw err;
-    res = await fetch(baseUrl + path, init);
+  // A kept-alive connection the server closed just as this request went out on it (uWS closes
+  // one idle for 10 s; a starved test process may not have seen the close yet), reset before any
+  // answer: an idempotent request is sent again, as HTTP lets a client do (RFC 9112, "Retrying
+  // Requests"); the API's POSTs are idempotent by their operationId. A retry met another
+  // connection closed in the same lull once, so each waits a moment first, for the pool to take
+  // in the other closes; a server that is gone still fails the request (refused).
+  let res: Response | undefined;
+  for (let attempt = 1; !res; attempt++) {
+    try {
+      res = await fetch(baseUrl + path, init);
+    } catch (err) {
+      if (attempt === 3 || !connectionReset(err) || !idempotent(method, payload)) throw err;
+      await new Promise((r) => setTimeout(r, 50 * attempt));
+    }
   }
   return toResponse(res);
 }
