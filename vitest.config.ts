@@ -3,11 +3,12 @@ import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config
 import SlowestFirst from './test/support/sequencer.js';
 
 /**
- * Two projects in one run:
+ * Three projects in one run:
  *  - `single`: every suite against a single redis-server per test file;
  *  - `cluster`: the lifecycle, signaling, push, timer and group call suites again, each file against its own
  *    local Redis Cluster of 3 primaries and 3 replicas (test/support/stack.ts, ON_CLUSTER), plus
- *    the cluster-only suites in test/cluster/ (failover, data spread).
+ *    the cluster-only suites in test/cluster/ (failover, data spread);
+ *  - `media`: the browser media suites (MEDIA_SUITES), after the other two.
  */
 const CLUSTER_SUITES = [
   'test/integration/calls-lifecycle.test.ts',
@@ -51,13 +52,23 @@ const CLUSTER_SUITES = [
 ];
 
 /**
+ * Real-time media in Chromium (WebRTC through Janus and coturn): ICE, DTLS and RTP keep time, and a
+ * page on a starved machine misses it. They run in a phase of their own after every other file
+ * (sequence.groupOrder), two at a time: beside the bench smoke test, a Docker image build and a
+ * third file, both calls of test/browser/softphone-long-call.test.ts once got no media for 30 s in
+ * CI, the only failures of that run. On the whole run's time: the phase lasts about as long as its
+ * longest file, and the files it takes out shorten the first phase by about as much.
+ */
+const MEDIA_SUITES = ['test/browser/**/*.test.ts'];
+
+/**
  * Suites that need more than redis-server (docs/development.md "Faster loops"): Chromium, coturn,
  * haproxy, a Docker engine, or debootstrap and the network (the Node matrix, the image).
  * `npm run test:fast` leaves them out, with the cluster project; `npm run test:unit` runs
  * test/unit only (no Redis at all).
  */
 const HEAVY_SUITES = [
-  'test/browser/**',
+  ...MEDIA_SUITES,
   'test/e2e/client-browser.test.ts',
   'test/e2e/node-versions.test.ts',
   'test/e2e/image.test.ts',
@@ -95,10 +106,18 @@ const single: TestProjectInlineConfiguration = {
   test: {
     name: 'single',
     include: scope === 'unit' ? ['test/unit/**/*.test.ts'] : ['test/**/*.test.ts'],
-    exclude: ['test/cluster/**', ...(scope === 'all' ? [] : HEAVY_SUITES), ...(process.platform === 'linux' ? [] : LINUX_ONLY_SUITES)],
+    exclude: ['test/cluster/**', ...MEDIA_SUITES, ...(scope === 'all' ? [] : HEAVY_SUITES), ...(process.platform === 'linux' ? [] : LINUX_ONLY_SUITES)],
+    sequence: { groupOrder: 0 },
   },
 };
-const cluster: TestProjectInlineConfiguration = { extends: true, test: { name: 'cluster', include: CLUSTER_SUITES, env: { TEST_REDIS_CLUSTER: '1' } } };
+const cluster: TestProjectInlineConfiguration = {
+  extends: true,
+  test: { name: 'cluster', include: CLUSTER_SUITES, env: { TEST_REDIS_CLUSTER: '1' }, sequence: { groupOrder: 0 } },
+};
+const media: TestProjectInlineConfiguration = {
+  extends: true,
+  test: { name: 'media', include: MEDIA_SUITES, maxWorkers: Math.min(2, workers), sequence: { groupOrder: 1 } },
+};
 
 export default defineConfig({
   // Tests run the client package from its source (packages/client/src), so they need no build;
@@ -128,6 +147,6 @@ export default defineConfig({
     // The slowest files first (test/support/sequencer.ts), so that the workers end together.
     sequence: { sequencer: SlowestFirst },
     reporters: ['default'],
-    projects: scope === 'all' ? [single, cluster] : [single],
+    projects: scope === 'all' ? [single, cluster, media] : [single],
   },
 });

@@ -40,8 +40,8 @@ const TURN_SECRET = 'softphone-long-call-turn-secret-51a7';
 const TTL_S = 30;
 const STEP_TIMEOUT_MS = 30_000;
 /**
- * For media to come back after a Janus restart or an ICE restart: 2 to 9 s here, but nine peer
- * connections' ICE and DTLS on a starved 2-core CI machine have gone past 30 s.
+ * For media to start, and to come back after a Janus restart or an ICE restart: 2 to 9 s here, but
+ * nine peer connections' ICE and DTLS on a starved 2-core CI machine have gone past 30 s.
  */
 const RECOVERY_TIMEOUT_MS = 60_000;
 
@@ -109,30 +109,34 @@ async function participantIds(room: number): Promise<number[]> {
 }
 
 /**
- * Runs a step; when it fails, prints what each page's media looked like (every peer connection's
- * connection, ICE and gathering state, the media state, the error and the last events shown) and
- * the ends of coturn's and Janus's logs, so a failure on a CI machine can be read afterwards.
+ * Runs a step; when it fails, says what each page's media looked like (every peer connection's
+ * connection, ICE and gathering state, the call and media state, the error and the last events
+ * shown) in the error itself, so that it is among the last lines a CI run prints, and prints the
+ * ends of the server's, coturn's and Janus's logs.
  */
 async function explained<T>(pages: Record<string, Page>, step: () => Promise<T>): Promise<T> {
   try {
     return await step();
   } catch (err) {
+    const reports: string[] = [];
     for (const [id, page] of Object.entries(pages)) {
       const report = await page.evaluate(() => {
         const pcState = (pc: any) => (pc ? `${pc.connectionState}/${pc.iceConnectionState}/${pc.iceGatheringState}` : 'none');
         const gm = window.softphone.state.call?.groupMedia;
         return {
+          call: window.softphone.state.call?.status,
           media: document.querySelectorAll('#media-state')[0]?.dataset.state,
           error: document.querySelectorAll('#call-error')[0]?.textContent,
           oneToOne: pcState(window.softphone.pc),
           publisher: pcState(gm?.publisherPc),
           feeds: gm ? [...gm.feeds.entries()].map(([feed, e]: [number, any]) => `${e.tile?.dataset.userId} #${feed}: ${pcState(e.pc)}`) : [],
-          events: [...document.querySelectorAll('#events li')].slice(0, 12).map((li) => li.textContent),
+          events: [...document.querySelectorAll('#events li')].slice(0, 8).map((li) => li.textContent),
         };
       }).catch((e: Error) => ({ unreadable: e.message }));
-      process.stdout.write(`${id} at ${new Date().toISOString()}: ${JSON.stringify(report, null, 1)}\n`);
+      reports.push(`${id}: ${JSON.stringify(report)}`);
     }
-    process.stdout.write(`coturn's log ends:\n${coturn.logs().slice(-3000)}\nJanus's log ends:\n${janus.logs().slice(-3000)}\n`);
+    process.stdout.write(`server's log ends:\n${stack.servers[0]!.logs().slice(-3000)}\ncoturn's log ends:\n${coturn.logs().slice(-3000)}\nJanus's log ends:\n${janus.logs().slice(-3000)}\n`);
+    if (err instanceof Error) err.message += `\nthe pages at ${new Date().toISOString()}:\n${reports.join('\n')}`;
     throw err;
   }
 }
@@ -176,7 +180,7 @@ describe.concurrent('calls longer than the media credential (MEDIA_CREDENTIAL_TT
     await bob.click('#answer-btn');
     await carol.click('#answer-btn');
     await explained(pages, async () => {
-      for (const [id, page] of Object.entries(pages)) await receivesFrom(expect, page, others(id));
+      for (const [id, page] of Object.entries(pages)) await receivesFrom(expect, page, others(id), RECOVERY_TIMEOUT_MS);
     });
     const t0 = Date.now();
     const firstTokens = await Promise.all([alice, bob, carol].map(tokenOf));
@@ -228,7 +232,7 @@ describe.concurrent('calls longer than the media credential (MEDIA_CREDENTIAL_TT
     await alice.click('#call-btn');
     await bob.waitForSelector('#call-state[data-state="incoming"]');
     await bob.click('#answer-btn');
-    await Promise.all([alice, bob].map((p) => p.waitForSelector('#call-state[data-state="connected"]', { timeout: 45_000 })));
+    await explained({ alice, bob }, () => Promise.all([alice, bob].map((p) => p.waitForSelector('#call-state[data-state="connected"]', { timeout: RECOVERY_TIMEOUT_MS }))));
     const t0 = Date.now();
     for (const page of [alice, bob]) {
       await expect.poll(() => peerStats(page)).toMatchObject({ policy: 'relay', state: 'connected', localType: 'relay', remoteType: 'relay' });

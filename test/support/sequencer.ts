@@ -8,9 +8,8 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  */
 export const SLOWEST_FILES: readonly string[] = [
   'test/e2e/bench-smoke.test.ts', // 132
-  // Mostly a wait (its retentions run out): beside the bench smoke test, the busiest file, rather
-  // than a browser test whose media timing a starved machine upsets.
   'test/integration/keyspace-bounds.test.ts', // 77
+  // The media project's files run in a phase of their own after the rest (vitest.config.ts), in this order.
   'test/browser/softphone-long-call.test.ts', // 101
   'test/browser/softphone.test.ts', // 62
   'test/browser/janus-group.test.ts', // 57
