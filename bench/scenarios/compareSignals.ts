@@ -215,7 +215,7 @@ function report(ctx: BenchContext, floor: SendFloor, figures: RoomFigures[]): Si
     '### Live signals vs Socket.IO room emits',
     '',
     `One sender's socket on process A, the other members' on process B, through the same Redis; nothing stored, nothing acknowledged on either side. ` +
-      `**calling-backend**: each room is a group call every member joined; a \`signal\` frame (kind \`custom\`, \`{key, sentAtMs}\`) → lua/sendSignal.lua (sender joined? through the call's signal view; the call's limit; one publication on the call shard's early channel naming every recipient) → gateway B → \`signal\` frame. ` +
+      `**calling-backend**: each room is a group call every member joined; a \`signal\` frame (kind \`custom\`, \`{key, sentAtMs}\`) → lua/sendSignals.lua, once for the signals gateway A received in one turn (each: sender joined? through the call's signal view; the call's limit), with one publication on an early channel naming each signal's recipients → gateway B → \`signal\` frame. ` +
       `**Socket.IO 4 + @socket.io/redis-adapter**: each member's socket joins room \`call:<id>\`; \`emit('signal', {room, value})\` → \`socket.to(room).emit()\` → adapter PUBLISH → B. ` +
       `A signal counts once every copy arrived; each copy's latency is timed from the send (in the open loop, the scheduled send). Each leg ran ${runs} time(s), the systems alternated; median (lowest–highest):`,
     '',

@@ -16,8 +16,9 @@ import type { Task } from './task.js';
  * sender sends a signal that must reach each other member's socket, across the two processes.
  *  - calling: each room is a group call, joined by every member (created by the sender, answered
  *    by each member over HTTP before measuring); a `signal` frame of kind `custom` (docs/signaling.md
- *    "Live signals": lua/sendSignal.lua checks the sender is joined, counts the call's limit and
- *    publishes to each recipient's channel) → gateway B → `signal` frame.
+ *    "Live signals": lua/sendSignals.lua, once for the signals A received in one turn, checks each
+ *    sender is joined, counts the call's limit and publishes them together) → gateway B → `signal`
+ *    frame.
  *  - socketio: each member's socket joins room `call:<id>`; `emit('signal', {room, value})` on A →
  *    `socket.to(room).emit()` through the Redis adapter → B → `signal` on each member's socket.
  * A signal counts as done once all roomSize − 1 copies arrived; each copy's latency is recorded.

@@ -12,9 +12,9 @@ import { callHistoryEntry } from '../history/schema.js';
  */
 
 /** callId, operationId: opaque IDs safe in URLs and keys (a UUID fits). */
-export const opaqueId = z
-  .string()
-  .regex(/^[A-Za-z0-9._~:-]{1,128}$/, 'must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -');
+export const OPAQUE_ID_PATTERN = /^[A-Za-z0-9._~:-]{1,128}$/;
+export const OPAQUE_ID_RULE = 'must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -';
+export const opaqueId = z.string().regex(OPAQUE_ID_PATTERN, OPAQUE_ID_RULE);
 
 /** userId, installationId: 1 to 128 characters, no control characters or braces (as in tokens). */
 export const principalId = z.string().regex(ID_PATTERN, 'must be 1 to 128 characters without control characters or braces');

@@ -1,15 +1,22 @@
 /**
- * A live signal's notice on a single Redis (docs/signaling.md "Live signals"): lua/sendSignal.lua
- * publishes each signal once, on its call shard's early channel, which every gateway subscribes
- * to, with all its recipients, instead of once per recipient's own channel:
+ * Live signals' notice on a single Redis (docs/signaling.md "Live signals"): lua/sendSignals.lua
+ * publishes the signals a gateway received in one turn together, on an early channel, which
+ * every gateway subscribes to, with all their recipients, instead of once per recipient's own
+ * channel:
  *
- *   `!signals\n<userId>\t<installationId>\t<userId>\t<installationId>…\n<signal JSON>`
+ *   `!signalbatch\n<recipients>\n<signal JSON>\n<recipients>\n<signal JSON>…`
  *
- * (a userId or installationId holds no control character: src/commands/schemas.ts principalId). Each gateway
- * hands the signal to the recipients' installations it holds. On a Redis Cluster there are no
- * early channels: the gateway publishes to each recipient's channel (src/gateway/signals.ts).
+ * where `<recipients>` is `<userId>\t<installationId>\t<userId>\t<installationId>…` (a userId or
+ * installationId holds no control character: src/commands/schemas.ts principalId; a signal's
+ * JSON holds no line break). A single signal goes as `!signals\n<recipients>\n<signal JSON>`,
+ * the form the previous version published and reads; it ignores a batch (an early message of an
+ * epoch it does not know), so while versions are mixed its sockets miss some signals, which are
+ * at most once, and never get a misread one. Each gateway hands each signal
+ * to the recipients' installations it holds. On a Redis Cluster there are no early channels:
+ * the gateway publishes to each recipient's channel (src/gateway/signals.ts).
  */
 export const SIGNAL_NOTICE = '!signals\n';
+export const SIGNAL_BATCH_NOTICE = '!signalbatch\n';
 
 /** Published on a user's live channel in place of a log epoch (src/events/eventLog.ts parseLiveMessage). */
 export const SIGNAL_EPOCH = '!signal';
@@ -25,8 +32,19 @@ export interface SignalNotice {
   json: string;
 }
 
-export function parseSignalNotice(message: string): SignalNotice | undefined {
-  const end = message.indexOf('\n', SIGNAL_NOTICE.length);
-  if (end < 0) return undefined;
-  return { recipients: message.slice(SIGNAL_NOTICE.length, end).split('\t'), json: message.slice(end + 1) };
+/** The signals of a notice, in order: [] when `message` is none. */
+export function parseSignalNotice(message: string): SignalNotice[] {
+  const start = message.startsWith(SIGNAL_NOTICE) ? SIGNAL_NOTICE.length : message.startsWith(SIGNAL_BATCH_NOTICE) ? SIGNAL_BATCH_NOTICE.length : -1;
+  const out: SignalNotice[] = [];
+  if (start < 0) return out;
+  let at = start;
+  while (at < message.length) {
+    const split = message.indexOf('\n', at);
+    if (split < 0) break;
+    const next = message.indexOf('\n', split + 1);
+    const end = next < 0 ? message.length : next;
+    out.push({ recipients: message.slice(at, split).split('\t'), json: message.slice(split + 1, end) });
+    at = end + 1;
+  }
+  return out;
 }

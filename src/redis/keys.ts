@@ -46,7 +46,7 @@ export const keys = {
   /** Fixed-window counter of one sender's messages on one call. */
   callMessageLimit: (ks: KeySpace, callId: string, userId: string) =>
     `${ks.prefix}:${callShardTag(ks, callId)}:rl:msg:${callId}:${userId.length}:${userId}`,
-  /** A call's current live-signal state per member (lua/sendSignal.lua). */
+  /** A call's current live-signal state per member (lua/sendSignals.lua). */
   callPresence: (ks: KeySpace, callId: string) => `${ks.prefix}:${callShardTag(ks, callId)}:presence:${callId}`,
   /**
    * A call's signal view (lua/includes/presence.lua signalSender): its members in the call and the

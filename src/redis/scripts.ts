@@ -86,7 +86,7 @@ export const scriptDefinitions = {
     numberOfKeys: 'variable',
     args: ['userId', 'installationId', 'eventId', 'payloadJson', 'retention', 'operationTtlMs', 'fingerprint', 'maxKept', 'messagesTtlMs', 'liveChannel', 'limit', 'windowMs'],
   },
-  sendSignal: { numberOfKeys: 4, args: ['userId', 'installationId', 'kind', 'state', 'signalJson', 'noticeChannel', 'limit', 'windowMs', 'presenceTtlMs', 'viewTtlMs'] },
+  sendSignals: { numberOfKeys: 'variable', args: ['noticeChannel', 'limit', 'windowMs', 'presenceTtlMs', 'viewTtlMs'], rest: 'signals' },
   readPresence: { numberOfKeys: 2, args: [] },
   readMessages: { numberOfKeys: 2, args: ['userId', 'installationId', 'afterSeq'] },
   publishMessages: { numberOfKeys: 1, args: [], rest: 'messages' },

@@ -3,12 +3,14 @@ import { randomUUID } from 'node:crypto';
 import { answerCallKeysArgs, CallStore, fingerprint, parseOutcome } from '../../src/calls/store.js';
 import { keys } from '../../src/redis/keys.js';
 import { runScript } from '../../src/redis/scripts.js';
+import { SignalSender, signalsScriptCall } from '../../src/gateway/signals.js';
+import { parseSignalNotice } from '../../src/gateway/signalNotice.js';
 import { aliceCallsBob, fileRedis } from '../support/fixtures.js';
 
 /**
  * A live signal's recipients come from the call's signal view while the head of the call's record
  * (through its createdAtMs) is unchanged (lua/includes/presence.lua signalSender). These run
- * lua/sendSignal.lua itself on a real Redis, in its cluster form (no notice channel), whose reply
+ * lua/sendSignals.lua itself on a real Redis, in its cluster form (no notice channel), whose reply
  * names the recipients, and check that the view follows the call: a new answer, and a new call
  * under the same callId once the old record is gone, whose head matches the old one's through
  * its revision.
@@ -22,18 +24,8 @@ beforeAll(() => {
 /** Alice's signal on the call: the script's reply (`sent`, count, recipients as `userId\tinstallationId…`). */
 async function aliceSignals(callId: string, viewTtlMs = 600_000): Promise<unknown[]> {
   const ks = calls.settings;
-  return (await runScript(db.redis, 'sendSignal', [keys.call(ks, callId), keys.callPresence(ks, callId), keys.callSignalLimit(ks, callId), keys.callSignalView(ks, callId)], {
-    userId: 'alice',
-    installationId: 'alice-phone',
-    kind: 'custom',
-    state: '',
-    signalJson: '{}',
-    noticeChannel: '',
-    limit: '0',
-    windowMs: '1000',
-    presenceTtlMs: '60000',
-    viewTtlMs: String(viewTtlMs),
-  })) as unknown[];
+  const call = signalsScriptCall(ks, [{ userId: 'alice', installationId: 'alice-phone', callId, kind: 'custom', state: '', signalJson: '{}' }], { noticeChannel: '', limit: 0, viewTtlMs });
+  return ((await runScript(db.redis, 'sendSignals', call.keys, call.args)) as unknown[][])[0]!;
 }
 
 async function bobAnswers(callId: string, installationId: string): Promise<void> {
@@ -97,3 +89,84 @@ describe('the signal view', () => {
     expect(await gets()).toBe(before);
   });
 });
+
+/**
+ * The signals a gateway receives in one turn share one script run and, on a single Redis, one
+ * publication on an early channel (src/gateway/signals.ts SignalSender, src/gateway/signalNotice.ts),
+ * each signal checked, counted and kept in turn.
+ */
+describe("a turn's signals", () => {
+  const checked = (callId: string, kind: string, value: unknown) => ({ signal: { callId, kind, value }, valueJson: JSON.stringify(value) });
+
+  /** Every early channel's messages, from now on. */
+  async function earlyMessages(): Promise<{ messages: string[]; stop: () => void }> {
+    const sub = db.redis.duplicate();
+    const messages: string[] = [];
+    sub.on('smessage', (_channel: string, message: string) => messages.push(message));
+    for (let shard = 0; shard < calls.settings.shards; shard++) await sub.ssubscribe(keys.earlyChannel(calls.settings, shard));
+    return { messages, stop: () => sub.disconnect() };
+  }
+
+  const scriptRuns = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await db.redis.info('commandstats'))?.[1] ?? 0);
+
+  it('share one script run and one publication, each checked in order; a signal alone goes in the one-signal form', async () => {
+    const [first, second] = [randomUUID(), randomUUID()];
+    for (const callId of [first, second]) {
+      await aliceCallsBobAgain(callId);
+      await bobAnswers(callId, 'bob-phone');
+    }
+    const sender = new SignalSender(db.redis, calls.settings, 0);
+    const early = await earlyMessages();
+    try {
+      await sender.send('alice', 'alice-phone', checked(first, 'reaction', 'warm-up')); // the script is loaded
+      await waitFor(() => early.messages.length === 1);
+      const runs = await scriptRuns();
+      const outcomes = await Promise.all([
+        sender.send('alice', 'alice-phone', checked(first, 'muted', true)),
+        sender.send('alice', 'alice-phone', checked(second, 'reaction', 'a')),
+        sender.send('alice', 'alice-phone', checked(first, 'muted', true)),
+        sender.send('mallory', 'mallory-phone', checked(first, 'reaction', 'x')),
+        sender.send('alice', 'alice-tablet', checked(first, 'reaction', 'x')),
+        sender.send('alice', 'alice-phone', checked(first, 'reaction', 'b')),
+      ]);
+      expect(outcomes).toEqual([
+        { kind: 'sent', recipients: 1 },
+        { kind: 'sent', recipients: 1 },
+        { kind: 'same' },
+        { kind: 'refused', reason: 'not_joined' },
+        { kind: 'refused', reason: 'not_joined' },
+        { kind: 'sent', recipients: 1 },
+      ]);
+      expect(await scriptRuns()).toBe(runs + 1);
+      await waitFor(() => early.messages.length === 2);
+      const batch = early.messages[1]!;
+      expect(batch.startsWith('!signalbatch\n')).toBe(true);
+      const notices = parseSignalNotice(batch);
+      expect(notices.map((n) => n.recipients)).toEqual([['bob', 'bob-phone'], ['bob', 'bob-phone'], ['bob', 'bob-phone']]);
+      expect(notices.map((n) => JSON.parse(n.json) as Record<string, unknown>)).toEqual([
+        { callId: first, userId: 'alice', kind: 'muted', value: true, atMs: expect.any(Number) },
+        { callId: second, userId: 'alice', kind: 'reaction', value: 'a', atMs: expect.any(Number) },
+        { callId: first, userId: 'alice', kind: 'reaction', value: 'b', atMs: expect.any(Number) },
+      ]);
+      // The warm-up went alone: the form a gateway of the previous version reads.
+      expect(early.messages[0]!.startsWith('!signals\n')).toBe(true);
+      expect(parseSignalNotice(early.messages[0]!)).toEqual([{ recipients: ['bob', 'bob-phone'], json: expect.stringContaining('"warm-up"') }]);
+    } finally {
+      early.stop();
+    }
+  });
+
+  it("count toward the call's limit in order: within one turn, those past it are limited", async () => {
+    const callId = randomUUID();
+    await aliceCallsBobAgain(callId);
+    await bobAnswers(callId, 'bob-phone');
+    const sender = new SignalSender(db.redis, calls.settings, 2);
+    const outcomes = await Promise.all(['a', 'b', 'c', 'd'].map((r) => sender.send('alice', 'alice-phone', checked(callId, 'reaction', r))));
+    expect(outcomes.map((o) => o.kind)).toEqual(['sent', 'sent', 'limited', 'limited']);
+  });
+});
+
+async function waitFor(ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(ok()).toBe(true);
+}
