@@ -222,6 +222,11 @@ export interface LiveMessage {
   json: string;
   /** An early notice (epoch EARLY_EPOCH): the events of it for the user of the socket it is dispatched to. */
   early?: EarlyEvents;
+  /**
+   * A live signal from a notice (src/gateway/signalNotice.ts): its frame per encoding, encoded by
+   * the first of its recipients here and sent as is to the others.
+   */
+  frames?: Partial<Record<'json' | 'msgpack', Uint8Array>>;
 }
 
 /**

@@ -26,6 +26,7 @@ import {
   encodeMessageFrame,
   encodeReplyFrame,
   encodeSignalFrame,
+  asBytes,
   type ClientFrame,
   type Encoding,
   type ServerFrame,
@@ -265,7 +266,10 @@ export class Gateway {
       // A live signal: outside the log, sent at once even while syncing, never buffered.
       if (isForInstallation(msg.only || undefined, undefined, data.installationId)) {
         this.stats.signalsSent++;
-        this.sendRaw(ws, encodeSignalFrame(data.encoding, msg.json));
+        // A notice's signal is encoded once per encoding for all its recipients here: uWebSockets.js
+        // sends bytes as they are, where a string is converted again for every socket.
+        if (msg.frames) this.sendRaw(ws, (msg.frames[data.encoding] ??= asBytes(encodeSignalFrame(data.encoding, msg.json))), data.encoding === 'msgpack');
+        else this.sendRaw(ws, encodeSignalFrame(data.encoding, msg.json));
       }
       return;
     }
@@ -355,7 +359,8 @@ export class Gateway {
     this.sendRaw(ws, encodeFrame(data.encoding, frame));
   }
 
-  private sendRaw(ws: Socket, frame: string | Uint8Array): void {
+  /** Sends `frame`: a binary frame for bytes unless `binary` says otherwise (a text frame's UTF-8). */
+  private sendRaw(ws: Socket, frame: string | Uint8Array, binary = typeof frame !== 'string'): void {
     const data = ws.getUserData();
     if (data.closed) return;
     // Close before the buffer goes over the limit: past it uWS drops every send, the close
@@ -368,7 +373,7 @@ export class Gateway {
       ws.end(CLOSE.slowConsumer, 'slow consumer; reconnect and resume from your cursor');
       return;
     }
-    const status = ws.send(frame, typeof frame !== 'string');
+    const status = ws.send(frame, binary);
     // 2 = dropped because the send buffer is full: this socket would miss an event, so close
     // it; the device reconnects and resumes from its cursor.
     if (status === 2 && !data.closed) {

@@ -170,9 +170,10 @@ export class LiveSubscriptions<S extends object> {
   private onSignalNotice(message: string): void {
     for (const notice of parseSignalNotice(message)) {
       const r = notice.recipients;
+      const frames = {};
       for (let i = 0; i + 1 < r.length; i += 2) {
         const entry = this.byUser.get(r[i]!);
-        if (entry) this.dispatchTo(entry, { epoch: SIGNAL_EPOCH, previousId: '', id: '', only: r[i + 1]!, except: '', json: notice.json });
+        if (entry) this.dispatchTo(entry, { epoch: SIGNAL_EPOCH, previousId: '', id: '', only: r[i + 1]!, except: '', json: notice.json, frames });
       }
     }
   }

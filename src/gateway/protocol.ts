@@ -49,6 +49,11 @@ export function encodeSignalFrame(encoding: Encoding, signalJson: string): strin
   return packr.pack({ type: 'signal', signal: JSON.parse(signalJson) as unknown });
 }
 
+/** A frame as bytes: a text frame's UTF-8. */
+export function asBytes(frame: string | Uint8Array): Uint8Array {
+  return typeof frame === 'string' ? Buffer.from(frame) : frame;
+}
+
 export function encodeFrame(encoding: Encoding, frame: ServerFrame): string | Uint8Array {
   return encoding === 'json' ? JSON.stringify(frame) : packr.pack(frame);
 }

@@ -60,11 +60,20 @@ export function checkSignalFrame(frame: Record<string, unknown>): CheckedSignal 
     return { signal: { callId, kind, value }, valueJson: JSON.stringify(value) };
   }
   if (kind === 'custom') {
-    const valueJson = value === undefined ? undefined : JSON.stringify(value);
+    const valueJson = jsonOf(value);
     if (valueJson === undefined || Buffer.byteLength(valueJson) > SIGNAL_CUSTOM_MAX_BYTES) return { problem: `value: a JSON value of at most ${SIGNAL_CUSTOM_MAX_BYTES} bytes` };
     return { signal: { callId, kind, value }, valueJson };
   }
   return { problem: `kind: one of ${[...STATE_KINDS, 'reaction', 'custom'].join(', ')}` };
+}
+
+/** `value` as JSON; undefined when it has none (a MessagePack frame can carry a 64-bit integer as a BigInt). */
+function jsonOf(value: unknown): string | undefined {
+  try {
+    return value === undefined ? undefined : JSON.stringify(value);
+  } catch {
+    return undefined;
+  }
 }
 
 /** What a `signal` frame came to. */

@@ -194,14 +194,17 @@ describe('live signals', () => {
     expect(snapshot.json.presence).toEqual({ [g.a1.userId]: { handRaised: true } });
   });
 
-  it('the client package sends with signal() and hands on received signals and refusals', async () => {
+  it('the client package sends with signal() and hands on received signals (MessagePack) and refusals', async () => {
     const g = await groupInCall();
     const got: LiveSignal[] = [];
     const refused: SignalRefusal[] = [];
     const client = new SignalingClient({
-      url: urlB.replace(/^http/, 'ws'),
+      url: urlA.replace(/^http/, 'ws'),
       token: g.a1.token,
       WebSocket,
+      // MessagePack here, JSON on the raw sockets on the same process: one signal's frame in both
+      // encodings from one notice.
+      encoding: 'msgpack',
       onEvent: () => {},
       onSignal: (sig) => got.push(sig),
       onSignalRefused: (r) => refused.push(r),
@@ -215,6 +218,9 @@ describe('live signals', () => {
       signal(g.b1, g.callId, 'muted', true);
       await waitUntil('Bob’s mute and the refusal at the client', () => got.length === 1 && refused.length === 1);
       expect(got[0]).toEqual({ callId: g.callId, userId: g.b1.userId, kind: 'muted', value: true, atMs: expect.any(Number) });
+      // Carol has Alice's hand, then Bob's mute; Alice's JSON socket, Bob's mute.
+      await waitUntil('Bob’s mute on the JSON sockets too', () => signals(g.c1).length === 2 && signals(g.a1).length === 1);
+      for (const d of [g.a1, g.c1]) expect(signals(d).at(-1)).toEqual(got[0]);
       expect(refused[0]).toMatchObject({ reason: 'not_found', detail: expect.any(String) });
     } finally {
       client.stop();
