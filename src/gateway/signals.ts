@@ -12,7 +12,7 @@ import { signalMessage } from './signalNotice.js';
  * Live in-call signals (docs/signaling.md "Live signals"): mute, speaking, raised hand, camera,
  * reactions and small app-defined signals, sent by a joined member to the call's other joined
  * members over the socket. Not stored in any log and never replayed: at most once, in order per
- * sender. The signals a gateway receives in one turn of its event loop share one script run
+ * sender. The signals a gateway receives while its previous run is in flight share one script run
  * (lua/sendSignals.lua; on a cluster one per call shard), which checks each sender is joined,
  * counts each call's limit, keeps the state kinds in the call's presence map (an unchanged state
  * is not sent again) and, on a single Redis, publishes them together for all their recipients in
@@ -35,6 +35,11 @@ const SIGNAL_VIEW_TTL_MS = 10 * 60_000;
  * for long (a signal costs the script a few µs).
  */
 const MAX_SIGNALS_PER_SCRIPT = 128;
+/**
+ * Signals waiting for Redis beyond this many are refused at once (`unavailable`): a stalled Redis
+ * (each run waits at most REDIS_COMMAND_TIMEOUT_MS) does not pile them up.
+ */
+const MAX_QUEUED_SIGNALS = 4096;
 
 const STATE_KIND_SET: ReadonlySet<string> = new Set(STATE_KINDS);
 
@@ -129,8 +134,10 @@ interface Waiting extends QueuedSignal {
 export class SignalSender {
   /** A single Redis: the script publishes the signals on an early channel. */
   private readonly single: boolean;
-  /** The signals received in this turn of the event loop, sent together after it. */
+  /** Signals not sent yet: they go together, once the run in flight returns. */
   private queued: Waiting[] = [];
+  /** A run in flight, or one about to start: a new signal only queues. */
+  private busy = false;
 
   constructor(
     private readonly redis: RedisClient,
@@ -142,59 +149,75 @@ export class SignalSender {
   }
 
   /**
-   * Sends `signal` with the others received in this turn: after the turn's I/O (setImmediate:
-   * uWebSockets.js hands each frame to its own callback, and microtasks run after each).
+   * Sends `signal`: after this turn of the event loop when nothing is in flight (setImmediate:
+   * uWebSockets.js hands each frame to its own callback, and microtasks run after each), else
+   * once the run in flight returns, with every signal received meanwhile. So a signal alone waits
+   * for nothing, and under load a run carries what arrived during one round trip: one script
+   * run, one publication and one wake-up of each gateway for all of them, where those, not the
+   * checks, were most of what a signal cost Redis and the gateways.
    */
   send(userId: string, installationId: string, { signal, valueJson }: CheckedSignal): Promise<SignalOutcome> {
+    if (this.queued.length >= MAX_QUEUED_SIGNALS) return Promise.reject(new Error('too many signals waiting for Redis'));
     const { callId, kind, value } = signal;
     const signalJson = `{"callId":${JSON.stringify(callId)},"userId":${JSON.stringify(userId)},"kind":"${kind}","value":${valueJson},"atMs":${Date.now()}}`;
     const state = STATE_KIND_SET.has(kind) ? (value ? '1' : '0') : '';
     return new Promise((done, failed) => {
-      if (this.queued.push({ userId, installationId, callId, kind, state, signalJson, done, failed }) === 1) setImmediate(() => this.flush());
+      this.queued.push({ userId, installationId, callId, kind, state, signalJson, done, failed });
+      if (!this.busy) {
+        this.busy = true;
+        setImmediate(() => void this.flush());
+      }
     });
   }
 
-  private flush(): void {
-    const turn = this.queued;
-    this.queued = [];
-    // A cluster: one script per call shard (its keys share the shard's slot).
-    const groups = new Map<number, Waiting[]>();
-    for (const s of turn) {
-      const group = this.single ? 0 : shardOf(s.callId, this.ks.shards);
-      const signals = groups.get(group);
-      if (signals) signals.push(s);
-      else groups.set(group, [s]);
+  /** Sends what is queued, and again what queued meanwhile, until nothing is. */
+  private async flush(): Promise<void> {
+    while (this.queued.length > 0) {
+      const turn = this.queued;
+      this.queued = [];
+      // A cluster: one script per call shard (its keys share the shard's slot).
+      const groups = new Map<number, Waiting[]>();
+      for (const s of turn) {
+        const group = this.single ? 0 : shardOf(s.callId, this.ks.shards);
+        const signals = groups.get(group);
+        if (signals) signals.push(s);
+        else groups.set(group, [s]);
+      }
+      const runs: Promise<void>[] = [];
+      for (const signals of groups.values()) {
+        const noticeChannel = this.single ? keys.earlyChannel(this.ks, shardOf(signals[0]!.callId, this.ks.shards)) : '';
+        for (let i = 0; i < signals.length; i += MAX_SIGNALS_PER_SCRIPT) runs.push(this.run(signals.slice(i, i + MAX_SIGNALS_PER_SCRIPT), noticeChannel));
+      }
+      await Promise.all(runs);
     }
-    for (const signals of groups.values()) {
-      const noticeChannel = this.single ? keys.earlyChannel(this.ks, shardOf(signals[0]!.callId, this.ks.shards)) : '';
-      for (let i = 0; i < signals.length; i += MAX_SIGNALS_PER_SCRIPT) void this.run(signals.slice(i, i + MAX_SIGNALS_PER_SCRIPT), noticeChannel);
-    }
+    this.busy = false;
   }
 
+  /** One script run for `batch`; settles each signal's promise, and never rejects. */
   private async run(batch: Waiting[], noticeChannel: string): Promise<void> {
-    let replies: (string | number)[][];
     try {
       const call = signalsScriptCall(this.ks, batch, { noticeChannel, limit: this.perCallPerS });
-      replies = (await runScript(this.redis, 'sendSignals', call.keys, call.args)) as (string | number)[][];
+      const replies = (await runScript(this.redis, 'sendSignals', call.keys, call.args)) as (string | number)[][];
+      batch.forEach((s, i) => this.settle(s, replies[i]!, noticeChannel));
     } catch (err) {
+      // A signal settled already stays so.
       for (const s of batch) s.failed(err);
-      return;
     }
-    batch.forEach((s, i) => {
-      const [outcome, first, second] = replies[i]!;
-      if (outcome === 'same') return s.done({ kind: 'same' });
-      if (outcome === 'limited') return s.done({ kind: 'limited', retryAfterMs: Number(first) });
-      if (outcome === 'error') return s.done({ kind: 'refused', reason: first === 'not_found' ? 'not_found' : 'not_joined' });
-      const recipients = Number(first);
-      // A single Redis: the script published it.
-      if (noticeChannel !== '' || recipients === 0) return s.done({ kind: 'sent', recipients });
-      // A cluster: each recipient's channel is in its user's slot, not the call's. Issued in order
-      // on the connection to that slot's node, so a sender's signals stay in order.
-      const to = String(second).split('\t');
-      const mine: Promise<unknown>[] = [];
-      for (let j = 0; j + 1 < to.length; j += 2) mine.push(this.redis.spublish(keys.liveChannel(this.ks, to[j]!), signalMessage(to[j + 1]!, s.signalJson)));
-      void Promise.all(mine).then(() => s.done({ kind: 'sent', recipients }), s.failed);
-    });
+  }
+
+  private settle(s: Waiting, [outcome, first, second]: (string | number)[], noticeChannel: string): void {
+    if (outcome === 'same') return s.done({ kind: 'same' });
+    if (outcome === 'limited') return s.done({ kind: 'limited', retryAfterMs: Number(first) });
+    if (outcome === 'error') return s.done({ kind: 'refused', reason: first === 'not_found' ? 'not_found' : 'not_joined' });
+    const recipients = Number(first);
+    // A single Redis: the script published it.
+    if (noticeChannel !== '' || recipients === 0) return s.done({ kind: 'sent', recipients });
+    // A cluster: each recipient's channel is in its user's slot, not the call's. Issued in order
+    // on the connection to that slot's node, so a sender's signals stay in order.
+    const to = String(second).split('\t');
+    const sends: Promise<unknown>[] = [];
+    for (let j = 0; j + 1 < to.length; j += 2) sends.push(this.redis.spublish(keys.liveChannel(this.ks, to[j]!), signalMessage(to[j + 1]!, s.signalJson)));
+    void Promise.all(sends).then(() => s.done({ kind: 'sent', recipients }), s.failed);
   }
 }
 

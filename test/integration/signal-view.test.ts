@@ -156,6 +156,33 @@ describe("a turn's signals", () => {
     }
   });
 
+  it('sent while a run is in flight wait for it, then go in one run, in order', async () => {
+    const callId = randomUUID();
+    await aliceCallsBobAgain(callId);
+    await bobAnswers(callId, 'bob-phone');
+    const sender = new SignalSender(db.redis, calls.settings, 0);
+    await sender.send('alice', 'alice-phone', checked(callId, 'reaction', 'warm-up'));
+    const early = await earlyMessages();
+    const runs = await scriptRuns();
+    const admin = db.redis.duplicate();
+    try {
+      // Redis holds every command for 300 ms: the first run stays in flight over the next turns.
+      await admin.client('PAUSE', 300, 'ALL');
+      const sent = [sender.send('alice', 'alice-phone', checked(callId, 'reaction', 'r0'))];
+      for (let i = 1; i <= 3; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        sent.push(sender.send('alice', 'alice-phone', checked(callId, 'reaction', `r${i}`)));
+      }
+      expect(await Promise.all(sent)).toEqual(Array(4).fill({ kind: 'sent', recipients: 1 }));
+    } finally {
+      admin.disconnect();
+    }
+    expect(await scriptRuns()).toBe(runs + 2);
+    await waitFor(() => early.messages.length === 2);
+    expect(early.messages.flatMap((m) => parseSignalNotice(m)).map((n) => (JSON.parse(n.json) as { value: string }).value)).toEqual(['r0', 'r1', 'r2', 'r3']);
+    early.stop();
+  });
+
   it("count toward the call's limit in order: within one turn, those past it are limited", async () => {
     const callId = randomUUID();
     await aliceCallsBobAgain(callId);
