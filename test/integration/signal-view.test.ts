@@ -183,6 +183,20 @@ describe("a turn's signals", () => {
     early.stop();
   });
 
+  it('past 4,096 waiting for Redis, a signal is refused at once; those waiting go, 128 a run', async () => {
+    const callId = randomUUID();
+    await aliceCallsBobAgain(callId);
+    await bobAnswers(callId, 'bob-phone');
+    const sender = new SignalSender(db.redis, calls.settings, 0);
+    await sender.send('alice', 'alice-phone', checked(callId, 'reaction', 'warm-up'));
+    const runs = await scriptRuns();
+    const sent = Array.from({ length: 4096 }, (_, i) => sender.send('alice', 'alice-phone', checked(callId, 'reaction', `r${i}`)));
+    await expect(sender.send('alice', 'alice-phone', checked(callId, 'reaction', 'one too many'))).rejects.toThrow('too many signals waiting for Redis');
+    const outcomes = await Promise.all(sent);
+    expect(outcomes.every((o) => o.kind === 'sent')).toBe(true);
+    expect(await scriptRuns()).toBe(runs + 4096 / 128);
+  });
+
   it("count toward the call's limit in order: within one turn, those past it are limited", async () => {
     const callId = randomUUID();
     await aliceCallsBobAgain(callId);
