@@ -166,14 +166,29 @@ export class LiveSubscriptions<S extends object> {
     }
   }
 
-  /** Live signals for their recipients held here, each as if it had come on the user's channel. */
+  /**
+   * Live signals for their recipients held here, each as if it had come on the user's channel.
+   * Every gateway gets every notice, the sender's included, and most recipients are held
+   * elsewhere: the recipients are walked in place, and only a held one's installationId is cut
+   * out. One message per signal serves all its recipients here (dispatch is synchronous, and a
+   * signal's message is never kept: src/gateway/gateway.ts onLive).
+   */
   private onSignalNotice(message: string): void {
     for (const notice of parseSignalNotice(message)) {
       const r = notice.recipients;
-      const frames = {};
-      for (let i = 0; i + 1 < r.length; i += 2) {
-        const entry = this.byUser.get(r[i]!);
-        if (entry) this.dispatchTo(entry, { epoch: SIGNAL_EPOCH, previousId: '', id: '', only: r[i + 1]!, except: '', json: notice.json, frames });
+      let msg: LiveMessage | undefined;
+      for (let at = 0; at < r.length; ) {
+        const tab = r.indexOf('\t', at);
+        if (tab < 0) break;
+        let end = r.indexOf('\t', tab + 1);
+        if (end < 0) end = r.length;
+        const entry = this.byUser.get(r.slice(at, tab));
+        if (entry) {
+          msg ??= { epoch: SIGNAL_EPOCH, previousId: '', id: '', only: '', except: '', json: notice.json, frames: {} };
+          msg.only = r.slice(tab + 1, end);
+          this.dispatchTo(entry, msg);
+        }
+        at = end + 1;
       }
     }
   }

@@ -27,8 +27,8 @@ export function signalMessage(installationId: string, signalJson: string): strin
 }
 
 export interface SignalNotice {
-  /** userId, installationId, userId, installationId, … */
-  recipients: string[];
+  /** `userId\tinstallationId\tuserId\tinstallationId…`, as published. */
+  recipients: string;
   json: string;
 }
 
@@ -43,7 +43,7 @@ export function parseSignalNotice(message: string): SignalNotice[] {
     if (split < 0) break;
     const next = message.indexOf('\n', split + 1);
     const end = next < 0 ? message.length : next;
-    out.push({ recipients: message.slice(at, split).split('\t'), json: message.slice(split + 1, end) });
+    out.push({ recipients: message.slice(at, split), json: message.slice(split + 1, end) });
     at = end + 1;
   }
   return out;

@@ -142,7 +142,7 @@ describe("a turn's signals", () => {
       const batch = early.messages[1]!;
       expect(batch.startsWith('!signalbatch\n')).toBe(true);
       const notices = parseSignalNotice(batch);
-      expect(notices.map((n) => n.recipients)).toEqual([['bob', 'bob-phone'], ['bob', 'bob-phone'], ['bob', 'bob-phone']]);
+      expect(notices.map((n) => n.recipients)).toEqual(['bob\tbob-phone', 'bob\tbob-phone', 'bob\tbob-phone']);
       expect(notices.map((n) => JSON.parse(n.json) as Record<string, unknown>)).toEqual([
         { callId: first, userId: 'alice', kind: 'muted', value: true, atMs: expect.any(Number) },
         { callId: second, userId: 'alice', kind: 'reaction', value: 'a', atMs: expect.any(Number) },
@@ -150,7 +150,7 @@ describe("a turn's signals", () => {
       ]);
       // The warm-up went alone: the form a gateway of the previous version reads.
       expect(early.messages[0]!.startsWith('!signals\n')).toBe(true);
-      expect(parseSignalNotice(early.messages[0]!)).toEqual([{ recipients: ['bob', 'bob-phone'], json: expect.stringContaining('"warm-up"') }]);
+      expect(parseSignalNotice(early.messages[0]!)).toEqual([{ recipients: 'bob\tbob-phone', json: expect.stringContaining('"warm-up"') }]);
     } finally {
       early.stop();
     }
