@@ -107,6 +107,22 @@ describe("a turn's signals", () => {
     return { messages, stop: () => sub.disconnect() };
   }
 
+  /** A call of Alice's that Bob answered from bob-phone. */
+  async function answeredCall(): Promise<string> {
+    const callId = randomUUID();
+    await aliceCallsBobAgain(callId);
+    await bobAnswers(callId, 'bob-phone');
+    return callId;
+  }
+
+  /** A sender with the script loaded, on an answered call. */
+  async function warmSender(): Promise<{ callId: string; sender: SignalSender }> {
+    const callId = await answeredCall();
+    const sender = new SignalSender(db.redis, calls.settings, 0);
+    await sender.send('alice', 'alice-phone', checked(callId, 'reaction', 'warm-up'));
+    return { callId, sender };
+  }
+
   const scriptRuns = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await db.redis.info('commandstats'))?.[1] ?? 0);
 
   it('share one script run and one publication, each checked in order; a signal alone goes in the one-signal form', async () => {
@@ -157,11 +173,7 @@ describe("a turn's signals", () => {
   });
 
   it('sent while a run is in flight wait for it, then go in one run, in order', async () => {
-    const callId = randomUUID();
-    await aliceCallsBobAgain(callId);
-    await bobAnswers(callId, 'bob-phone');
-    const sender = new SignalSender(db.redis, calls.settings, 0);
-    await sender.send('alice', 'alice-phone', checked(callId, 'reaction', 'warm-up'));
+    const { callId, sender } = await warmSender();
     const early = await earlyMessages();
     const runs = await scriptRuns();
     const admin = db.redis.duplicate();
@@ -184,11 +196,7 @@ describe("a turn's signals", () => {
   });
 
   it('past 4,096 waiting for Redis, a signal is refused at once; those waiting go, 128 a run', async () => {
-    const callId = randomUUID();
-    await aliceCallsBobAgain(callId);
-    await bobAnswers(callId, 'bob-phone');
-    const sender = new SignalSender(db.redis, calls.settings, 0);
-    await sender.send('alice', 'alice-phone', checked(callId, 'reaction', 'warm-up'));
+    const { callId, sender } = await warmSender();
     const runs = await scriptRuns();
     const sent = Array.from({ length: 4096 }, (_, i) => sender.send('alice', 'alice-phone', checked(callId, 'reaction', `r${i}`)));
     await expect(sender.send('alice', 'alice-phone', checked(callId, 'reaction', 'one too many'))).rejects.toThrow('too many signals waiting for Redis');
@@ -198,9 +206,7 @@ describe("a turn's signals", () => {
   });
 
   it("count toward the call's limit in order: within one turn, those past it are limited", async () => {
-    const callId = randomUUID();
-    await aliceCallsBobAgain(callId);
-    await bobAnswers(callId, 'bob-phone');
+    const callId = await answeredCall();
     const sender = new SignalSender(db.redis, calls.settings, 2);
     const outcomes = await Promise.all(['a', 'b', 'c', 'd'].map((r) => sender.send('alice', 'alice-phone', checked(callId, 'reaction', r))));
     expect(outcomes.map((o) => o.kind)).toEqual(['sent', 'sent', 'limited', 'limited']);
