@@ -3,7 +3,7 @@ import { keys, type KeySpace } from '../redis/keys.js';
 import { parseLiveMessage, type LiveMessage } from '../events/eventLog.js';
 import { EARLY_EPOCH, earlyEventsFor, parseEarlyNotice } from '../events/earlyNotice.js';
 import { LOG_NOTICE_EPOCH, logNoticeEntries } from '../events/logNotice.js';
-import { SIGNAL_BATCH_NOTICE, SIGNAL_EPOCH, SIGNAL_NOTICE, parseSignalNotice } from './signalNotice.js';
+import { SIGNAL_EPOCH, parseSignalNotice, signalNoticePrefix } from './signalNotice.js';
 
 /**
  * The gateway's sockets, by user, and one sharded Pub/Sub subscription (SSUBSCRIBE) per user with
@@ -136,7 +136,7 @@ export class LiveSubscriptions<S extends object> {
 
   private onMessage(channel: string, message: string): void {
     if (this.earlyChannels.has(channel)) {
-      if (message.startsWith(SIGNAL_NOTICE) || message.startsWith(SIGNAL_BATCH_NOTICE)) return this.onSignalNotice(message);
+      if (signalNoticePrefix(message) > 0) return this.onSignalNotice(message);
       const msg = parseLiveMessage(message);
       if (msg?.epoch === EARLY_EPOCH) this.onEarlyNotice(msg);
       else if (msg?.epoch === LOG_NOTICE_EPOCH) this.onLogNotice(msg.json);

@@ -15,8 +15,8 @@
  * to the recipients' installations it holds. On a Redis Cluster there are no early channels:
  * the gateway publishes to each recipient's channel (src/gateway/signals.ts).
  */
-export const SIGNAL_NOTICE = '!signals\n';
-export const SIGNAL_BATCH_NOTICE = '!signalbatch\n';
+const SIGNAL_NOTICE = '!signals\n';
+const SIGNAL_BATCH_NOTICE = '!signalbatch\n';
 
 /** Published on a user's live channel in place of a log epoch (src/events/eventLog.ts parseLiveMessage). */
 export const SIGNAL_EPOCH = '!signal';
@@ -32,11 +32,16 @@ export interface SignalNotice {
   json: string;
 }
 
+/** The length of the notice's prefix, or 0 when `message` is not a signal notice (of either form). */
+export function signalNoticePrefix(message: string): number {
+  return message.startsWith(SIGNAL_NOTICE) ? SIGNAL_NOTICE.length : message.startsWith(SIGNAL_BATCH_NOTICE) ? SIGNAL_BATCH_NOTICE.length : 0;
+}
+
 /** The signals of a notice, in order: [] when `message` is none. */
 export function parseSignalNotice(message: string): SignalNotice[] {
-  const start = message.startsWith(SIGNAL_NOTICE) ? SIGNAL_NOTICE.length : message.startsWith(SIGNAL_BATCH_NOTICE) ? SIGNAL_BATCH_NOTICE.length : -1;
+  const start = signalNoticePrefix(message);
   const out: SignalNotice[] = [];
-  if (start < 0) return out;
+  if (start === 0) return out;
   let at = start;
   while (at < message.length) {
     const split = message.indexOf('\n', at);
