@@ -76,7 +76,15 @@ export interface Sizes {
    * (bench/README.md, "Open files" under "How it measures"). Each system's saturated and
    * common-rate legs run `repeats` times, alternated: the report gives medians and spreads.
    */
-  compare: { pairs: number; concurrency: number; throughputMs: number; latencyMs: number; repeats: number };
+  compare: {
+    pairs: number;
+    concurrency: number;
+    throughputMs: number;
+    latencyMs: number;
+    repeats: number;
+    /** 0: the live signals alone, without the messages and renames (to profile or sample them alone). */
+    messages: number;
+  };
   /**
    * `fraction` of the lifecycle scenario's sustained rate in the same run (or `rate`, when set or
    * when the lifecycle scenario did not run); `warmupMs` of the samples left out of the slopes.
@@ -101,7 +109,7 @@ const QUICK: Sizes = {
   group: { groupsPerGenerator: 80, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 10_000, warmupRate: 10, startRate: 0, factor: 1.5, stepMs: 2500, maxSteps: 4, bisections: 2, sustainedMs: 6000, halfMs: 10_000, timeoutMs: 5000, saturatedConcurrency: 16, saturatedMs: 4000 },
   idle: { sockets: 4000, holdMs: 1000 },
   timers: { calls: 3000, rate: 1500, ringTimeoutMs: 3000, sampleSockets: 300, runs: 1 },
-  compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000, repeats: 3 },
+  compare: { pairs: 500, concurrency: 64, throughputMs: 1500, latencyMs: 3000, repeats: 3, messages: 1 },
   soak: { durationMs: 180_000, warmupMs: 60_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
   webhooks: { pairsPerGenerator: 600, warmupMs: 2000, stepMs: 6000, halfMs: 10_000, rate: 0 },
   // 5 runs a build, even quick: with 3, runs that do not overlap happen by chance one time in 10.
@@ -125,7 +133,7 @@ const SMOKE: Sizes = {
   group: { groupsPerGenerator: 10, members: 3, installations: 2, joins: 1, declines: 1, warmupMs: 500, warmupRate: 2, startRate: 2, factor: 1.5, stepMs: 1500, maxSteps: 1, bisections: 0, sustainedMs: 1500, halfMs: 1500, timeoutMs: 10_000, saturatedConcurrency: 2, saturatedMs: 1500 },
   idle: { sockets: 50, holdMs: 200 },
   timers: { calls: 40, rate: 40, ringTimeoutMs: 1500, sampleSockets: 10, runs: 1 },
-  compare: { pairs: 20, concurrency: 8, throughputMs: 500, latencyMs: 500, repeats: 1 },
+  compare: { pairs: 20, concurrency: 8, throughputMs: 500, latencyMs: 500, repeats: 1, messages: 1 },
   // A ring window a loaded machine's create → invited → answer fits in (1.5 s did not, once, in a
   // full test run at twice its usual time: an answer came after the ring-out).
   soak: { durationMs: 6000, warmupMs: 2000, sampleMs: 2000, fraction: 0.5, rate: 10, ringTimeoutMs: 4000, churn: 0.1, reconnect: 0.1 },
@@ -143,7 +151,7 @@ const FULL: Sizes = {
   group: { groupsPerGenerator: 300, members: 8, installations: 2, joins: 3, declines: 1, warmupMs: 15_000, warmupRate: 10, startRate: 0, factor: 1.4, stepMs: 8000, maxSteps: 8, bisections: 2, sustainedMs: 60_000, halfMs: 20_000, timeoutMs: 10_000, saturatedConcurrency: 32, saturatedMs: 15_000 },
   idle: { sockets: 100_000, holdMs: 30_000 },
   timers: { calls: 100_000, rate: 2500, ringTimeoutMs: 45_000, sampleSockets: 2000, runs: 3 },
-  compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000, repeats: 5 },
+  compare: { pairs: 5000, concurrency: 128, throughputMs: 15_000, latencyMs: 10_000, repeats: 5, messages: 1 },
   soak: { durationMs: 1_800_000, warmupMs: 300_000, sampleMs: 60_000, fraction: 0.5, rate: 0, ringTimeoutMs: 3000, churn: 0.1, reconnect: 0.1 },
   webhooks: { pairsPerGenerator: 1500, warmupMs: 5000, stepMs: 30_000, halfMs: 15_000, rate: 0 },
   compareRef: { rate: 150, runs: 5, warmupMs: 5000, stepMs: 20_000, pairsPerGenerator: 1500 },

@@ -87,6 +87,7 @@ export async function compareScenario(ctx: BenchContext): Promise<ScenarioResult
   const systems: Record<System, Deployment> = { calling: { a: ca, b: cb }, socketio: { a: sa, b: sb } };
   const order: System[] = ['socketio', 'calling'];
   try {
+    if (ctx.opts.sizes.compare.messages === 0) return signalsAlone(await compareSignals(ctx, systems, order));
     for (const system of order) await connect(ctx, system, systems[system]);
     const measure = (system: System, kind: DeliveryKind, run: { mode: 'closed' } | { mode: 'open'; rate: number }) => measureLeg(ctx, system, systems[system], kind, run);
     // Each leg `repeats` times, the systems alternated (socketio, calling, then calling, socketio, …),
@@ -126,14 +127,23 @@ export async function compareScenario(ctx: BenchContext): Promise<ScenarioResult
       ['calling renames at the common rate', rename.latency!],
       ...signals.legs,
     ];
-    const invalid = invalidReasons({ errors: legs.map(([where, l]) => ({ where, errors: l.errors })), nonZero: legs.map(([what, l]) => ({ what: `${what}: deliveries/s`, n: l.perSecond })) });
-    return { ...report(ctx, rows.calling, rows.socketio, rename, repeated, signals), invalid };
+    return { ...report(ctx, rows.calling, rows.socketio, rename, repeated, signals), invalid: invalidLegs(legs) };
   } finally {
     for (const s of Object.values(systems)) {
       await s.pool?.close();
       await Promise.all([ctx.stopServer(s.a), ctx.stopServer(s.b)]);
     }
   }
+}
+
+/** The live signals without the messages and renames (`--set compare.messages=0`). */
+function signalsAlone(signals: SignalsSection): ScenarioResult {
+  return { id: 'compare', title: 'Live signals vs Socket.IO 4 + Redis adapter (messages not run: compare.messages=0)', headlines: signals.headlines, goals: signals.goals, markdown: signals.markdown, data: { signals: signals.figures, sendFloor: signals.floor }, invalid: invalidLegs(signals.legs) };
+}
+
+/** Why the run is invalid: a leg with errors, or one that delivered nothing. */
+function invalidLegs(legs: readonly [string, { errors: Record<string, number>; perSecond: number }][]) {
+  return invalidReasons({ errors: legs.map(([where, l]) => ({ where, errors: l.errors })), nonZero: legs.map(([what, l]) => ({ what: `${what}: deliveries/s`, n: l.perSecond })) });
 }
 
 /** Each system's figures over the repeated runs: saturated deliveries/s, and p99 (ms) at the common rate. */
