@@ -32,7 +32,7 @@
   limits                on a single Redis, the rules of KEYS[6..]: JSON [[limit, windowMs], ...]
                         (lua/includes/createLimits.lua); '' for none
   recordFormat          'hash' to store the call as a hash (CALL_RECORD_FORMAT, for a rolling
-                        upgrade from a version that reads only hashes: lua/includes/callRecord.lua);
+                        upgrade from a version that reads only hashes: lua/includes/callRead.lua);
                         '' for the string
   calleeUserId
   busy                  '1' when the callee is in an accepted call (and call waiting is off): the

@@ -9,7 +9,7 @@
 ]]
 local callKey, presenceKey = KEYS[1], KEYS[2]
 --@arguments
---@include "callRecord"
+--@include "callRead"
 --@include "presence"
 
 local call = loadCall(callKey)

@@ -40,7 +40,6 @@
     { 'limited', retryAfterMs }    over the call's limit: nothing sent
 ]]
 --@arguments
---@include "callRecord"
 --@include "fixedWindow"
 --@include "presence"
 

@@ -4,6 +4,8 @@
 -- so a member who left, moved or joined again starts with no state; the map itself expires a
 -- while after its last write (src/gateway/signals.ts PRESENCE_TTL_MS).
 
+--@include "callRead"
+
 -- The members in the call now ({ userId, installationId, joinedAtMs }), the caller first: a group
 -- call's joined members, a one-to-one call's caller and, once answered, its callee. Read here
 -- rather than through lua/includes/groupMembers.lua, whose call machine tables would be rebuilt
@@ -29,7 +31,7 @@ end
 -- from their joined installations), `count` of them in `to` as `userId\tinstallationId\t…`.
 --
 -- The view is a hash of `head`, the first bytes of the call's stored string when the view was made
--- (through its createdAtMs: lua/includes/callRecord.lua keeps callId, state, revision, the
+-- (through its createdAtMs: lua/includes/callRead.lua keeps callId, state, revision, the
 -- caller's fields and createdAtMs first, in that order), and one field `m:<userId>` per member in
 -- the call (`installationId\tjoinedAtMs\tcount\n` then `to`; ids hold no control character). A
 -- signal reads the view's head and the sender's field with one HMGET and the record's same bytes

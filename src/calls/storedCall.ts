@@ -2,7 +2,7 @@ import type { Redis, Cluster, ChainableCommander } from 'ioredis';
 import { callFromHash, CorruptRecordError, parseCallFields, type CallRecord } from './model.js';
 
 /**
- * A call's key as the call scripts write it (lua/includes/callRecord.lua): one string, the JSON
+ * A call's key as the call scripts write it (lua/includes/callRead.lua): one string, the JSON
  * list of the call's fields and values in order, so each write and the key's lifetime are one SET.
  * Versions before 2026-11-26 stored a hash, and CALL_RECORD_FORMAT=hash still does (for a rolling
  * upgrade from one of those): such a call is read as one (its GET fails WRONGTYPE), and stays one

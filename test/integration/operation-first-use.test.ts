@@ -52,7 +52,7 @@ async function endScript(i: EndInput, firstUse: boolean) {
 async function getCalls(): Promise<number> {
   return Number(/cmdstat_get:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
 }
-/** The script's one read of the call (its key is one string, lua/includes/callRecord.lua): the GET a request without a record read makes. */
+/** The script's one read of the call (its key is one string, lua/includes/callRead.lua): the GET a request without a record read makes. */
 const CALL_READ = 1;
 const ended = () => calls.end(endInput('alice', 'alice-phone', 'localHangup'));
 

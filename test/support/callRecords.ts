@@ -41,7 +41,7 @@ export const registration = (userId: string, installationId: string, kind: PushR
 });
 
 /**
- * A call's stored fields, as strings, read straight from its key (lua/includes/callRecord.lua: the
+ * A call's stored fields, as strings, read straight from its key (lua/includes/callRead.lua: the
  * JSON list of its fields and values): {} when the call is gone. For tests that check what a script
  * wrote, field by field.
  */
