@@ -189,6 +189,9 @@ export class SignalSender {
         for (let i = 0; i < signals.length; i += MAX_SIGNALS_PER_SCRIPT) runs.push(this.run(signals.slice(i, i + MAX_SIGNALS_PER_SCRIPT), noticeChannel));
       }
       await Promise.all(runs);
+      // The reply came in the middle of the event loop's poll phase: frames read after it in the
+      // same phase join the next run too (setImmediate runs once the phase is over).
+      await new Promise<void>((resolve) => setImmediate(resolve));
     }
     this.busy = false;
   }
