@@ -32,7 +32,7 @@ async function main(): Promise<void> {
     throw err;
   }
   // In dev mode lines go out one by one, in order with the printed tokens (src/util/logger.ts).
-  const logger = createLogger(config.LOG_LEVEL, dev ? process.stdout : undefined);
+  const logger = createLogger(config.LOG_LEVEL, dev ? process.stdout : undefined, config.LOG_BUFFER_MAX_BYTES);
   const refused = startRefusal(config, production, () => commandRuns('redis-server'));
   if (refused) {
     process.stderr.write(`invalid configuration:\n  ${refused}\n`);

@@ -15,7 +15,7 @@ import type { PushOutcomes } from './push/dispatcher.js';
 import { Metrics } from './observability/metrics.js';
 import { startMetricsServer } from './observability/metricsServer.js';
 import { tracingEnabled } from './observability/tracing.js';
-import type { Logger } from './util/logger.js';
+import { droppedLogLines, type Logger } from './util/logger.js';
 import { roleDeps, type RoleContext, type StartedRole } from './roles/context.js';
 import { startApi, type ApiOptions } from './roles/api.js';
 import { startGateway } from './roles/gateway.js';
@@ -66,6 +66,7 @@ export async function startServer(
 
   // A stalled Redis is not ready: answers within a second whatever REDIS_COMMAND_TIMEOUT_MS says.
   const redisUp = () => Promise.race([redis.ping().then((r) => r === 'PONG'), sleep(900).then(() => false)]).catch(() => false);
+  metrics.countersFrom('log_lines_dropped_total', "Log lines dropped because stdout's reader fell too far behind (src/util/logger.ts)", [], () => [[[], droppedLogLines()]]);
   metrics.gauge('redis_up', 'Whether Redis answered PING within 900 ms at scrape time (1) or not (0)', async () => ((await redisUp()) ? 1 : 0));
   metrics.gauge('outbox_pending_entries', 'Outbox entries not yet relayed (all shards)', async () => {
     // One auto-pipelined round trip (per primary on a cluster: the shards live in different slots).

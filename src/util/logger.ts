@@ -1,4 +1,5 @@
 import { pino, type Logger } from 'pino';
+import { configSchema } from '../config/config.js';
 
 export type { Logger };
 
@@ -47,11 +48,25 @@ export function redacted(obj: Record<string, unknown>): Record<string, unknown> 
  * a busy process writes its logs a few times a second. Whatever is buffered is written when the
  * process exits, even on an uncaught error; only a SIGKILL loses the last 100 ms of lines. A
  * `destination` given (dev mode: stdout, line by line; tests) replaces this.
+ *
+ * A reader of stdout that stops reading (a stuck log shipper, a full pipe) never stops the
+ * server: a write that finds stdout full is tried again 100 ms later while calls go on, at most
+ * LOG_BUFFER_MAX_BYTES (docs/configuration.md) of lines wait meanwhile, and lines past that are
+ * dropped and counted (calling_log_lines_dropped_total). At exit the last lines get at most
+ * LOG_EXIT_FLUSH_MS, so SIGTERM still ends the process.
  */
 const LOG_BATCH_BYTES = 4096;
 const LOG_FLUSH_EVERY_MS = 100;
+const LOG_EXIT_FLUSH_MS = 1000;
 
-export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
+let droppedLines = 0;
+
+/** Log lines dropped because stdout's reader fell LOG_BUFFER_MAX_BYTES behind. */
+export function droppedLogLines(): number {
+  return droppedLines;
+}
+
+export function createLogger(level: string, destination?: NodeJS.WritableStream, bufferMaxBytes: number = configSchema.shape.LOG_BUFFER_MAX_BYTES.parse(undefined)): Logger {
   return pino(
     {
       level,
@@ -60,6 +75,38 @@ export function createLogger(level: string, destination?: NodeJS.WritableStream)
       formatters: { level: (label) => ({ level: label }), log: redacted },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    destination ?? pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_EVERY_MS }),
+    destination ?? stdoutInBatches(bufferMaxBytes),
   );
+}
+
+function stdoutInBatches(maxLength: number): ReturnType<typeof pino.destination> {
+  // Node makes a pipe or socket on stdout non-blocking once its stream is opened: a write into a
+  // full one then fails at once (EAGAIN), to be tried again, instead of blocking a thread of
+  // libuv's pool for as long as the reader is stuck, and the process's exit, which waits for it.
+  void process.stdout.fd;
+  // Tried again for as long as it takes while the process runs (giving up would be an error
+  // that ends it); within LOG_EXIT_FLUSH_MS when it exits.
+  let retryUntil = Infinity;
+  const stream = pino.destination({
+    dest: 1,
+    sync: false,
+    minLength: LOG_BATCH_BYTES,
+    periodicFlush: LOG_FLUSH_EVERY_MS,
+    maxLength,
+    retryEAGAIN: () => Date.now() < retryUntil,
+  });
+  stream.on('drop', () => void droppedLines++);
+  // pino writes what is buffered with flushSync as the process exits (no event loop is left).
+  const flushSync = stream.flushSync.bind(stream);
+  stream.flushSync = () => {
+    retryUntil = Date.now() + LOG_EXIT_FLUSH_MS;
+    try {
+      flushSync();
+    } catch {
+      // Still full: the rest is dropped.
+    } finally {
+      retryUntil = Infinity;
+    }
+  };
+  return stream;
 }
