@@ -115,6 +115,7 @@ describe('GET /metrics', () => {
       ['http_request_duration_seconds', 'histogram'],
       ['redis_script_duration_seconds', 'histogram'],
       ['relay_changes_total', 'counter'],
+      ['log_lines_dropped_total', 'counter'],
       ['ws_events_sent_total', 'counter'],
       ['ws_early_events_sent_total', 'counter'],
       ['ws_open_sockets', 'gauge'],
