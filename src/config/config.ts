@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { corsOriginsSchema } from './cors.js';
 import { MESSAGE_MAX_BYTES } from './messageLimits.js';
 import { serverKeyHashesSchema } from '../auth/serverKeys.js';
+import { DEFAULT_LOG_BUFFER_MAX_BYTES } from '../util/logger.js';
 
 /**
  * The whole configuration, parsed once at start from an explicit environment table.
@@ -219,7 +220,7 @@ export const configSchema = z
 
     NODE_ENV: z.string().optional().describe('`production`: no silent defaults; without `REDIS_URL`/`REDIS_CLUSTER_NODES` or an `AUTH_*` key the process exits 2 (no embedded Redis, `--dev` ignored).'),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info').describe('Log level: `debug`, `info`, `warn`, `error` or `silent`.'),
-    LOG_BUFFER_MAX_BYTES: int(8 * 1024 * 1024, 65_536, 1024 * 1024 * 1024).describe('Log lines waiting for a stdout reader that stopped reading (a stuck log shipper, a full pipe) are kept up to this many bytes; past it they are dropped and counted (`calling_log_lines_dropped_total`), and the server goes on serving. At exit the last lines get at most a second.'),
+    LOG_BUFFER_MAX_BYTES: int(DEFAULT_LOG_BUFFER_MAX_BYTES, 65_536, 1024 * 1024 * 1024).describe('Log lines waiting for a stdout reader that stopped reading (a stuck log shipper, a full pipe) are kept up to this many bytes; past it they are dropped and counted (`calling_log_lines_dropped_total`), and the server goes on serving. At exit the last lines get at most a second.'),
     ALLOW_UWS_FALLBACK: bool(false).describe('Run even if uWebSockets.js falls back to its slow `ws` shim (development only).'),
     EMBEDDED_REDIS_DIR: z.string().default('.data/redis').describe('Data directory of the embedded development Redis (used when `REDIS_URL` is unset).'),
     SHUTDOWN_TIMEOUT_MS: int(10_000, 100, 120_000).describe('Bound on graceful shutdown.'),

@@ -1,5 +1,4 @@
 import { pino, type Logger } from 'pino';
-import { configSchema } from '../config/config.js';
 
 export type { Logger };
 
@@ -58,6 +57,8 @@ export function redacted(obj: Record<string, unknown>): Record<string, unknown> 
 const LOG_BATCH_BYTES = 4096;
 const LOG_FLUSH_EVERY_MS = 100;
 const LOG_EXIT_FLUSH_MS = 1000;
+/** LOG_BUFFER_MAX_BYTES's default (src/config/config.ts). */
+export const DEFAULT_LOG_BUFFER_MAX_BYTES = 8 * 1024 * 1024;
 
 let droppedLines = 0;
 
@@ -66,7 +67,7 @@ export function droppedLogLines(): number {
   return droppedLines;
 }
 
-export function createLogger(level: string, destination?: NodeJS.WritableStream, bufferMaxBytes: number = configSchema.shape.LOG_BUFFER_MAX_BYTES.parse(undefined)): Logger {
+export function createLogger(level: string, destination?: NodeJS.WritableStream, bufferMaxBytes = DEFAULT_LOG_BUFFER_MAX_BYTES): Logger {
   return pino(
     {
       level,
