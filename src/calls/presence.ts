@@ -5,6 +5,8 @@
 
 /** The signal kinds whose current value is kept; the others (reaction, custom) only travel. */
 export const STATE_KINDS = ['muted', 'speaking', 'handRaised', 'video'] as const;
+/** Every live signal kind (docs/signaling.md "Live signals"). */
+export const SIGNAL_KINDS = [...STATE_KINDS, 'reaction', 'custom'] as const;
 
 /** A member's state as kept: only the kinds it has sent during its stay in the call. */
 export type MemberPresence = Partial<Record<(typeof STATE_KINDS)[number], boolean>>;

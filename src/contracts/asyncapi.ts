@@ -4,8 +4,8 @@ import { CALL_COMMANDS } from '../commands/callCommands.js';
 import type { CallCommand } from '../commands/command.js';
 import { opaqueId } from '../commands/schemas.js';
 import { schema } from './openapiParts.js';
-import { STATE_KINDS } from '../calls/presence.js';
-import { SIGNAL_CUSTOM_MAX_BYTES } from '../config/signalLimits.js';
+import { SIGNAL_KINDS } from '../calls/presence.js';
+import { SIGNAL_CUSTOM_MAX_BYTES, SIGNAL_REACTION_MAX_CHARS } from '../config/signalLimits.js';
 
 /**
  * The AsyncAPI 3.0 document of /v1/signaling (docs/signaling.md in machine-readable form): the
@@ -293,8 +293,8 @@ export function asyncApiDocument(): Record<string, unknown> {
 function signalBody(delivered: boolean): { type: 'object'; properties: Record<string, unknown>; required: string[] } {
   const properties: Record<string, unknown> = {
     callId: { type: 'string' },
-    kind: { type: 'string', enum: [...STATE_KINDS, 'reaction', 'custom'] },
-    value: { description: 'a boolean for muted, speaking, handRaised and video; a string of 1 to 32 characters for reaction; any JSON value for custom' },
+    kind: { type: 'string', enum: [...SIGNAL_KINDS] },
+    value: { description: `a boolean for muted, speaking, handRaised and video; a string of 1 to ${SIGNAL_REACTION_MAX_CHARS} characters for reaction; any JSON value for custom` },
   };
   if (!delivered) return { type: 'object', properties, required: ['callId', 'kind', 'value'] };
   return {

@@ -2,8 +2,8 @@ import { topologyOf, type RedisClient } from '../redis/connection.js';
 import { keys, shardOf, type KeySpace } from '../redis/keys.js';
 import { runScript, type ScriptCall } from '../redis/scripts.js';
 import { OPAQUE_ID_PATTERN, OPAQUE_ID_RULE } from '../commands/schemas.js';
-import { STATE_KINDS } from '../calls/presence.js';
-import { SIGNAL_CUSTOM_MAX_BYTES } from '../config/signalLimits.js';
+import { SIGNAL_KINDS, STATE_KINDS } from '../calls/presence.js';
+import { SIGNAL_CUSTOM_MAX_BYTES, SIGNAL_REACTION_MAX_CHARS } from '../config/signalLimits.js';
 import type { Logger } from '../util/logger.js';
 import type { ClientFrame, ServerFrame } from './protocol.js';
 import { signalMessage } from './signalNotice.js';
@@ -61,7 +61,7 @@ export function checkSignalFrame(frame: Record<string, unknown>): CheckedSignal 
     return { signal: { callId, kind, value }, valueJson: value ? 'true' : 'false' };
   }
   if (kind === 'reaction') {
-    if (typeof value !== 'string' || value.length < 1 || value.length > 32) return { problem: 'value: a reaction is a string of 1 to 32 characters' };
+    if (typeof value !== 'string' || value.length < 1 || value.length > SIGNAL_REACTION_MAX_CHARS) return { problem: `value: a reaction is a string of 1 to ${SIGNAL_REACTION_MAX_CHARS} characters` };
     return { signal: { callId, kind, value }, valueJson: JSON.stringify(value) };
   }
   if (kind === 'custom') {
@@ -69,7 +69,7 @@ export function checkSignalFrame(frame: Record<string, unknown>): CheckedSignal 
     if (valueJson === undefined || Buffer.byteLength(valueJson) > SIGNAL_CUSTOM_MAX_BYTES) return { problem: `value: a JSON value of at most ${SIGNAL_CUSTOM_MAX_BYTES} bytes` };
     return { signal: { callId, kind, value }, valueJson };
   }
-  return { problem: `kind: one of ${[...STATE_KINDS, 'reaction', 'custom'].join(', ')}` };
+  return { problem: `kind: one of ${SIGNAL_KINDS.join(', ')}` };
 }
 
 /** `value` as JSON; undefined when it has none (a MessagePack frame can carry a 64-bit integer as a BigInt). */
