@@ -78,6 +78,7 @@ const HEAVY_SUITES = [
   'test/integration/turn-allocation.test.ts',
   'test/integration/janus-media.test.ts',
   'test/integration/janus-placement.test.ts',
+  'test/integration/janus-crash-report.test.ts',
   'test/unit/bench-report.test.ts',
 ];
 

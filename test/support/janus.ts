@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +17,12 @@ import type { SfuObserver } from '../../src/media/sfu.js';
  * `api_secret`, and signed tokens (`token_auth` with `token_auth_secret`). Every other plugin,
  * transport, logger and event handler is disabled. Ready once its HTTP API answers `info`.
  * Stopped by its pid, SIGKILL after a grace period; `kill()` is the fault tests' crash.
+ *
+ * Any other exit is Janus crashing: it is written to stderr at once, and `stop()` then fails the
+ * file with the exit, a backtrace of every thread (gdb on the core the kernel wrote into Janus's
+ * folder, where `kernel.core_pattern` is a plain file name) and Janus's last output.
+ * JANUS_BIN and JANUS_LIB run another build (one with AddressSanitizer, say: docs/development.md
+ * "When Janus crashes").
  */
 
 export interface Janus {
@@ -35,9 +42,11 @@ export interface Janus {
 }
 
 const HOST = '127.0.0.1';
+const JANUS_BIN = process.env.JANUS_BIN ?? 'janus';
 const START_TIMEOUT_MS = 20_000;
 /** Debian's Janus modules: /usr/lib/<multiarch triplet>/janus (x86_64-linux-gnu, aarch64-linux-gnu, ...). */
 function janusLib(): string {
+  if (process.env.JANUS_LIB) return process.env.JANUS_LIB;
   const triplet = readdirSync('/usr/lib').find((d) => existsSync(join('/usr/lib', d, 'janus', 'plugins', 'libjanus_videoroom.so')));
   if (!triplet) throw new Error('janus: no /usr/lib/<arch>/janus/plugins/libjanus_videoroom.so (apt-get install janus)');
   return join('/usr/lib', triplet, 'janus');
@@ -157,15 +166,30 @@ export async function startJanus(shared: Partial<Pick<Janus, 'apiSecret' | 'toke
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
   let output = '';
-  const killOnExit = () => child?.kill('SIGKILL');
+  /** Set by kill/stop. */
+  let expectedExit = false;
+  /** A crash's report (see above), once gdb has read its core. */
+  let crash: Promise<string> | undefined;
+  const killOnExit = () => {
+    expectedExit = true;
+    child?.kill('SIGKILL');
+  };
   const running = () => child !== undefined && child.exitCode === null && child.signalCode === null;
 
   const start = async () => {
-    const c = spawn('janus', ['-C', join(dir, 'janus.jcfg'), '-F', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    expectedExit = false;
+    // prlimit: a crash leaves a core (in `dir`, Janus's working folder) for the report.
+    const c = spawn('prlimit', ['--core=unlimited', '--', JANUS_BIN, '-C', join(dir, 'janus.jcfg'), '-F', dir], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     child = c;
     c.stdout!.setEncoding('utf8').on('data', (s: string) => (output = (output + s).slice(-200_000)));
     c.stderr!.setEncoding('utf8').on('data', (s: string) => (output = (output + s).slice(-200_000)));
     exited = new Promise<void>((r) => c.once('exit', () => r()));
+    c.once('exit', (code, signal) => {
+      // Stopped or killed by the harness: SIGTERM's clean exit, or SIGKILL. Anything else is a crash.
+      if (expectedExit && (signal === null || signal === 'SIGKILL' || signal === 'SIGTERM')) return;
+      crash = crashReport(dir, `janus ${c.pid} exited unexpectedly (code ${code}, signal ${signal})`, output.slice(-6000));
+      void crash.then((report) => process.stderr.write(`${report}\n`));
+    });
     process.once('exit', killOnExit);
     const answers = async () => {
       if (!running()) throw new Error(`janus exited:\n${output.slice(-4000)}`);
@@ -175,12 +199,14 @@ export async function startJanus(shared: Partial<Pick<Janus, 'apiSecret' | 'toke
       return 'janus.plugin.videoroom' in (info.plugins ?? {});
     };
     await waitUntil(`janus to answer on ${apiUrl}`, answers, START_TIMEOUT_MS, { intervalMs: 50, detail: () => output.slice(-4000) }).catch((err: unknown) => {
+      expectedExit = true;
       c.kill('SIGKILL');
       throw err;
     });
   };
   const kill = async () => {
     process.removeListener('exit', killOnExit);
+    expectedExit = true;
     if (running()) {
       child!.kill('SIGKILL');
       await exited;
@@ -203,10 +229,26 @@ export async function startJanus(shared: Partial<Pick<Janus, 'apiSecret' | 'toke
     start,
     async stop() {
       process.removeListener('exit', killOnExit);
+      expectedExit = true;
       if (child) await terminate(child, 3000);
+      const report = await crash;
       rmSync(dir, { recursive: true, force: true });
+      if (report) throw new Error(report);
     },
   };
+}
+
+/** What a crash left: how Janus exited, gdb's backtrace of each thread when there is a core in `dir`, and its last output. */
+async function crashReport(dir: string, exit: string, lastOutput: string): Promise<string> {
+  const core = readdirSync(dir).find((f) => f.startsWith('core'));
+  let backtrace = 'no core file (kernel.core_pattern may send cores elsewhere)';
+  if (core) {
+    const bin = JANUS_BIN.includes('/') ? JANUS_BIN : (process.env.PATH ?? '').split(':').map((d) => join(d, JANUS_BIN)).find((f) => existsSync(f));
+    backtrace = await promisify(execFile)('gdb', ['-batch', '-ex', 'thread apply all bt 30', bin ?? JANUS_BIN, join(dir, core)], { timeout: 60_000, maxBuffer: 16 << 20 })
+      .then(({ stdout }) => stdout.split('\n').filter((l) => /^(Thread|#)/.test(l)).join('\n').slice(0, 20_000))
+      .catch((err: Error) => `gdb could not read ${core}: ${err.message}`);
+  }
+  return `${exit}\n--- backtrace ---\n${backtrace}\n--- its last output ---\n${lastOutput}`;
 }
 
 /** A JanusSfu like the server's on `janus`, for the steps a relay would take; counts what it observes by op. */
