@@ -5,7 +5,8 @@ import { SignalingClient, type EventPayload, type GapReason } from '@calling-bac
 import { keys } from '../../src/redis/keys.js';
 import { redisCommand, startRedisCluster, type RedisCluster, type RedisServer } from '../support/redis-server.js';
 import { startServer, type TestServer } from '../support/server.js';
-import { device, getCall, type Device } from '../support/fixtures.js';
+import { randomUUID } from 'node:crypto';
+import { device, getCall, uid, type Device } from '../support/fixtures.js';
 import { waitUntil } from '../support/wait.js';
 import { createCall } from '../e2e/helpers.js';
 
@@ -82,6 +83,23 @@ async function nodesOf(key: string): Promise<{ primary: RedisServer; replica: Re
   return { primary: byPort(portOf(primaryLine)), replica: byPort(portOf(replicaLine)) };
 }
 
+/**
+ * A create after the failover, made again (same callId and operationId: a replay) while the server
+ * answers 503 `unavailable`: its cluster client may still be finding the promoted replica after the
+ * cluster says it is whole, and an app retries on that answer (docs/api.md "Errors").
+ */
+async function createCallAfterFailover(caller: Device, calleeUserId: string): Promise<string> {
+  const callId = randomUUID();
+  const body = { callId, calleeUserId, operationId: uid('op') };
+  let last = { status: 0, text: '' };
+  await waitUntil('the server to take the create', async () => (last = await caller.api.post('/v1/calls', body)).status !== 503, 20_000, {
+    intervalMs: 250,
+    detail: () => last.text,
+  });
+  expect(last.status, last.text).toBe(201);
+  return callId;
+}
+
 describe('a failover that loses writes its replica had not received', () => {
   it('devices that saw a lost entry get `reset` and resync by snapshot: connected, and resuming after the log grew past their cursor', async () => {
     const caller = device(server.url);
@@ -142,7 +160,7 @@ describe('a failover that loses writes its replica had not received', () => {
 
       // The log grows again past the away devices' cursors: new entries, later IDs, same epoch.
       const fresh = new Map<Watched, string>();
-      for (const w of all) fresh.set(w, (await createCall(caller, w.d.userId)).callId);
+      for (const w of all) fresh.set(w, await createCallAfterFailover(caller, w.d.userId));
 
       // Connected devices: a reset (the fresh call comes with it only if it was logged after the
       // gateway re-read the log: a reset's cursor is the head).
@@ -159,7 +177,7 @@ describe('a failover that loses writes its replica had not received', () => {
       }
       // Then live, in the log's current line.
       const later = new Map<Watched, string>();
-      for (const w of [...connected, ...resumed]) later.set(w, (await createCall(caller, w.d.userId)).callId);
+      for (const w of [...connected, ...resumed]) later.set(w, await createCallAfterFailover(caller, w.d.userId));
       await waitUntil('the later calls, live', () => [...later].every(([w, id]) => w.events.some((e) => e.callId === id)), 15_000, {
         detail: () =>
           [...later]
