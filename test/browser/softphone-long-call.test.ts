@@ -9,6 +9,7 @@ import { hostAddress } from '../support/coturn.js';
 import { videoroomAdmin } from '../support/janusClient.js';
 import { tokenFor } from '../support/tokens.js';
 import { janusRoomId } from '../../src/media/janus.js';
+import { sleep } from '../support/wait.js';
 
 /**
  * Calls that outlive their media credential (issue #51), in the browser softphone (demo/) with
@@ -142,7 +143,7 @@ async function explained<T>(pages: Record<string, Page>, step: () => Promise<T>)
 }
 
 /** Waits until `ms` after `t0` (a point in the call, not an assertion of absence). */
-const until = (t0: number, ms: number) => new Promise((r) => setTimeout(r, Math.max(0, t0 + ms - Date.now())));
+const until = (t0: number, ms: number) => sleep(Math.max(0, t0 + ms - Date.now()));
 
 /** One-to-one: the page's peer connection's policy, state, selected pair and bytes in. */
 function peerStats(page: Page) {

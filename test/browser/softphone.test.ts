@@ -7,6 +7,7 @@ import { launchMediaBrowser } from './mediaBrowser.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { REPO_ROOT, startServer, type TestServer } from '../support/server.js';
 import { startCoturn, type Coturn } from '../support/coturn.js';
+import { sleep } from '../support/wait.js';
 
 /**
  * The browser softphone (docs/development.md "Browser softphone") in Debian's Chromium, driven by
@@ -174,7 +175,7 @@ describe('browser softphone', () => {
     page.on('request', (r) => r.resourceType() === 'document' && documents.push(r.url()));
     // The configuration answers 2 s late: the click below comes before it.
     await page.route('**/demo-api/config', async (route) => {
-      await new Promise((r) => setTimeout(r, 2000));
+      await sleep(2000);
       await route.continue();
     });
     await page.goto(`${server.url}/demo/`, { waitUntil: 'domcontentloaded' });

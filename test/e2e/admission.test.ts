@@ -4,7 +4,7 @@ import { SignalingClient as Device } from '@calling-backend/client';
 import { stackForFile, type Stack } from '../support/stack.js';
 import { tokenFor } from '../support/tokens.js';
 import { uid } from '../support/fixtures.js';
-import { waitUntil } from '../support/wait.js';
+import { waitUntil, sleep } from '../support/wait.js';
 import { connect, type SignalingClient } from '../support/ws-client.js';
 import { CLOSE } from '../../src/contracts/signaling.js';
 
@@ -36,7 +36,7 @@ afterEach(async () => {
 const person = () => ({ userId: uid('adm'), installationId: uid('phone') });
 
 /** Until the gateway's bucket is full again (one second's worth), after a test that emptied it. */
-const refill = () => new Promise((r) => setTimeout(r, 1000 + 100));
+const refill = () => sleep(1000 + 100);
 
 describe('admission control', () => {
   it(`admits ${PER_S} sockets at once; the rest are closed with 1013 and times to come back spaced 1/${PER_S} s apart`, async () => {

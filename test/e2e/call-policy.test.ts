@@ -10,6 +10,7 @@ import { keys } from '../../src/redis/keys.js';
 import { Sockets, online, waitUntil } from './helpers.js';
 import { androidToken, iosToken, pushesSettled, pushStackForFile, registerAndroid, registerIos, type PushStack } from './push-helpers.js';
 import type { TestServer } from '../support/server.js';
+import { sleep } from '../support/wait.js';
 
 /**
  * Who may call a user (docs/call-policy.md): the routes for the user and for the app's backend,
@@ -221,7 +222,7 @@ describe('enforced by the create', () => {
       expect(res.status, res.text).toBeGreaterThanOrEqual(500);
       expect(res.headers.get('content-type'), res.text).toBe('application/problem+json');
       // Alive (a process that dies of it takes a moment to go): the next create, to someone else, rings.
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
       const next = await caller.api.post('/v1/calls', { callId: randomUUID(), calleeUserId: device(url).userId, operationId: uid('op') });
       expect(next.status, next.text).toBe(201);
     } finally {

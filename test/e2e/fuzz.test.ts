@@ -6,6 +6,7 @@ import { startServer, type TestServer } from '../support/server.js';
 import { connectTestRedis, keyspace } from '../support/fixtures.js';
 import { api } from '../support/http.js';
 import { ALLOWED_CLOSE_CODES, FUZZ_SERVER_ENV, checkRequest, frameArb, FUZZ_SHARDS, groupRoute, requestArb, seedCalls, sendFrames, trimOutboxes, type Distribution } from '../support/fuzz.js';
+import { sleep } from '../support/wait.js';
 
 /**
  * Fuzzing with fast-check (test/support/fuzz.ts has the generators and properties). In CI a few
@@ -40,7 +41,7 @@ afterAll(async () => {
 async function settledKeyspace(redis: Redis): Promise<Record<string, string>> {
   let last = await keyspace(redis);
   for (;;) {
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
     const now = await keyspace(redis);
     if (JSON.stringify(now) === JSON.stringify(last)) return now;
     last = now;

@@ -302,7 +302,7 @@ describe('delivery', () => {
     expect(metrics).toMatch(/calling_webhook_endpoints_disabled 1/);
     // The relay queued the event for every endpoint at once (the main endpoint got its copy);
     // the gone one was left out.
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     expect(gone.received.length).toBeGreaterThan(0);
     expect(gone.received.every((w) => w.json.type === 'call.created')).toBe(true);
     expect(gone.received.filter((w) => w.json?.data?.callId === second.callId)).toEqual([]);
@@ -351,7 +351,7 @@ describe('delivery', () => {
     gone.answer = () => ({ status: 204 });
     expect((await backend.post('/v1/server/webhooks/endpoints/gone/enable')).json).toEqual({ id: 'gone', wasDisabled: true });
     // Every process reads the change within its cache's refresh (2 s).
-    await new Promise((r) => setTimeout(r, 2100));
+    await sleep(2100);
     const next = await createCall(caller, uid('callee'));
     await arrived(gone, 'call.created', next.callId);
     expect((await backend.post('/v1/server/webhooks/endpoints/nope/enable')).status).toBe(404);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { stackForFile } from '../support/stack.js';
 import { acceptedCall, answer, device, end, expectProblem, relayDone, ringingCall, type Device } from '../support/fixtures.js';
-import { waitUntil } from '../support/wait.js';
+import { waitUntil, sleep } from '../support/wait.js';
 import { keys } from '../../src/redis/keys.js';
 import { storedCallFields } from '../support/callRecords.js';
 
@@ -39,7 +39,7 @@ async function relayed(callIds: string[]): Promise<void> {
 describe('every ended call leaves a record', () => {
   it('an answered call that the callee hangs up: both parties see it, each from their side, with ringing and talk time', async () => {
     const { callId, caller, callee } = await acceptedCall(url);
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
     const ended = await end(callee, callId, 'localHangup');
     expect(ended.status).toBe(200);
     await relayed([callId]);

@@ -7,6 +7,7 @@ import { keys } from '../../src/redis/keys.js';
 import type { EventPayload } from '../../src/events/payloads.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { uid } from '../support/fixtures.js';
+import { sleep } from '../support/wait.js';
 
 /**
  * The event log's periodic age check (lua/appendEvents.lua): it trims entries past the age limit,
@@ -95,7 +96,7 @@ describe('age check', () => {
     await log.append(user, 1, deliveries(user, ['1000-0']));
     // A count gone wrong (as after a manual XDEL) is put right by the next check.
     await client.hset(keys.eventLogMeta(ks, user), 'n', '7');
-    await new Promise((r) => setTimeout(r, 150));
+    await sleep(150);
     const [xlenBefore] = await calls('xlen');
     await log.append(user, 1, deliveries(user, ['1001-0']));
     expect((await calls('xlen'))[0]).toBe(xlenBefore! + 1);

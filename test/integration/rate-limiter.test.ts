@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RedisRateLimiter } from '../../src/limits/rateLimiter.js';
 import { fileRedis } from '../support/fixtures.js';
+import { sleep } from '../support/wait.js';
 
 /** The shared fixed-window limiter on a real Redis: its counters, their expiry, and the safety net. */
 const db = fileRedis();
@@ -25,7 +26,7 @@ describe('Redis rate limiter', () => {
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(300);
     expect((await l.hit({ userId: 'c' })).allowed).toBe(false);
-    await new Promise((r) => setTimeout(r, 350));
+    await sleep(350);
     expect((await l.hit({ userId: 'c' })).allowed).toBe(true);
   });
 

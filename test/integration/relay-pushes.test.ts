@@ -25,6 +25,7 @@ import { ApnsSender } from '../../src/push/apns.js';
 import { Http2Pool } from '../../src/push/http2Pool.js';
 import { createLogger } from '../../src/util/logger.js';
 import { waitUntil } from '../e2e/helpers.js';
+import { sleep } from '../support/wait.js';
 
 /**
  * Pushes sent by the relay (docs/architecture.md "Push"): the first attempt goes out right after the events are
@@ -210,7 +211,7 @@ describe('relay pushes', () => {
     const callId = await createCall(callee);
     await cancel(callId, callee);
     const skipped = outcomes.get('apns:skipped-not-ringing') ?? 0;
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     // One entry per batch: the invitation is relayed in a batch without its cancel.
     const relay = await startedRelay([pushHandler(dispatcher, IOS_ONLY, { ringTimeoutMs: 45_000 })], 1);
     try {

@@ -6,6 +6,7 @@ import { runScript } from '../../src/redis/scripts.js';
 import { SignalSender, signalsScriptCall } from '../../src/gateway/signals.js';
 import { parseSignalNotice } from '../../src/gateway/signalNotice.js';
 import { aliceCallsBob, fileRedis } from '../support/fixtures.js';
+import { sleep } from '../support/wait.js';
 
 /**
  * A live signal's recipients come from the call's signal view while the head of the call's record
@@ -60,7 +61,7 @@ describe('the signal view', () => {
     // The record is gone (its retention over) while the view lives on; the callId is used again
     // and answered from Bob's other installation: the same state, revision and parties.
     await db.redis.del(keys.call(calls.settings, callId));
-    await new Promise((r) => setTimeout(r, 5)); // another createdAtMs
+    await sleep(5); // another createdAtMs
     await aliceCallsBobAgain(callId);
     await bobAnswers(callId, 'bob-tablet');
     expect(await aliceSignals(callId)).toEqual(['sent', 1, 'bob\tbob-tablet']);
@@ -72,7 +73,7 @@ describe('the signal view', () => {
     await bobAnswers(callId, 'bob-phone');
     const view = keys.callSignalView(calls.settings, callId);
     expect(await aliceSignals(callId, 50)).toEqual(['sent', 1, 'bob\tbob-phone']);
-    await new Promise((r) => setTimeout(r, 120));
+    await sleep(120);
     expect(await db.redis.exists(view)).toBe(0);
     expect(await aliceSignals(callId, 50)).toEqual(['sent', 1, 'bob\tbob-phone']);
     expect(await db.redis.exists(view)).toBe(1);
@@ -182,7 +183,7 @@ describe("a turn's signals", () => {
       await admin.client('PAUSE', 300, 'ALL');
       const sent = [sender.send('alice', 'alice-phone', checked(callId, 'reaction', 'r0'))];
       for (let i = 1; i <= 3; i++) {
-        await new Promise((r) => setTimeout(r, 20));
+        await sleep(20);
         sent.push(sender.send('alice', 'alice-phone', checked(callId, 'reaction', `r${i}`)));
       }
       expect(await Promise.all(sent)).toEqual(Array(4).fill({ kind: 'sent', recipients: 1 }));
@@ -214,6 +215,6 @@ describe("a turn's signals", () => {
 });
 
 async function waitFor(ok: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 200 && !ok(); i++) await sleep(10);
   expect(ok()).toBe(true);
 }

@@ -9,7 +9,7 @@ import { keys } from '../../src/redis/keys.js';
 import { WEBHOOK_GROUP, WebhookStreamReader } from '../../src/webhooks/streamReader.js';
 import type { WebhookDelivery } from '../../src/webhooks/queue.js';
 import { createLogger } from '../../src/util/logger.js';
-import { waitUntil } from '../support/wait.js';
+import { waitUntil, sleep } from '../support/wait.js';
 
 /**
  * A webhook stream's reader (src/webhooks/streamReader.ts; docs/webhooks.md "Delivery") on a real
@@ -60,7 +60,7 @@ describe('webhook stream reader', () => {
     await redis.xreadgroup('GROUP', WEBHOOK_GROUP, 'gone-busy', 'COUNT', 1, 'STREAMS', key, '>');
     await redis.xgroup('CREATECONSUMER', key, WEBHOOK_GROUP, 'gone-idle');
     expect((await consumersOf(key)).sort()).toEqual(['gone-busy', 'gone-idle']);
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     const reader = new WebhookStreamReader(redis, key, 'worker-b', 4, async () => {}, logger, 200);
     await reader.start(await relayBlockingConnection(server.url));
     await reader.stop();
