@@ -11,6 +11,9 @@
   KEYS[4] ringingKey
   KEYS[5] bindingKey  on a single Redis, the user's operationId binding, taken at the end with the
                       record in it (lua/includes/operationRecord.lua); absent on a cluster
+  KEYS[6..]           on a single Redis, the counters of the invitees' invitation limits
+                      (`limits`), then their policy hashes and allow lists (`policyAt`); none on a
+                      cluster
 
   Arguments, by name (src/redis/scripts.ts scriptDefinitions holds their order):
   userId            the requesting user
@@ -19,8 +22,10 @@
   busy              JSON array: those of them in an accepted call (call waiting off): made `busy`
   ringTimeoutMs
   maxInvitees       GROUP_CALL_MAX_MEMBERS: members besides the caller a call may hold
+  limits            on a single Redis, the rules of the counters at KEYS[6..], one per invitee
+                    with a limit (lua/includes/createLimits.lua); '' for none
   policyAt          on a single Redis, the index in KEYS of the first invitee's policy hash and
-                    allow list, two keys per invitee in `invitees`' order (after the binding);
+                    allow list, two keys per invitee in `invitees`' order (after the counters);
                     '' on a cluster
   screened          on a cluster, JSON object userId -> verdict read before the script; ''
   screenedReply     as lua/createCall.lua: 'unanswered' or 'busy'
@@ -32,6 +37,7 @@
   Returns
     { 'fresh' | 'replay', 'ok', 200, fields }
     { 'error', 'not_found' | 'forbidden' | 'idempotency_conflict' | 'not_group' | 'call_not_active' | 'too_many_members' }
+    { 'limited', n, retryAfterMs }  as lua/createCall.lua: nothing else was done
 ]]
 local callKey, opKey, outboxKey, ringingKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 --@arguments
@@ -44,6 +50,16 @@ local retention, operationTtlMs = parseRetention(retention), tonumber(operationT
 --@include "openCallChange"
 --@include "applyDecision"
 --@include "callPolicy"
+--@include "nowMs"
+--@include "createLimits"
+
+-- Each invitee's call policy, then the invitees' limits, first, as a create's (docs/api.md "Abuse
+-- limits"): every invite counts, a replay too, except toward an invitee whose policy screens the
+-- inviting user (docs/call-policy.md "Group calls").
+local inviteeIds = cjson.decode(invitees)
+local verdicts = screenInvitees(inviteeIds, policyAt, screened, userId, nowMs())
+local limited = hitCreateLimits(6, limits, verdicts)
+if limited then return limited end
 
 -- On a cluster an invite always reads its record: a concurrent replay may have rung the same
 -- members first.
@@ -57,8 +73,6 @@ if asked.status ~= 200 then return refuse(asked.code) end
 
 local busyUsers, subjects = {}, {}
 for _, u in ipairs(cjson.decode(busy)) do busyUsers[u] = true end
-local inviteeIds = cjson.decode(invitees)
-local verdicts = screenInvitees(inviteeIds, policyAt, screened, userId, now)
 for u, verdict in pairs(verdicts) do
   if screenedAsBusy(verdict, screenedReply) then busyUsers[u] = true end
 end

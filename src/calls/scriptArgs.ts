@@ -117,8 +117,9 @@ export function createCallKeysArgs(
 }
 
 /**
- * A create's rate limit (a counter of src/limits/rateLimiter.ts, RedisRateLimiter.counter): on a
- * single Redis the create's script hits it by its key and rule; on a cluster CallStore calls `hit`.
+ * A create's or an invite's rate limit (a counter of src/limits/rateLimiter.ts,
+ * RedisRateLimiter.counter): on a single Redis the request's script hits it by its key and rule;
+ * on a cluster CallStore calls `hit`.
  */
 export interface CreateLimit {
   readonly key: string;
@@ -330,12 +331,22 @@ export interface InviteInput {
   fingerprint: string;
 }
 
-export function inviteKeysArgs(s: StoreSettings, i: InviteInput, busy: string[], topology: Topology = 'cluster', screened: Verdicts = {}): ScriptCall<'inviteToCall'> {
-  const policy = inviteesPolicy(s, userRequestKeys(s, i, topology), i.inviteeUserIds, topology, screened);
+/** An invite's keys and arguments: on a single Redis its invitees' limits (as a create's, createLimitsKeysArg) and policies after the request's keys. */
+export function inviteKeysArgs(
+  s: StoreSettings,
+  i: InviteInput,
+  busy: string[],
+  topology: Topology = 'cluster',
+  screened: Verdicts = {},
+  limits: readonly Pick<CreateLimit, 'key' | 'rule' | 'invitee'>[] = [],
+): ScriptCall<'inviteToCall'> {
+  const limited = createLimitsKeysArg(limits, topology);
+  const policy = inviteesPolicy(s, [...userRequestKeys(s, i, topology), ...limited.keys], i.inviteeUserIds, topology, screened);
   return {
     keys: policy.keys,
     args: {
       ...policy.args,
+      limits: limited.arg,
       userId: i.userId,
       installationId: i.installationId,
       invitees: JSON.stringify(i.inviteeUserIds),

@@ -4,6 +4,7 @@ import { keys } from '../redis/keys.js';
 import { runScript } from '../redis/scripts.js';
 import { topologyOf, type Topology } from '../redis/connection.js';
 import { parseCallFields, CorruptRecordError, type CallRecord } from './model.js';
+import { parseLimited, parseOutcome, type NotAdmitted, type Outcome } from './outcome.js';
 import { inCallInstallation } from './participants.js';
 import { readStoredCall } from './storedCall.js';
 import type { EndReason } from './reasons.js';
@@ -44,45 +45,11 @@ import {
  * execution, and `parseOutcome` maps every reply to a typed outcome.
  */
 export * from './scriptArgs.js';
-
-/** 'ringing': a ringing receipt that was the invitee's first (lua/noteRinging.lua). */
-export type OutcomeCode = 'ok' | 'ringing' | 'answer_conflict' | 'revision_conflict' | 'not_in_call';
-export type FailureCode = 'not_found' | 'forbidden' | 'idempotency_conflict' | 'call_exists' | 'rename_limit' | 'not_group' | 'call_not_active' | 'too_many_members';
-
-export type Outcome =
-  | { kind: 'outcome'; code: OutcomeCode; status: number; call: CallRecord; replayed: boolean }
-  | { kind: 'failure'; code: FailureCode };
+export * from './outcome.js';
 
 /** The request fingerprint: what makes a retry "the same request". */
 export function fingerprint(action: string, parts: readonly (string | number | boolean | null)[]): string {
   return createHash('sha256').update(JSON.stringify([action, ...parts])).digest('base64url');
-}
-
-const FAILURES = new Set<string>(['not_found', 'forbidden', 'idempotency_conflict', 'call_exists', 'rename_limit', 'not_group', 'call_not_active', 'too_many_members']);
-const OUTCOMES = new Set<string>(['ok', 'ringing', 'answer_conflict', 'revision_conflict', 'not_in_call']);
-
-/** Maps every reply of the create/answer/end/read scripts to a typed outcome. */
-export function parseOutcome(reply: unknown): Outcome {
-  if (!Array.isArray(reply)) throw new CorruptRecordError('script reply is not a list');
-  const [kind, code, status, fields] = reply as unknown[];
-  if (kind === 'error' && typeof code === 'string' && FAILURES.has(code)) {
-    return { kind: 'failure', code: code as FailureCode };
-  }
-  if ((kind === 'fresh' || kind === 'replay') && typeof code === 'string' && OUTCOMES.has(code)) {
-    return { kind: 'outcome', code: code as OutcomeCode, status: Number(status), call: parseCallFields(fields), replayed: kind === 'replay' };
-  }
-  if (kind === 'ok') return { kind: 'outcome', code: 'ok', status: 200, call: parseCallFields(code), replayed: false };
-  throw new CorruptRecordError(`unexpected script reply ${String(kind)}/${String(code)}`);
-}
-
-/**
- * A create refused by one of its rate limits (src/commands/create.ts answers 429): `refused`, the
- * first of its limits that said no, and that window's rest. Nothing was created or bound.
- */
-export interface NotAdmitted {
-  kind: 'not_admitted';
-  refused: CreateLimit;
-  retryAfterMs: number;
 }
 
 /** A request's operationId binding as the store took it before the script, or 'in-script' (requestKeys). */
@@ -128,7 +95,7 @@ export class CallStore {
     if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, userId, operationId));
   }
 
-  private async mutate<N extends 'answerCall' | 'moveCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging'>(
+  private async mutate<N extends 'answerCall' | 'moveCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging', R extends Outcome | NotAdmitted = Outcome>(
     userId: string,
     operationId: string,
     fp: string,
@@ -136,11 +103,13 @@ export class CallStore {
     /** The script's keys and arguments, given whether this request's binding was new. */
     callFor: (firstUse: boolean) => ScriptCall<N>,
     bound?: Binding,
-  ): Promise<Outcome> {
+    /** The reply's reading: parseLimited for a script that hits rate limits (invite). */
+    parse: (reply: unknown) => R = parseOutcome as (reply: unknown) => R,
+  ): Promise<R | Outcome> {
     const binding = bound ?? (await this.bindFirst(userId, operationId, fp));
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
     const call = callFor(binding === 'new');
-    const outcome = parseOutcome(await runScript(this.redis, script, call.keys, call.args));
+    const outcome = parse(await runScript(this.redis, script, call.keys, call.args));
     // A request refused before it did anything (unknown call, not a party) leaves no trace: its
     // operationId stays unused.
     if (outcome.kind === 'failure' && (outcome.code === 'not_found' || outcome.code === 'forbidden')) await this.unbind(binding, userId, operationId);
@@ -191,11 +160,7 @@ export class CallStore {
     return n < 0 ? undefined : { kind: 'not_admitted', refused: limits[n]!, retryAfterMs: decisions[n]!.retryAfterMs };
   }
 
-  /**
-   * A create's script (createCall, createGroupCall), as `mutate` runs the other request scripts;
-   * on a single Redis its reply may be a refusal by one of `limits` (lua/includes/createLimits.lua),
-   * made before the script bound or wrote anything.
-   */
+  /** A create's script (createCall, createGroupCall), as `mutate` runs the other request scripts. */
   private async runCreate<N extends 'createCall' | 'createGroupCall'>(
     script: N,
     binding: Binding,
@@ -204,13 +169,7 @@ export class CallStore {
   ): Promise<Outcome | NotAdmitted> {
     if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
     const call = callFor(binding === 'new');
-    const reply = await runScript(this.redis, script, call.keys, call.args);
-    if (Array.isArray(reply) && reply[0] === 'limited') {
-      const refused = limits[Number(reply[1]) - 1];
-      if (!refused) throw new CorruptRecordError(`unexpected ${script} reply limited/${String(reply[1])}`);
-      return { kind: 'not_admitted', refused, retryAfterMs: Number(reply[2]) };
-    }
-    return parseOutcome(reply);
+    return parseLimited(script, await runScript(this.redis, script, call.keys, call.args), limits);
   }
 
   /**
@@ -263,10 +222,25 @@ export class CallStore {
     return Object.fromEntries(userIds.flatMap((u, n) => (v[n] ? [[u, v[n]]] : [])));
   }
 
-  /** Rings more members into a group call (lua/inviteToCall.lua). */
-  async invite(i: InviteInput): Promise<Outcome> {
-    const [busy, screened] = await Promise.all([this.busyOf(i.inviteeUserIds), this.verdictsOf(i.inviteeUserIds, i.userId)]);
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'inviteToCall', () => inviteKeysArgs(this.settings, i, busy, this.topology, screened));
+  /**
+   * Rings more members into a group call (lua/inviteToCall.lua). `limits` are each invitee's
+   * invitation limit, hit as a create's are (single Redis: by the script, first; cluster:
+   * hitApart), and not toward an invitee whose policy screens the inviting user.
+   */
+  async invite(i: InviteInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
+    const verdicts = this.verdictsOf(i.inviteeUserIds, i.userId);
+    const [binding, busy, refused, screened] = await Promise.all([
+      this.bindFirst(i.userId, i.operationId, i.fingerprint),
+      this.busyOf(i.inviteeUserIds),
+      this.hitApart(limits, verdicts),
+      verdicts,
+    ]);
+    if (refused) {
+      await this.unbind(binding, i.userId, i.operationId);
+      return refused;
+    }
+    const parse = (reply: unknown) => parseLimited('inviteToCall', reply, limits);
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'inviteToCall', () => inviteKeysArgs(this.settings, i, busy, this.topology, screened, limits), binding, parse);
   }
 
   /** A ringing receipt (lua/noteRinging.lua). */

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { Principal } from '../auth/principal.js';
 import type { CallStore } from '../calls/store.js';
+import type { CreateLimit } from '../calls/scriptArgs.js';
 import type { RedisRateLimiter } from '../limits/rateLimiter.js';
 import type { MissedCallSeen } from '../push/missedCallSeen.js';
 
@@ -41,6 +42,15 @@ export interface Limits {
   pushTokenWrites: RedisRateLimiter<{ userId: string; installationId: string }> | undefined;
   renames: RedisRateLimiter<{ userId: string }> | undefined;
   // In-call messages per call and sender are counted by the message script (StoreSettings.messagesPerWindow).
+}
+
+/**
+ * Each invitee's invitation limit for a create or an invite, naming its invitee: the store hits it
+ * once the invitee's call policy is read, and not when that policy screens the call.
+ */
+export function inviteeLimits(limits: Limits, userIds: readonly string[]): CreateLimit[] {
+  const perCallee = limits.invitesPerCallee;
+  return perCallee ? userIds.map((u) => ({ ...perCallee.counter({ calleeUserId: u }), invitee: u })) : [];
 }
 
 /** What the commands need, on the API and on the gateway. */

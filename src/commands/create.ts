@@ -6,7 +6,7 @@ import { displayNameFor, handleFor } from '../calls/identity.js';
 import { createCallBody } from './schemas.js';
 import { errors } from './errors.js';
 import { callReply } from './callReply.js';
-import type { CommandDeps, Reply } from './command.js';
+import { inviteeLimits, type CommandDeps, type Reply } from './command.js';
 
 /**
  * create (POST /v1/calls): a ringing call for the callee; its invitations are queued in the same
@@ -26,7 +26,7 @@ export async function createCall(
   // The caller's own limit, and each invitee's (how many invitations any callers together may add
   // to its log, docs/api.md "Abuse limits"), in the order the store reports a refusal by.
   const mine = deps.limits.callCreates?.counter(me);
-  const limits = [...(mine ? [mine] : []), ...(deps.limits.invitesPerCallee ? invitees.map((u) => ({ ...deps.limits.invitesPerCallee!.counter({ calleeUserId: u }), invitee: u })) : [])];
+  const limits = [...(mine ? [mine] : []), ...inviteeLimits(deps.limits, invitees)];
   const caller = {
     callId: body.callId,
     callerUserId: me.userId,

@@ -59,7 +59,7 @@ export const scriptDefinitions = {
   inviteToCall: {
     numberOfKeys: 'variable',
     traced: true,
-    args: ['userId', 'installationId', 'invitees', 'busy', 'ringTimeoutMs', 'maxInvitees', 'policyAt', 'screened', 'screenedReply', ...CHANGE_ARGS],
+    args: ['userId', 'installationId', 'invitees', 'busy', 'ringTimeoutMs', 'maxInvitees', 'limits', 'policyAt', 'screened', 'screenedReply', ...CHANGE_ARGS],
   },
   noteRinging: { numberOfKeys: 'variable', traced: true, args: ['userId', 'via', ...CHANGE_ARGS] },
   answerCall: { numberOfKeys: 'variable', traced: true, args: ['userId', 'installationId', 'expectedRevision', 'firstUse', ...CHANGE_ARGS] },

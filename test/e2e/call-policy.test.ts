@@ -310,14 +310,20 @@ describe('enforced by the create', () => {
     expect(history.get(after.callId)?.screened).toBe('blocked');
   });
 
-  it('a blocked caller does not use up the callee\'s invitations (RATE_INVITES_PER_CALLEE_PER_MIN): others still ring', async () => {
+  it('a blocked caller does not use up the callee\'s invitations (RATE_INVITES_PER_CALLEE_PER_MIN) with calls or invites into a group call: others still ring', async () => {
     const limited = await ps.stack.addServer({ ROLES: 'api', SERVER_API_KEYS: server.hash, RING_TIMEOUT_MS: String(RING_MS), RATE_CALL_CREATES_PER_MIN: '0', RATE_INVITES_PER_CALLEE_PER_MIN: '3' });
     const callee = await reachableCallee();
     const spammer = device(limited.url);
     await callee.d.api.put('/v1/call-policy', { block: [spammer.userId] });
     for (let i = 0; i < 4; i++) await create(spammer, callee.userId);
-    const group = await spammer.api.post('/v1/calls', { callId: randomUUID(), calleeUserIds: [callee.userId], operationId: uid('op') });
+    const groupId = randomUUID();
+    const group = await spammer.api.post('/v1/calls', { callId: groupId, calleeUserIds: [callee.userId], operationId: uid('op') });
     expect(group.status, group.text).toBe(201);
+    // Invited again and again into its group call: each invite is taken, none counts.
+    for (let i = 0; i < 4; i++) {
+      const invited = await spammer.api.post(`/v1/calls/${groupId}/invite`, { userIds: [callee.userId], operationId: uid('op') });
+      expect(invited.status, invited.text).toBe(200);
+    }
     // Three invitations a minute are left for everyone else: all three ring, a fourth is refused.
     const friends = [device(limited.url), device(limited.url), device(limited.url)];
     const rung: { callId: string }[] = [];

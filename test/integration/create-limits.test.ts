@@ -13,7 +13,8 @@ import { sleep } from '../support/wait.js';
  * (lua/includes/createLimits.lua), on a cluster separate calls do before it; either way a create
  * over one gets 429 with Retry-After and changes nothing but the counters: no call, no binding,
  * so the same request after the window is a new one. Every counter is hit, even after one
- * refuses, and every create counts, a replay too.
+ * refuses, and every create counts, a replay too. An invite into a group call counts toward each
+ * invitee's invitations the same way (lua/inviteToCall.lua).
  */
 
 const LIMIT = 2;
@@ -145,6 +146,31 @@ describe('create limits', () => {
     expect(again.status, again.text).toBe(201);
     expect(again.json).toMatchObject({ callId: over.callId, state: 'ringing' });
     expect((again.json.participants as { userId: string }[]).map((p) => p.userId)).toEqual([caller.userId, other.userId, busyOne.userId]);
+  });
+
+  it("an invite counts toward each invitee's limit, a replay too: over it 429 and the call unchanged; after the window the same invite is taken", async () => {
+    const caller = device(invitesOnlyUrl);
+    const g = group([device(invitesOnlyUrl)]);
+    await created(caller, g);
+    const late = device(invitesOnlyUrl);
+    const other = device(invitesOnlyUrl);
+    const invite = (operationId: string) => caller.api.post(`/v1/calls/${g.callId}/invite`, { userIds: [other.userId, late.userId], operationId });
+    const first = uid('op');
+    expect((await invite(first)).status).toBe(200);
+    expect((await invite(first)).status).toBe(200);
+    expect(await count(inviteCounter(late))).toBe(LIMIT);
+    const before = (await caller.api.get(`/v1/calls/${g.callId}`)).json;
+    const over = uid('op');
+    const res = await invite(over);
+    expectProblem(res, 'rate_limited', 'a callee is receiving too many calls; retry later');
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(await count(inviteCounter(other))).toBe(LIMIT + 1);
+    expect((await caller.api.get(`/v1/calls/${g.callId}`)).json).toEqual(before);
+    expect(await stack.redis.exists(keys.operationBinding(KS, caller.userId, over))).toBe(0);
+    await windowEnds(inviteCounter(late));
+    await windowEnds(inviteCounter(other));
+    const again = await invite(over);
+    expect(again.status, again.text).toBe(200);
   });
 
   it('a limit that is off is not hit; the one that is on still refuses', async () => {
