@@ -95,7 +95,10 @@ export class CallStore {
     if (binding === 'new') await this.redis.del(keys.operationBinding(this.settings, userId, operationId));
   }
 
-  private async mutate<N extends 'answerCall' | 'moveCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging', R extends Outcome | NotAdmitted = Outcome>(
+  private async mutate<
+    N extends 'createCall' | 'createGroupCall' | 'answerCall' | 'moveCall' | 'endCall' | 'renameCall' | 'inviteToCall' | 'noteRinging',
+    R extends Outcome | NotAdmitted = Outcome,
+  >(
     userId: string,
     operationId: string,
     fp: string,
@@ -103,7 +106,7 @@ export class CallStore {
     /** The script's keys and arguments, given whether this request's binding was new. */
     callFor: (firstUse: boolean) => ScriptCall<N>,
     bound?: Binding,
-    /** The reply's reading: parseLimited for a script that hits rate limits (invite). */
+    /** The reply's reading: parseLimited for a script that hits rate limits (a create, an invite). */
     parse: (reply: unknown) => R = parseOutcome as (reply: unknown) => R,
   ): Promise<R | Outcome> {
     const binding = bound ?? (await this.bindFirst(userId, operationId, fp));
@@ -143,7 +146,8 @@ export class CallStore {
       return refused;
     }
     const busy = await this.stillIn(active, i.calleeUserId);
-    return this.runCreate('createCall', binding, (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits, screened), limits);
+    const parse = (reply: unknown) => parseLimited('createCall', reply, limits);
+    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits, screened), binding, parse);
   }
 
   /**
@@ -158,18 +162,6 @@ export class CallStore {
     const decisions = await Promise.all(limits.map(async (l) => (l.invitee !== undefined && (await screened)[l.invitee] ? allowed : l.hit())));
     const n = decisions.findIndex((d) => !d.allowed);
     return n < 0 ? undefined : { kind: 'not_admitted', refused: limits[n]!, retryAfterMs: decisions[n]!.retryAfterMs };
-  }
-
-  /** A create's script (createCall, createGroupCall), as `mutate` runs the other request scripts. */
-  private async runCreate<N extends 'createCall' | 'createGroupCall'>(
-    script: N,
-    binding: Binding,
-    callFor: (firstUse: boolean) => ScriptCall<N>,
-    limits: readonly CreateLimit[],
-  ): Promise<Outcome | NotAdmitted> {
-    if (binding === 'conflict') return { kind: 'failure', code: 'idempotency_conflict' };
-    const call = callFor(binding === 'new');
-    return parseLimited(script, await runScript(this.redis, script, call.keys, call.args), limits);
   }
 
   /**
@@ -198,18 +190,30 @@ export class CallStore {
 
   /** Creates a group call (lua/createGroupCall.lua); `limits` as for `create` (the caller's, each invitee's). */
   async createGroup(i: CreateGroupInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
-    const verdicts = this.verdictsOf(i.inviteeUserIds, i.callerUserId);
-    const [binding, busy, refused, screened] = await Promise.all([
-      this.bindFirst(i.callerUserId, i.operationId, i.fingerprint),
-      this.busyOf(i.inviteeUserIds),
-      this.hitApart(limits, verdicts),
-      verdicts,
-    ]);
-    if (refused) {
-      await this.unbind(binding, i.callerUserId, i.operationId);
-      return refused;
-    }
-    return this.runCreate('createGroupCall', binding, (firstUse) => createGroupCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits, screened), limits);
+    const a = await this.admitInvitees(i.callerUserId, i.operationId, i.fingerprint, i.inviteeUserIds, limits);
+    if (a.kind === 'not_admitted') return a;
+    const parse = (reply: unknown) => parseLimited('createGroupCall', reply, limits);
+    const callFor = (firstUse: boolean) => createGroupCallKeysArgs(this.settings, i, a.busy, firstUse, this.topology, limits, a.screened);
+    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createGroupCall', callFor, a.binding, parse);
+  }
+
+  /**
+   * What a request that rings invitees (a group create, an invite) needs before its script, in one
+   * round trip: its binding (on a cluster), which invitees are busy, their verdicts on `userId` (on
+   * a cluster), and the limits hit apart (on a cluster, hitApart); a refusal undoes the binding.
+   */
+  private async admitInvitees(
+    userId: string,
+    operationId: string,
+    fp: string,
+    inviteeUserIds: readonly string[],
+    limits: readonly CreateLimit[],
+  ): Promise<NotAdmitted | { kind: 'admitted'; binding: Binding; busy: string[]; screened: Verdicts }> {
+    const verdicts = this.verdictsOf(inviteeUserIds, userId);
+    const [binding, busy, refused, screened] = await Promise.all([this.bindFirst(userId, operationId, fp), this.busyOf(inviteeUserIds), this.hitApart(limits, verdicts), verdicts]);
+    if (!refused) return { kind: 'admitted', binding, busy, screened };
+    await this.unbind(binding, userId, operationId);
+    return refused;
   }
 
   /**
@@ -228,19 +232,10 @@ export class CallStore {
    * hitApart), and not toward an invitee whose policy screens the inviting user.
    */
   async invite(i: InviteInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
-    const verdicts = this.verdictsOf(i.inviteeUserIds, i.userId);
-    const [binding, busy, refused, screened] = await Promise.all([
-      this.bindFirst(i.userId, i.operationId, i.fingerprint),
-      this.busyOf(i.inviteeUserIds),
-      this.hitApart(limits, verdicts),
-      verdicts,
-    ]);
-    if (refused) {
-      await this.unbind(binding, i.userId, i.operationId);
-      return refused;
-    }
+    const a = await this.admitInvitees(i.userId, i.operationId, i.fingerprint, i.inviteeUserIds, limits);
+    if (a.kind === 'not_admitted') return a;
     const parse = (reply: unknown) => parseLimited('inviteToCall', reply, limits);
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'inviteToCall', () => inviteKeysArgs(this.settings, i, busy, this.topology, screened, limits), binding, parse);
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'inviteToCall', () => inviteKeysArgs(this.settings, i, a.busy, this.topology, a.screened, limits), a.binding, parse);
   }
 
   /** A ringing receipt (lua/noteRinging.lua). */
