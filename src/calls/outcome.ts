@@ -53,4 +53,3 @@ export interface NotAdmitted {
   refused: CreateLimit;
   retryAfterMs: number;
 }
-

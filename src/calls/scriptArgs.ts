@@ -130,9 +130,10 @@ export interface CreateLimit {
 }
 
 /**
- * On a single Redis, the create's limits (the caller's creates, each invitee's invitations) are
- * hit by its script, as its first step (lua/includes/createLimits.lua): their counters after the
- * binding, and their rules as one argument. On a cluster the counters live in other slots and
+ * On a single Redis, a create's limits (the caller's creates, each invitee's invitations) and an
+ * invite's (each invitee's) are hit by its script, as its first step
+ * (lua/includes/createLimits.lua): their counters after the binding, and their rules as one
+ * argument. On a cluster the counters live in other slots and
  * CallStore hits them apart: no keys, ''.
  */
 function createLimitsKeysArg(limits: readonly Pick<CreateLimit, 'key' | 'rule' | 'invitee'>[], topology: Topology): { keys: string[]; arg: string } {

@@ -151,7 +151,7 @@ export class CallStore {
   }
 
   /**
-   * On a cluster, a create's limits hit before its script (their counters live in other slots
+   * On a cluster, a create's or an invite's limits hit before its script (their counters live in other slots
    * than the call's keys), sent at once so they share a round trip with the store's first reads:
    * the first refusal in their order, or undefined. On a single Redis, nothing: the script hits them.
    */

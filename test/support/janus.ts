@@ -44,7 +44,7 @@ export interface Janus {
 const HOST = '127.0.0.1';
 const JANUS_BIN = process.env.JANUS_BIN ?? 'janus';
 const START_TIMEOUT_MS = 20_000;
-/** Debian's Janus modules: /usr/lib/<multiarch triplet>/janus (x86_64-linux-gnu, aarch64-linux-gnu, ...). */
+/** JANUS_LIB, else Debian's Janus modules: /usr/lib/<multiarch triplet>/janus (x86_64-linux-gnu, aarch64-linux-gnu, ...). */
 function janusLib(): string {
   if (process.env.JANUS_LIB) return process.env.JANUS_LIB;
   const triplet = readdirSync('/usr/lib').find((d) => existsSync(join('/usr/lib', d, 'janus', 'plugins', 'libjanus_videoroom.so')));
