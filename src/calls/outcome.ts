@@ -32,16 +32,17 @@ export function parseOutcome(reply: unknown): Outcome {
 }
 
 /**
- * A reply that may be a refusal by one of `limits` (lua/includes/createLimits.lua: a create's or
- * an invite's script, on a single Redis), made before the script bound or wrote anything.
+ * The reading of a reply that may be a refusal by one of `limits` (lua/includes/createLimits.lua:
+ * a create's or an invite's script, on a single Redis), made before the script bound or wrote
+ * anything; any other reply is read by parseOutcome.
  */
-export function parseLimited(script: string, reply: unknown, limits: readonly CreateLimit[]): Outcome | NotAdmitted {
-  if (Array.isArray(reply) && reply[0] === 'limited') {
+export function parseLimited(limits: readonly CreateLimit[]): (reply: unknown) => Outcome | NotAdmitted {
+  return (reply) => {
+    if (!Array.isArray(reply) || reply[0] !== 'limited') return parseOutcome(reply);
     const refused = limits[Number(reply[1]) - 1];
-    if (!refused) throw new CorruptRecordError(`unexpected ${script} reply limited/${String(reply[1])}`);
+    if (!refused) throw new CorruptRecordError(`unexpected script reply limited/${String(reply[1])}`);
     return { kind: 'not_admitted', refused, retryAfterMs: Number(reply[2]) };
-  }
-  return parseOutcome(reply);
+  };
 }
 
 /**

@@ -146,14 +146,15 @@ export class CallStore {
       return refused;
     }
     const busy = await this.stillIn(active, i.calleeUserId);
-    const parse = (reply: unknown) => parseLimited('createCall', reply, limits);
-    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', (firstUse) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits, screened), binding, parse);
+    const callFor = (firstUse: boolean) => createCallKeysArgs(this.settings, i, busy, firstUse, this.topology, limits, screened);
+    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createCall', callFor, binding, parseLimited(limits));
   }
 
   /**
-   * On a cluster, a create's or an invite's limits hit before its script (their counters live in other slots
-   * than the call's keys), sent at once so they share a round trip with the store's first reads:
-   * the first refusal in their order, or undefined. On a single Redis, nothing: the script hits them.
+   * On a cluster, a create's or an invite's limits hit before its script (their counters live in
+   * other slots than the call's keys), sent at once so they share a round trip with the store's
+   * first reads: the first refusal in their order, or undefined. On a single Redis, nothing: the
+   * script hits them.
    */
   private async hitApart(limits: readonly CreateLimit[], screened: Promise<Verdicts>): Promise<NotAdmitted | undefined> {
     if (this.topology === 'single' || limits.length === 0) return undefined;
@@ -192,9 +193,8 @@ export class CallStore {
   async createGroup(i: CreateGroupInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
     const a = await this.admitInvitees(i.callerUserId, i.operationId, i.fingerprint, i.inviteeUserIds, limits);
     if (a.kind === 'not_admitted') return a;
-    const parse = (reply: unknown) => parseLimited('createGroupCall', reply, limits);
     const callFor = (firstUse: boolean) => createGroupCallKeysArgs(this.settings, i, a.busy, firstUse, this.topology, limits, a.screened);
-    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createGroupCall', callFor, a.binding, parse);
+    return this.mutate(i.callerUserId, i.operationId, i.fingerprint, 'createGroupCall', callFor, a.binding, parseLimited(limits));
   }
 
   /**
@@ -234,8 +234,8 @@ export class CallStore {
   async invite(i: InviteInput, limits: readonly CreateLimit[] = []): Promise<Outcome | NotAdmitted> {
     const a = await this.admitInvitees(i.userId, i.operationId, i.fingerprint, i.inviteeUserIds, limits);
     if (a.kind === 'not_admitted') return a;
-    const parse = (reply: unknown) => parseLimited('inviteToCall', reply, limits);
-    return this.mutate(i.userId, i.operationId, i.fingerprint, 'inviteToCall', () => inviteKeysArgs(this.settings, i, a.busy, this.topology, a.screened, limits), a.binding, parse);
+    const callFor = () => inviteKeysArgs(this.settings, i, a.busy, this.topology, a.screened, limits);
+    return this.mutate(i.userId, i.operationId, i.fingerprint, 'inviteToCall', callFor, a.binding, parseLimited(limits));
   }
 
   /** A ringing receipt (lua/noteRinging.lua). */
